@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: GPL-2.0
+# rroce — a software RoCEv2 RDMA device in Rust.
+#
+#   make run      build what is needed, boot a VM, show rroce at work
+#   make check    install what is missing, build, run host tests and the
+#                 VM selftests (debug kernel); ends with "N passed, N failed"
+#
+# Other targets: deps, kernel, module, provider, host-test, lint, vm, clean.
+# FLAVOR=plain|debug picks the kernel for `module`/`vm` (default plain).
+
+ifneq ($(KERNELRELEASE),)
+# Invoked by Kbuild for `make -C $KDIR M=$PWD`.
+include $(src)/Kbuild
+else
+
+SHELL := /bin/bash
+FLAVOR ?= plain
+TOP := $(CURDIR)
+BUILD := $(TOP)/build
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: all deps kernel module provider host-test lint vm run check clean
+
+all: module provider
+
+deps:
+	@scripts/deps.sh
+
+kernel: deps
+	@scripts/kernel.sh $(FLAVOR) >/dev/null
+
+module: kernel
+	@scripts/module.sh $(FLAVOR)
+
+provider: deps
+	@scripts/provider.sh
+
+host-test: deps
+	@scripts/host-test.sh
+
+lint: deps
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+vm: module provider
+	@scripts/vm --kernel $(FLAVOR)
+
+run: deps
+	@$(MAKE) --no-print-directory FLAVOR=plain module provider
+	@scripts/vm --kernel plain scripts/demo.sh
+
+check: deps
+	@scripts/check.sh
+
+clean:
+	rm -rf $(BUILD) target
+endif

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Declarations of the C shims in `rroce_glue.c`.
+//!
+//! C header: [`rroce_glue.h`](rroce_glue.h)
+//!
+//! Each function forwards to a static inline function or macro of the kernel
+//! headers that bindgen cannot expose; their contracts are those of the
+//! wrapped kernel function.
+
+use kernel::bindings;
+use kernel::ffi::{c_int, c_uint, c_void};
+
+// Only pointers to kernel structures cross this boundary; some of them embed
+// members that are empty in this configuration (`netdevice_tracker`,
+// `lockdep_map`), which the lint flags although no value is passed.
+#[allow(improper_ctypes)]
+extern "C" {
+    pub(crate) fn rroce_netdev_notifier_info_to_dev(info: *mut c_void)
+        -> *mut bindings::net_device;
+    pub(crate) fn rroce_dev_hold(ndev: *mut bindings::net_device);
+    pub(crate) fn rroce_dev_put(ndev: *mut bindings::net_device);
+    pub(crate) fn rroce_dev_net(ndev: *const bindings::net_device) -> *mut bindings::net;
+    pub(crate) fn rroce_netif_running(ndev: *const bindings::net_device) -> bool;
+    pub(crate) fn rroce_netif_carrier_ok(ndev: *const bindings::net_device) -> bool;
+    pub(crate) fn rroce_netdev_mtu(ndev: *const bindings::net_device) -> c_uint;
+    pub(crate) fn rroce_ib_device_try_get(dev: *mut bindings::ib_device) -> bool;
+    pub(crate) fn rroce_ib_copy_to_udata(
+        udata: *mut bindings::ib_udata,
+        src: *const c_void,
+        len: usize,
+    ) -> c_int;
+    pub(crate) fn rroce_num_possible_cpus() -> c_uint;
+    pub(crate) fn rroce_kfree_skb(skb: *mut bindings::sk_buff);
+    pub(crate) fn rroce_sk_user_data(sk: *mut bindings::sock) -> *mut c_void;
+    pub(crate) fn rroce_udp_tunnel_open(
+        net: *mut bindings::net,
+        ipv6: bool,
+        port: u16,
+        user_data: *mut c_void,
+        rcv: unsafe extern "C" fn(*mut bindings::sock, *mut bindings::sk_buff) -> c_int,
+        sockp: *mut *mut bindings::socket,
+    ) -> c_int;
+}

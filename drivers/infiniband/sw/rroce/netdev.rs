@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Counted references to the Ethernet devices rroce ports run on.
+//!
+//! C header: [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h)
+
+use core::ptr::NonNull;
+use kernel::bindings;
+
+use crate::glue;
+
+/// `ARPHRD_ETHER`: the only link type rroce runs on.
+const ARPHRD_ETHER: u16 = 1;
+
+/// A reference to a `struct net_device` that keeps it from being freed.
+///
+/// # Invariants
+///
+/// `self.0` points to a valid `net_device` on which this object owns one
+/// `dev_hold()` reference, released on drop.
+pub(crate) struct NetDevRef(NonNull<bindings::net_device>);
+
+// SAFETY: a held `net_device` may be used and released from any thread.
+unsafe impl Send for NetDevRef {}
+// SAFETY: all methods only read fields the networking core allows to be
+// read concurrently (with `READ_ONCE` where the core requires it).
+unsafe impl Sync for NetDevRef {}
+
+impl NetDevRef {
+    /// Takes a new reference on `ndev`.
+    ///
+    /// # Safety
+    ///
+    /// `ndev` must point to a valid `net_device` that the caller keeps alive
+    /// for the duration of the call (holds a reference or the RTNL).
+    pub(crate) unsafe fn hold(ndev: NonNull<bindings::net_device>) -> Self {
+        // SAFETY: `ndev` is valid per the function's safety requirements.
+        unsafe { glue::rroce_dev_hold(ndev.as_ptr()) };
+        // INVARIANT: the reference was just taken.
+        Self(ndev)
+    }
+
+    /// The raw pointer, for identity comparisons and calls into C.
+    pub(crate) fn as_ptr(&self) -> *mut bindings::net_device {
+        self.0.as_ptr()
+    }
+
+    /// Current Ethernet MTU.
+    pub(crate) fn mtu(&self) -> u32 {
+        // SAFETY: by the type invariant the device is valid.
+        unsafe { glue::rroce_netdev_mtu(self.as_ptr()) }
+    }
+
+    /// Whether the device is up and has carrier: the RoCE port is active.
+    pub(crate) fn is_active(&self) -> bool {
+        // SAFETY: by the type invariant the device is valid.
+        unsafe { glue::rroce_netif_running(self.as_ptr()) && glue::rroce_netif_carrier_ok(self.as_ptr()) }
+    }
+
+    /// Whether this is an Ethernet device.
+    pub(crate) fn is_ether(&self) -> bool {
+        // SAFETY: by the type invariant the device is valid; `type_` is set
+        // before registration and never changes.
+        unsafe { (*self.as_ptr()).type_ == ARPHRD_ETHER }
+    }
+
+    /// The permanent-for-now MAC address (`dev_addr`).
+    pub(crate) fn mac(&self) -> [u8; 6] {
+        let mut mac = [0u8; 6];
+        // SAFETY: by the type invariant the device is valid; an Ethernet
+        // device's `dev_addr` holds at least `ETH_ALEN` bytes.
+        unsafe {
+            let addr = (*self.as_ptr()).dev_addr;
+            if !addr.is_null() {
+                core::ptr::copy_nonoverlapping(addr, mac.as_mut_ptr(), mac.len());
+            }
+        }
+        mac
+    }
+
+    /// The network namespace the device lives in (identity only).
+    pub(crate) fn net(&self) -> *mut bindings::net {
+        // SAFETY: by the type invariant the device is valid.
+        unsafe { glue::rroce_dev_net(self.as_ptr()) }
+    }
+
+    /// The device's `struct device`.
+    pub(crate) fn device(&self) -> *mut bindings::device {
+        // SAFETY: by the type invariant the device is valid; this only
+        // computes a field address.
+        unsafe { core::ptr::addr_of_mut!((*self.as_ptr()).dev) }
+    }
+
+    /// The parent of the device's `struct device` (the virtio or PCI
+    /// function), or null for purely virtual devices such as veth.
+    pub(crate) fn parent(&self) -> *mut bindings::device {
+        // SAFETY: `device()` is valid; `parent` is fixed at registration.
+        unsafe { (*self.device()).parent }
+    }
+
+    /// The interface name, NUL-terminated.
+    pub(crate) fn name_ptr(&self) -> *const kernel::ffi::c_char {
+        // SAFETY: by the type invariant the device is valid; `name` is a
+        // NUL-terminated array inside it.
+        unsafe { (*self.as_ptr()).name.as_ptr() }
+    }
+}
+
+impl Drop for NetDevRef {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant we own one reference.
+        unsafe { glue::rroce_dev_put(self.as_ptr()) };
+    }
+}

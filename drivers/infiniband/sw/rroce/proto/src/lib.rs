@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! Safe, `no_std` core of rroce shared by the kernel driver and the provider.
+//!
+//! Everything here is plain Rust without `unsafe`, so it builds and is tested
+//! on the host with `cargo test`.  The kernel driver compiles these very files
+//! as modules of `rroce.ko` (see `rroce.rs`), so modules refer to each other
+//! with `super::`, never `crate::`, and never panic on input: arithmetic that
+//! may overflow is explicit (`wrapping_*`/`checked_*`) and slices are read with
+//! `get()`.
+#![no_std]
+#![forbid(unsafe_code)]
+
+pub mod abi;
+pub mod hdr;
+pub mod icrc;
+pub mod link;
+pub mod opcode;
+pub mod psn;

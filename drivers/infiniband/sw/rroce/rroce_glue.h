@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef RROCE_GLUE_H
+#define RROCE_GLUE_H
+
+#include <linux/types.h>
+
+struct ib_device;
+struct ib_udata;
+struct net;
+struct net_device;
+struct sk_buff;
+struct sock;
+struct socket;
+
+struct net_device *rroce_netdev_notifier_info_to_dev(void *info);
+void rroce_dev_hold(struct net_device *ndev);
+void rroce_dev_put(struct net_device *ndev);
+struct net *rroce_dev_net(const struct net_device *ndev);
+bool rroce_netif_running(const struct net_device *ndev);
+bool rroce_netif_carrier_ok(const struct net_device *ndev);
+unsigned int rroce_netdev_mtu(const struct net_device *ndev);
+bool rroce_ib_device_try_get(struct ib_device *dev);
+int rroce_ib_copy_to_udata(struct ib_udata *udata, const void *src, size_t len);
+unsigned int rroce_num_possible_cpus(void);
+void rroce_kfree_skb(struct sk_buff *skb);
+void *rroce_sk_user_data(struct sock *sk);
+int rroce_udp_tunnel_open(struct net *net, bool ipv6, u16 port, void *user_data,
+			  int (*rcv)(struct sock *sk, struct sk_buff *skb),
+			  struct socket **sockp);
+
+#endif

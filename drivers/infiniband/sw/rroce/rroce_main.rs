@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+//! rroce: a software RoCEv2 RDMA device.
+//!
+//! `rdma link add rroce0 type rroce netdev eth0` makes an InfiniBand device
+//! that speaks RoCEv2 (UDP port 4791) over any Ethernet netdev, in any
+//! network namespace.
+//!
+//! Layout: `proto/` is the safe, `no_std`, host-tested core shared with the
+//! user-space provider; `glue.rs` + `rroce_glue.c` bind static inline kernel
+//! functions; `netdev`, `udp`, `parent`, `device` and `verbs` wrap the kernel
+//! objects the driver uses.
+
+use kernel::prelude::*;
+
+module! {
+    type: RroceModule,
+    name: "rroce",
+    author: "rroce developers",
+    description: "Software RoCEv2 RDMA device",
+    license: "GPL",
+    alias: ["rdma-link-rroce"],
+}
+
+/// The safe protocol core, compiled from the shared crate's sources.
+///
+/// It is a library shared with user space: its `pub` API is wider than
+/// what the driver uses at any given time.
+#[allow(unreachable_pub, dead_code)]
+#[path = "proto/src"]
+mod proto {
+    pub(crate) mod abi;
+    pub(crate) mod link;
+}
+
+mod device;
+mod glue;
+mod netdev;
+mod parent;
+mod udp;
+mod util;
+mod verbs;
+
+struct RroceModule {
+    _reg: Pin<KBox<device::Registration>>,
+}
+
+impl kernel::Module for RroceModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        Ok(Self { _reg: device::Registration::new(module)? })
+    }
+}

@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The verbs of an rroce device: the `ib_device_ops` table and its callbacks.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+//!
+//! Each callback is a thin `extern "C"` trampoline that turns C arguments
+//! into references and errors into negative errnos with `from_result`.
+
+use core::mem::size_of;
+use core::sync::atomic::Ordering;
+use kernel::bindings;
+use kernel::error::{from_result, to_result};
+use kernel::ffi::{c_int, c_void};
+use kernel::prelude::*;
+
+use crate::device::{self, RroceDev};
+use crate::glue;
+use crate::proto::abi;
+use crate::proto::link;
+
+/// Device limits advertised in `query_device`.
+mod limits {
+    pub(super) const MAX_PD: u32 = 0x1_0000;
+    pub(super) const MAX_QP: u32 = 0x1_0000;
+    pub(super) const MAX_QP_WR: u32 = 0x4000;
+    pub(super) const MAX_SGE: u32 = 32;
+    pub(super) const MAX_CQ: u32 = 0x1_0000;
+    pub(super) const MAX_CQE: u32 = 0x1_0000 - 1;
+    pub(super) const MAX_MR: u32 = 0x1_0000;
+    pub(super) const MAX_AH: u32 = 0x1_0000;
+    pub(super) const MAX_RD_ATOM: u32 = 128;
+    pub(super) const MAX_MSG_SZ: u32 = 1 << 30;
+    pub(super) const GID_TABLE_LEN: u32 = 1024;
+    pub(super) const PAGE_SIZE_CAP: u64 = 0xffff_f000;
+    pub(super) const VENDOR_ID: u32 = 0x00ff_ffff;
+    pub(super) const ACK_DELAY: u8 = 15;
+}
+
+/// Size of a management datagram (`IB_MGMT_MAD_SIZE` of `rdma/ib_mad.h`).
+const IB_MGMT_MAD_SIZE: u32 = 256;
+
+/// The ops table; ib_core copies it into each device.
+pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops {
+    bindings::ib_device_ops {
+        owner: module.as_ptr(),
+        driver_id: bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+        uverbs_abi_ver: abi::ABI_VERSION,
+        dealloc_driver: Some(dealloc_driver),
+        query_device: Some(query_device),
+        query_port: Some(query_port),
+        get_port_immutable: Some(get_port_immutable),
+        get_link_layer: Some(get_link_layer),
+        query_gid: Some(query_gid),
+        query_pkey: Some(query_pkey),
+        alloc_ucontext: Some(alloc_ucontext),
+        dealloc_ucontext: Some(dealloc_ucontext),
+        mmap: Some(mmap),
+        mmap_free: Some(mmap_free),
+        alloc_pd: Some(alloc_pd),
+        dealloc_pd: Some(dealloc_pd),
+        size_ib_pd: size_of::<RrocePd>(),
+        size_ib_ucontext: size_of::<RroceUcontext>(),
+        ..Default::default()
+    }
+}
+
+/// Fills the device attributes of a new device.
+pub(crate) fn fill_attrs(a: &mut bindings::ib_device_attr, guid: u64) {
+    use limits::*;
+    a.vendor_id = VENDOR_ID;
+    a.sys_image_guid = guid;
+    a.max_mr_size = u64::MAX;
+    a.page_size_cap = PAGE_SIZE_CAP;
+    a.max_qp = MAX_QP as c_int;
+    a.max_qp_wr = MAX_QP_WR as c_int;
+    a.max_send_sge = MAX_SGE as c_int;
+    a.max_recv_sge = MAX_SGE as c_int;
+    a.max_sge_rd = MAX_SGE as c_int;
+    a.max_cq = MAX_CQ as c_int;
+    a.max_cqe = MAX_CQE as c_int;
+    a.max_mr = MAX_MR as c_int;
+    a.max_pd = MAX_PD as c_int;
+    a.max_qp_rd_atom = MAX_RD_ATOM as c_int;
+    a.max_qp_init_rd_atom = MAX_RD_ATOM as c_int;
+    a.max_res_rd_atom = (MAX_RD_ATOM * MAX_QP) as c_int;
+    a.max_ah = MAX_AH as c_int;
+    a.max_pkeys = 1;
+    a.local_ca_ack_delay = ACK_DELAY;
+    a.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
+    a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+}
+
+/// Our part of a user context (allocated by ib_core).
+#[repr(C)]
+struct RroceUcontext {
+    ib: bindings::ib_ucontext,
+}
+
+/// Our part of a protection domain (allocated by ib_core).
+#[repr(C)]
+struct RrocePd {
+    ib: bindings::ib_pd,
+}
+
+/// A mapping offered to user space through `rdma_user_mmap_entry`.
+///
+/// # Invariants
+///
+/// `rdma` is the first field; `kaddr` is a `vmalloc_user` buffer of at least
+/// the entry's length that outlives the entry.
+#[repr(C)]
+pub(crate) struct MmapEntry {
+    rdma: bindings::rdma_user_mmap_entry,
+    kaddr: *mut c_void,
+}
+
+impl MmapEntry {
+    /// Offers `len` bytes at `kaddr` to `uctx`'s process; returns the mmap
+    /// offset to hand to user space.  ib_core owns the entry from then on
+    /// and frees it through `mmap_free`.
+    ///
+    /// # Safety
+    ///
+    /// `uctx` must be a live user context and `kaddr` a `vmalloc_user`
+    /// buffer of at least `len` bytes that outlives every mapping.
+    #[expect(dead_code, reason = "used by the mapped queue rings")]
+    pub(crate) unsafe fn insert(
+        uctx: *mut bindings::ib_ucontext,
+        kaddr: *mut c_void,
+        len: usize,
+    ) -> Result<u64> {
+        let e = KBox::new(MmapEntry { rdma: Default::default(), kaddr }, GFP_KERNEL)?;
+        let e = KBox::into_raw(e);
+        // SAFETY: `e` is a valid entry; on success ib_core keeps it and
+        // releases it through `mmap_free`.
+        let err = unsafe { bindings::rdma_user_mmap_entry_insert(uctx, &mut (*e).rdma, len) };
+        if err != 0 {
+            // SAFETY: not inserted, so still ours.
+            drop(unsafe { KBox::from_raw(e) });
+            return Err(Error::from_errno(err));
+        }
+        // SAFETY: inserted entries stay valid until removed.
+        Ok((unsafe { (*e).rdma.start_pgoff } as u64) << bindings::PAGE_SHIFT)
+    }
+}
+
+/// # Safety
+///
+/// `ib_device_ops::dealloc_driver` contract.
+unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
+    // SAFETY: ib_core calls this once, last, for a device of ours.
+    unsafe { device::dealloc(ib) }
+}
+
+/// # Safety
+///
+/// `ib_device_ops::query_device` contract.
+unsafe extern "C" fn query_device(
+    ib: *mut bindings::ib_device,
+    attr: *mut bindings::ib_device_attr,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `udata` is null or valid per the contract.
+        if let Some(u) = unsafe { udata.as_ref() } {
+            if u.inlen != 0 || u.outlen != 0 {
+                return Err(EINVAL);
+            }
+        }
+        // SAFETY: `ib` is a registered device of ours, `attr` is writable.
+        unsafe { *attr = (*ib).attrs };
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// `ib_device_ops::query_port` contract.
+unsafe extern "C" fn query_port(
+    ib: *mut bindings::ib_device,
+    port: u32,
+    attr: *mut bindings::ib_port_attr,
+) -> c_int {
+    from_result(|| {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        // SAFETY: `ib` is a live device of ours.
+        let dev = unsafe { RroceDev::from_ib(ib) };
+        // SAFETY: `attr` is valid and zeroed by ib_core.
+        let a = unsafe { &mut *attr };
+        let active = dev.link_active();
+        a.state = if active {
+            bindings::ib_port_state_IB_PORT_ACTIVE
+        } else {
+            bindings::ib_port_state_IB_PORT_DOWN
+        };
+        a.phys_state = if active {
+            bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP
+        } else {
+            bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED
+        } as u8;
+        let eth_mtu = dev.p.ndev.mtu();
+        a.max_mtu = link::IbMtu::Mtu4096.code();
+        a.active_mtu = link::active_mtu(eth_mtu).map_or(link::IbMtu::Mtu256.code(), |m| m.code());
+        a.phys_mtu = eth_mtu;
+        a.gid_tbl_len = limits::GID_TABLE_LEN as c_int;
+        a.set_ip_gids(1);
+        a.max_msg_sz = limits::MAX_MSG_SZ;
+        a.pkey_tbl_len = 1;
+        a.max_vl_num = 1;
+        // SAFETY: `ib` is a live device of ours with its netdev set.
+        let err =
+            unsafe { bindings::ib_get_eth_speed(ib, port, &mut a.active_speed, &mut a.active_width) };
+        to_result(err)?;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// `ib_device_ops::get_port_immutable` contract.
+unsafe extern "C" fn get_port_immutable(
+    ib: *mut bindings::ib_device,
+    port: u32,
+    imm: *mut bindings::ib_port_immutable,
+) -> c_int {
+    from_result(|| {
+        let mut attr = bindings::ib_port_attr::default();
+        // SAFETY: `ib` is a device of ours being registered.
+        to_result(unsafe { bindings::ib_query_port(ib, port, &mut attr) })?;
+        // SAFETY: `imm` is valid and writable.
+        let imm = unsafe { &mut *imm };
+        imm.pkey_tbl_len = attr.pkey_tbl_len.into();
+        imm.gid_tbl_len = attr.gid_tbl_len;
+        // GSI/MAD and the CM come with the GSI QP; until then ib_core's MAD
+        // and CM clients leave the port alone.
+        imm.core_cap_flags =
+            bindings::RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP | bindings::RDMA_CORE_CAP_ETH_AH;
+        imm.max_mad_size = IB_MGMT_MAD_SIZE;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// `ib_device_ops::get_link_layer` contract.
+unsafe extern "C" fn get_link_layer(
+    _ib: *mut bindings::ib_device,
+    _port: u32,
+) -> bindings::rdma_link_layer {
+    bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+}
+
+/// # Safety
+///
+/// `ib_device_ops::query_gid` contract.
+unsafe extern "C" fn query_gid(
+    ib: *mut bindings::ib_device,
+    port: u32,
+    index: c_int,
+    gid: *mut bindings::ib_gid,
+) -> c_int {
+    // The RoCE GID table is ib_core's (filled from the netdev's addresses).
+    // SAFETY: forwarded with the caller's valid arguments.
+    unsafe { bindings::rdma_query_gid(ib, port, index, gid) }
+}
+
+/// # Safety
+///
+/// `ib_device_ops::query_pkey` contract.
+unsafe extern "C" fn query_pkey(
+    _ib: *mut bindings::ib_device,
+    _port: u32,
+    index: u16,
+    pkey: *mut u16,
+) -> c_int {
+    from_result(|| {
+        if index != 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: `pkey` is writable.
+        unsafe { *pkey = 0xffff };
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// `ib_device_ops::alloc_ucontext` contract.
+unsafe extern "C" fn alloc_ucontext(
+    uctx: *mut bindings::ib_ucontext,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        let _ = uctx;
+        let resp = abi::AllocUcontextResp { abi_version: abi::ABI_VERSION, ..Default::default() };
+        let bytes = resp.to_bytes();
+        // SAFETY: `udata` is valid for a user context.
+        let outlen = unsafe { (*udata).outlen };
+        let len = bytes.len().min(outlen);
+        // SAFETY: `bytes` holds `len` readable bytes.
+        to_result(unsafe { glue::rroce_ib_copy_to_udata(udata, bytes.as_ptr().cast(), len) })?;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// `ib_device_ops::dealloc_ucontext` contract.
+unsafe extern "C" fn dealloc_ucontext(_uctx: *mut bindings::ib_ucontext) {}
+
+/// # Safety
+///
+/// `ib_device_ops::mmap` contract.
+unsafe extern "C" fn mmap(
+    uctx: *mut bindings::ib_ucontext,
+    vma: *mut bindings::vm_area_struct,
+) -> c_int {
+    // SAFETY: valid context and VMA per the contract.
+    let entry = unsafe { bindings::rdma_user_mmap_entry_get(uctx, vma) };
+    if entry.is_null() {
+        return -(bindings::EINVAL as c_int);
+    }
+    // SAFETY: every entry of our contexts is an `MmapEntry` (first field).
+    let kaddr = unsafe { (*entry.cast::<MmapEntry>()).kaddr };
+    // SAFETY: `kaddr` is a `vmalloc_user` buffer covering the entry, which
+    // ib_core checked against the VMA's size.
+    let ret = unsafe { bindings::remap_vmalloc_range(vma, kaddr, 0) };
+    // SAFETY: drops the reference taken by `rdma_user_mmap_entry_get`.
+    unsafe { bindings::rdma_user_mmap_entry_put(entry) };
+    ret
+}
+
+/// # Safety
+///
+/// `ib_device_ops::mmap_free` contract.
+unsafe extern "C" fn mmap_free(entry: *mut bindings::rdma_user_mmap_entry) {
+    // SAFETY: the entry was created by `MmapEntry::insert` from a `KBox`.
+    drop(unsafe { KBox::from_raw(entry.cast::<MmapEntry>()) });
+}
+
+/// # Safety
+///
+/// `ib_device_ops::alloc_pd` contract.
+unsafe extern "C" fn alloc_pd(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> c_int {
+    from_result(|| {
+        // SAFETY: `pd` is a valid core-allocated PD of one of our devices.
+        let dev = unsafe { RroceDev::from_ib((*pd).device) };
+        let max = dev.ib.attrs.max_pd as u32;
+        dev.p
+            .pds
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
+            .map_err(|_| ENOMEM)?;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// `ib_device_ops::dealloc_pd` contract.
+unsafe extern "C" fn dealloc_pd(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> c_int {
+    // SAFETY: `pd` is a valid PD of one of our devices.
+    let dev = unsafe { RroceDev::from_ib((*pd).device) };
+    dev.p.pds.fetch_sub(1, Ordering::Relaxed);
+    0
+}

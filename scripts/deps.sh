@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Install everything rroce needs to build and test, idempotently.
+# Debian 12 host, run as root. Safe to re-run: does nothing when all is present.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+
+DEBS=(linux-source-6.12 clang lld llvm libclang-dev flex bison bc libelf-dev
+      libssl-dev qemu-system-x86 rdma-core ibverbs-utils ibverbs-providers
+      libibverbs-dev librdmacm-dev perftest rdmacm-utils python3-pyverbs
+      iproute2 tshark kmod cpio busybox-static xz-utils python3-matplotlib iperf3
+      ethtool procps)
+BINDGEN_VERSION=0.73.2
+VNG_VERSION=1.42
+
+missing=()
+for p in "${DEBS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	step "apt-get install ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	done_step
+fi
+
+if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
+	step "rustup component add rust-src"
+	rustup component add rust-src
+	done_step
+fi
+
+if ! command -v bindgen >/dev/null || ! bindgen --version | grep -q "$BINDGEN_VERSION"; then
+	step "cargo install bindgen-cli $BINDGEN_VERSION"
+	cargo install --quiet --locked bindgen-cli --version "$BINDGEN_VERSION"
+	done_step
+fi
+
+if ! command -v vng >/dev/null || ! vng --version 2>/dev/null | grep -q "$VNG_VERSION"; then
+	step "pip install virtme-ng $VNG_VERSION"
+	python3 -m pip install --quiet "virtme-ng==$VNG_VERSION"
+	done_step
+fi

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Host-side tests: cargo test of the workspace, formatting and clippy.
+# Prints "host: N passed, N failed" last; exits non-zero on any failure.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+cd "$RROCE_TOP"
+pass=0 fail=0
+log=$(mktemp)
+step "cargo test --workspace"
+if cargo test --workspace --release 2>&1 | tee "$log"; then :; else fail=$((fail + 1)); fi
+# Sum the per-binary "test result:" lines.
+read -r p f < <(awk '/^test result:/ {for (i = 1; i <= NF; i++) {if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i}} END {print p+0, f+0}' "$log")
+pass=$((pass + p)) fail=$((fail + f))
+done_step
+step "cargo fmt --check"
+if cargo fmt --all -- --check; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: cargo fmt" >&2; fi
+done_step
+step "cargo clippy -D warnings"
+if cargo clippy --workspace --all-targets --release -- -D warnings; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: clippy" >&2; fi
+done_step
+rm -f "$log"
+echo "host: $pass passed, $fail failed"
+[ "$fail" = 0 ]

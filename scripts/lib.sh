@@ -1,0 +1,20 @@
+# Shared helpers for rroce scripts (sourced, not run).
+# shellcheck shell=bash
+RROCE_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RROCE_CACHE=${RROCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rroce}
+export PATH="$HOME/.cargo/bin:$PATH"
+
+_step_t0=0
+_step_msg=
+step() {
+	_step_msg=$*
+	_step_t0=$(date +%s)
+	printf '==> %s\n' "$*" >&2
+}
+done_step() {
+	printf '==> %s: done in %ss\n' "$_step_msg" $(($(date +%s) - _step_t0)) >&2
+}
+die() {
+	printf 'error: %s\n' "$*" >&2
+	exit 1
+}

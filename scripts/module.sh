@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Build rroce.ko against the cached kernel of a flavor.
+#
+#   scripts/module.sh [plain|debug]   -> prints build/<flavor>/rroce.ko
+#
+# Kbuild writes objects next to the sources, so each flavor builds in its own
+# copy of the driver directory under build/ and the two never mix.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+flavor=${1:-plain}
+kdir=$("$here/kernel.sh" "$flavor")
+src=$RROCE_TOP/drivers/infiniband/sw/rroce
+out=$RROCE_TOP/build/$flavor
+mkdir -p "$out/rroce"
+# Copy changed sources only, so Kbuild's timestamps stay meaningful.
+(cd "$src" && find . -path ./proto/target -prune -o -type f \
+	\( -name '*.rs' -o -name '*.c' -o -name '*.h' -o -name Kbuild \) -print) |
+	while read -r f; do
+		cmp -s "$src/$f" "$out/rroce/$f" || install -D -m 644 "$src/$f" "$out/rroce/$f"
+	done
+step "building rroce.ko ($flavor)"
+log=$out/module-build.log
+if ! make -s -C "$kdir" LLVM=1 M="$out/rroce" CONFIG_RDMA_RROCE=m modules >"$log" 2>&1; then
+	cat "$log" >&2
+	die "module build failed"
+fi
+# The build must be warning-free.
+if grep -E 'warning|error' "$log" >&2; then
+	die "module build produced warnings (see above)"
+fi
+cp "$out/rroce/rroce.ko" "$out/rroce.ko"
+done_step
+echo "$out/rroce.ko"

@@ -80,7 +80,7 @@ fi
 # with the same inputs is reused as is.
 if [ "$(cat "$out/.rroce-built" 2>/dev/null)" != "$hash" ]; then
 	step "building $flavor kernel (incremental; a fresh build takes several minutes)"
-	"${mk[@]}" bzImage modules
+	with_ticker "${mk[@]}" bzImage modules
 	# virtme-ng wants the modules laid out like an installed tree.
 	rm -rf "$out/.mods"
 	"${mk[@]}" INSTALL_MOD_PATH="$out/.mods" INSTALL_MOD_STRIP=1 modules_install >/dev/null

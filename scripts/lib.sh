@@ -18,3 +18,15 @@ die() {
 	printf 'error: %s\n' "$*" >&2
 	exit 1
 }
+
+# Run a long command, printing the elapsed time every minute.
+with_ticker() {
+	local t0=$SECONDS ticker
+	(while sleep 60; do printf '    ... %s: %dm%02ds\n' "$_step_msg" $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60)) >&2; done) &
+	ticker=$!
+	local rc=0
+	"$@" || rc=$?
+	kill "$ticker" 2>/dev/null
+	wait "$ticker" 2>/dev/null
+	return $rc
+}

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Test client: opens rroce0 through libibverbs and runs every verb the
+ * provider implements, plus one it does not, printing "key=value" lines.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+int main(void)
+{
+	struct ibv_device **list, *dev = NULL;
+	struct ibv_device_attr_ex attr_ex;
+	struct ibv_device_attr attr;
+	struct ibv_port_attr port;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	int n, i, ret;
+
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		printf("device_list_errno=%d\n", errno);
+		return 2;
+	}
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), "rroce0"))
+			dev = list[i];
+	if (!dev) {
+		printf("rroce0=missing\n");
+		return 3;
+	}
+
+	ctx = ibv_open_device(dev);
+	if (!ctx) {
+		printf("open_errno=%d\n", errno);
+		ibv_free_device_list(list);
+		return 0;
+	}
+	printf("open=ok\n");
+
+	ret = ibv_query_device(ctx, &attr);
+	printf("query_device=%d fw_ver=%s max_qp=%d phys_port_cnt=%u\n", ret,
+	       attr.fw_ver, attr.max_qp, attr.phys_port_cnt);
+	ret = ibv_query_device_ex(ctx, NULL, &attr_ex);
+	printf("query_device_ex=%d fw_ver=%s\n", ret, attr_ex.orig_attr.fw_ver);
+	ret = ibv_query_port(ctx, 1, &port);
+	printf("query_port=%d state=%d link_layer=%u\n", ret, port.state,
+	       port.link_layer);
+
+	pd = ibv_alloc_pd(ctx);
+	printf("alloc_pd=%s handle=%u same_ctx=%d\n", pd ? "ok" : "fail",
+	       pd ? pd->handle : 0, pd ? pd->context == ctx : 0);
+
+	errno = 0;
+	cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	printf("create_cq=%s errno=%d\n", cq ? "ok" : "null", errno);
+
+	if (pd)
+		printf("dealloc_pd=%d\n", ibv_dealloc_pd(pd));
+	printf("close=%d\n", ibv_close_device(ctx));
+	ibv_free_device_list(list);
+	return 0;
+}

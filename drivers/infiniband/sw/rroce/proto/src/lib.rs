@@ -16,3 +16,4 @@ pub mod icrc;
 pub mod link;
 pub mod opcode;
 pub mod psn;
+pub mod qp;

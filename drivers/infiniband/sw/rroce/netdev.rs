@@ -50,10 +50,16 @@ impl NetDevRef {
         unsafe { glue::rroce_netdev_mtu(self.as_ptr()) }
     }
 
+    /// Whether the device is administratively up.
+    pub(crate) fn is_running(&self) -> bool {
+        // SAFETY: by the type invariant the device is valid.
+        unsafe { glue::rroce_netif_running(self.as_ptr()) }
+    }
+
     /// Whether the device is up and has carrier: the RoCE port is active.
     pub(crate) fn is_active(&self) -> bool {
         // SAFETY: by the type invariant the device is valid.
-        unsafe { glue::rroce_netif_running(self.as_ptr()) && glue::rroce_netif_carrier_ok(self.as_ptr()) }
+        self.is_running() && unsafe { glue::rroce_netif_carrier_ok(self.as_ptr()) }
     }
 
     /// Whether this is an Ethernet device.

@@ -195,8 +195,11 @@ unsafe extern "C" fn query_port(
         } else {
             bindings::ib_port_state_IB_PORT_DOWN
         };
+        // Administratively up without carrier: still training, in IB terms.
         a.phys_state = if active {
             bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP
+        } else if dev.p.ndev.is_running() {
+            bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_POLLING
         } else {
             bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED
         } as u8;

@@ -17,3 +17,5 @@ pub mod link;
 pub mod opcode;
 pub mod psn;
 pub mod qp;
+pub mod ring;
+pub mod wqe;

@@ -1,0 +1,1353 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! Single-producer/single-consumer rings shared between `rroce.ko` and the
+//! provider through `mmap`.
+//!
+//! # Memory layout
+//!
+//! A ring is one virtually contiguous, zero-filled buffer that the kernel
+//! allocates (`vmalloc_user`) and the provider maps read/write:
+//!
+//! ```text
+//! offset 0                 u32 producer index   (cache line 0, rest reserved)
+//! offset 64                u32 consumer index   (cache line 1, rest reserved)
+//! offset 128 + i*entry_size  entry i, 0 <= i < entries
+//! ... zero padding up to a multiple of 4096 bytes (RingLayout::bytes_total)
+//! ```
+//!
+//! `entries` is a power of two, `entry_size` a multiple of 16 (the WQE and
+//! CQE formats of `wqe` use multiples of 64, so no two entries share a
+//! cache line).  The reserved bytes of the two header lines are zero and
+//! are neither read nor written by this version.
+//!
+//! # Indices
+//!
+//! Both indices are free-running `u32` counters: they are never masked in
+//! shared memory and wrap at 2^32.  Entry `n` lives in slot
+//! `n & (entries - 1)`.  With `p` the producer and `c` the consumer index,
+//! the ring holds `p - c (mod 2^32)` entries; it is empty when `p == c` and
+//! full when `p - c == entries` (all `entries` slots are usable).  A fresh
+//! ring starts with `p == c == start` (normally 0, see
+//! [`RingLayout::init_header`]).
+//!
+//! # Who writes what
+//!
+//! | ring            | producer (owns `p`, writes entries) | consumer (owns `c`) |
+//! |-----------------|-------------------------------------|---------------------|
+//! | SQ, RQ, SRQ     | provider                            | kernel              |
+//! | CQ              | kernel                              | provider            |
+//!
+//! Each side writes only its own index and only the entries it owns (the
+//! producer owns slots `c .. c+entries`, minus the filled ones, i.e. the
+//! free slots; the consumer owns the filled slots `c .. p`).  Each side
+//! keeps its **own index in private memory** ([`Producer`], [`Consumer`]) and
+//! only *publishes* it into the shared header; it never reads its own index
+//! back, so scribbles by the other side on it are ignored.  The only shared
+//! value a side reads is the peer's index, and that is validated on every
+//! load:
+//!
+//! * a consumer accepts a producer index `p'` only if
+//!   `p' in [last accepted p, c + entries]` (modulo 2^32), i.e. the producer
+//!   neither moved backwards nor filled more than `entries` slots;
+//! * a producer accepts a consumer index `c'` only if
+//!   `c' in [last accepted c, last published p]`, i.e. the consumer neither
+//!   moved backwards nor consumed entries that were never published.
+//!
+//! Anything else is [`RingError::InvalidIndex`]: the ring is broken for
+//! good (every later call returns the same error) and the owner moves the
+//! QP or CQ to the error state.  Nothing is ever read or written outside the
+//! slot range whatever the peer does.
+//!
+//! # Memory ordering
+//!
+//! * Producer: write the entry bytes (plain / relaxed stores), then
+//!   **release**-store `p`.  Consumer: **acquire**-load `p`, then read the
+//!   entry bytes.  So a consumer that sees `p` also sees the entries below it.
+//! * Consumer: read (copy out) the entry, then **release**-store `c`.
+//!   Producer: **acquire**-load `c`, then overwrite the freed slots.  So the
+//!   producer never overwrites an entry that is still being read.
+//!
+//! The kernel implements [`SharedRegion`] with `smp_load_acquire` /
+//! `smp_store_release` on the indices and `memcpy`-style copies of entries;
+//! the provider with C11/Rust atomics.  The consumer of an untrusted ring
+//! (the kernel for SQ/RQ/SRQ) **copies each entry into private memory and
+//! validates the copy** (`wqe::decode_send`, `wqe::decode_recv`); it never
+//! keeps references into the shared buffer, never reads a field twice, and
+//! never stores its own state into a shared entry.  Bytes that the user
+//! changes while they are copied just make the copy garbage, which the
+//! validation turns into an error completion.
+//!
+//! # Deferred release
+//!
+//! A [`Consumer`] distinguishes *consumed* entries (read, `head`) from
+//! *released* ones (published `c`).  The kernel SQ consumer may copy a WQE
+//! and release its slot only when the WQE completes, so user space can
+//! never have more than `entries` send WQEs outstanding; the CQ consumer of
+//! the provider releases right after copying (or at `end_poll`).
+
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// Bytes before the first entry: two 64-byte index lines.
+pub const HEADER_BYTES: u32 = 128;
+
+/// Offset of the producer index in the ring header.
+pub const PROD_OFFSET: usize = 0;
+
+/// Offset of the consumer index in the ring header.
+pub const CONS_OFFSET: usize = 64;
+
+/// Granularity of ring buffers (and of `mmap`).
+pub const RING_ALIGN: u32 = 4096;
+
+/// Entry sizes are multiples of this.
+pub const ENTRY_ALIGN: u32 = 16;
+
+/// Errors of ring set-up and ring operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingError {
+    /// Zero entries requested, more than the limit after rounding up to a
+    /// power of two, or (for [`RingLayout::from_raw`]) not a power of two.
+    BadEntries,
+    /// Entry size zero or not a multiple of [`ENTRY_ALIGN`].
+    BadEntrySize,
+    /// The ring would not fit in `u32` bytes, or a size given by the peer
+    /// is smaller than the layout needs.
+    TooLarge,
+    /// The peer published an impossible index.  Sticky.
+    InvalidIndex,
+    /// The shared region refused an access (too small or misaligned).
+    /// Sticky.
+    Access,
+    /// No free slot.
+    Full,
+    /// Nothing to consume (no entry was made available by a refresh/peek).
+    Empty,
+    /// A buffer longer than an entry, or a release of more entries than
+    /// were consumed.
+    BadLength,
+}
+
+/// Shared memory as seen by the safe core: never borrowed as `&[u8]`,
+/// because the other side may change it at any time.
+///
+/// All methods are bounds-checked and fail (`None`/`false`) instead of
+/// accessing outside `0..len()`.
+pub trait SharedRegion {
+    /// Length of the region in bytes.
+    fn len(&self) -> usize;
+
+    /// Whether the region is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Acquire-load of the `u32` at `off`; `None` if out of range or not
+    /// 4-byte aligned.
+    fn load_u32_acquire(&self, off: usize) -> Option<u32>;
+
+    /// Release-store of `v` at `off`; `false` if out of range or not
+    /// 4-byte aligned.
+    fn store_u32_release(&self, off: usize, v: u32) -> bool;
+
+    /// Copy `dst.len()` bytes starting at `off` out of the region.  The
+    /// bytes may be torn by concurrent writers; callers validate the copy.
+    fn read(&self, off: usize, dst: &mut [u8]) -> bool;
+
+    /// Copy `src` into the region at `off`.
+    fn write(&self, off: usize, src: &[u8]) -> bool;
+}
+
+/// Geometry of one ring.  Fields are private so the invariants
+/// (power-of-two `entries`, aligned `entry_size`, total size fits `u32`)
+/// always hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingLayout {
+    entries: u32,
+    entry_size: u32,
+    bytes_total: u32,
+}
+
+impl RingLayout {
+    /// Layout for at least `requested` entries of `entry_size` bytes.
+    ///
+    /// `requested` is rounded up to a power of two, which must be at most
+    /// `max_entries`.  `requested == 0` is an error (callers that want an
+    /// unused minimal ring ask for 1).
+    pub fn new(requested: u32, entry_size: u32, max_entries: u32) -> Result<Self, RingError> {
+        if requested == 0 {
+            return Err(RingError::BadEntries);
+        }
+        let entries = requested
+            .checked_next_power_of_two()
+            .ok_or(RingError::BadEntries)?;
+        if entries > max_entries {
+            return Err(RingError::BadEntries);
+        }
+        Self::from_raw(entries, entry_size)
+    }
+
+    /// Layout with exactly `entries` (a power of two) entries.
+    pub fn from_raw(entries: u32, entry_size: u32) -> Result<Self, RingError> {
+        if !entries.is_power_of_two() {
+            return Err(RingError::BadEntries);
+        }
+        if entry_size == 0 || entry_size & (ENTRY_ALIGN - 1) != 0 {
+            return Err(RingError::BadEntrySize);
+        }
+        let align = u64::from(RING_ALIGN);
+        let total = u64::from(entries)
+            .checked_mul(u64::from(entry_size))
+            .and_then(|d| d.checked_add(u64::from(HEADER_BYTES)))
+            .and_then(|d| d.checked_add(align - 1))
+            .map(|d| d & !(align - 1))
+            .ok_or(RingError::TooLarge)?;
+        let bytes_total = u32::try_from(total).map_err(|_| RingError::TooLarge)?;
+        // The usize conversions below rely on this (always true on the 32-
+        // and 64-bit targets Linux supports).
+        if usize::try_from(bytes_total).is_err() {
+            return Err(RingError::TooLarge);
+        }
+        Ok(Self {
+            entries,
+            entry_size,
+            bytes_total,
+        })
+    }
+
+    /// Validate the geometry the kernel returned in a create response
+    /// (provider side): `ring_bytes` is what will be mapped and must cover
+    /// the layout.
+    pub fn from_resp(entries: u32, entry_size: u32, ring_bytes: u32) -> Result<Self, RingError> {
+        let l = Self::from_raw(entries, entry_size)?;
+        if ring_bytes < l.bytes_total {
+            return Err(RingError::TooLarge);
+        }
+        Ok(l)
+    }
+
+    /// Number of slots (a power of two).
+    pub const fn entries(&self) -> u32 {
+        self.entries
+    }
+
+    /// Bytes per slot.
+    pub const fn entry_size(&self) -> u32 {
+        self.entry_size
+    }
+
+    /// `entries - 1`.
+    pub const fn mask(&self) -> u32 {
+        self.entries.wrapping_sub(1)
+    }
+
+    /// Total size of the buffer, header included, rounded up to 4096.
+    pub const fn bytes_total(&self) -> usize {
+        self.bytes_total as usize
+    }
+
+    /// [`Self::bytes_total`] as `u32` (for create responses).
+    pub const fn bytes_total_u32(&self) -> u32 {
+        self.bytes_total
+    }
+
+    /// Byte offset of the slot of free-running index `index`.
+    pub const fn slot_offset(&self, index: u32) -> usize {
+        // slot * entry_size + 128 < bytes_total <= u32::MAX: no overflow.
+        let slot = (index & self.mask()) as u64;
+        let off = slot * self.entry_size as u64 + HEADER_BYTES as u64;
+        off as usize
+    }
+
+    /// Write the initial indices (`prod = cons = start`) of a fresh ring.
+    /// Done by the kernel before the ring is handed out.
+    pub fn init_header<R: SharedRegion + ?Sized>(
+        &self,
+        region: &R,
+        start: u32,
+    ) -> Result<(), RingError> {
+        if region.len() < self.bytes_total()
+            || !region.store_u32_release(PROD_OFFSET, start)
+            || !region.store_u32_release(CONS_OFFSET, start)
+        {
+            return Err(RingError::Access);
+        }
+        Ok(())
+    }
+}
+
+/// The producing side of a ring: the provider for SQ/RQ/SRQ, the kernel
+/// for a CQ.
+///
+/// `prod` counts written entries, `published` the value last stored into
+/// the shared producer index, `seen_cons` the last accepted consumer index.
+/// Invariant (mod 2^32): `seen_cons <= published <= prod <= seen_cons +
+/// entries`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Producer {
+    layout: RingLayout,
+    prod: u32,
+    published: u32,
+    seen_cons: u32,
+    fault: Option<RingError>,
+}
+
+impl Producer {
+    /// A producer for a fresh ring whose indices are both `start`.
+    pub const fn new(layout: RingLayout, start: u32) -> Self {
+        Self {
+            layout,
+            prod: start,
+            published: start,
+            seen_cons: start,
+            fault: None,
+        }
+    }
+
+    /// Take over a ring that the peer initialised: read both indices once.
+    /// For the provider (the kernel initialises rings and never calls this).
+    pub fn attach<R: SharedRegion + ?Sized>(
+        layout: RingLayout,
+        region: &R,
+    ) -> Result<Self, RingError> {
+        if region.len() < layout.bytes_total() {
+            return Err(RingError::Access);
+        }
+        let p = region
+            .load_u32_acquire(PROD_OFFSET)
+            .ok_or(RingError::Access)?;
+        let c = region
+            .load_u32_acquire(CONS_OFFSET)
+            .ok_or(RingError::Access)?;
+        if p.wrapping_sub(c) > layout.entries {
+            return Err(RingError::InvalidIndex);
+        }
+        Ok(Self {
+            layout,
+            prod: p,
+            published: p,
+            seen_cons: c,
+            fault: None,
+        })
+    }
+
+    /// The ring geometry.
+    pub const fn layout(&self) -> &RingLayout {
+        &self.layout
+    }
+
+    /// Private producer index (written entries, published or not).
+    pub const fn index(&self) -> u32 {
+        self.prod
+    }
+
+    /// Entries written but not yet published.
+    pub const fn pending(&self) -> u32 {
+        self.prod.wrapping_sub(self.published)
+    }
+
+    /// The sticky error, if the ring is broken.
+    pub const fn fault(&self) -> Option<RingError> {
+        self.fault
+    }
+
+    fn check(&self) -> Result<(), RingError> {
+        match self.fault {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&mut self, e: RingError) -> RingError {
+        self.fault = Some(e);
+        e
+    }
+
+    /// Free slots according to the last accepted consumer index (a lower
+    /// bound of the true value).
+    fn cached_free(&self) -> u32 {
+        self.layout
+            .entries
+            .saturating_sub(self.prod.wrapping_sub(self.seen_cons))
+    }
+
+    /// Acquire-load and validate the consumer index; return the free slots.
+    pub fn refresh<R: SharedRegion + ?Sized>(&mut self, region: &R) -> Result<u32, RingError> {
+        self.check()?;
+        let Some(c) = region.load_u32_acquire(CONS_OFFSET) else {
+            return Err(self.fail(RingError::Access));
+        };
+        if c.wrapping_sub(self.seen_cons) > self.published.wrapping_sub(self.seen_cons) {
+            return Err(self.fail(RingError::InvalidIndex));
+        }
+        self.seen_cons = c;
+        Ok(self.cached_free())
+    }
+
+    /// Free slots (refreshes the consumer index).
+    pub fn free_slots<R: SharedRegion + ?Sized>(&mut self, region: &R) -> Result<u32, RingError> {
+        self.refresh(region)
+    }
+
+    /// Whether no slot is free; loads the consumer index only when the
+    /// cached value says full.
+    pub fn is_full<R: SharedRegion + ?Sized>(&mut self, region: &R) -> Result<bool, RingError> {
+        self.check()?;
+        if self.cached_free() > 0 {
+            return Ok(false);
+        }
+        Ok(self.refresh(region)? == 0)
+    }
+
+    /// Offset of the next free slot, `None` if the ring is full.  The
+    /// caller may build the entry in place there and then call
+    /// [`Self::advance`].
+    pub fn next_slot<R: SharedRegion + ?Sized>(
+        &mut self,
+        region: &R,
+    ) -> Result<Option<usize>, RingError> {
+        if self.is_full(region)? {
+            return Ok(None);
+        }
+        Ok(Some(self.layout.slot_offset(self.prod)))
+    }
+
+    /// Count the entry at [`Self::next_slot`] as written (not published).
+    pub fn advance(&mut self) -> Result<(), RingError> {
+        self.check()?;
+        if self.cached_free() == 0 {
+            return Err(RingError::Full);
+        }
+        self.prod = self.prod.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Copy `bytes` (at most one entry) into the next free slot without
+    /// publishing it.  The rest of the slot is left as it was.
+    pub fn write_next<R: SharedRegion + ?Sized>(
+        &mut self,
+        region: &R,
+        bytes: &[u8],
+    ) -> Result<(), RingError> {
+        if bytes.len() > self.layout.entry_size as usize {
+            return Err(RingError::BadLength);
+        }
+        let off = self.next_slot(region)?.ok_or(RingError::Full)?;
+        if !region.write(off, bytes) {
+            return Err(self.fail(RingError::Access));
+        }
+        self.advance()
+    }
+
+    /// Release-store the private producer index into the ring.
+    pub fn publish<R: SharedRegion + ?Sized>(&mut self, region: &R) -> Result<(), RingError> {
+        self.check()?;
+        if !region.store_u32_release(PROD_OFFSET, self.prod) {
+            return Err(self.fail(RingError::Access));
+        }
+        self.published = self.prod;
+        Ok(())
+    }
+
+    /// [`Self::write_next`] followed by [`Self::publish`].
+    pub fn push<R: SharedRegion + ?Sized>(
+        &mut self,
+        region: &R,
+        bytes: &[u8],
+    ) -> Result<(), RingError> {
+        self.write_next(region, bytes)?;
+        self.publish(region)
+    }
+}
+
+/// The consuming side of a ring: the kernel for SQ/RQ/SRQ, the provider
+/// for a CQ.
+///
+/// `head` counts consumed (read) entries, `cons` released ones (the value
+/// last stored into the shared consumer index), `seen_prod` the last
+/// accepted producer index.  Invariant (mod 2^32): `cons <= head <=
+/// seen_prod <= cons + entries`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consumer {
+    layout: RingLayout,
+    head: u32,
+    cons: u32,
+    seen_prod: u32,
+    fault: Option<RingError>,
+}
+
+impl Consumer {
+    /// A consumer for a fresh ring whose indices are both `start`.
+    pub const fn new(layout: RingLayout, start: u32) -> Self {
+        Self {
+            layout,
+            head: start,
+            cons: start,
+            seen_prod: start,
+            fault: None,
+        }
+    }
+
+    /// Take over a ring that the peer initialised: read both indices once.
+    /// For the provider (the kernel initialises rings and never calls this).
+    pub fn attach<R: SharedRegion + ?Sized>(
+        layout: RingLayout,
+        region: &R,
+    ) -> Result<Self, RingError> {
+        if region.len() < layout.bytes_total() {
+            return Err(RingError::Access);
+        }
+        let p = region
+            .load_u32_acquire(PROD_OFFSET)
+            .ok_or(RingError::Access)?;
+        let c = region
+            .load_u32_acquire(CONS_OFFSET)
+            .ok_or(RingError::Access)?;
+        if p.wrapping_sub(c) > layout.entries {
+            return Err(RingError::InvalidIndex);
+        }
+        Ok(Self {
+            layout,
+            head: c,
+            cons: c,
+            seen_prod: p,
+            fault: None,
+        })
+    }
+
+    /// The ring geometry.
+    pub const fn layout(&self) -> &RingLayout {
+        &self.layout
+    }
+
+    /// Private index of the next entry to consume.
+    pub const fn index(&self) -> u32 {
+        self.head
+    }
+
+    /// Released (published) consumer index.
+    pub const fn released(&self) -> u32 {
+        self.cons
+    }
+
+    /// Entries consumed but not yet released.
+    pub const fn unreleased(&self) -> u32 {
+        self.head.wrapping_sub(self.cons)
+    }
+
+    /// The sticky error, if the ring is broken.
+    pub const fn fault(&self) -> Option<RingError> {
+        self.fault
+    }
+
+    fn check(&self) -> Result<(), RingError> {
+        match self.fault {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&mut self, e: RingError) -> RingError {
+        self.fault = Some(e);
+        e
+    }
+
+    /// Entries available according to the last accepted producer index.
+    fn cached_avail(&self) -> u32 {
+        self.seen_prod.wrapping_sub(self.head)
+    }
+
+    /// Acquire-load and validate the producer index; return the number of
+    /// entries available to consume.
+    pub fn refresh<R: SharedRegion + ?Sized>(&mut self, region: &R) -> Result<u32, RingError> {
+        self.check()?;
+        let Some(p) = region.load_u32_acquire(PROD_OFFSET) else {
+            return Err(self.fail(RingError::Access));
+        };
+        let limit = self
+            .cons
+            .wrapping_add(self.layout.entries)
+            .wrapping_sub(self.seen_prod);
+        if p.wrapping_sub(self.seen_prod) > limit {
+            return Err(self.fail(RingError::InvalidIndex));
+        }
+        self.seen_prod = p;
+        Ok(self.cached_avail())
+    }
+
+    /// Offset of the next entry to consume, `None` if the ring is empty.
+    /// Loads the producer index only when the cached value says empty.
+    pub fn peek<R: SharedRegion + ?Sized>(
+        &mut self,
+        region: &R,
+    ) -> Result<Option<usize>, RingError> {
+        self.check()?;
+        if self.cached_avail() == 0 && self.refresh(region)? == 0 {
+            return Ok(None);
+        }
+        Ok(Some(self.layout.slot_offset(self.head)))
+    }
+
+    /// Count the entry at [`Self::peek`] as consumed (not released).
+    pub fn consume(&mut self) -> Result<(), RingError> {
+        self.check()?;
+        if self.cached_avail() == 0 {
+            return Err(RingError::Empty);
+        }
+        self.head = self.head.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Copy the first `dst.len()` bytes (at most one entry) of the next
+    /// entry into `dst` and consume it, without releasing it.  `Ok(false)`
+    /// if the ring is empty.
+    pub fn read_next<R: SharedRegion + ?Sized>(
+        &mut self,
+        region: &R,
+        dst: &mut [u8],
+    ) -> Result<bool, RingError> {
+        if dst.len() > self.layout.entry_size as usize {
+            return Err(RingError::BadLength);
+        }
+        let Some(off) = self.peek(region)? else {
+            return Ok(false);
+        };
+        if !region.read(off, dst) {
+            return Err(self.fail(RingError::Access));
+        }
+        self.consume()?;
+        Ok(true)
+    }
+
+    /// Release the oldest `n` consumed entries and release-store the
+    /// consumer index.
+    pub fn release<R: SharedRegion + ?Sized>(
+        &mut self,
+        region: &R,
+        n: u32,
+    ) -> Result<(), RingError> {
+        self.check()?;
+        if n > self.unreleased() {
+            return Err(RingError::BadLength);
+        }
+        let c = self.cons.wrapping_add(n);
+        if !region.store_u32_release(CONS_OFFSET, c) {
+            return Err(self.fail(RingError::Access));
+        }
+        self.cons = c;
+        Ok(())
+    }
+
+    /// Release every consumed entry.
+    pub fn release_all<R: SharedRegion + ?Sized>(&mut self, region: &R) -> Result<(), RingError> {
+        self.release(region, self.unreleased())
+    }
+
+    /// Consume the peeked entry and release everything consumed.
+    pub fn advance<R: SharedRegion + ?Sized>(&mut self, region: &R) -> Result<(), RingError> {
+        self.consume()?;
+        self.release_all(region)
+    }
+
+    /// [`Self::read_next`] and, if an entry was read, [`Self::release_all`].
+    pub fn pop<R: SharedRegion + ?Sized>(
+        &mut self,
+        region: &R,
+        dst: &mut [u8],
+    ) -> Result<bool, RingError> {
+        if !self.read_next(region, dst)? {
+            return Ok(false);
+        }
+        self.release_all(region)?;
+        Ok(true)
+    }
+}
+
+/// A safe [`SharedRegion`] over a slice of `AtomicU32` words (native byte
+/// order).  Usable wherever the shared memory can be viewed as atomics,
+/// e.g. host tests of the provider.  Entry bytes are accessed with relaxed
+/// atomics; partial words are updated with a compare-and-swap loop so that
+/// neighbouring bytes are never clobbered.
+#[derive(Clone, Copy, Debug)]
+pub struct AtomicRegion<'a> {
+    words: &'a [AtomicU32],
+}
+
+impl<'a> AtomicRegion<'a> {
+    /// View `words` as a region of `4 * words.len()` bytes.
+    pub const fn new(words: &'a [AtomicU32]) -> Self {
+        Self { words }
+    }
+
+    fn range_ok(&self, off: usize, len: usize) -> bool {
+        matches!(off.checked_add(len), Some(end) if end <= self.len())
+    }
+
+    fn word_at(&self, off: usize) -> Option<&AtomicU32> {
+        if off & 3 != 0 {
+            return None;
+        }
+        self.words.get(off / 4)
+    }
+}
+
+impl SharedRegion for AtomicRegion<'_> {
+    fn len(&self) -> usize {
+        self.words.len().saturating_mul(4)
+    }
+
+    fn load_u32_acquire(&self, off: usize) -> Option<u32> {
+        self.word_at(off).map(|w| w.load(Ordering::Acquire))
+    }
+
+    fn store_u32_release(&self, off: usize, v: u32) -> bool {
+        match self.word_at(off) {
+            Some(w) => {
+                w.store(v, Ordering::Release);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn read(&self, off: usize, dst: &mut [u8]) -> bool {
+        if !self.range_ok(off, dst.len()) {
+            return false;
+        }
+        if off & 3 == 0 {
+            // Fast path: one load per word.
+            let Some(ws) = self.words.get(off / 4..) else {
+                return false;
+            };
+            for (d, w) in dst.chunks_mut(4).zip(ws) {
+                for (x, y) in d.iter_mut().zip(w.load(Ordering::Relaxed).to_ne_bytes()) {
+                    *x = y;
+                }
+            }
+            return true;
+        }
+        let mut cur_word = usize::MAX;
+        let mut cur = [0u8; 4];
+        for (i, d) in dst.iter_mut().enumerate() {
+            let p = off.wrapping_add(i);
+            let w = p / 4;
+            if w != cur_word {
+                match self.words.get(w) {
+                    Some(x) => cur = x.load(Ordering::Relaxed).to_ne_bytes(),
+                    None => return false,
+                }
+                cur_word = w;
+            }
+            *d = cur.get(p % 4).copied().unwrap_or(0);
+        }
+        true
+    }
+
+    fn write(&self, off: usize, src: &[u8]) -> bool {
+        if !self.range_ok(off, src.len()) {
+            return false;
+        }
+        let mut i = 0usize;
+        while i < src.len() {
+            let p = off.wrapping_add(i);
+            let b = p % 4;
+            let n = (4 - b).min(src.len().wrapping_sub(i));
+            let (Some(word), Some(chunk)) = (self.words.get(p / 4), src.get(i..i.wrapping_add(n)))
+            else {
+                return false;
+            };
+            if let Ok(full) = <[u8; 4]>::try_from(chunk) {
+                word.store(u32::from_ne_bytes(full), Ordering::Relaxed);
+            } else {
+                let merge = |old: u32| {
+                    let mut by = old.to_ne_bytes();
+                    for (t, v) in by.iter_mut().skip(b).zip(chunk) {
+                        *t = *v;
+                    }
+                    Some(u32::from_ne_bytes(by))
+                };
+                // `merge` always returns `Some`, so this cannot fail.
+                let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, merge);
+            }
+            i = i.wrapping_add(n);
+        }
+        true
+    }
+}
+
+/// A single-threaded [`SharedRegion`] over `Cell<u8>`s, for tests and for
+/// simulations where both sides run in one thread.  "Acquire"/"release"
+/// are plain accesses (there is no other thread).
+#[derive(Clone, Copy, Debug)]
+pub struct CellRegion<'a> {
+    bytes: &'a [Cell<u8>],
+}
+
+impl<'a> CellRegion<'a> {
+    /// View `bytes` as a region.
+    pub const fn new(bytes: &'a [Cell<u8>]) -> Self {
+        Self { bytes }
+    }
+
+    fn range(&self, off: usize, len: usize) -> Option<&'a [Cell<u8>]> {
+        self.bytes.get(off..off.checked_add(len)?)
+    }
+}
+
+impl SharedRegion for CellRegion<'_> {
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn load_u32_acquire(&self, off: usize) -> Option<u32> {
+        if off & 3 != 0 {
+            return None;
+        }
+        let s = self.range(off, 4)?;
+        let mut b = [0u8; 4];
+        for (d, c) in b.iter_mut().zip(s) {
+            *d = c.get();
+        }
+        Some(u32::from_ne_bytes(b))
+    }
+
+    fn store_u32_release(&self, off: usize, v: u32) -> bool {
+        if off & 3 != 0 {
+            return false;
+        }
+        self.write(off, &v.to_ne_bytes())
+    }
+
+    fn read(&self, off: usize, dst: &mut [u8]) -> bool {
+        let Some(s) = self.range(off, dst.len()) else {
+            return false;
+        };
+        for (d, c) in dst.iter_mut().zip(s) {
+            *d = c.get();
+        }
+        true
+    }
+
+    fn write(&self, off: usize, src: &[u8]) -> bool {
+        let Some(s) = self.range(off, src.len()) else {
+            return false;
+        };
+        for (c, v) in s.iter().zip(src) {
+            c.set(*v);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    /// xorshift64* - tiny deterministic PRNG for the simulations.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            let mut x = self.0;
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            self.0 = x;
+            x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn cells(n: usize) -> Vec<Cell<u8>> {
+        (0..n).map(|_| Cell::new(0)).collect()
+    }
+
+    fn entry(seq: u64, size: usize) -> Vec<u8> {
+        let mut v = std::vec![0u8; size];
+        for (i, b) in v.iter_mut().enumerate() {
+            *b = (seq as u8).wrapping_add(i as u8);
+        }
+        if let Some(d) = v.get_mut(..8) {
+            d.copy_from_slice(&seq.to_ne_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn layout_rounding_and_limits() {
+        let l = RingLayout::new(3, 64, 1024).unwrap();
+        assert_eq!(l.entries(), 4);
+        assert_eq!(l.mask(), 3);
+        assert_eq!(l.entry_size(), 64);
+        assert_eq!(l.bytes_total(), 4096);
+        assert_eq!(RingLayout::new(64, 64, 64).unwrap().bytes_total(), 8192);
+        assert_eq!(RingLayout::new(62, 64, 64).unwrap().bytes_total(), 8192);
+        assert_eq!(RingLayout::new(1, 16, 1).unwrap().entries(), 1);
+        assert_eq!(RingLayout::new(0, 64, 1024), Err(RingError::BadEntries));
+        assert_eq!(RingLayout::new(1025, 64, 1024), Err(RingError::BadEntries));
+        assert_eq!(
+            RingLayout::new(u32::MAX, 64, u32::MAX),
+            Err(RingError::BadEntries)
+        );
+        assert_eq!(RingLayout::new(4, 0, 8), Err(RingError::BadEntrySize));
+        assert_eq!(RingLayout::new(4, 24, 8), Err(RingError::BadEntrySize));
+        assert_eq!(
+            RingLayout::new(1 << 31, 64, u32::MAX),
+            Err(RingError::TooLarge)
+        );
+        assert_eq!(
+            RingLayout::from_raw(1, 0xFFFF_FFF0),
+            Err(RingError::TooLarge)
+        );
+        // The largest ring that fits in u32 bytes.
+        let big = RingLayout::from_raw(1 << 20, 4032).unwrap();
+        assert_eq!(big.bytes_total_u32() % RING_ALIGN, 0);
+        assert_eq!(RingLayout::from_raw(6, 64), Err(RingError::BadEntries));
+        assert_eq!(RingLayout::from_raw(0, 64), Err(RingError::BadEntries));
+        assert_eq!(RingLayout::from_resp(8, 64, 4095), Err(RingError::TooLarge));
+        assert!(RingLayout::from_resp(8, 64, 65536).is_ok());
+    }
+
+    #[test]
+    fn slot_offsets() {
+        let l = RingLayout::new(8, 128, 8).unwrap();
+        assert_eq!(l.slot_offset(0), 128);
+        assert_eq!(l.slot_offset(7), 128 + 7 * 128);
+        assert_eq!(l.slot_offset(8), 128);
+        assert_eq!(l.slot_offset(u32::MAX), 128 + 7 * 128);
+        for i in 0..64u32 {
+            let o = l.slot_offset(i.wrapping_mul(0x9E37_79B9));
+            assert!(o >= 128 && o + 128 <= l.bytes_total());
+            assert_eq!((o - 128) % 128, 0);
+        }
+    }
+
+    fn basic_cycle(start: u32) {
+        let l = RingLayout::new(4, 64, 4).unwrap();
+        let buf = cells(l.bytes_total());
+        let r = CellRegion::new(&buf);
+        l.init_header(&r, start).unwrap();
+        let mut p = Producer::attach(l, &r).unwrap();
+        let mut c = Consumer::new(l, start);
+        assert_eq!(p.index(), start);
+        let mut out = [0u8; 64];
+        assert_eq!(c.pop(&r, &mut out), Ok(false));
+        assert_eq!(c.peek(&r), Ok(None));
+        assert_eq!(c.consume(), Err(RingError::Empty));
+        let mut seq = 0u64;
+        let mut next = 0u64;
+        for _round in 0..5 {
+            assert!(!p.is_full(&r).unwrap());
+            for _ in 0..4 {
+                p.push(&r, &entry(seq, 64)).unwrap();
+                seq += 1;
+            }
+            assert!(p.is_full(&r).unwrap());
+            assert_eq!(p.free_slots(&r), Ok(0));
+            assert_eq!(p.next_slot(&r), Ok(None));
+            assert_eq!(p.push(&r, &entry(seq, 64)), Err(RingError::Full));
+            assert_eq!(p.advance(), Err(RingError::Full));
+            for _ in 0..4 {
+                assert_eq!(c.pop(&r, &mut out), Ok(true));
+                assert_eq!(out.to_vec(), entry(next, 64));
+                next += 1;
+            }
+            assert_eq!(c.pop(&r, &mut out), Ok(false));
+            assert_eq!(p.free_slots(&r), Ok(4));
+        }
+        assert_eq!(c.index(), start.wrapping_add(20));
+        assert_eq!(
+            r.load_u32_acquire(CONS_OFFSET),
+            Some(start.wrapping_add(20))
+        );
+        assert_eq!(
+            r.load_u32_acquire(PROD_OFFSET),
+            Some(start.wrapping_add(20))
+        );
+    }
+
+    #[test]
+    fn full_empty_and_wrap() {
+        basic_cycle(0);
+        basic_cycle(u32::MAX);
+        basic_cycle(u32::MAX - 2);
+        basic_cycle(u32::MAX - 5);
+        basic_cycle(0x8000_0000);
+    }
+
+    #[test]
+    fn attach_reads_peer_header() {
+        let l = RingLayout::new(8, 64, 8).unwrap();
+        let buf = cells(l.bytes_total());
+        let r = CellRegion::new(&buf);
+        r.store_u32_release(PROD_OFFSET, 5);
+        r.store_u32_release(CONS_OFFSET, 2);
+        let p = Producer::attach(l, &r).unwrap();
+        assert_eq!(p.index(), 5);
+        let c = Consumer::attach(l, &r).unwrap();
+        assert_eq!(c.index(), 2);
+        r.store_u32_release(PROD_OFFSET, 11);
+        assert_eq!(Producer::attach(l, &r), Err(RingError::InvalidIndex));
+        assert_eq!(Consumer::attach(l, &r), Err(RingError::InvalidIndex));
+        let small = cells(l.bytes_total() - 1);
+        let rs = CellRegion::new(&small);
+        assert_eq!(Producer::attach(l, &rs), Err(RingError::Access));
+        assert_eq!(Consumer::attach(l, &rs), Err(RingError::Access));
+        assert_eq!(l.init_header(&rs, 0), Err(RingError::Access));
+    }
+
+    #[test]
+    fn wild_producer_index_detected() {
+        for start in [0u32, u32::MAX - 1, 0x7FFF_FFFF] {
+            let l = RingLayout::new(8, 64, 8).unwrap();
+            let buf = cells(l.bytes_total());
+            let r = CellRegion::new(&buf);
+            l.init_header(&r, start).unwrap();
+            let mut c = Consumer::new(l, start);
+            // Exactly full is fine.
+            r.store_u32_release(PROD_OFFSET, start.wrapping_add(8));
+            assert_eq!(c.refresh(&r), Ok(8));
+            // One beyond is not.
+            r.store_u32_release(PROD_OFFSET, start.wrapping_add(9));
+            assert_eq!(c.refresh(&r), Err(RingError::InvalidIndex));
+            // Sticky, whatever the producer does next.
+            r.store_u32_release(PROD_OFFSET, start);
+            assert_eq!(c.peek(&r), Err(RingError::InvalidIndex));
+            assert_eq!(c.consume(), Err(RingError::InvalidIndex));
+            assert_eq!(c.release(&r, 0), Err(RingError::InvalidIndex));
+            assert_eq!(c.fault(), Some(RingError::InvalidIndex));
+
+            // Producer index moving backwards.
+            let mut c = Consumer::new(l, start);
+            r.store_u32_release(PROD_OFFSET, start.wrapping_add(3));
+            assert_eq!(c.refresh(&r), Ok(3));
+            r.store_u32_release(PROD_OFFSET, start.wrapping_add(2));
+            assert_eq!(c.refresh(&r), Err(RingError::InvalidIndex));
+
+            // Far-away garbage.
+            let mut c = Consumer::new(l, start);
+            r.store_u32_release(PROD_OFFSET, start.wrapping_sub(1));
+            assert_eq!(c.peek(&r), Err(RingError::InvalidIndex));
+        }
+    }
+
+    #[test]
+    fn wild_consumer_index_detected() {
+        let l = RingLayout::new(8, 64, 8).unwrap();
+        let buf = cells(l.bytes_total());
+        let r = CellRegion::new(&buf);
+        l.init_header(&r, 100).unwrap();
+        let mut p = Producer::new(l, 100);
+        for i in 0..5 {
+            p.write_next(&r, &entry(i, 64)).unwrap();
+        }
+        p.publish(&r).unwrap();
+        p.write_next(&r, &entry(5, 64)).unwrap();
+        assert_eq!(p.pending(), 1);
+        // The consumer may consume up to the published index ...
+        r.store_u32_release(CONS_OFFSET, 105);
+        assert_eq!(p.refresh(&r), Ok(7));
+        // ... not beyond (entry 105 is written but unpublished).
+        r.store_u32_release(CONS_OFFSET, 106);
+        assert_eq!(p.refresh(&r), Err(RingError::InvalidIndex));
+        assert_eq!(p.push(&r, &[0]), Err(RingError::InvalidIndex));
+        assert_eq!(p.publish(&r), Err(RingError::InvalidIndex));
+
+        // Backwards consumer index.
+        let mut p = Producer::new(l, 100);
+        r.store_u32_release(CONS_OFFSET, 100);
+        p.push(&r, &[1]).unwrap();
+        p.push(&r, &[2]).unwrap();
+        r.store_u32_release(CONS_OFFSET, 102);
+        assert_eq!(p.refresh(&r), Ok(8));
+        r.store_u32_release(CONS_OFFSET, 101);
+        assert_eq!(p.refresh(&r), Err(RingError::InvalidIndex));
+    }
+
+    #[test]
+    fn own_index_scribbles_are_ignored() {
+        let l = RingLayout::new(4, 64, 4).unwrap();
+        let buf = cells(l.bytes_total());
+        let r = CellRegion::new(&buf);
+        l.init_header(&r, 0).unwrap();
+        let mut p = Producer::new(l, 0);
+        let mut c = Consumer::new(l, 0);
+        let mut out = [0u8; 16];
+        p.push(&r, &entry(0, 16)).unwrap();
+        p.push(&r, &entry(1, 16)).unwrap();
+        assert_eq!(c.pop(&r, &mut out), Ok(true));
+        // The producer scribbles on the consumer index: the consumer never
+        // reads it, and the producer itself detects it.
+        r.store_u32_release(CONS_OFFSET, 0xDEAD_BEEF);
+        assert_eq!(c.pop(&r, &mut out), Ok(true));
+        assert_eq!(out.to_vec(), entry(1, 16));
+        assert_eq!(r.load_u32_acquire(CONS_OFFSET), Some(2));
+        // The consumer scribbles on the producer's index: overwritten by
+        // the next publish, and a consumer that read it in between fails.
+        r.store_u32_release(PROD_OFFSET, 1);
+        p.push(&r, &entry(2, 16)).unwrap();
+        assert_eq!(r.load_u32_acquire(PROD_OFFSET), Some(3));
+        assert_eq!(c.pop(&r, &mut out), Ok(true));
+        assert_eq!(out.to_vec(), entry(2, 16));
+    }
+
+    #[test]
+    fn deferred_release() {
+        let l = RingLayout::new(4, 64, 4).unwrap();
+        let buf = cells(l.bytes_total());
+        let r = CellRegion::new(&buf);
+        l.init_header(&r, 7).unwrap();
+        let mut p = Producer::new(l, 7);
+        let mut c = Consumer::new(l, 7);
+        for i in 0..4 {
+            p.push(&r, &entry(i, 64)).unwrap();
+        }
+        let mut out = [0u8; 64];
+        for i in 0..4 {
+            assert_eq!(c.read_next(&r, &mut out), Ok(true));
+            assert_eq!(out.to_vec(), entry(i, 64));
+        }
+        assert_eq!(c.read_next(&r, &mut out), Ok(false));
+        assert_eq!(c.unreleased(), 4);
+        // Nothing released: the producer still sees a full ring.
+        assert!(p.is_full(&r).unwrap());
+        assert_eq!(c.release(&r, 5), Err(RingError::BadLength));
+        c.release(&r, 1).unwrap();
+        assert_eq!(c.released(), 8);
+        assert_eq!(p.free_slots(&r), Ok(1));
+        p.push(&r, &entry(4, 64)).unwrap();
+        assert!(p.is_full(&r).unwrap());
+        // A producer index covering only released slots is valid.
+        assert_eq!(c.refresh(&r), Ok(1));
+        c.release_all(&r).unwrap();
+        assert_eq!(c.unreleased(), 0);
+        assert_eq!(c.peek(&r), Ok(Some(l.slot_offset(11))));
+        c.advance(&r).unwrap();
+        assert_eq!(c.released(), 12);
+        assert_eq!(c.release(&r, 1), Err(RingError::BadLength));
+    }
+
+    #[test]
+    fn in_place_entries_and_lengths() {
+        let l = RingLayout::new(2, 32, 2).unwrap();
+        let buf = cells(l.bytes_total());
+        let r = CellRegion::new(&buf);
+        l.init_header(&r, 0).unwrap();
+        let mut p = Producer::new(l, 0);
+        let mut c = Consumer::new(l, 0);
+        assert_eq!(p.write_next(&r, &[0u8; 33]), Err(RingError::BadLength));
+        let off = p.next_slot(&r).unwrap().unwrap();
+        assert_eq!(off, 128);
+        assert!(r.write(off, &[9u8; 32]));
+        p.advance().unwrap();
+        p.publish(&r).unwrap();
+        let mut big = [0u8; 33];
+        assert_eq!(c.read_next(&r, &mut big), Err(RingError::BadLength));
+        let mut hdr = [0u8; 4];
+        assert_eq!(c.pop(&r, &mut hdr), Ok(true));
+        assert_eq!(hdr, [9u8; 4]);
+    }
+
+    #[test]
+    fn region_too_small_is_sticky_access_error() {
+        let l = RingLayout::new(8, 512, 8).unwrap();
+        let buf = cells(256);
+        let r = CellRegion::new(&buf);
+        let mut p = Producer::new(l, 0);
+        // Slot 0 is at 128..640: beyond the region.
+        assert_eq!(p.push(&r, &[1u8; 512]), Err(RingError::Access));
+        assert_eq!(p.refresh(&r), Err(RingError::Access));
+        let mut c = Consumer::new(l, 0);
+        r.store_u32_release(PROD_OFFSET, 1);
+        let mut out = [0u8; 512];
+        assert_eq!(c.pop(&r, &mut out), Err(RingError::Access));
+        assert_eq!(c.fault(), Some(RingError::Access));
+        let none = cells(0);
+        let rn = CellRegion::new(&none);
+        assert!(rn.is_empty());
+        let mut c = Consumer::new(l, 0);
+        assert_eq!(c.peek(&rn), Err(RingError::Access));
+    }
+
+    /// Producer and consumer alternate random batches; both sides check
+    /// every entry; indices start just below the wrap.
+    #[test]
+    fn random_interleaving() {
+        for (seed, entries, start) in [
+            (1u64, 1u32, u32::MAX),
+            (2, 2, u32::MAX - 1),
+            (3, 8, u32::MAX - 100),
+            (4, 64, u32::MAX - 1000),
+            (5, 16, 0),
+        ] {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let esz = 64usize;
+            let l = RingLayout::new(entries, esz as u32, 1 << 16).unwrap();
+            let buf = cells(l.bytes_total());
+            let r = CellRegion::new(&buf);
+            l.init_header(&r, start).unwrap();
+            let mut p = Producer::attach(l, &r).unwrap();
+            let mut c = Consumer::attach(l, &r).unwrap();
+            let (mut written, mut read) = (0u64, 0u64);
+            let mut out = std::vec![0u8; esz];
+            for _ in 0..20_000 {
+                match rng.below(4) {
+                    0 | 1 => {
+                        for _ in 0..rng.below(u64::from(entries) + 2) {
+                            match p.write_next(&r, &entry(written, esz)) {
+                                Ok(()) => written += 1,
+                                Err(RingError::Full) => break,
+                                Err(e) => panic!("{e:?}"),
+                            }
+                        }
+                        if rng.below(4) != 0 {
+                            p.publish(&r).unwrap();
+                        }
+                    }
+                    2 => {
+                        for _ in 0..rng.below(u64::from(entries) + 2) {
+                            if !c.read_next(&r, &mut out).unwrap() {
+                                break;
+                            }
+                            assert_eq!(out, entry(read, esz));
+                            read += 1;
+                        }
+                    }
+                    _ => {
+                        let n = rng.below(u64::from(c.unreleased()) + 1) as u32;
+                        c.release(&r, n).unwrap();
+                    }
+                }
+                let in_flight = written - read;
+                assert!(in_flight <= u64::from(entries));
+                assert_eq!(p.index(), start.wrapping_add(written as u32));
+                assert_eq!(c.index(), start.wrapping_add(read as u32));
+            }
+            assert!(read > 1000, "too little progress: {read}");
+        }
+    }
+
+    /// The other side writes random values into the index it owns between
+    /// operations; nothing panics, and once an error is reported it sticks.
+    #[test]
+    fn fuzz_peer_indices() {
+        let mut rng = Rng(0xDEAD_BEEF_CAFE_F00D);
+        let l = RingLayout::new(8, 64, 8).unwrap();
+        let buf = cells(l.bytes_total());
+        let r = CellRegion::new(&buf);
+        let mut out = [0u8; 64];
+        for _ in 0..2_000 {
+            let start = rng.next() as u32;
+            l.init_header(&r, start).unwrap();
+            let mut c = Consumer::new(l, start);
+            let mut p = Producer::new(l, start);
+            for _ in 0..20 {
+                // Near-valid or wild values.
+                let d = if rng.below(2) == 0 {
+                    rng.below(12) as u32
+                } else {
+                    rng.next() as u32
+                };
+                r.store_u32_release(PROD_OFFSET, c.released().wrapping_add(d));
+                match c.pop(&r, &mut out) {
+                    Ok(_) => {}
+                    Err(e) => {
+                        assert_eq!(e, RingError::InvalidIndex);
+                        assert_eq!(c.peek(&r), Err(e));
+                    }
+                }
+                let d = rng.next() as u32 % 16;
+                r.store_u32_release(CONS_OFFSET, p.index().wrapping_sub(d));
+                match p.push(&r, &out) {
+                    Ok(()) | Err(RingError::Full) => {}
+                    Err(e) => {
+                        assert_eq!(e, RingError::InvalidIndex);
+                        assert_eq!(p.is_full(&r), Err(e));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn atomic_region_bytes() {
+        let words: Vec<AtomicU32> = (0..16).map(|_| AtomicU32::new(0)).collect();
+        let r = AtomicRegion::new(&words);
+        assert_eq!(r.len(), 64);
+        let mut reference = [0u8; 64];
+        let mut rng = Rng(77);
+        for _ in 0..2_000 {
+            let off = rng.below(70) as usize;
+            let len = rng.below(20) as usize;
+            let src: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let ok = r.write(off, &src);
+            assert_eq!(ok, off + len <= 64);
+            if ok {
+                reference[off..off + len].copy_from_slice(&src);
+            }
+            let mut dst = std::vec![0u8; len];
+            assert_eq!(r.read(off, &mut dst), ok);
+            if ok {
+                assert_eq!(dst, src);
+            }
+            let mut all = [0u8; 64];
+            assert!(r.read(0, &mut all));
+            assert_eq!(all, reference);
+        }
+        assert_eq!(r.load_u32_acquire(2), None);
+        assert_eq!(r.load_u32_acquire(64), None);
+        assert!(!r.store_u32_release(62, 1));
+        assert!(r.store_u32_release(60, 0x0102_0304));
+        assert_eq!(r.load_u32_acquire(60), Some(0x0102_0304));
+        assert!(!r.read(usize::MAX, &mut [0u8; 2]));
+        assert!(!r.write(usize::MAX - 1, &[0u8; 4]));
+        let cb = cells(8);
+        let cr = CellRegion::new(&cb);
+        assert_eq!(cr.load_u32_acquire(1), None);
+        assert!(!cr.store_u32_release(2, 0));
+        assert!(!cr.read(usize::MAX, &mut [0u8; 1]));
+    }
+
+    /// Real threads over atomics: the acquire/release protocol transfers
+    /// every entry intact.
+    #[test]
+    fn threaded_spsc() {
+        const N: u64 = 100_000;
+        let l = RingLayout::new(16, 64, 16).unwrap();
+        let words: Vec<AtomicU32> = (0..l.bytes_total() / 4)
+            .map(|_| AtomicU32::new(0))
+            .collect();
+        let r = AtomicRegion::new(&words);
+        l.init_header(&r, u32::MAX - 50_000).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut p = Producer::attach(l, &r).unwrap();
+                let mut seq = 0u64;
+                while seq < N {
+                    match p.push(&r, &entry(seq, 64)) {
+                        Ok(()) => seq += 1,
+                        Err(RingError::Full) => std::thread::yield_now(),
+                        Err(e) => panic!("{e:?}"),
+                    }
+                }
+            });
+            s.spawn(|| {
+                let mut c = Consumer::attach(l, &r).unwrap();
+                let mut seq = 0u64;
+                let mut out = [0u8; 64];
+                while seq < N {
+                    if c.pop(&r, &mut out).unwrap() {
+                        assert_eq!(out.to_vec(), entry(seq, 64));
+                        seq += 1;
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+        });
+    }
+}

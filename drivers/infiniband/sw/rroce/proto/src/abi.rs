@@ -52,26 +52,7 @@ const _: () = assert!(core::mem::size_of::<AllocUcontextResp>() == AllocUcontext
 // mmap_offset)`; the offset is the key of an `rdma_user_mmap_entry`.  The
 // ring format is described in `ring`, the entry formats in `wqe`.
 
-#[inline]
-fn get_u32(b: &[u8], off: usize) -> u32 {
-    b.get(off..)
-        .and_then(|s| s.first_chunk::<4>())
-        .map_or(0, |a| u32::from_ne_bytes(*a))
-}
-
-#[inline]
-fn get_u64(b: &[u8], off: usize) -> u64 {
-    b.get(off..)
-        .and_then(|s| s.first_chunk::<8>())
-        .map_or(0, |a| u64::from_ne_bytes(*a))
-}
-
-#[inline]
-fn put<const N: usize>(b: &mut [u8], off: usize, v: [u8; N]) {
-    if let Some(d) = b.get_mut(off..).and_then(|s| s.first_chunk_mut::<N>()) {
-        *d = v;
-    }
-}
+use super::bytes::{ne32 as get_u32, ne64 as get_u64, put};
 
 /// Driver data of `create_cq`, `create_qp` and `create_srq` commands: no
 /// flags are defined yet; the kernel rejects non-zero `flags` or

@@ -25,55 +25,10 @@ pub const DEFAULT_PKEY: u16 = 0xFFFF;
 
 /// Q_Key of the GSI QP (QP1).
 pub const GSI_QKEY: u32 = 0x8001_0000;
-
-// ---- private byte helpers (panic-free; out-of-range reads give 0 and
-// ---- out-of-range writes do nothing, but every caller checks lengths first)
-
-#[inline]
-fn rd8(b: &[u8], off: usize) -> u8 {
-    b.get(off).copied().unwrap_or(0)
-}
-
-#[inline]
-fn rd16(b: &[u8], off: usize) -> u16 {
-    b.get(off..)
-        .and_then(|s| s.first_chunk::<2>())
-        .map_or(0, |a| u16::from_be_bytes(*a))
-}
-
-#[inline]
-fn rd24(b: &[u8], off: usize) -> u32 {
-    b.get(off..)
-        .and_then(|s| s.first_chunk::<3>())
-        .map_or(0, |a| u32::from_be_bytes([0, a[0], a[1], a[2]]))
-}
-
-#[inline]
-fn rd32(b: &[u8], off: usize) -> u32 {
-    b.get(off..)
-        .and_then(|s| s.first_chunk::<4>())
-        .map_or(0, |a| u32::from_be_bytes(*a))
-}
-
-#[inline]
-fn rd64(b: &[u8], off: usize) -> u64 {
-    b.get(off..)
-        .and_then(|s| s.first_chunk::<8>())
-        .map_or(0, |a| u64::from_be_bytes(*a))
-}
-
-#[inline]
-fn wr<const N: usize>(b: &mut [u8], off: usize, v: [u8; N]) {
-    if let Some(d) = b.get_mut(off..).and_then(|s| s.first_chunk_mut::<N>()) {
-        *d = v;
-    }
-}
-
-#[inline]
-fn wr24(b: &mut [u8], off: usize, v: u32) {
-    let [_, x, y, z] = v.to_be_bytes();
-    wr(b, off, [x, y, z]);
-}
+use super::bytes::{
+    be16 as rd16, be24 as rd24, be32 as rd32, be64 as rd64, put as wr, put_be24 as wr24,
+    u8_at as rd8,
+};
 
 /// Pad bytes needed after a payload of `len` bytes: `(-len) & 3`.
 #[inline]

@@ -11,11 +11,13 @@
 #![forbid(unsafe_code)]
 
 pub mod abi;
+mod bytes;
 pub mod hdr;
 pub mod icrc;
 pub mod link;
 pub mod opcode;
 pub mod psn;
 pub mod qp;
+pub mod rc;
 pub mod ring;
 pub mod wqe;

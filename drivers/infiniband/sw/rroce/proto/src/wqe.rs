@@ -168,41 +168,7 @@ pub enum WqeError {
     UnknownStatus,
 }
 
-// ---- private byte helpers (panic-free; callers check lengths first, an
-// ---- out-of-range read gives 0 and an out-of-range write does nothing)
-
-#[inline]
-fn rd8(b: &[u8], off: usize) -> u8 {
-    b.get(off).copied().unwrap_or(0)
-}
-
-#[inline]
-fn rd16(b: &[u8], off: usize) -> u16 {
-    b.get(off..)
-        .and_then(|s| s.first_chunk::<2>())
-        .map_or(0, |a| u16::from_ne_bytes(*a))
-}
-
-#[inline]
-fn rd32(b: &[u8], off: usize) -> u32 {
-    b.get(off..)
-        .and_then(|s| s.first_chunk::<4>())
-        .map_or(0, |a| u32::from_ne_bytes(*a))
-}
-
-#[inline]
-fn rd64(b: &[u8], off: usize) -> u64 {
-    b.get(off..)
-        .and_then(|s| s.first_chunk::<8>())
-        .map_or(0, |a| u64::from_ne_bytes(*a))
-}
-
-#[inline]
-fn wr<const N: usize>(b: &mut [u8], off: usize, v: [u8; N]) {
-    if let Some(d) = b.get_mut(off..).and_then(|s| s.first_chunk_mut::<N>()) {
-        *d = v;
-    }
-}
+use super::bytes::{ne16 as rd16, ne32 as rd32, ne64 as rd64, put as wr, u8_at as rd8};
 
 #[inline]
 fn all_zero(b: &[u8], range: core::ops::Range<usize>) -> bool {

@@ -1,0 +1,775 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! The RC requester: packetisation of send WQEs and go-back-N positioning.
+//!
+//! [`Requester`] holds the QP's send-side state: the posted WQEs that have
+//! not been returned as completions yet (a fixed ring of `N` slots), the next
+//! PSN, the oldest unacknowledged PSN, the READ/atomic credits and the retry
+//! timers.  [`Requester::next_packet`] produces one [`PacketDesc`] at a time;
+//! the response side (completer) lives in `comp` and works on the same
+//! struct.
+//!
+//! Per WQE the requester only needs its first PSN: packet `k` of a message
+//! is at `first_psn + k` and carries bytes `k * pmtu ..` of the message, so
+//! [`Requester::restart_from`] can resume anywhere: a SEND/WRITE continues
+//! with the Middle/Last opcode at the right offset (no RETH), a READ is
+//! re-requested for the remaining range with an adjusted RETH at the PSN of
+//! the first missing response.
+//!
+//! Flow control: at most `max_unacked` PSNs after the oldest unacknowledged
+//! one are sent, at most `max_rd_atomic` READ/atomic requests are
+//! outstanding, and a WQE with `SEND_FENCE` waits until every earlier READ
+//! and atomic has completed.  AckReq is set on the last packet of every
+//! message, on every `ack_every`-th packet and on the packet that fills the
+//! window, so the ACK clock keeps running on long messages.
+
+use super::super::hdr::{pad_count, AtomicEth, Ieth, Reth};
+use super::super::opcode::{request_opcode, Position, RequestOp, Transport};
+use super::super::psn::{npkts, PathMtu, Psn};
+use super::super::qp::{ack_timeout_ns, QpAttrs, RetryState};
+use super::super::wqe::{SendOpcode, SendWqe, WcStatus, MAX_MSG_SIZE, SEND_FENCE, SEND_SOLICITED};
+use super::{imm_from_wqe, PacketDesc};
+
+/// Static parameters of the requester.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReqConfig {
+    /// First PSN to send (`sq_psn`).
+    pub sq_psn: Psn,
+    /// Path MTU.
+    pub pmtu: PathMtu,
+    /// Outstanding READ/atomic requests allowed (`max_rd_atomic`); 0 rejects
+    /// READ and atomic WQEs at post time.
+    pub max_rd_atomic: u8,
+    /// Local ACK timeout exponent (0: no retransmit timer).
+    pub timeout: u8,
+    /// Retries after a timeout, sequence NAK or implied NAK.
+    pub retry_cnt: u8,
+    /// Retries after an RNR NAK (7 = infinite).
+    pub rnr_retry: u8,
+    /// Window: PSNs in flight after the oldest unacknowledged one (≥ 1).
+    pub max_unacked: u32,
+    /// Set AckReq at least every `ack_every` packets (≥ 1).
+    pub ack_every: u32,
+}
+
+impl ReqConfig {
+    /// Default window, as rxe's `RXE_MAX_UNACKED_PSNS`.
+    pub const DEFAULT_MAX_UNACKED: u32 = 128;
+    /// Default AckReq period.
+    pub const DEFAULT_ACK_EVERY: u32 = 16;
+
+    /// From the QP attributes (RTS), with the default window.
+    pub fn from_attrs(a: &QpAttrs) -> ReqConfig {
+        ReqConfig {
+            sq_psn: Psn::new(a.sq_psn),
+            pmtu: a.mtu(),
+            max_rd_atomic: a.max_rd_atomic,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            max_unacked: Self::DEFAULT_MAX_UNACKED,
+            ack_every: Self::DEFAULT_ACK_EVERY,
+        }
+    }
+}
+
+/// Why [`Requester::post`] refused a WQE.  The glue completes it with an
+/// error itself (or fails `post_send`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// All `N` slots hold WQEs that have not been polled yet.
+    Full,
+    /// Local operations (LOCAL_INV, BIND_MW) are executed by the glue, not
+    /// by the RC engine.
+    Unsupported,
+    /// Longer than 2^31 bytes.
+    TooLong,
+    /// READ/atomic with `max_rd_atomic == 0`.
+    NoRdAtomic,
+}
+
+/// Requester and completer counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReqCounters {
+    /// Request packets produced.
+    pub packets: u64,
+    /// Of those, retransmissions (PSN sent before).
+    pub retransmitted: u64,
+    /// Go-back-N restarts after a local ACK timeout.
+    pub timeouts: u64,
+    /// Sequence-error NAKs received.
+    pub seq_naks: u64,
+    /// Go-back-N restarts after a sequence NAK.
+    pub seq_nak_retries: u64,
+    /// Go-back-N restarts after an implied NAK (missing READ/atomic response
+    /// or an out-of-order READ response).
+    pub implied_nak_retries: u64,
+    /// RNR NAKs received.
+    pub rnr_naks: u64,
+    /// Other NAKs received (invalid request, access, operational).
+    pub fatal_naks: u64,
+    /// Responses for PSNs already acknowledged.
+    pub duplicate_responses: u64,
+    /// Responses ignored for another reason.
+    pub ignored_responses: u64,
+    /// `retry_cnt` exhausted.
+    pub retry_exceeded: u64,
+    /// `rnr_retry` exhausted.
+    pub rnr_retry_exceeded: u64,
+    /// Completions returned (any status).
+    pub completions: u64,
+}
+
+/// One posted WQE.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Slot {
+    pub(super) wqe: SendWqe,
+    pub(super) len: u32,
+    /// PSNs the message uses (≥ 1).
+    pub(super) npkts: u32,
+    /// Valid once the requester has reached the WQE.
+    pub(super) first_psn: Psn,
+    /// Completion status once decided.
+    pub(super) done: Option<WcStatus>,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        wqe: SendWqe::new(0, SendOpcode::Send),
+        len: 0,
+        npkts: 1,
+        first_psn: Psn::ZERO,
+        done: None,
+    };
+
+    pub(super) fn is_rd_atomic(&self) -> bool {
+        is_rd_atomic(self.wqe.opcode)
+    }
+
+    /// The PSN after the last one of the message.
+    pub(super) fn end_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts)
+    }
+}
+
+fn is_rd_atomic(op: SendOpcode) -> bool {
+    matches!(
+        op,
+        SendOpcode::RdmaRead | SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd
+    )
+}
+
+/// The requester (and, through `comp`, the completer) of one RC QP, with
+/// room for `N` WQEs between [`Requester::post`] and
+/// [`Requester::poll_completion`].
+#[derive(Clone, Debug)]
+pub struct Requester<const N: usize> {
+    pub(super) cfg: ReqConfig,
+    pub(super) slots: [Slot; N],
+    /// Oldest WQE not yet returned by `poll_completion`.
+    pub(super) head: u32,
+    /// Oldest WQE not yet completed (`head <= done_upto`).
+    pub(super) done_upto: u32,
+    /// One past the last WQE whose `first_psn` is assigned.
+    pub(super) hi: u32,
+    /// One past the last posted WQE.
+    pub(super) tail: u32,
+    /// WQE being sent and the packet index in it.
+    pub(super) cursor: u32,
+    pub(super) pkt: u32,
+    /// Next PSN to send.
+    pub(super) psn: Psn,
+    /// Oldest unacknowledged PSN.
+    pub(super) una: Psn,
+    /// One past the highest PSN ever sent.
+    pub(super) hi_psn: Psn,
+    /// READ/atomic WQEs in `[done_upto, cursor)`.
+    pub(super) rd_inflight: u32,
+    /// Packets since the last AckReq.
+    pub(super) since_ack: u32,
+    /// Retransmit deadline (ns).
+    pub(super) deadline: Option<u64>,
+    /// End of an RNR wait (ns).
+    pub(super) rnr_until: Option<u64>,
+    pub(super) retry: RetryState,
+    /// `una` at the last NAK/implied-NAK retry, until progress.
+    pub(super) retry_psn: Option<Psn>,
+    /// The QP is in the error state.
+    pub(super) error: bool,
+    pub(super) counters: ReqCounters,
+}
+
+impl<const N: usize> Requester<N> {
+    /// A requester in RTS with `cfg`.
+    pub fn new(cfg: ReqConfig) -> Self {
+        let cfg = ReqConfig {
+            max_unacked: cfg.max_unacked.clamp(1, 1 << 22),
+            ack_every: cfg.ack_every.max(1),
+            ..cfg
+        };
+        Requester {
+            cfg,
+            slots: [Slot::EMPTY; N],
+            head: 0,
+            done_upto: 0,
+            hi: 0,
+            tail: 0,
+            cursor: 0,
+            pkt: 0,
+            psn: cfg.sq_psn,
+            una: cfg.sq_psn,
+            hi_psn: cfg.sq_psn,
+            rd_inflight: 0,
+            since_ack: 0,
+            deadline: None,
+            rnr_until: None,
+            retry: RetryState::new(cfg.retry_cnt, cfg.rnr_retry),
+            retry_psn: None,
+            error: false,
+            counters: ReqCounters::default(),
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ReqConfig {
+        &self.cfg
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &ReqCounters {
+        &self.counters
+    }
+
+    /// The next PSN the requester will send.
+    pub fn next_psn(&self) -> Psn {
+        self.psn
+    }
+
+    /// The oldest unacknowledged PSN.
+    pub fn unacked_psn(&self) -> Psn {
+        self.una
+    }
+
+    /// Whether the QP's send side is in the error state.
+    pub fn is_error(&self) -> bool {
+        self.error
+    }
+
+    /// WQEs posted and not yet polled.
+    pub fn outstanding(&self) -> u32 {
+        self.tail.wrapping_sub(self.head)
+    }
+
+    /// Whether every posted WQE has been polled.
+    pub fn is_idle(&self) -> bool {
+        self.head == self.tail
+    }
+
+    pub(super) fn slot(&self, i: u32) -> Option<&Slot> {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| i.checked_rem(N))
+            .and_then(|i| self.slots.get(i))
+    }
+
+    pub(super) fn slot_mut(&mut self, i: u32) -> Option<&mut Slot> {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| i.checked_rem(N))
+            .and_then(|i| self.slots.get_mut(i))
+    }
+
+    /// Queue a decoded send WQE whose local data is `length` bytes.  Returns
+    /// its index.  In the error state the WQE is accepted and completes with
+    /// `WR_FLUSH_ERR`.
+    pub fn post(&mut self, wqe: SendWqe, length: u32) -> Result<u32, PostError> {
+        let used = usize::try_from(self.tail.wrapping_sub(self.head)).unwrap_or(usize::MAX);
+        if used >= N {
+            return Err(PostError::Full);
+        }
+        if wqe.opcode.is_local() {
+            return Err(PostError::Unsupported);
+        }
+        if length > MAX_MSG_SIZE {
+            return Err(PostError::TooLong);
+        }
+        let n = match wqe.opcode {
+            SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
+                if self.cfg.max_rd_atomic == 0 {
+                    return Err(PostError::NoRdAtomic);
+                }
+                1
+            }
+            SendOpcode::RdmaRead => {
+                if self.cfg.max_rd_atomic == 0 {
+                    return Err(PostError::NoRdAtomic);
+                }
+                npkts(length, self.cfg.pmtu)
+            }
+            _ => npkts(length, self.cfg.pmtu),
+        };
+        let idx = self.tail;
+        let error = self.error;
+        let s = self.slot_mut(idx).ok_or(PostError::Full)?;
+        *s = Slot {
+            wqe,
+            len: length,
+            npkts: n,
+            first_psn: Psn::ZERO,
+            done: if error {
+                Some(WcStatus::WrFlushErr)
+            } else {
+                None
+            },
+        };
+        self.tail = idx.wrapping_add(1);
+        Ok(idx)
+    }
+
+    /// Why the requester cannot send now, or `None` if
+    /// [`Requester::next_packet`] would produce a packet.
+    pub fn blocked(&self) -> Option<Blocked> {
+        if self.error {
+            return Some(Blocked::Error);
+        }
+        if self.rnr_until.is_some() {
+            return Some(Blocked::RnrWait);
+        }
+        if self.cursor == self.tail {
+            return Some(Blocked::Empty);
+        }
+        let s = self.slot(self.cursor)?;
+        if self.psn.distance_from(self.una) >= self.cfg.max_unacked {
+            return Some(Blocked::Window);
+        }
+        if self.pkt == 0 && s.wqe.flags & SEND_FENCE != 0 && self.rd_inflight > 0 {
+            return Some(Blocked::Fence);
+        }
+        if s.is_rd_atomic() && self.rd_inflight >= u32::from(self.cfg.max_rd_atomic) {
+            return Some(Blocked::RdAtomicCredits);
+        }
+        None
+    }
+
+    /// The next request packet to send at time `now` (ns), or `None` if
+    /// nothing may be sent now (see [`Requester::blocked`]).  Call it until
+    /// it returns `None` after every post, response and timer event.
+    pub fn next_packet(&mut self, now: u64) -> Option<PacketDesc> {
+        if self.blocked().is_some() {
+            return None;
+        }
+        let idx = self.cursor;
+        if self.pkt == 0 && idx == self.hi {
+            let psn = self.psn;
+            let s = self.slot_mut(idx)?;
+            s.first_psn = psn;
+            self.hi = idx.wrapping_add(1);
+        }
+        let s = *self.slot(idx)?;
+        let shift = self.cfg.pmtu.shift();
+        let mtu = self.cfg.pmtu.bytes();
+        let k = self.pkt;
+        let offset = u32::try_from(u64::from(k) << shift).ok()?;
+        let psn = self.psn;
+        let w = &s.wqe;
+        let mut d = PacketDesc {
+            wqe: idx,
+            opcode: 0,
+            psn,
+            ack_req: false,
+            solicited: false,
+            pad: 0,
+            payload: None,
+            reth: None,
+            imm: None,
+            ieth: None,
+            atomic: None,
+            retransmit: psn.distance_from(self.una) < self.hi_psn.distance_from(self.una),
+        };
+        let used; // PSNs consumed by this packet
+        let finished; // the WQE is fully sent
+        match w.opcode {
+            SendOpcode::RdmaRead => {
+                let rest = s.len.checked_sub(offset)?;
+                d.opcode = request_opcode(Transport::Rc, RequestOp::RdmaRead, Position::Only)?;
+                d.reth = Some(Reth {
+                    va: w.remote_addr.wrapping_add(u64::from(offset)),
+                    rkey: w.rkey,
+                    len: rest,
+                });
+                d.ack_req = true;
+                used = s.npkts.checked_sub(k)?;
+                finished = true;
+            }
+            SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
+                let (r, swap_add, compare) = if w.opcode == SendOpcode::AtomicCmpAndSwp {
+                    (RequestOp::CompareSwap, w.swap, w.compare_add)
+                } else {
+                    (RequestOp::FetchAdd, w.compare_add, 0)
+                };
+                d.opcode = request_opcode(Transport::Rc, r, Position::Only)?;
+                d.atomic = Some(AtomicEth {
+                    va: w.remote_addr,
+                    rkey: w.rkey,
+                    swap_add,
+                    compare,
+                });
+                d.ack_req = true;
+                used = 1;
+                finished = true;
+            }
+            op => {
+                let r = match op {
+                    SendOpcode::Send => RequestOp::Send,
+                    SendOpcode::SendWithImm => RequestOp::SendWithImm,
+                    SendOpcode::SendWithInv => RequestOp::SendWithInv,
+                    SendOpcode::RdmaWrite => RequestOp::RdmaWrite,
+                    SendOpcode::RdmaWriteWithImm => RequestOp::RdmaWriteWithImm,
+                    _ => return None,
+                };
+                let pos = super::super::opcode::position_of(k, s.npkts);
+                let len = s.len.checked_sub(offset)?.min(mtu);
+                d.opcode = request_opcode(Transport::Rc, r, pos)?;
+                d.payload = Some((offset, len));
+                d.pad = pad_count(len as usize);
+                if pos.is_start() && matches!(r, RequestOp::RdmaWrite | RequestOp::RdmaWriteWithImm)
+                {
+                    d.reth = Some(Reth {
+                        va: w.remote_addr,
+                        rkey: w.rkey,
+                        len: s.len,
+                    });
+                }
+                if pos.is_end() {
+                    if w.opcode.has_imm() {
+                        d.imm = Some(imm_from_wqe(w.imm_or_inv));
+                    }
+                    if r == RequestOp::SendWithInv {
+                        d.ieth = Some(Ieth { rkey: w.imm_or_inv });
+                    }
+                    d.solicited = w.flags & SEND_SOLICITED != 0
+                        && matches!(
+                            r,
+                            RequestOp::Send
+                                | RequestOp::SendWithImm
+                                | RequestOp::SendWithInv
+                                | RequestOp::RdmaWriteWithImm
+                        );
+                }
+                d.ack_req = pos.is_end();
+                used = 1;
+                finished = pos.is_end();
+            }
+        }
+        let next = psn.add(used);
+        if self.since_ack.wrapping_add(1) >= self.cfg.ack_every
+            || next.distance_from(self.una) >= self.cfg.max_unacked
+        {
+            d.ack_req = true;
+        }
+        if d.ack_req {
+            self.since_ack = 0;
+        } else {
+            self.since_ack = self.since_ack.wrapping_add(1);
+        }
+        // Commit.
+        self.psn = next;
+        if next.distance_from(self.una) > self.hi_psn.distance_from(self.una) {
+            self.hi_psn = next;
+        }
+        if finished {
+            self.cursor = idx.wrapping_add(1);
+            self.pkt = 0;
+            if s.is_rd_atomic() {
+                self.rd_inflight = self.rd_inflight.wrapping_add(1);
+            }
+        } else {
+            self.pkt = k.wrapping_add(1);
+        }
+        if self.deadline.is_none() {
+            self.deadline = self.timeout_ns().map(|t| now.saturating_add(t));
+        }
+        self.counters.packets = self.counters.packets.wrapping_add(1);
+        if d.retransmit {
+            self.counters.retransmitted = self.counters.retransmitted.wrapping_add(1);
+        }
+        Some(d)
+    }
+
+    pub(super) fn timeout_ns(&self) -> Option<u64> {
+        ack_timeout_ns(self.cfg.timeout)
+    }
+
+    /// Go-back-N: resend from `psn`, which must lie between the oldest
+    /// unacknowledged PSN and the highest PSN sent (inclusive); other values
+    /// are ignored.  The completer calls this itself on sequence NAKs,
+    /// implied NAKs, RNR NAKs and timeouts; it is public for the glue (e.g.
+    /// to resume after an SQ drain) and for tests.
+    pub fn restart_from(&mut self, psn: Psn) {
+        if psn.distance_from(self.una) > self.hi_psn.distance_from(self.una) {
+            return;
+        }
+        self.seek(psn);
+    }
+
+    /// Position the cursor on `target` (in `[una, hi_psn]`).
+    pub(super) fn seek(&mut self, target: Psn) {
+        let mut i = self.done_upto;
+        let mut found = None;
+        while i != self.hi {
+            if let Some(s) = self.slot(i) {
+                let k = target.distance_from(s.first_psn);
+                if k < s.npkts {
+                    found = Some((i, k));
+                    break;
+                }
+            }
+            i = i.wrapping_add(1);
+        }
+        let (cursor, pkt) = found.unwrap_or((self.hi, 0));
+        self.cursor = cursor;
+        self.pkt = pkt;
+        self.psn = target;
+        self.since_ack = 0;
+        let mut n = 0u32;
+        let mut i = self.done_upto;
+        while i != cursor {
+            if self
+                .slot(i)
+                .is_some_and(|s| s.is_rd_atomic() && s.done.is_none())
+            {
+                n = n.wrapping_add(1);
+            }
+            i = i.wrapping_add(1);
+        }
+        self.rd_inflight = n;
+    }
+
+    /// Reset the flow-control window and AckReq period (e.g. for tests).
+    pub fn set_window(&mut self, max_unacked: u32, ack_every: u32) {
+        self.cfg.max_unacked = max_unacked.clamp(1, 1 << 22);
+        self.cfg.ack_every = ack_every.max(1);
+    }
+}
+
+/// Why the requester sends nothing (see [`Requester::blocked`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// The QP is in the error state.
+    Error,
+    /// Waiting for the RNR timer.
+    RnrWait,
+    /// Every posted WQE has been sent.
+    Empty,
+    /// `max_unacked` PSNs are in flight.
+    Window,
+    /// A fenced WQE waits for earlier READ/atomic WQEs.
+    Fence,
+    /// `max_rd_atomic` READ/atomic requests are outstanding.
+    RdAtomicCredits,
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::super::super::opcode::*;
+    use super::*;
+    use std::vec::Vec;
+
+    fn cfg(pmtu: PathMtu) -> ReqConfig {
+        ReqConfig {
+            sq_psn: Psn::new(0xFF_FFF0),
+            pmtu,
+            max_rd_atomic: 4,
+            timeout: 10,
+            retry_cnt: 3,
+            rnr_retry: 3,
+            max_unacked: 1 << 20,
+            ack_every: 1 << 20,
+        }
+    }
+
+    fn wqe(op: SendOpcode) -> SendWqe {
+        let mut w = SendWqe::new(7, op);
+        w.remote_addr = 0x1000;
+        w.rkey = 0x42;
+        w.imm_or_inv = 0x0403_0201;
+        w
+    }
+
+    fn drain<const N: usize>(r: &mut Requester<N>) -> Vec<PacketDesc> {
+        let mut v = Vec::new();
+        while let Some(p) = r.next_packet(0) {
+            v.push(p);
+        }
+        v
+    }
+
+    #[test]
+    fn segmentation_all_sizes() {
+        for pmtu in PathMtu::ALL {
+            let m = pmtu.bytes();
+            for len in [0, 1, m - 1, m, m + 1, 3 * m, 3 * m + 5, 1 << 20] {
+                for op in [SendOpcode::Send, SendOpcode::RdmaWriteWithImm] {
+                    let mut r: Requester<4> = Requester::new(cfg(pmtu));
+                    r.post(wqe(op), len).unwrap();
+                    let v = drain(&mut r);
+                    assert_eq!(v.len() as u32, npkts(len, pmtu));
+                    let mut off = 0;
+                    for (i, p) in v.iter().enumerate() {
+                        let info = lookup(p.opcode).unwrap();
+                        assert_eq!(info.position, position_of(i as u32, v.len() as u32));
+                        assert_eq!(p.psn, Psn::new(0xFF_FFF0).add(i as u32));
+                        let (o, l) = p.payload.unwrap();
+                        assert_eq!(o, off);
+                        off += l;
+                        assert!(payload_len_ok(info.position, l, m));
+                        assert_eq!(p.pad, pad_count(l as usize));
+                        assert_eq!(p.ack_req, info.position.is_end());
+                        assert_eq!(p.imm.is_some(), info.imm);
+                        assert_eq!(p.reth.is_some(), info.hdrs.contains(ExtHdrs::RETH));
+                        if let Some(reth) = p.reth {
+                            assert_eq!(reth.len, len);
+                        }
+                        // The descriptor builds with hdr.rs.
+                        let mut buf = [0u8; 64];
+                        build_headers(&mut buf, &p.bth(5, 0xFFFF), &p.ext()).unwrap();
+                    }
+                    assert_eq!(off, len);
+                    assert!(r.next_packet(0).is_none());
+                }
+            }
+        }
+    }
+
+    fn payload_len_ok(pos: Position, l: u32, m: u32) -> bool {
+        super::super::super::hdr::payload_len_ok(pos, l as usize, m as usize)
+    }
+    use super::super::super::hdr::build_headers;
+
+    #[test]
+    fn read_and_atomic_psns() {
+        let mut r: Requester<8> = Requester::new(cfg(PathMtu::Mtu1024));
+        r.post(wqe(SendOpcode::RdmaRead), 5000).unwrap();
+        r.post(wqe(SendOpcode::AtomicFetchAndAdd), 8).unwrap();
+        r.post(wqe(SendOpcode::Send), 0).unwrap();
+        let v = drain(&mut r);
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[0].opcode, RC_RDMA_READ_REQUEST);
+        assert_eq!(v[0].reth.unwrap().len, 5000);
+        assert_eq!(v[0].payload, None);
+        assert_eq!(v[1].psn, v[0].psn.add(5));
+        assert_eq!(v[1].opcode, RC_FETCH_ADD);
+        assert_eq!(
+            v[1].atomic.unwrap().swap_add,
+            wqe(SendOpcode::Send).compare_add
+        );
+        assert_eq!(v[2].psn, v[0].psn.add(6));
+        assert_eq!(v[2].opcode, RC_SEND_ONLY);
+        assert_eq!(v[2].payload, Some((0, 0)));
+    }
+
+    #[test]
+    fn restart_mid_message() {
+        let mut r: Requester<8> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe(SendOpcode::RdmaWrite), 1000).unwrap(); // 4 pkts
+        r.post(wqe(SendOpcode::RdmaRead), 1000).unwrap(); // 4 PSNs
+        r.post(wqe(SendOpcode::Send), 600).unwrap(); // 3 pkts
+        let all = drain(&mut r);
+        assert_eq!(all.len(), 4 + 1 + 3);
+        let base = Psn::new(0xFF_FFF0);
+        // Resume the WRITE at packet 2: MIDDLE at offset 512, no RETH.
+        r.restart_from(base.add(2));
+        let v = drain(&mut r);
+        assert_eq!(v[0].opcode, RC_RDMA_WRITE_MIDDLE);
+        assert_eq!(v[0].payload, Some((512, 256)));
+        assert!(v[0].reth.is_none() && v[0].retransmit);
+        assert_eq!(v[1].opcode, RC_RDMA_WRITE_LAST);
+        assert_eq!(v[2].opcode, RC_RDMA_READ_REQUEST);
+        assert_eq!(v[2].reth.unwrap().len, 1000);
+        assert_eq!(v.len(), 2 + 1 + 3);
+        // Resume the READ at its third response: new READ for the rest.
+        r.restart_from(base.add(4 + 2));
+        let v = drain(&mut r);
+        assert_eq!(v[0].opcode, RC_RDMA_READ_REQUEST);
+        assert_eq!(v[0].psn, base.add(6));
+        assert_eq!(
+            v[0].reth.unwrap(),
+            Reth {
+                va: 0x1000 + 512,
+                rkey: 0x42,
+                len: 1000 - 512
+            }
+        );
+        assert_eq!(v[1].psn, base.add(8));
+        assert_eq!(v[1].opcode, RC_SEND_FIRST);
+        // Out-of-window restarts are ignored.
+        r.restart_from(base.add(100));
+        assert!(drain(&mut r).is_empty());
+    }
+
+    #[test]
+    fn credits_fence_window() {
+        let mut c = cfg(PathMtu::Mtu256);
+        c.max_rd_atomic = 1;
+        let mut r: Requester<8> = Requester::new(c);
+        r.post(wqe(SendOpcode::RdmaRead), 10).unwrap();
+        r.post(wqe(SendOpcode::RdmaRead), 10).unwrap();
+        assert_eq!(drain(&mut r).len(), 1);
+        assert_eq!(r.blocked(), Some(Blocked::RdAtomicCredits));
+        let mut r: Requester<8> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe(SendOpcode::RdmaRead), 10).unwrap();
+        let mut f = wqe(SendOpcode::Send);
+        f.flags = SEND_FENCE;
+        r.post(f, 10).unwrap();
+        assert_eq!(drain(&mut r).len(), 1);
+        assert_eq!(r.blocked(), Some(Blocked::Fence));
+        let mut r: Requester<8> = Requester::new(cfg(PathMtu::Mtu256));
+        r.set_window(3, 2);
+        r.post(wqe(SendOpcode::Send), 2560).unwrap();
+        let v = drain(&mut r);
+        assert_eq!(v.len(), 3);
+        assert_eq!(r.blocked(), Some(Blocked::Window));
+        assert!(!v[0].ack_req && v[1].ack_req && v[2].ack_req);
+        assert_eq!(
+            r.post(wqe(SendOpcode::LocalInv), 0),
+            Err(PostError::Unsupported)
+        );
+        assert_eq!(
+            r.post(wqe(SendOpcode::Send), MAX_MSG_SIZE + 1),
+            Err(PostError::TooLong)
+        );
+    }
+
+    #[test]
+    fn full_ring() {
+        let mut r: Requester<2> = Requester::new(cfg(PathMtu::Mtu256));
+        assert_eq!(r.post(wqe(SendOpcode::Send), 1), Ok(0));
+        assert_eq!(r.post(wqe(SendOpcode::Send), 1), Ok(1));
+        assert_eq!(r.post(wqe(SendOpcode::Send), 1), Err(PostError::Full));
+    }
+
+    #[test]
+    fn max_message_2g() {
+        let mut r: Requester<2> = Requester::new(cfg(PathMtu::Mtu4096));
+        r.post(wqe(SendOpcode::RdmaWrite), MAX_MSG_SIZE).unwrap();
+        let mut n = 0u32;
+        let mut total = 0u64;
+        let mut last = None;
+        while let Some(p) = r.next_packet(0) {
+            total += u64::from(p.payload_len());
+            n += 1;
+            last = Some(p);
+        }
+        assert_eq!(n, 1 << 19);
+        assert_eq!(total, u64::from(MAX_MSG_SIZE));
+        let last = last.unwrap();
+        assert_eq!(last.opcode, RC_RDMA_WRITE_LAST);
+        assert_eq!(last.payload, Some((MAX_MSG_SIZE - 4096, 4096)));
+        // READ of 2^31 at PMTU 256 takes 2^23 PSNs in one request.
+        let mut r: Requester<2> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe(SendOpcode::RdmaRead), MAX_MSG_SIZE).unwrap();
+        let p = r.next_packet(0).unwrap();
+        assert_eq!(p.reth.unwrap().len, MAX_MSG_SIZE);
+        assert_eq!(r.next_psn(), p.psn.add(1 << 23));
+    }
+}

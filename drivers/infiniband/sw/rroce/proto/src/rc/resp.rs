@@ -1,0 +1,964 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! The RC responder: request validation, placement decisions, ACK/NAK
+//! generation, READ response streams and duplicate handling.
+//!
+//! [`Responder::on_request`] classifies a request by PSN against the
+//! expected PSN (ePSN):
+//!
+//! * **ahead** (a gap): one NAK PSN sequence error carrying the ePSN, then
+//!   silence until the ePSN arrives;
+//! * **behind** (duplicate): SEND/WRITE are re-acknowledged with `ePSN - 1`
+//!   and not re-executed; a READ found in the responder resources (PSN in
+//!   range, same R_Key, VA range inside the original) is re-executed from
+//!   memory for the requested range; an atomic found there gets its saved
+//!   original value back without re-executing.  Unknown duplicates are
+//!   dropped;
+//! * **expected**: opcode sequence (First, Middle…, Last), length (First and
+//!   Middle exactly one PMTU, Last 1..=PMTU, Only ≤ PMTU, the message total
+//!   equal to the RETH length, at most 2^31), R_Key/range/permission via
+//!   [`MemCheck`], atomic alignment, receive WQE availability (RNR NAK with
+//!   `min_rnr_timer` if none; SEND First/Only and the last packet of WRITE
+//!   with immediate consume one) and receive buffer length.  Invalid
+//!   requests, access and length errors send the matching NAK and put the
+//!   QP in the error state.
+//!
+//! ACKs: after a SEND/WRITE packet with AckReq or at the end of a message,
+//! for that packet's PSN (which covers all earlier ones); READ responses and
+//! atomic ACKs carry the AETH.  The MSN counts completed messages: +1 at the
+//! end of a SEND/WRITE, at the start of a READ and per atomic.  Credits are
+//! not implemented: the credit field is always `0x1F`.
+//!
+//! Responder resources (READ/atomic history for duplicates) live in a ring
+//! of `R` entries, of which `max_dest_rd_atomic` (≤ `R`) are used, oldest
+//! overwritten first.  The responder does not NAK requesters that exceed
+//! `max_dest_rd_atomic`; such a requester may lose the ability to replay.
+
+use super::super::hdr::{
+    pad_count, payload_len_ok, Aeth, Syndrome, AETH_ACK_UNLIMITED, NAK_INVALID_REQUEST,
+    NAK_PSN_SEQ_ERROR, NAK_REMOTE_ACCESS_ERROR,
+};
+use super::super::opcode::{
+    lookup, read_response_opcode, Operation, Position, RC_ACKNOWLEDGE, RC_ATOMIC_ACKNOWLEDGE,
+};
+use super::super::psn::{npkts, PathMtu, Psn, PSN_MASK};
+use super::super::qp::{QpAttrs, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
+use super::super::wqe::{WcOpcode, WcStatus, MAX_MSG_SIZE, WC_WITH_IMM, WC_WITH_INV};
+use super::{imm_to_cqe, InRequest, ReadSrc, RespDesc};
+
+/// Static parameters of the responder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RespConfig {
+    /// First expected PSN (`rq_psn`).
+    pub rq_psn: Psn,
+    /// Path MTU.
+    pub pmtu: PathMtu,
+    /// Responder resources to keep (`max_dest_rd_atomic`, capped at `R`).
+    pub max_dest_rd_atomic: u8,
+    /// RNR NAK timer code (`min_rnr_timer`).
+    pub min_rnr_timer: u8,
+}
+
+impl RespConfig {
+    /// From the QP attributes (RTR).
+    pub fn from_attrs(a: &QpAttrs) -> RespConfig {
+        RespConfig {
+            rq_psn: Psn::new(a.rq_psn),
+            pmtu: a.mtu(),
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            min_rnr_timer: a.min_rnr_timer,
+        }
+    }
+}
+
+/// The remote access a request needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// RDMA READ.
+    Read,
+    /// RDMA WRITE.
+    Write,
+    /// Atomic.
+    Atomic,
+}
+
+impl Access {
+    /// The `IB_ACCESS_*` flag (qp.rs constants) the MR and QP must allow.
+    pub const fn ib_flag(self) -> u32 {
+        match self {
+            Access::Read => ACCESS_REMOTE_READ,
+            Access::Write => ACCESS_REMOTE_WRITE,
+            Access::Atomic => ACCESS_REMOTE_ATOMIC,
+        }
+    }
+}
+
+/// Why a remote access was refused (all give NAK remote access error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessError {
+    /// No MR/MW with this R_Key (or it is invalidated / of another PD).
+    InvalidKey,
+    /// The range is not inside the region.
+    OutOfRange,
+    /// The region or the QP does not allow the access.
+    NoPermission,
+}
+
+/// An atomic operation on 8 bytes of remote memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// If the value equals `compare`, replace it by `swap`.
+    CompareSwap {
+        /// Compare operand.
+        compare: u64,
+        /// Swap operand.
+        swap: u64,
+    },
+    /// Add `add` (wrapping).
+    FetchAdd {
+        /// Addend.
+        add: u64,
+    },
+}
+
+/// Memory checks and atomics, provided by the glue (MR table lookup).
+pub trait MemCheck {
+    /// Whether `len` bytes at `va` of the region `rkey` may be accessed with
+    /// `access` by this QP.  Not called for zero-length READ/WRITE.
+    fn check(&mut self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(), AccessError>;
+
+    /// Check `rkey`/`va` for an 8-byte atomic (the VA is already known to be
+    /// 8-byte aligned), execute `op` atomically with respect to other
+    /// atomics on the device, and return the original value.
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError>;
+}
+
+/// The receive queue, as the responder sees it.
+pub trait RecvSource {
+    /// Total buffer length of the receive WQE at the head of the RQ/SRQ, or
+    /// `None` if it is empty.  Does not consume it ([`Action::take_recv`]
+    /// does).
+    fn peek_len(&mut self) -> Option<u32>;
+}
+
+/// Where the payload of the request goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Nowhere (no payload, or the request is not executed).
+    None,
+    /// Into the current receive WQE at message offset `offset`.
+    Recv {
+        /// Offset in the receive buffer.
+        offset: u32,
+    },
+    /// Into memory region `rkey` at `va` (checked already).
+    Mem {
+        /// R_Key.
+        rkey: u32,
+        /// Virtual address of the first payload byte.
+        va: u64,
+    },
+}
+
+/// A receive completion to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvCompletion {
+    /// Status.
+    pub status: WcStatus,
+    /// `Recv` or `RecvRdmaWithImm`.
+    pub opcode: WcOpcode,
+    /// Bytes received (the WRITE length for WRITE with immediate).
+    pub byte_len: u32,
+    /// Immediate data in CQE format (see `imm_to_cqe`).
+    pub imm: Option<u32>,
+    /// R_Key the glue must invalidate (SEND with invalidate) before writing
+    /// the CQE.
+    pub invalidate: Option<u32>,
+    /// The message had SE set (solicited event).
+    pub solicited: bool,
+}
+
+impl RecvCompletion {
+    /// The CQE `wc_flags`.
+    pub fn wc_flags(&self) -> u8 {
+        let mut f = 0;
+        if self.imm.is_some() {
+            f |= WC_WITH_IMM;
+        }
+        if self.invalidate.is_some() {
+            f |= WC_WITH_INV;
+        }
+        f
+    }
+
+    /// The CQE `imm_or_inv` field.
+    pub fn imm_or_inv(&self) -> u32 {
+        self.imm.or(self.invalidate).unwrap_or(0)
+    }
+}
+
+/// What to send back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Nothing.
+    None,
+    /// One packet (ACK, NAK, atomic ACK).
+    Packet(RespDesc),
+    /// A READ response stream.
+    Read(ReadResponder),
+}
+
+/// How a request was classified (one counter each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Outcome {
+    /// Executed at the expected PSN.
+    Executed = 0,
+    /// Duplicate SEND/WRITE: re-ACKed.
+    Duplicate = 1,
+    /// Duplicate READ: re-executed.
+    DuplicateRead = 2,
+    /// Duplicate atomic: saved result replayed.
+    DuplicateAtomic = 3,
+    /// Duplicate READ/atomic with no matching resource: dropped.
+    DuplicateUnknown = 4,
+    /// PSN ahead: NAK sequence error sent.
+    SeqNak = 5,
+    /// PSN ahead after the NAK: dropped.
+    OutOfSequence = 6,
+    /// No receive WQE: RNR NAK sent.
+    RnrNak = 7,
+    /// Invalid request (opcode sequence, length, header, alignment): NAK,
+    /// QP error.
+    InvalidRequest = 8,
+    /// Remote access error: NAK, QP error.
+    AccessError = 9,
+    /// Receive buffer too short: NAK invalid request, QP error.
+    LengthError = 10,
+    /// The QP is in the error state: dropped.
+    QpError = 11,
+    /// Not an RC request opcode: dropped.
+    NotRequest = 12,
+}
+
+impl Outcome {
+    /// Number of variants.
+    pub const COUNT: usize = 13;
+
+    /// Index in `0..COUNT`.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The responder's decision for one request.
+///
+/// The glue applies it in field order: if `take_recv`, pop the head of the
+/// RQ as the current receive WQE; copy the payload according to `place`;
+/// if `recv_done`, complete the current receive WQE (invalidate first if
+/// asked); transmit `reply`; if `qp_error`, move the QP to ERR and flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Action {
+    /// Classification.
+    pub outcome: Outcome,
+    /// Pop the RQ head as the current receive WQE.
+    pub take_recv: bool,
+    /// Where the payload goes.
+    pub place: Place,
+    /// Complete the current receive WQE.
+    pub recv_done: Option<RecvCompletion>,
+    /// Response to send.
+    pub reply: Reply,
+    /// Move the QP to the error state.
+    pub qp_error: bool,
+}
+
+impl Action {
+    const fn drop(outcome: Outcome) -> Action {
+        Action {
+            outcome,
+            take_recv: false,
+            place: Place::None,
+            recv_done: None,
+            reply: Reply::None,
+            qp_error: false,
+        }
+    }
+}
+
+/// Responder counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RespCounters {
+    /// Requests by [`Outcome`] index.
+    pub by_outcome: [u64; Outcome::COUNT],
+    /// ACKs sent (not counting READ responses and atomic ACKs).
+    pub acks: u64,
+    /// NAKs sent (all kinds).
+    pub naks: u64,
+    /// READ response packets announced.
+    pub read_responses: u64,
+}
+
+impl RespCounters {
+    /// The count for `o`.
+    pub fn get(&self, o: Outcome) -> u64 {
+        self.by_outcome.get(o.index()).copied().unwrap_or(0)
+    }
+}
+
+/// A stream of READ response packets (First/Middle/Last or Only) for `len`
+/// bytes at `va`, starting at a PSN.  The glue pulls packets as it can send
+/// them and may keep the iterator across send-queue stalls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadResponder {
+    psn: Psn,
+    rkey: u32,
+    va: u64,
+    left: u32,
+    pmtu: PathMtu,
+    msn: u32,
+    idx: u32,
+    n: u32,
+}
+
+impl ReadResponder {
+    /// Responses for a READ of `len` bytes at `va` whose first response PSN
+    /// is `psn`, with `msn` in the AETHs.
+    pub fn new(psn: Psn, rkey: u32, va: u64, len: u32, pmtu: PathMtu, msn: u32) -> Self {
+        ReadResponder {
+            psn,
+            rkey,
+            va,
+            left: len,
+            pmtu,
+            msn: msn & PSN_MASK,
+            idx: 0,
+            n: npkts(len, pmtu),
+        }
+    }
+
+    /// Packets left.
+    pub fn remaining(&self) -> u32 {
+        self.n.saturating_sub(self.idx)
+    }
+}
+
+impl Iterator for ReadResponder {
+    type Item = RespDesc;
+
+    fn next(&mut self) -> Option<RespDesc> {
+        if self.idx >= self.n {
+            return None;
+        }
+        let pos = super::super::opcode::position_of(self.idx, self.n);
+        let len = self.left.min(self.pmtu.bytes());
+        let d = RespDesc {
+            opcode: read_response_opcode(pos),
+            psn: self.psn.add(self.idx),
+            aeth: (pos != Position::Middle).then_some(Aeth {
+                syndrome: AETH_ACK_UNLIMITED,
+                msn: self.msn,
+            }),
+            atomic_orig: None,
+            payload: Some(ReadSrc {
+                rkey: self.rkey,
+                va: self.va,
+                len,
+            }),
+            pad: pad_count(len as usize),
+        };
+        self.va = self.va.wrapping_add(u64::from(len));
+        self.left = self.left.saturating_sub(len);
+        self.idx = self.idx.wrapping_add(1);
+        Some(d)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::try_from(self.remaining()).unwrap_or(usize::MAX);
+        (n, Some(n))
+    }
+}
+
+/// The message being received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ctx {
+    None,
+    Send {
+        recv_len: u32,
+        offset: u32,
+    },
+    Write {
+        rkey: u32,
+        va: u64,
+        offset: u32,
+        total: u32,
+    },
+}
+
+/// A responder resource: a READ or atomic, kept for duplicates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Res {
+    Empty,
+    Read {
+        first: Psn,
+        n: u32,
+        rkey: u32,
+        va: u64,
+        len: u32,
+    },
+    Atomic {
+        psn: Psn,
+        rkey: u32,
+        va: u64,
+        orig: u64,
+    },
+}
+
+/// The responder of one RC QP with room for `R` responder resources.
+#[derive(Clone, Debug)]
+pub struct Responder<const R: usize> {
+    cfg: RespConfig,
+    epsn: Psn,
+    msn: u32,
+    nak_sent: bool,
+    /// PSN of the last out-of-sequence request seen after the NAK.
+    last_ooo: Psn,
+    ctx: Ctx,
+    res: [Res; R],
+    res_next: usize,
+    error: bool,
+    counters: RespCounters,
+}
+
+impl<const R: usize> Responder<R> {
+    /// A responder in RTR with `cfg`.
+    pub fn new(cfg: RespConfig) -> Self {
+        Responder {
+            cfg,
+            epsn: cfg.rq_psn,
+            msn: 0,
+            nak_sent: false,
+            last_ooo: Psn::ZERO,
+            ctx: Ctx::None,
+            res: [Res::Empty; R],
+            res_next: 0,
+            error: false,
+            counters: RespCounters::default(),
+        }
+    }
+
+    /// The expected PSN.
+    pub fn expected_psn(&self) -> Psn {
+        self.epsn
+    }
+
+    /// The MSN.
+    pub fn msn(&self) -> u32 {
+        self.msn
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &RespCounters {
+        &self.counters
+    }
+
+    /// Whether the receive side is in the error state.
+    pub fn is_error(&self) -> bool {
+        self.error
+    }
+
+    /// Enter the error state (`modify_qp` to ERR): every request is dropped.
+    /// Returns `true` if a receive WQE was taken and is not completed (the
+    /// glue flushes it with the rest of the RQ).
+    pub fn flush(&mut self) -> bool {
+        self.error = true;
+        let taken = matches!(self.ctx, Ctx::Send { .. });
+        self.ctx = Ctx::None;
+        taken
+    }
+
+    /// Decide what to do with request `pkt` (already checked for ICRC,
+    /// destination QP and P_Key).  `mem` checks R_Keys and runs atomics,
+    /// `rq` reports receive WQE availability.  See [`Action`].
+    pub fn on_request<M: MemCheck, Q: RecvSource>(
+        &mut self,
+        pkt: &InRequest,
+        mem: &mut M,
+        rq: &mut Q,
+    ) -> Action {
+        let a = self.classify(pkt, mem, rq);
+        if let Some(c) = self.counters.by_outcome.get_mut(a.outcome.index()) {
+            *c = c.wrapping_add(1);
+        }
+        match a.reply {
+            Reply::Packet(d) if d.opcode == RC_ACKNOWLEDGE => {
+                if d.aeth
+                    .is_some_and(|x| matches!(x.decoded(), Syndrome::Ack { .. }))
+                {
+                    self.counters.acks = self.counters.acks.wrapping_add(1);
+                } else {
+                    self.counters.naks = self.counters.naks.wrapping_add(1);
+                }
+            }
+            Reply::Read(r) => {
+                self.counters.read_responses = self
+                    .counters
+                    .read_responses
+                    .wrapping_add(u64::from(r.remaining()));
+            }
+            _ => {}
+        }
+        a
+    }
+
+    fn aeth(&self, s: Syndrome) -> Aeth {
+        Aeth {
+            syndrome: s.encode(),
+            msn: self.msn & PSN_MASK,
+        }
+    }
+
+    fn ack(&self, psn: Psn) -> RespDesc {
+        self.ack_pkt(
+            psn,
+            Syndrome::Ack {
+                credits: AETH_ACK_UNLIMITED,
+            },
+        )
+    }
+
+    fn ack_pkt(&self, psn: Psn, s: Syndrome) -> RespDesc {
+        RespDesc {
+            opcode: RC_ACKNOWLEDGE,
+            psn,
+            aeth: Some(self.aeth(s)),
+            atomic_orig: None,
+            payload: None,
+            pad: 0,
+        }
+    }
+
+    /// A class C error: NAK `code` for `psn` and enter the error state.
+    fn fatal(&mut self, psn: Psn, code: u8, outcome: Outcome, status: WcStatus) -> Action {
+        let recv_done = matches!(self.ctx, Ctx::Send { .. }).then_some(RecvCompletion {
+            status,
+            opcode: WcOpcode::Recv,
+            byte_len: 0,
+            imm: None,
+            invalidate: None,
+            solicited: false,
+        });
+        let nak = self.ack_pkt(psn, Syndrome::Nak { code });
+        self.error = true;
+        self.ctx = Ctx::None;
+        Action {
+            outcome,
+            take_recv: false,
+            place: Place::None,
+            recv_done,
+            reply: Reply::Packet(nak),
+            qp_error: true,
+        }
+    }
+
+    fn invalid(&mut self, psn: Psn) -> Action {
+        self.fatal(
+            psn,
+            NAK_INVALID_REQUEST,
+            Outcome::InvalidRequest,
+            WcStatus::WrFlushErr,
+        )
+    }
+
+    fn classify<M: MemCheck, Q: RecvSource>(
+        &mut self,
+        pkt: &InRequest,
+        mem: &mut M,
+        rq: &mut Q,
+    ) -> Action {
+        if self.error {
+            return Action::drop(Outcome::QpError);
+        }
+        let Some(info) = lookup(pkt.opcode).filter(|_| super::is_rc_request(pkt.opcode)) else {
+            return Action::drop(Outcome::NotRequest);
+        };
+        let d = pkt.psn.diff(self.epsn);
+        if d > 0 {
+            // One NAK per sequence error; but a PSN at or below the last
+            // out-of-sequence one means the requester went back and lost
+            // (part of) its retransmission: NAK again.
+            let restarted = pkt.psn.diff(self.last_ooo) <= 0;
+            self.last_ooo = pkt.psn;
+            if self.nak_sent && !restarted {
+                return Action::drop(Outcome::OutOfSequence);
+            }
+            self.nak_sent = true;
+            let mut a = Action::drop(Outcome::SeqNak);
+            a.reply = Reply::Packet(self.ack_pkt(
+                self.epsn,
+                Syndrome::Nak {
+                    code: NAK_PSN_SEQ_ERROR,
+                },
+            ));
+            return a;
+        }
+        if d < 0 {
+            return self.duplicate(pkt, info.operation, mem);
+        }
+        self.nak_sent = false;
+        let pos = info.position;
+        // Opcode sequence.
+        let seq_ok = match self.ctx {
+            Ctx::None => pos.is_start(),
+            Ctx::Send { .. } => info.operation == Operation::Send && !pos.is_start(),
+            Ctx::Write { .. } => info.operation == Operation::RdmaWrite && !pos.is_start(),
+        };
+        if !seq_ok {
+            return self.invalid(pkt.psn);
+        }
+        let mtu = self.cfg.pmtu.bytes();
+        match info.operation {
+            Operation::Send | Operation::RdmaWrite => {
+                if !payload_len_ok(pos, pkt.payload_len as usize, mtu as usize) {
+                    return self.invalid(pkt.psn);
+                }
+                if info.operation == Operation::Send {
+                    self.send(pkt, pos, info.imm, info.inv, rq)
+                } else {
+                    self.write(pkt, pos, info.imm, mem, rq)
+                }
+            }
+            Operation::RdmaReadRequest => self.read(pkt, mem),
+            Operation::CompareSwap | Operation::FetchAdd => self.atomic(pkt, mem),
+            _ => self.invalid(pkt.psn),
+        }
+    }
+
+    fn send<Q: RecvSource>(
+        &mut self,
+        pkt: &InRequest,
+        pos: Position,
+        imm: bool,
+        inv: bool,
+        rq: &mut Q,
+    ) -> Action {
+        let mut take_recv = false;
+        let (recv_len, offset) = match self.ctx {
+            Ctx::Send { recv_len, offset } => (recv_len, offset),
+            _ => {
+                let Some(l) = rq.peek_len() else {
+                    return self.rnr(pkt.psn);
+                };
+                take_recv = true;
+                (l, 0)
+            }
+        };
+        let Some(end) = offset
+            .checked_add(pkt.payload_len)
+            .filter(|&e| e <= recv_len && e <= MAX_MSG_SIZE)
+        else {
+            // The receive WQE (taken now or earlier) completes in error.
+            self.ctx = Ctx::Send { recv_len, offset };
+            let mut a = self.fatal(
+                pkt.psn,
+                NAK_INVALID_REQUEST,
+                Outcome::LengthError,
+                WcStatus::LocLenErr,
+            );
+            a.take_recv = take_recv;
+            return a;
+        };
+        if (imm && pkt.imm.is_none()) || (inv && pkt.ieth.is_none()) {
+            return self.invalid(pkt.psn);
+        }
+        self.epsn = self.epsn.next();
+        let mut a = Action::drop(Outcome::Executed);
+        a.take_recv = take_recv;
+        a.place = Place::Recv { offset };
+        if pos.is_end() {
+            self.ctx = Ctx::None;
+            self.msn = self.msn.wrapping_add(1) & PSN_MASK;
+            a.recv_done = Some(RecvCompletion {
+                status: WcStatus::Success,
+                opcode: WcOpcode::Recv,
+                byte_len: end,
+                imm: pkt.imm.map(imm_to_cqe),
+                invalidate: pkt.ieth.map(|i| i.rkey),
+                solicited: pkt.solicited,
+            });
+        } else {
+            self.ctx = Ctx::Send {
+                recv_len,
+                offset: end,
+            };
+        }
+        if pkt.ack_req || pos.is_end() {
+            a.reply = Reply::Packet(self.ack(pkt.psn));
+        }
+        a
+    }
+
+    fn rnr(&mut self, psn: Psn) -> Action {
+        let mut a = Action::drop(Outcome::RnrNak);
+        a.reply = Reply::Packet(self.ack_pkt(
+            psn,
+            Syndrome::RnrNak {
+                timer: self.cfg.min_rnr_timer,
+            },
+        ));
+        a
+    }
+
+    fn write<M: MemCheck, Q: RecvSource>(
+        &mut self,
+        pkt: &InRequest,
+        pos: Position,
+        imm: bool,
+        mem: &mut M,
+        rq: &mut Q,
+    ) -> Action {
+        let (rkey, va, offset, total) = match self.ctx {
+            Ctx::Write {
+                rkey,
+                va,
+                offset,
+                total,
+            } => (rkey, va, offset, total),
+            _ => {
+                let Some(reth) = pkt.reth else {
+                    return self.invalid(pkt.psn);
+                };
+                let mtu = self.cfg.pmtu.bytes();
+                let len_ok = reth.len <= MAX_MSG_SIZE
+                    && match pos {
+                        Position::Only => reth.len == pkt.payload_len,
+                        _ => reth.len > mtu,
+                    };
+                if !len_ok {
+                    return self.invalid(pkt.psn);
+                }
+                if reth.len > 0 {
+                    if let Err(_e) = mem.check(reth.rkey, reth.va, reth.len, Access::Write) {
+                        return self.fatal(
+                            pkt.psn,
+                            NAK_REMOTE_ACCESS_ERROR,
+                            Outcome::AccessError,
+                            WcStatus::WrFlushErr,
+                        );
+                    }
+                }
+                (reth.rkey, reth.va, 0, reth.len)
+            }
+        };
+        let left = total.saturating_sub(offset);
+        if pkt.payload_len > left || (pos.is_end() && pkt.payload_len != left) {
+            return self.invalid(pkt.psn);
+        }
+        if imm && pkt.imm.is_none() {
+            return self.invalid(pkt.psn);
+        }
+        let mut a = Action::drop(Outcome::Executed);
+        if pos.is_end() && imm {
+            if rq.peek_len().is_none() {
+                // Keep the context: the requester resends this packet.
+                return self.rnr(pkt.psn);
+            }
+            a.take_recv = true;
+            a.recv_done = Some(RecvCompletion {
+                status: WcStatus::Success,
+                opcode: WcOpcode::RecvRdmaWithImm,
+                byte_len: total,
+                imm: pkt.imm.map(imm_to_cqe),
+                invalidate: None,
+                solicited: pkt.solicited,
+            });
+        }
+        self.epsn = self.epsn.next();
+        a.place = Place::Mem {
+            rkey,
+            va: va.wrapping_add(u64::from(offset)),
+        };
+        if pos.is_end() {
+            self.ctx = Ctx::None;
+            self.msn = self.msn.wrapping_add(1) & PSN_MASK;
+        } else {
+            self.ctx = Ctx::Write {
+                rkey,
+                va,
+                offset: offset.wrapping_add(pkt.payload_len),
+                total,
+            };
+        }
+        if pkt.ack_req || pos.is_end() {
+            a.reply = Reply::Packet(self.ack(pkt.psn));
+        }
+        a
+    }
+
+    fn push_res(&mut self, r: Res) {
+        let cap = usize::from(self.cfg.max_dest_rd_atomic).clamp(1, R.max(1));
+        if let Some(slot) = self.res.get_mut(self.res_next) {
+            *slot = r;
+        }
+        self.res_next = self.res_next.wrapping_add(1);
+        if self.res_next >= cap {
+            self.res_next = 0;
+        }
+    }
+
+    fn read<M: MemCheck>(&mut self, pkt: &InRequest, mem: &mut M) -> Action {
+        let Some(reth) = pkt.reth.filter(|r| r.len <= MAX_MSG_SIZE) else {
+            return self.invalid(pkt.psn);
+        };
+        if reth.len > 0
+            && mem
+                .check(reth.rkey, reth.va, reth.len, Access::Read)
+                .is_err()
+        {
+            return self.fatal(
+                pkt.psn,
+                NAK_REMOTE_ACCESS_ERROR,
+                Outcome::AccessError,
+                WcStatus::WrFlushErr,
+            );
+        }
+        let n = npkts(reth.len, self.cfg.pmtu);
+        self.push_res(Res::Read {
+            first: pkt.psn,
+            n,
+            rkey: reth.rkey,
+            va: reth.va,
+            len: reth.len,
+        });
+        self.epsn = self.epsn.add(n);
+        self.msn = self.msn.wrapping_add(1) & PSN_MASK;
+        let mut a = Action::drop(Outcome::Executed);
+        a.reply = Reply::Read(ReadResponder::new(
+            pkt.psn,
+            reth.rkey,
+            reth.va,
+            reth.len,
+            self.cfg.pmtu,
+            self.msn,
+        ));
+        a
+    }
+
+    fn atomic_ack(&self, psn: Psn, orig: u64) -> RespDesc {
+        RespDesc {
+            opcode: RC_ATOMIC_ACKNOWLEDGE,
+            psn,
+            aeth: Some(self.aeth(Syndrome::Ack {
+                credits: AETH_ACK_UNLIMITED,
+            })),
+            atomic_orig: Some(orig),
+            payload: None,
+            pad: 0,
+        }
+    }
+
+    fn atomic<M: MemCheck>(&mut self, pkt: &InRequest, mem: &mut M) -> Action {
+        let Some(ae) = pkt.atomic.filter(|a| a.va & 7 == 0) else {
+            return self.invalid(pkt.psn);
+        };
+        let op = match lookup(pkt.opcode).map(|i| i.operation) {
+            Some(Operation::CompareSwap) => AtomicOp::CompareSwap {
+                compare: ae.compare,
+                swap: ae.swap_add,
+            },
+            _ => AtomicOp::FetchAdd { add: ae.swap_add },
+        };
+        let orig = match mem.atomic(ae.rkey, ae.va, op) {
+            Ok(v) => v,
+            Err(_) => {
+                return self.fatal(
+                    pkt.psn,
+                    NAK_REMOTE_ACCESS_ERROR,
+                    Outcome::AccessError,
+                    WcStatus::WrFlushErr,
+                )
+            }
+        };
+        self.push_res(Res::Atomic {
+            psn: pkt.psn,
+            rkey: ae.rkey,
+            va: ae.va,
+            orig,
+        });
+        self.epsn = self.epsn.next();
+        self.msn = self.msn.wrapping_add(1) & PSN_MASK;
+        let mut a = Action::drop(Outcome::Executed);
+        a.reply = Reply::Packet(self.atomic_ack(pkt.psn, orig));
+        a
+    }
+
+    fn duplicate<M: MemCheck>(&mut self, pkt: &InRequest, op: Operation, mem: &mut M) -> Action {
+        match op {
+            Operation::RdmaReadRequest => {
+                let Some(reth) = pkt.reth else {
+                    return Action::drop(Outcome::DuplicateUnknown);
+                };
+                let found = self.res.iter().any(|r| match *r {
+                    Res::Read {
+                        first,
+                        n,
+                        rkey,
+                        va,
+                        len,
+                    } => {
+                        let end = va.wrapping_add(u64::from(len));
+                        let req_end = reth.va.checked_add(u64::from(reth.len));
+                        pkt.psn.distance_from(first) < n
+                            && rkey == reth.rkey
+                            && reth.va >= va
+                            && req_end.is_some_and(|e| e <= end)
+                    }
+                    _ => false,
+                });
+                let still_ok = reth.len == 0
+                    || mem
+                        .check(reth.rkey, reth.va, reth.len, Access::Read)
+                        .is_ok();
+                if !found || !still_ok {
+                    return Action::drop(Outcome::DuplicateUnknown);
+                }
+                let mut a = Action::drop(Outcome::DuplicateRead);
+                a.reply = Reply::Read(ReadResponder::new(
+                    pkt.psn,
+                    reth.rkey,
+                    reth.va,
+                    reth.len,
+                    self.cfg.pmtu,
+                    self.msn,
+                ));
+                a
+            }
+            Operation::CompareSwap | Operation::FetchAdd => {
+                let Some(ae) = pkt.atomic else {
+                    return Action::drop(Outcome::DuplicateUnknown);
+                };
+                let orig = self.res.iter().find_map(|r| match *r {
+                    Res::Atomic {
+                        psn,
+                        rkey,
+                        va,
+                        orig,
+                    } if psn == pkt.psn && rkey == ae.rkey && va == ae.va => Some(orig),
+                    _ => None,
+                });
+                match orig {
+                    Some(o) => {
+                        let mut a = Action::drop(Outcome::DuplicateAtomic);
+                        a.reply = Reply::Packet(self.atomic_ack(pkt.psn, o));
+                        a
+                    }
+                    None => Action::drop(Outcome::DuplicateUnknown),
+                }
+            }
+            _ => {
+                let mut a = Action::drop(Outcome::Duplicate);
+                a.reply = Reply::Packet(self.ack(self.epsn.prev()));
+                a
+            }
+        }
+    }
+}

@@ -1,0 +1,1132 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! Deterministic simulation of two RC endpoints over a lossy link.
+//!
+//! Endpoint A runs a [`Requester`] (requester + completer), endpoint B a
+//! [`Responder`].  Packets are real wire bytes: built with
+//! `hdr::build_headers` from the engine's descriptors plus payload copied
+//! from fake memory, parsed back with `hdr::parse_packet`.  The link drops,
+//! duplicates and delays (reorders) packets with a seeded PRNG; a simulated
+//! clock drives the retransmit and RNR timers.  The tests check the bytes
+//! that arrive, every completion (status, byte_len, order, exactly once) and
+//! the recovery counters.
+
+extern crate std;
+
+use super::super::hdr::{build_headers, parse_packet};
+use super::super::psn::{PathMtu, Psn};
+use super::super::wqe::{SendOpcode, SendWqe, WcOpcode, WcStatus, SEND_SIGNALED};
+use super::*;
+use std::collections::{BinaryHeap, VecDeque};
+use std::vec;
+use std::vec::Vec;
+
+const RKEY: u32 = 0x00AB_CD01;
+const B_BASE: u64 = 0x7000_0000;
+const QPN_A: u32 = 0x11;
+const QPN_B: u32 = 0x22;
+
+/// SplitMix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    /// True with probability `ppm` / 1e6.
+    fn chance(&mut self, ppm: u32) -> bool {
+        self.below(1_000_000) < u64::from(ppm)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct LinkCfg {
+    loss_ppm: u32,
+    dup_ppm: u32,
+    reorder_ppm: u32,
+    latency_ns: u64,
+    jitter_ns: u64,
+}
+
+impl LinkCfg {
+    const PERFECT: LinkCfg = LinkCfg {
+        loss_ppm: 0,
+        dup_ppm: 0,
+        reorder_ppm: 0,
+        latency_ns: 5_000,
+        jitter_ns: 0,
+    };
+
+    fn lossy(loss_pct: u32) -> LinkCfg {
+        LinkCfg {
+            loss_ppm: loss_pct * 10_000,
+            dup_ppm: loss_pct * 5_000,
+            reorder_ppm: loss_pct * 10_000,
+            latency_ns: 5_000,
+            jitter_ns: 20_000,
+        }
+    }
+}
+
+struct Link {
+    cfg: LinkCfg,
+    rng: Rng,
+    seq: u64,
+    q: BinaryHeap<core::cmp::Reverse<(u64, u64, Vec<u8>)>>,
+    sent: u64,
+    lost: u64,
+}
+
+impl Link {
+    fn new(cfg: LinkCfg, seed: u64) -> Link {
+        Link {
+            cfg,
+            rng: Rng(seed),
+            seq: 0,
+            q: BinaryHeap::new(),
+            sent: 0,
+            lost: 0,
+        }
+    }
+
+    fn send(&mut self, now: u64, p: Vec<u8>) {
+        self.sent += 1;
+        if self.rng.chance(self.cfg.loss_ppm) {
+            self.lost += 1;
+            return;
+        }
+        let copies = if self.rng.chance(self.cfg.dup_ppm) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let mut t = now + self.cfg.latency_ns;
+            if self.rng.chance(self.cfg.reorder_ppm) {
+                t += self.rng.below(self.cfg.jitter_ns + 1);
+            }
+            self.seq += 1;
+            self.q.push(core::cmp::Reverse((t, self.seq, p.clone())));
+        }
+    }
+
+    fn next_time(&self) -> Option<u64> {
+        self.q.peek().map(|r| r.0 .0)
+    }
+
+    fn pop_due(&mut self, now: u64) -> Option<Vec<u8>> {
+        if self.next_time()? <= now {
+            self.q.pop().map(|r| r.0 .2)
+        } else {
+            None
+        }
+    }
+}
+
+/// Scatter/gather over byte-addressed fake memory (address = index).
+fn sg_ranges(sges: &[(usize, usize)], offset: usize, len: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut skip = offset;
+    let mut want = len;
+    for &(a, l) in sges {
+        if want == 0 {
+            break;
+        }
+        if skip >= l {
+            skip -= l;
+            continue;
+        }
+        let n = (l - skip).min(want);
+        out.push((a + skip, n));
+        want -= n;
+        skip = 0;
+    }
+    assert_eq!(want, 0, "SGE list too short");
+    out
+}
+
+fn gather(mem: &[u8], sges: &[(usize, usize)], offset: usize, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    for (a, n) in sg_ranges(sges, offset, len) {
+        v.extend_from_slice(&mem[a..a + n]);
+    }
+    v
+}
+
+fn scatter(mem: &mut [u8], sges: &[(usize, usize)], offset: usize, data: &[u8]) {
+    let mut off = 0;
+    for (a, n) in sg_ranges(sges, offset, data.len()) {
+        mem[a..a + n].copy_from_slice(&data[off..off + n]);
+        off += n;
+    }
+}
+
+fn finish_packet(mut buf: Vec<u8>, hdr_len: usize, payload: &[u8], pad: u8) -> Vec<u8> {
+    buf.truncate(hdr_len);
+    buf.extend_from_slice(payload);
+    buf.extend(core::iter::repeat_n(0u8, usize::from(pad)));
+    buf.extend_from_slice(&[0u8; 4]); // ICRC (not checked here)
+    buf
+}
+
+/// B's memory region and atomics.
+struct BMem {
+    mem: Vec<u8>,
+    rkey: u32,
+}
+
+impl BMem {
+    fn range(&self, rkey: u32, va: u64, len: u32) -> Result<usize, AccessError> {
+        if rkey != self.rkey {
+            return Err(AccessError::InvalidKey);
+        }
+        let off = va.checked_sub(B_BASE).ok_or(AccessError::OutOfRange)?;
+        let end = off
+            .checked_add(u64::from(len))
+            .ok_or(AccessError::OutOfRange)?;
+        if end > self.mem.len() as u64 {
+            return Err(AccessError::OutOfRange);
+        }
+        Ok(off as usize)
+    }
+}
+
+impl MemCheck for BMem {
+    fn check(&mut self, rkey: u32, va: u64, len: u32, _a: Access) -> Result<(), AccessError> {
+        self.range(rkey, va, len).map(|_| ())
+    }
+
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
+        let o = self.range(rkey, va, 8)?;
+        let cell: &mut [u8; 8] = (&mut self.mem[o..o + 8]).try_into().unwrap();
+        let old = u64::from_le_bytes(*cell);
+        let new = match op {
+            AtomicOp::CompareSwap { compare, swap } => {
+                if old == compare {
+                    swap
+                } else {
+                    old
+                }
+            }
+            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
+        };
+        *cell = new.to_le_bytes();
+        Ok(old)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct RecvBuf {
+    wr_id: u64,
+    sges: Vec<(usize, usize)>,
+}
+
+struct Rq<'a>(&'a VecDeque<RecvBuf>);
+
+impl RecvSource for Rq<'_> {
+    fn peek_len(&mut self) -> Option<u32> {
+        self.0
+            .front()
+            .map(|r| r.sges.iter().map(|s| s.1 as u32).sum())
+    }
+}
+
+/// One operation of a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Send { len: u32, imm: Option<u32> },
+    Write { len: u32, imm: Option<u32> },
+    Read { len: u32 },
+    FetchAdd { add: u64 },
+    CmpSwap { compare: u64, swap: u64 },
+}
+
+/// Per send-WQE bookkeeping on A.
+struct AWqe {
+    op: Op,
+    /// A-side buffer (source, or destination for READ/atomics).
+    sges: Vec<(usize, usize)>,
+    /// B-side offset (WRITE/READ target or atomic cell).
+    b_off: usize,
+    /// Expected payload (SEND/WRITE source bytes).
+    wr_id: u64,
+}
+
+struct World {
+    now: u64,
+    req: Requester<32>,
+    resp: Responder<8>,
+    ab: Link,
+    ba: Link,
+    a_mem: Vec<u8>,
+    b: BMem,
+    a_wqes: Vec<AWqe>,
+    to_post: VecDeque<(SendWqe, u32, AWqe)>,
+    b_rq: VecDeque<RecvBuf>,
+    b_rq_later: Vec<(u64, RecvBuf)>,
+    b_cur: Option<RecvBuf>,
+    send_done: Vec<SendCompletion>,
+    recv_done: Vec<(u64, RecvCompletion)>,
+    resp_errors: u32,
+}
+
+struct Setup {
+    pmtu: PathMtu,
+    link: LinkCfg,
+    seed: u64,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    min_rnr_timer: u8,
+    timeout: u8,
+    max_rd_atomic: u8,
+    sq_psn: u32,
+}
+
+impl Setup {
+    fn new(pmtu: PathMtu, link: LinkCfg, seed: u64) -> Setup {
+        Setup {
+            pmtu,
+            link,
+            seed,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            timeout: 8, // ~1 ms
+            max_rd_atomic: 4,
+            sq_psn: 0xFF_FF00, // wraps early
+        }
+    }
+}
+
+impl World {
+    fn new(s: &Setup, a_size: usize, b_size: usize) -> World {
+        let rc = ReqConfig {
+            sq_psn: Psn::new(s.sq_psn),
+            pmtu: s.pmtu,
+            max_rd_atomic: s.max_rd_atomic,
+            timeout: s.timeout,
+            retry_cnt: s.retry_cnt,
+            rnr_retry: s.rnr_retry,
+            max_unacked: ReqConfig::DEFAULT_MAX_UNACKED,
+            ack_every: ReqConfig::DEFAULT_ACK_EVERY,
+        };
+        let pc = RespConfig {
+            rq_psn: Psn::new(s.sq_psn),
+            pmtu: s.pmtu,
+            max_dest_rd_atomic: s.max_rd_atomic,
+            min_rnr_timer: s.min_rnr_timer,
+        };
+        let mut rng = Rng(s.seed ^ 0x5555);
+        let a_mem = (0..a_size).map(|_| rng.next() as u8).collect();
+        let b_mem = (0..b_size).map(|_| rng.next() as u8).collect();
+        World {
+            now: 0,
+            req: Requester::new(rc),
+            resp: Responder::new(pc),
+            ab: Link::new(s.link, s.seed.wrapping_mul(3)),
+            ba: Link::new(s.link, s.seed.wrapping_mul(7).wrapping_add(1)),
+            a_mem,
+            b: BMem {
+                mem: b_mem,
+                rkey: RKEY,
+            },
+            a_wqes: Vec::new(),
+            to_post: VecDeque::new(),
+            b_rq: VecDeque::new(),
+            b_rq_later: Vec::new(),
+            b_cur: None,
+            send_done: Vec::new(),
+            recv_done: Vec::new(),
+            resp_errors: 0,
+        }
+    }
+
+    /// Queue an operation whose A buffer is at `a_off` and B target at
+    /// `b_off`.
+    fn op(&mut self, op: Op, a_off: usize, b_off: usize) {
+        let wr_id = (self.a_wqes.len() + self.to_post.len()) as u64;
+        let (opcode, len) = match op {
+            Op::Send { len, imm } => (
+                if imm.is_some() {
+                    SendOpcode::SendWithImm
+                } else {
+                    SendOpcode::Send
+                },
+                len,
+            ),
+            Op::Write { len, imm } => (
+                if imm.is_some() {
+                    SendOpcode::RdmaWriteWithImm
+                } else {
+                    SendOpcode::RdmaWrite
+                },
+                len,
+            ),
+            Op::Read { len } => (SendOpcode::RdmaRead, len),
+            Op::FetchAdd { .. } => (SendOpcode::AtomicFetchAndAdd, 8),
+            Op::CmpSwap { .. } => (SendOpcode::AtomicCmpAndSwp, 8),
+        };
+        let mut w = SendWqe::new(wr_id, opcode);
+        w.flags = if wr_id.is_multiple_of(3) {
+            SEND_SIGNALED
+        } else {
+            0
+        };
+        w.rkey = RKEY;
+        w.remote_addr = B_BASE + b_off as u64;
+        match op {
+            Op::Send { imm: Some(i), .. } | Op::Write { imm: Some(i), .. } => w.imm_or_inv = i,
+            Op::FetchAdd { add } => w.compare_add = add,
+            Op::CmpSwap { compare, swap } => {
+                w.compare_add = compare;
+                w.swap = swap;
+            }
+            _ => {}
+        }
+        // Split the local buffer into up to three SGEs.
+        let l = len as usize;
+        let sges = if l >= 3 {
+            vec![
+                (a_off, l / 3),
+                (a_off + l / 3, l / 3),
+                (a_off + 2 * (l / 3), l - 2 * (l / 3)),
+            ]
+        } else {
+            vec![(a_off, l)]
+        };
+        self.to_post.push_back((
+            w,
+            len,
+            AWqe {
+                op,
+                sges,
+                b_off,
+                wr_id,
+            },
+        ));
+    }
+
+    fn post_recv(&mut self, wr_id: u64, b_off: usize, len: usize) {
+        self.b_rq.push_back(RecvBuf {
+            wr_id,
+            sges: vec![(b_off, len / 2), (b_off + len / 2, len - len / 2)],
+        });
+    }
+
+    fn a_send(&mut self) {
+        while let Some((w, len, _)) = self.to_post.front() {
+            match self.req.post(*w, *len) {
+                Ok(idx) => {
+                    let (_, _, a) = self.to_post.pop_front().unwrap();
+                    assert_eq!(idx as usize, self.a_wqes.len());
+                    self.a_wqes.push(a);
+                }
+                Err(PostError::Full) => break,
+                Err(e) => panic!("post: {e:?}"),
+            }
+        }
+        while let Some(d) = self.req.next_packet(self.now) {
+            let a = &self.a_wqes[d.wqe as usize];
+            let payload = match d.payload {
+                Some((o, l)) => gather(&self.a_mem, &a.sges, o as usize, l as usize),
+                None => Vec::new(),
+            };
+            let mut buf = vec![0u8; 128];
+            let n = build_headers(&mut buf, &d.bth(QPN_B, 0xFFFF), &d.ext()).unwrap();
+            let pkt = finish_packet(buf, n, &payload, d.pad);
+            self.ab.send(self.now, pkt);
+        }
+    }
+
+    fn b_receive(&mut self, pkt: &[u8]) {
+        let p = parse_packet(pkt).expect("request parses");
+        assert_eq!(p.bth.dest_qpn, QPN_B);
+        let r = InRequest::from_parsed(&p);
+        let payload = p.payload(pkt).to_vec();
+        assert_eq!(payload.len(), r.payload_len as usize);
+        let a = self.resp.on_request(&r, &mut self.b, &mut Rq(&self.b_rq));
+        if a.take_recv {
+            assert!(self.b_cur.is_none() || a.recv_done.is_some());
+            self.b_cur = Some(self.b_rq.pop_front().expect("recv WQE"));
+        }
+        match a.place {
+            Place::None => {}
+            Place::Recv { offset } => {
+                let cur = self.b_cur.as_ref().expect("current recv");
+                scatter(&mut self.b.mem, &cur.sges, offset as usize, &payload);
+            }
+            Place::Mem { rkey, va } => {
+                let o = self.b.range(rkey, va, payload.len() as u32).unwrap();
+                self.b.mem[o..o + payload.len()].copy_from_slice(&payload);
+            }
+        }
+        if let Some(c) = a.recv_done {
+            let cur = self.b_cur.take().expect("completed recv");
+            self.recv_done.push((cur.wr_id, c));
+        }
+        if a.qp_error {
+            self.resp_errors += 1;
+        }
+        match a.reply {
+            Reply::None => {}
+            Reply::Packet(d) => self.b_transmit(&d),
+            Reply::Read(rr) => {
+                for d in rr {
+                    self.b_transmit(&d);
+                }
+            }
+        }
+    }
+
+    fn b_transmit(&mut self, d: &RespDesc) {
+        let payload = match d.payload {
+            Some(src) => {
+                let o = self.b.range(src.rkey, src.va, src.len).unwrap();
+                self.b.mem[o..o + src.len as usize].to_vec()
+            }
+            None => Vec::new(),
+        };
+        let mut buf = vec![0u8; 128];
+        let n = build_headers(&mut buf, &d.bth(QPN_A, 0xFFFF), &d.ext()).unwrap();
+        let pkt = finish_packet(buf, n, &payload, d.pad);
+        self.ba.send(self.now, pkt);
+    }
+
+    fn a_receive(&mut self, pkt: &[u8]) {
+        let p = parse_packet(pkt).expect("response parses");
+        assert_eq!(p.bth.dest_qpn, QPN_A);
+        let r = InResponse::from_parsed(&p);
+        let payload = p.payload(pkt);
+        match self.req.on_response(&r, self.now) {
+            RespVerdict::ReadData { wqe, offset } => {
+                let a = &self.a_wqes[wqe as usize];
+                assert!(matches!(a.op, Op::Read { .. }));
+                let sges = a.sges.clone();
+                scatter(&mut self.a_mem, &sges, offset as usize, payload);
+            }
+            RespVerdict::AtomicData { wqe, orig } => {
+                let a = &self.a_wqes[wqe as usize];
+                let sges = a.sges.clone();
+                scatter(&mut self.a_mem, &sges, 0, &orig.to_le_bytes());
+            }
+            _ => {}
+        }
+        while let Some(c) = self.req.poll_completion() {
+            self.send_done.push(c);
+        }
+    }
+
+    /// Run until every queued WQE completed and the links drained, or until
+    /// `limit` ns of simulated time.
+    fn run(&mut self, limit: u64) {
+        loop {
+            self.b_rq_later.sort_by_key(|x| x.0);
+            while self.b_rq_later.first().is_some_and(|x| x.0 <= self.now) {
+                let (_, r) = self.b_rq_later.remove(0);
+                self.b_rq.push_back(r);
+            }
+            self.a_send();
+            while let Some(p) = self.ab.pop_due(self.now) {
+                self.b_receive(&p);
+            }
+            while let Some(p) = self.ba.pop_due(self.now) {
+                self.a_receive(&p);
+                self.a_send();
+            }
+            if self.req.next_deadline().is_some_and(|t| t <= self.now) {
+                self.req.on_timer(self.now);
+                while let Some(c) = self.req.poll_completion() {
+                    self.send_done.push(c);
+                }
+            }
+            self.a_send();
+            let done = self.to_post.is_empty() && self.req.is_idle();
+            if done && self.ab.q.is_empty() && self.ba.q.is_empty() {
+                return;
+            }
+            let next = [
+                self.ab.next_time(),
+                self.ba.next_time(),
+                self.req.next_deadline(),
+                self.b_rq_later.iter().map(|x| x.0).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                Some(t) if t <= limit => self.now = t.max(self.now),
+                _ => return,
+            }
+        }
+    }
+
+    /// Check the completions against the workload and the memory contents.
+    /// Returns nothing; panics with a description on any mismatch.
+    fn verify_success(&self, a_orig: &[u8], b_orig: &[u8], recvs: &[(usize, usize)]) {
+        assert_eq!(
+            self.send_done.len(),
+            self.a_wqes.len(),
+            "every WQE completes"
+        );
+        for (i, c) in self.send_done.iter().enumerate() {
+            let a = &self.a_wqes[i];
+            assert_eq!(c.wqe as usize, i, "in order");
+            assert_eq!(c.wr_id, a.wr_id);
+            assert_eq!(c.status, WcStatus::Success, "wqe {i} {:?}", a.op);
+            let (len, opc) = match a.op {
+                Op::Send { len, .. } => (len, WcOpcode::Send),
+                Op::Write { len, .. } => (len, WcOpcode::RdmaWrite),
+                Op::Read { len } => (len, WcOpcode::RdmaRead),
+                Op::FetchAdd { .. } => (8, WcOpcode::FetchAdd),
+                Op::CmpSwap { .. } => (8, WcOpcode::CompSwap),
+            };
+            assert_eq!(c.byte_len, len);
+            assert_eq!(c.opcode, opc);
+        }
+        // Receive side: one completion per SEND / WRITE with immediate.
+        let mut rd = self.recv_done.iter();
+        let mut rn = 0usize;
+        for a in &self.a_wqes {
+            match a.op {
+                Op::Send { len, imm } => {
+                    let (wr_id, c) = rd.next().expect("recv completion");
+                    assert_eq!(*wr_id as usize, rn);
+                    let (boff, blen) = recvs[rn];
+                    rn += 1;
+                    assert_eq!(c.status, WcStatus::Success);
+                    assert_eq!(c.opcode, WcOpcode::Recv);
+                    assert_eq!(c.byte_len, len);
+                    assert_eq!(c.imm, imm);
+                    let src = gather(a_orig, &a.sges, 0, len as usize);
+                    assert!(blen >= len as usize);
+                    assert!(
+                        self.b.mem[boff..boff + len as usize] == src[..],
+                        "SEND data of wr {}",
+                        a.wr_id
+                    );
+                }
+                Op::Write { len, imm } => {
+                    if let Some(i) = imm {
+                        let (wr_id, c) = rd.next().expect("recv completion");
+                        assert_eq!(*wr_id as usize, rn);
+                        rn += 1;
+                        assert_eq!(c.opcode, WcOpcode::RecvRdmaWithImm);
+                        assert_eq!(c.byte_len, len);
+                        assert_eq!(c.imm, Some(i));
+                    }
+                    let src = gather(a_orig, &a.sges, 0, len as usize);
+                    assert!(
+                        self.b.mem[a.b_off..a.b_off + len as usize] == src[..],
+                        "WRITE data of wr {}",
+                        a.wr_id
+                    );
+                }
+                Op::Read { len } => {
+                    let got = gather(&self.a_mem, &a.sges, 0, len as usize);
+                    assert!(
+                        got[..] == b_orig[a.b_off..a.b_off + len as usize],
+                        "READ data of wr {}",
+                        a.wr_id
+                    );
+                }
+                Op::FetchAdd { .. } | Op::CmpSwap { .. } => {}
+            }
+        }
+        assert!(rd.next().is_none(), "no extra receive completions");
+    }
+}
+
+/// A bump allocator for disjoint buffers.
+struct Alloc(usize);
+
+impl Alloc {
+    fn take(&mut self, n: usize) -> usize {
+        let o = self.0;
+        self.0 += n.div_ceil(8) * 8 + 8;
+        o
+    }
+}
+
+/// Sizes that exercise the segmentation edges.
+fn sizes(pmtu: PathMtu, rng: &mut Rng, n: usize) -> Vec<u32> {
+    let m = pmtu.bytes();
+    let mut v = vec![0, 1, m - 1, m, m + 1, 2 * m, 3 * m + 3];
+    while v.len() < n {
+        v.push(match rng.below(4) {
+            0 => rng.below(64) as u32,
+            1 => rng.below(u64::from(4 * m)) as u32,
+            _ => rng.below(40_000) as u32,
+        });
+    }
+    v
+}
+
+/// Run a mixed (or single-kind) workload and check everything.
+/// `kinds`: bit 0 SEND, 1 WRITE, 2 READ, 3 atomics.
+fn workload(pmtu: PathMtu, link: LinkCfg, seed: u64, kinds: u32, n: usize, big: bool) -> World {
+    let s = Setup::new(pmtu, link, seed);
+    let mut rng = Rng(seed);
+    let mut lens = sizes(pmtu, &mut rng, n);
+    if big {
+        lens.push(1 << 20);
+    }
+    let total: usize = lens.iter().map(|&l| l as usize + 16).sum::<usize>() * 2 + 4096;
+    let mut w = World::new(&s, total, total);
+    let mut aa = Alloc(0);
+    let mut ba = Alloc(0);
+    let mut recvs = Vec::new();
+    let counter = ba.take(8);
+    w.b.mem[counter..counter + 8].copy_from_slice(&0u64.to_le_bytes());
+    let mut sum_add = 0u64;
+    let mut n_atomic = 0;
+    let choices: Vec<u32> = (0..4).filter(|b| kinds & (1 << b) != 0).collect();
+    for (i, &len) in lens.iter().enumerate() {
+        let kind = choices[rng.below(choices.len() as u64) as usize];
+        let imm = (rng.below(3) == 0).then_some(0x1000_0000 + i as u32);
+        let op = match kind {
+            0 => Op::Send { len, imm },
+            1 => Op::Write { len, imm },
+            2 => Op::Read { len },
+            _ => {
+                n_atomic += 1;
+                if rng.below(2) == 0 {
+                    let add = rng.below(1000) + 1;
+                    sum_add += add;
+                    Op::FetchAdd { add }
+                } else {
+                    // Never matches: the counter only grows and starts at 0
+                    // with the high bit clear.
+                    Op::CmpSwap {
+                        compare: u64::MAX,
+                        swap: 7,
+                    }
+                }
+            }
+        };
+        let l = len as usize;
+        match op {
+            Op::Send { .. } => {
+                let a_off = aa.take(l);
+                let b_off = ba.take(l + 5);
+                w.post_recv(recvs.len() as u64, b_off, l + 5);
+                recvs.push((b_off, l + 5));
+                w.op(op, a_off, 0);
+            }
+            Op::Write { imm, .. } => {
+                let a_off = aa.take(l);
+                let b_off = ba.take(l);
+                if imm.is_some() {
+                    // Receives are matched in order; give it a buffer too.
+                    let r = ba.take(8);
+                    w.post_recv(recvs.len() as u64, r, 8);
+                    recvs.push((r, 8));
+                }
+                w.op(op, a_off, b_off);
+            }
+            Op::Read { .. } => {
+                let a_off = aa.take(l);
+                let b_off = ba.take(l);
+                w.op(op, a_off, b_off);
+            }
+            _ => {
+                let a_off = aa.take(8);
+                w.op(op, a_off, counter);
+            }
+        }
+    }
+    let a_orig = w.a_mem.clone();
+    let b_orig = w.b.mem.clone();
+    w.run(60_000_000_000);
+    assert!(
+        w.to_post.is_empty(),
+        "stalled at t={} {:?}",
+        w.now,
+        w.req.blocked()
+    );
+    w.verify_success(&a_orig, &b_orig, &recvs);
+    if n_atomic > 0 {
+        // Exactly-once: the counter equals the sum of all adds, and the
+        // FetchAdd results are distinct prefix sums.
+        let v = u64::from_le_bytes(w.b.mem[counter..counter + 8].try_into().unwrap());
+        assert_eq!(v, sum_add, "atomics executed exactly once");
+        let mut origs: Vec<u64> = w
+            .a_wqes
+            .iter()
+            .filter(|a| matches!(a.op, Op::FetchAdd { .. }))
+            .map(|a| {
+                let o = a.sges[0].0;
+                u64::from_le_bytes(w.a_mem[o..o + 8].try_into().unwrap())
+            })
+            .collect();
+        let k = origs.len();
+        origs.sort_unstable();
+        origs.dedup();
+        assert_eq!(origs.len(), k, "distinct FetchAdd results");
+        assert!(origs.iter().all(|&o| o < sum_add.max(1)));
+    }
+    assert!(!w.req.is_error());
+    assert!(!w.resp.is_error());
+    w
+}
+
+fn report(tag: &str, w: &World) {
+    let c = w.req.counters();
+    let r = w.resp.counters();
+    std::println!(
+        "{tag}: t={}us pkts={} retx={} timeouts={} seqnak={} implied={} dup_resp={} | resp dup={} seqnak={} ooo={} acks={} lost ab={} ba={}",
+        w.now / 1000,
+        c.packets,
+        c.retransmitted,
+        c.timeouts,
+        c.seq_nak_retries,
+        c.implied_nak_retries,
+        c.duplicate_responses,
+        r.get(Outcome::Duplicate) + r.get(Outcome::DuplicateRead) + r.get(Outcome::DuplicateAtomic),
+        r.get(Outcome::SeqNak),
+        r.get(Outcome::OutOfSequence),
+        r.acks,
+        w.ab.lost,
+        w.ba.lost,
+    );
+}
+
+#[test]
+fn perfect_link_all_kinds() {
+    for pmtu in [PathMtu::Mtu256, PathMtu::Mtu1024, PathMtu::Mtu4096] {
+        for kinds in [1, 2, 4, 8, 15] {
+            let w = workload(pmtu, LinkCfg::PERFECT, 1 + kinds as u64, kinds, 30, false);
+            let c = w.req.counters();
+            assert_eq!(c.retransmitted, 0);
+            assert_eq!(c.timeouts, 0);
+            assert_eq!(w.resp.counters().get(Outcome::Duplicate), 0);
+        }
+    }
+}
+
+#[test]
+fn perfect_link_one_mib() {
+    let w = workload(PathMtu::Mtu1024, LinkCfg::PERFECT, 9, 7, 8, true);
+    assert_eq!(w.req.counters().retransmitted, 0);
+}
+
+#[test]
+fn lossy_2_percent() {
+    for (i, pmtu) in [PathMtu::Mtu256, PathMtu::Mtu1024, PathMtu::Mtu4096]
+        .into_iter()
+        .enumerate()
+    {
+        let w = workload(pmtu, LinkCfg::lossy(2), 100 + i as u64, 15, 60, i == 1);
+        report("2%", &w);
+        assert!(w.req.counters().retransmitted > 0);
+    }
+}
+
+#[test]
+fn lossy_10_percent() {
+    for seed in 0..4u64 {
+        let pmtu = PathMtu::ALL[seed as usize % 5];
+        let w = workload(pmtu, LinkCfg::lossy(10), 200 + seed, 15, 50, seed == 2);
+        report("10%", &w);
+        let c = w.req.counters();
+        assert!(c.retransmitted > 0);
+        assert!(c.timeouts + c.seq_nak_retries + c.implied_nak_retries > 0);
+    }
+}
+
+#[test]
+fn lossy_per_kind() {
+    for kinds in [1, 2, 4, 8] {
+        let w = workload(
+            PathMtu::Mtu512,
+            LinkCfg::lossy(10),
+            300 + kinds as u64,
+            kinds,
+            40,
+            false,
+        );
+        report("kind", &w);
+        assert!(w.req.counters().retransmitted > 0);
+    }
+}
+
+#[test]
+fn reorder_and_duplicate_only() {
+    let link = LinkCfg {
+        loss_ppm: 0,
+        dup_ppm: 100_000,
+        reorder_ppm: 200_000,
+        latency_ns: 5_000,
+        jitter_ns: 30_000,
+    };
+    let w = workload(PathMtu::Mtu256, link, 77, 15, 60, false);
+    report("reorder", &w);
+    assert!(w.resp.counters().get(Outcome::SeqNak) > 0);
+}
+
+#[test]
+fn rnr_then_recv_posted() {
+    let mut s = Setup::new(PathMtu::Mtu1024, LinkCfg::PERFECT, 5);
+    s.min_rnr_timer = 3; // 30 µs
+    let mut w = World::new(&s, 1 << 16, 1 << 16);
+    for i in 0..4 {
+        w.op(
+            Op::Send {
+                len: 3000,
+                imm: Some(i),
+            },
+            i as usize * 4096,
+            0,
+        );
+    }
+    // No receive WQE until t = 200 µs.
+    for i in 0..4usize {
+        w.b_rq_later.push((
+            200_000,
+            RecvBuf {
+                wr_id: i as u64,
+                sges: vec![(i * 4096, 4096)],
+            },
+        ));
+    }
+    let a_orig = w.a_mem.clone();
+    let b_orig = w.b.mem.clone();
+    w.run(1_000_000_000);
+    let recvs: Vec<(usize, usize)> = (0..4).map(|i| (i * 4096, 4096)).collect();
+    w.verify_success(&a_orig, &b_orig, &recvs);
+    assert!(w.req.counters().rnr_naks > 0);
+    assert!(w.resp.counters().get(Outcome::RnrNak) > 0);
+}
+
+#[test]
+fn rnr_retry_exhausted() {
+    let mut s = Setup::new(PathMtu::Mtu1024, LinkCfg::PERFECT, 6);
+    s.rnr_retry = 2;
+    let mut w = World::new(&s, 1 << 14, 1 << 14);
+    w.op(
+        Op::Write {
+            len: 100,
+            imm: None,
+        },
+        0,
+        0,
+    );
+    w.op(Op::Send { len: 10, imm: None }, 1024, 0);
+    w.op(Op::Send { len: 10, imm: None }, 2048, 0);
+    w.run(10_000_000_000);
+    let st: Vec<WcStatus> = w.send_done.iter().map(|c| c.status).collect();
+    assert_eq!(
+        st,
+        [
+            WcStatus::Success,
+            WcStatus::RnrRetryExcErr,
+            WcStatus::WrFlushErr
+        ]
+    );
+    assert_eq!(w.req.counters().rnr_naks, 3);
+    assert!(w.req.is_error());
+}
+
+#[test]
+fn remote_access_error_flushes() {
+    let s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 8);
+    let mut w = World::new(&s, 1 << 14, 1 << 14);
+    w.op(
+        Op::Write {
+            len: 600,
+            imm: None,
+        },
+        0,
+        0,
+    );
+    w.op(
+        Op::Write {
+            len: 600,
+            imm: None,
+        },
+        1024,
+        1024,
+    );
+    w.op(Op::Read { len: 100 }, 2048, 0);
+    w.op(Op::Send { len: 10, imm: None }, 4096, 0);
+    // Corrupt the rkey of the second WRITE.
+    w.to_post[1].0.rkey = RKEY ^ 1;
+    w.run(1_000_000_000);
+    let st: Vec<WcStatus> = w.send_done.iter().map(|c| c.status).collect();
+    assert_eq!(
+        st,
+        [
+            WcStatus::Success,
+            WcStatus::RemAccessErr,
+            WcStatus::WrFlushErr,
+            WcStatus::WrFlushErr
+        ]
+    );
+    assert!(w.req.is_error() && w.resp.is_error());
+    assert_eq!(w.resp.counters().get(Outcome::AccessError), 1);
+    // Posting in the error state completes with a flush.
+    let mut wq = SendWqe::new(99, SendOpcode::Send);
+    wq.flags = SEND_SIGNALED;
+    w.req.post(wq, 1).unwrap();
+    let c = w.req.poll_completion().unwrap();
+    assert_eq!((c.wr_id, c.status), (99, WcStatus::WrFlushErr));
+    assert!(c.needs_cqe());
+}
+
+#[test]
+fn misaligned_atomic_is_invalid_request() {
+    let s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 10);
+    let mut w = World::new(&s, 1 << 12, 1 << 12);
+    w.op(Op::FetchAdd { add: 1 }, 0, 4);
+    w.run(1_000_000_000);
+    assert_eq!(w.send_done[0].status, WcStatus::RemInvReqErr);
+}
+
+#[test]
+fn dead_link_retry_exhausted() {
+    let link = LinkCfg {
+        loss_ppm: 1_000_000,
+        ..LinkCfg::PERFECT
+    };
+    let mut s = Setup::new(PathMtu::Mtu1024, link, 11);
+    s.retry_cnt = 3;
+    let mut w = World::new(&s, 1 << 14, 1 << 14);
+    w.op(
+        Op::Write {
+            len: 5000,
+            imm: None,
+        },
+        0,
+        0,
+    );
+    w.op(Op::Read { len: 10 }, 8192, 0);
+    w.run(10_000_000_000);
+    let st: Vec<WcStatus> = w.send_done.iter().map(|c| c.status).collect();
+    assert_eq!(st, [WcStatus::RetryExcErr, WcStatus::WrFlushErr]);
+    let c = w.req.counters();
+    assert_eq!(c.timeouts, 4);
+    assert_eq!(c.retry_exceeded, 1);
+    assert!(w.req.is_error());
+    assert!(w.req.next_deadline().is_none());
+}
+
+#[test]
+fn ack_loss_only_recovers_by_timeout() {
+    // The request direction is perfect, every response is lost for the first
+    // 3 ms: the requester must time out, retransmit and get re-ACKed
+    // duplicates.
+    let s = Setup::new(PathMtu::Mtu512, LinkCfg::PERFECT, 12);
+    let mut w = World::new(&s, 1 << 16, 1 << 16);
+    w.ba.cfg.loss_ppm = 1_000_000;
+    w.op(
+        Op::Write {
+            len: 3000,
+            imm: None,
+        },
+        0,
+        0,
+    );
+    w.op(Op::FetchAdd { add: 5 }, 8192, 16384);
+    w.b.mem[16384..16392].copy_from_slice(&10u64.to_le_bytes());
+    w.run(3_000_000);
+    w.ba.cfg.loss_ppm = 0;
+    w.run(1_000_000_000);
+    assert_eq!(w.send_done.len(), 2);
+    assert!(w.send_done.iter().all(|c| c.status == WcStatus::Success));
+    // The atomic executed once; the replay returned the saved value.
+    assert_eq!(
+        u64::from_le_bytes(w.b.mem[16384..16392].try_into().unwrap()),
+        15
+    );
+    assert_eq!(
+        u64::from_le_bytes(w.a_mem[8192..8200].try_into().unwrap()),
+        10
+    );
+    assert!(w.req.counters().timeouts >= 1);
+    assert!(w.resp.counters().get(Outcome::DuplicateAtomic) >= 1);
+    assert!(w.resp.counters().get(Outcome::Duplicate) >= 1);
+}
+
+#[test]
+fn fuzz_never_panics() {
+    use super::super::hdr::{Aeth, AtomicEth, ImmDt, Reth};
+    let mut rng = Rng(0xF00D);
+    for round in 0..200u64 {
+        let s = Setup::new(PathMtu::ALL[(round % 5) as usize], LinkCfg::PERFECT, round);
+        let mut w = World::new(&s, 1 << 12, 1 << 12);
+        for i in 0..20 {
+            let len = rng.below(3000) as u32;
+            let op = match rng.below(5) {
+                0 => Op::Send { len, imm: None },
+                1 => Op::Write { len, imm: Some(1) },
+                2 => Op::Read { len },
+                3 => Op::FetchAdd { add: 1 },
+                _ => Op::CmpSwap {
+                    compare: 0,
+                    swap: 1,
+                },
+            };
+            w.op(op, 0, i * 8);
+        }
+        while let Some((wq, len, _)) = w.to_post.pop_front() {
+            let _ = w.req.post(wq, len);
+        }
+        let base = s.sq_psn;
+        for _ in 0..300 {
+            let now = rng.below(10_000_000);
+            if rng.below(4) == 0 {
+                while w.req.next_packet(now).is_some() {}
+            }
+            let psn = Psn::new(base.wrapping_add(rng.below(400) as u32).wrapping_sub(50));
+            let opcode = rng.next() as u8 & if rng.below(2) == 0 { 0x1F } else { 0xFF };
+            let r = InResponse {
+                opcode,
+                psn,
+                aeth: (rng.below(4) != 0).then(|| Aeth {
+                    syndrome: rng.next() as u8,
+                    msn: rng.next() as u32 & 0xFF_FFFF,
+                }),
+                atomic_orig: (rng.below(2) == 0).then(|| rng.next()),
+                payload_len: rng.below(5000) as u32,
+            };
+            let _ = w.req.on_response(&r, now);
+            let _ = w.req.on_timer(now);
+            while w.req.poll_completion().is_some() {}
+            let q = InRequest {
+                opcode,
+                psn,
+                ack_req: rng.below(2) == 0,
+                solicited: false,
+                payload_len: rng.below(5000) as u32,
+                reth: (rng.below(4) != 0).then(|| Reth {
+                    va: B_BASE + rng.below(5000),
+                    rkey: if rng.below(8) == 0 { 1 } else { RKEY },
+                    len: rng.next() as u32 >> rng.below(32),
+                }),
+                imm: (rng.below(2) == 0).then_some(ImmDt { imm: 5 }),
+                ieth: None,
+                atomic: (rng.below(2) == 0).then(|| AtomicEth {
+                    va: B_BASE + rng.below(5000),
+                    rkey: RKEY,
+                    swap_add: 1,
+                    compare: 0,
+                }),
+            };
+            if rng.below(3) == 0 && w.b_rq.is_empty() {
+                w.post_recv(0, 0, rng.below(4000) as usize);
+            }
+            let a = w.resp.on_request(&q, &mut w.b, &mut Rq(&w.b_rq));
+            if a.take_recv {
+                w.b_rq.pop_front();
+            }
+            if let Reply::Read(rr) = a.reply {
+                assert!(rr.count() <= (1 << 23));
+            }
+        }
+    }
+}

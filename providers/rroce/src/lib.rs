@@ -7,8 +7,12 @@
 //! [`DEVICE_NAME_PREFIX`] and whose uverbs ABI version is [`ABI_VERSION`].
 //!
 //! Implemented verbs: open/close device, query device, query port, alloc/
-//! dealloc PD, all through the `ibv_cmd_*` helpers of libibverbs.  Every other
-//! op stays NULL, so libibverbs answers it with `EOPNOTSUPP`.
+//! dealloc PD, reg/dereg MR, create/destroy AH, create/modify/query/destroy
+//! QP (RC, UC, UD) and create/destroy/req_notify CQ through the `ibv_cmd_*`
+//! helpers of libibverbs; the data path (`post_send`, `post_recv`,
+//! `poll_cq`) runs on rings shared with the kernel (see [`cq`], [`qp`] and
+//! [`mapping`]).  Every other op stays NULL, so libibverbs answers it with
+//! `EOPNOTSUPP`.
 //!
 //! Error conventions (those of libibverbs): ops returning a pointer return
 //! NULL and set `errno`; ops returning `int` return an errno value.  Nothing
@@ -18,6 +22,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod cq;
+mod mapping;
+mod mr;
+mod qp;
 mod verbs_abi;
 
 use core::ffi::{c_char, c_int, c_void};
@@ -96,6 +104,20 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     free_context: Some(rroce_free_context),
     query_device_ex: Some(rroce_query_device_ex),
     query_port: Some(rroce_query_port),
+    create_cq: Some(cq::rroce_create_cq),
+    poll_cq: Some(cq::rroce_poll_cq),
+    req_notify_cq: Some(cq::rroce_req_notify_cq),
+    destroy_cq: Some(cq::rroce_destroy_cq),
+    create_qp: Some(qp::rroce_create_qp),
+    modify_qp: Some(qp::rroce_modify_qp),
+    query_qp: Some(qp::rroce_query_qp),
+    destroy_qp: Some(qp::rroce_destroy_qp),
+    post_send: Some(qp::rroce_post_send),
+    post_recv: Some(qp::rroce_post_recv),
+    reg_mr: Some(mr::rroce_reg_mr),
+    dereg_mr: Some(mr::rroce_dereg_mr),
+    create_ah: Some(mr::rroce_create_ah),
+    destroy_ah: Some(mr::rroce_destroy_ah),
     ..VerbsContextOps::NONE
 };
 
@@ -122,6 +144,16 @@ fn set_errno(err: c_int) {
     // SAFETY: __errno_location() returns a valid pointer to this thread's
     // errno for the whole life of the thread.
     unsafe { *__errno_location() = err };
+}
+
+/// The calling thread's `errno`, or `EIO` if it is 0.
+fn last_errno() -> c_int {
+    // SAFETY: __errno_location() returns a valid pointer to this thread's
+    // errno for the whole life of the thread.
+    match unsafe { *__errno_location() } {
+        0 => EIO,
+        e => e,
+    }
 }
 
 /// An errno value for a failed `ibv_cmd_*` return code.
@@ -551,7 +583,9 @@ mod tests {
         assert_eq!(MATCH_TABLE[1].kind, VERBS_MATCH_SENTINEL);
         assert_eq!(DEVICE_OPS.match_min_abi_version, 1);
         assert_eq!(DEVICE_OPS.match_max_abi_version, 1);
-        assert!(CONTEXT_OPS.create_qp.is_none() && CONTEXT_OPS.reg_mr.is_none());
+        assert!(CONTEXT_OPS.create_qp.is_some() && CONTEXT_OPS.reg_mr.is_some());
+        assert!(CONTEXT_OPS.poll_cq.is_some() && CONTEXT_OPS.post_send.is_some());
+        assert!(CONTEXT_OPS.create_srq.is_none() && CONTEXT_OPS.resize_cq.is_none());
         assert!(CONTEXT_OPS.alloc_pd.is_some() && CONTEXT_OPS.free_context.is_some());
     }
 

@@ -22,7 +22,10 @@ use core::ffi::{c_char, c_int, c_void};
 use core::mem::{offset_of, size_of};
 use core::sync::atomic::AtomicI32;
 
-use rroce_proto::abi::AllocUcontextResp;
+use rroce_proto::abi::{
+    AllocUcontextResp, CreateAhResp, CreateCqCmd, CreateCqResp, CreateQpCmd, CreateQpResp,
+    CreateQueueCmd,
+};
 
 #[cfg(not(all(
     target_os = "linux",
@@ -43,6 +46,17 @@ pub const EINVAL: c_int = 22;
 pub const EIO: c_int = 5;
 /// `EPROTO` (asm-generic/errno.h).
 pub const EPROTO: c_int = 71;
+/// `EOPNOTSUPP` (asm-generic/errno.h).
+pub const EOPNOTSUPP: c_int = 95;
+
+/// `PROT_READ` (asm-generic/mman-common.h).
+pub const PROT_READ: c_int = 1;
+/// `PROT_WRITE`.
+pub const PROT_WRITE: c_int = 2;
+/// `MAP_SHARED`.
+pub const MAP_SHARED: c_int = 1;
+/// `MAP_FAILED`: `(void *)-1`.
+pub const MAP_FAILED: *mut c_void = usize::MAX as *mut c_void;
 
 unsafe extern "C" {
     /// glibc `calloc(3)`; memory from it may be released by libibverbs with
@@ -54,6 +68,19 @@ unsafe extern "C" {
     pub fn close(fd: c_int) -> c_int;
     /// glibc's per-thread `errno` location.
     pub fn __errno_location() -> *mut c_int;
+    /// glibc `mmap(2)` wrapper (64-bit `off_t` on LP64).
+    pub fn mmap(
+        addr: *mut c_void,
+        length: usize,
+        prot: c_int,
+        flags: c_int,
+        fd: c_int,
+        offset: i64,
+    ) -> *mut c_void;
+    /// glibc `munmap(2)` wrapper.
+    pub fn munmap(addr: *mut c_void, length: usize) -> c_int;
+    /// glibc `write(2)` wrapper.
+    pub fn write(fd: c_int, buf: *const c_void, count: usize) -> isize;
 }
 
 // ---------------------------------------------------------------------------
@@ -194,6 +221,317 @@ pub struct IbvPd {
 }
 const _: () = assert!(offset_of!(IbvPd, handle) == 8);
 const _: () = assert!(size_of::<IbvPd>() == 16);
+
+/// Size of glibc's `pthread_cond_t` (`__SIZEOF_PTHREAD_COND_T`, 48 on every
+/// 64-bit target).
+pub const PTHREAD_COND_SIZE: usize = 48;
+
+/// glibc `pthread_cond_t`: an opaque, 8-byte aligned blob.
+#[repr(C)]
+pub struct PthreadCond {
+    _opaque: [u64; PTHREAD_COND_SIZE / 8],
+}
+const _: () = assert!(size_of::<PthreadCond>() == PTHREAD_COND_SIZE);
+
+/// `struct ibv_comp_channel`; only passed through.
+#[repr(C)]
+pub struct IbvCompChannel {
+    _opaque: [u8; 0],
+}
+
+/// `struct ibv_cq`.
+///
+/// Fields: `struct ibv_context *context` @0, `struct ibv_comp_channel
+/// *channel` @8, `void *cq_context` @16, `uint32_t handle` @24, `int cqe`
+/// @28, `pthread_mutex_t mutex` @32, `pthread_cond_t cond` @32+mutex,
+/// `uint32_t comp_events_completed`, `uint32_t async_events_completed`;
+/// size 128 on x86_64.  libibverbs fills every field but `cqe`/`handle`
+/// (set by `ibv_cmd_create_cq`).
+#[repr(C)]
+pub struct IbvCq {
+    pub context: *mut IbvContext,
+    pub channel: *mut IbvCompChannel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+const _: () = assert!(offset_of!(IbvCq, handle) == 24);
+const _: () = assert!(offset_of!(IbvCq, cqe) == 28);
+const _: () = assert!(offset_of!(IbvCq, mutex) == 32);
+const _: () = assert!(offset_of!(IbvCq, cond) == 32 + PTHREAD_MUTEX_SIZE);
+const _: () = assert!(offset_of!(IbvCq, comp_events_completed) == 32 + PTHREAD_MUTEX_SIZE + 48);
+const _: () = assert!(size_of::<IbvCq>() == 40 + PTHREAD_MUTEX_SIZE + 48);
+
+/// `enum ibv_qp_type` values the provider handles.
+pub const IBV_QPT_RC: c_int = 2;
+/// `IBV_QPT_UC`.
+pub const IBV_QPT_UC: c_int = 3;
+/// `IBV_QPT_UD`.
+pub const IBV_QPT_UD: c_int = 4;
+
+/// `enum ibv_qp_state`: `IBV_QPS_RESET`.
+pub const IBV_QPS_RESET: c_int = 0;
+/// `IBV_QPS_RTS`.
+pub const IBV_QPS_RTS: c_int = 3;
+
+/// `struct ibv_qp`.
+///
+/// Fields: `context` @0, `qp_context` @8, `pd` @16, `send_cq` @24,
+/// `recv_cq` @32, `srq` @40 (pointers), `uint32_t handle` @48,
+/// `uint32_t qp_num` @52, `enum ibv_qp_state state` @56, `enum ibv_qp_type
+/// qp_type` @60, `pthread_mutex_t mutex` @64, `pthread_cond_t cond`,
+/// `uint32_t events_completed`; size 160 on x86_64.
+#[repr(C)]
+pub struct IbvQp {
+    pub context: *mut IbvContext,
+    pub qp_context: *mut c_void,
+    pub pd: *mut IbvPd,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub handle: u32,
+    pub qp_num: u32,
+    pub state: c_int,
+    pub qp_type: c_int,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub events_completed: u32,
+}
+const _: () = assert!(offset_of!(IbvQp, handle) == 48);
+const _: () = assert!(offset_of!(IbvQp, qp_num) == 52);
+const _: () = assert!(offset_of!(IbvQp, state) == 56);
+const _: () = assert!(offset_of!(IbvQp, qp_type) == 60);
+const _: () = assert!(offset_of!(IbvQp, mutex) == 64);
+const _: () = assert!(offset_of!(IbvQp, events_completed) == 64 + PTHREAD_MUTEX_SIZE + 48);
+const _: () = assert!(size_of::<IbvQp>() == 64 + PTHREAD_MUTEX_SIZE + 56);
+
+/// Bytes of `struct ibv_qp_ex` after its first member `struct ibv_qp
+/// qp_base`: `uint64_t comp_mask` and 23 function pointers (`wr_*`).
+pub const IBV_QP_EX_TAIL: usize = 8 + 23 * 8;
+
+/// `struct verbs_qp` (driver.h): `union { struct ibv_qp qp; struct
+/// ibv_qp_ex qp_ex; }` @0, `uint32_t comp_mask`, `struct verbs_xrcd *xrcd`.
+///
+/// The provider creates plain QPs but allocates the whole `verbs_qp`, zeroed,
+/// so `ibv_qp_to_qp_ex()` reads `comp_mask == 0` (no `qp_ex`) from our
+/// memory instead of from past the end of an `ibv_qp`.
+#[repr(C)]
+pub struct VerbsQp {
+    pub qp: IbvQp,
+    pub qp_ex_tail: [u8; IBV_QP_EX_TAIL],
+    pub comp_mask: u32,
+    pub xrcd: *mut c_void,
+}
+const _: () = assert!(offset_of!(VerbsQp, comp_mask) == size_of::<IbvQp>() + IBV_QP_EX_TAIL);
+const _: () = assert!(size_of::<VerbsQp>() == size_of::<IbvQp>() + IBV_QP_EX_TAIL + 16);
+
+/// `struct ibv_qp_cap`: five `uint32_t`; size 20.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IbvQpCap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+const _: () = assert!(size_of::<IbvQpCap>() == 20);
+
+/// `struct ibv_qp_init_attr`.
+///
+/// Fields: `qp_context` @0, `send_cq` @8, `recv_cq` @16, `srq` @24,
+/// `struct ibv_qp_cap cap` @32, `enum ibv_qp_type qp_type` @52,
+/// `int sq_sig_all` @56; size 64.
+#[repr(C)]
+pub struct IbvQpInitAttr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub cap: IbvQpCap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+}
+const _: () = assert!(offset_of!(IbvQpInitAttr, cap) == 32);
+const _: () = assert!(offset_of!(IbvQpInitAttr, qp_type) == 52);
+const _: () = assert!(offset_of!(IbvQpInitAttr, sq_sig_all) == 56);
+const _: () = assert!(size_of::<IbvQpInitAttr>() == 64);
+
+/// `struct ibv_qp_attr`; opaque except for `cap`.
+#[repr(C)]
+pub struct IbvQpAttr {
+    _opaque: [u8; 0],
+}
+
+/// `offsetof(struct ibv_qp_attr, cap)`: after four enums and five
+/// `uint32_t`/`unsigned int` fields.
+pub const QP_ATTR_CAP_OFFSET: usize = 36;
+
+/// `struct ibv_sge`: `uint64_t addr`, `uint32_t length`, `uint32_t lkey`;
+/// size 16.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IbvSge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+const _: () = assert!(size_of::<IbvSge>() == 16);
+
+/// `wr.rdma` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvSendWrRdma {
+    pub remote_addr: u64,
+    pub rkey: u32,
+}
+
+/// `wr.atomic` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvSendWrAtomic {
+    pub remote_addr: u64,
+    pub compare_add: u64,
+    pub swap: u64,
+    pub rkey: u32,
+}
+
+/// `wr.ud` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvSendWrUd {
+    pub ah: *mut IbvAh,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+}
+
+/// The `wr` union of `struct ibv_send_wr` (32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union IbvSendWrWr {
+    pub rdma: IbvSendWrRdma,
+    pub atomic: IbvSendWrAtomic,
+    pub ud: IbvSendWrUd,
+}
+const _: () = assert!(size_of::<IbvSendWrWr>() == 32);
+
+/// `struct ibv_send_wr`.
+///
+/// Fields: `uint64_t wr_id` @0, `next` @8, `sg_list` @16, `int num_sge` @24,
+/// `enum ibv_wr_opcode opcode` @28, `unsigned int send_flags` @32,
+/// `union { __be32 imm_data; uint32_t invalidate_rkey; }` @36, `wr` union
+/// @40 (32 bytes), `qp_type` union (`xrc.remote_srqn`) @72, then the
+/// `bind_mw`/`tso` union @80 (48 bytes); size 128.
+#[repr(C)]
+pub struct IbvSendWr {
+    pub wr_id: u64,
+    pub next: *mut IbvSendWr,
+    pub sg_list: *mut IbvSge,
+    pub num_sge: c_int,
+    pub opcode: c_int,
+    pub send_flags: u32,
+    /// `imm_data` (a `__be32`: its memory bytes are the wire bytes) or
+    /// `invalidate_rkey` (host order).
+    pub imm_data_or_inv: u32,
+    pub wr: IbvSendWrWr,
+    pub xrc_remote_srqn: u32,
+    pub bind_mw_or_tso: [u64; 6],
+}
+const _: () = assert!(offset_of!(IbvSendWr, num_sge) == 24);
+const _: () = assert!(offset_of!(IbvSendWr, opcode) == 28);
+const _: () = assert!(offset_of!(IbvSendWr, send_flags) == 32);
+const _: () = assert!(offset_of!(IbvSendWr, imm_data_or_inv) == 36);
+const _: () = assert!(offset_of!(IbvSendWr, wr) == 40);
+const _: () = assert!(offset_of!(IbvSendWr, xrc_remote_srqn) == 72);
+const _: () = assert!(offset_of!(IbvSendWr, bind_mw_or_tso) == 80);
+const _: () = assert!(size_of::<IbvSendWr>() == 128);
+
+/// `enum ibv_send_flags` bits the provider accepts: `IBV_SEND_FENCE` 1,
+/// `IBV_SEND_SIGNALED` 2, `IBV_SEND_SOLICITED` 4, `IBV_SEND_INLINE` 8 (the
+/// same values as `wqe::SEND_*`).  `IBV_SEND_IP_CSUM` (16) is refused.
+pub const IBV_SEND_INLINE: u32 = 8;
+
+/// `struct ibv_recv_wr`: `wr_id` @0, `next` @8, `sg_list` @16,
+/// `int num_sge` @24; size 32.
+#[repr(C)]
+pub struct IbvRecvWr {
+    pub wr_id: u64,
+    pub next: *mut IbvRecvWr,
+    pub sg_list: *mut IbvSge,
+    pub num_sge: c_int,
+}
+const _: () = assert!(offset_of!(IbvRecvWr, num_sge) == 24);
+const _: () = assert!(size_of::<IbvRecvWr>() == 32);
+
+/// `struct ibv_wc`.
+///
+/// Fields: `uint64_t wr_id` @0, `enum ibv_wc_status status` @8,
+/// `enum ibv_wc_opcode opcode` @12, `uint32_t vendor_err` @16,
+/// `uint32_t byte_len` @20, `union { __be32 imm_data; uint32_t
+/// invalidated_rkey; }` @24, `uint32_t qp_num` @28, `uint32_t src_qp` @32,
+/// `unsigned int wc_flags` @36, `uint16_t pkey_index` @40, `uint16_t slid`
+/// @42, `uint8_t sl` @44, `uint8_t dlid_path_bits` @45; size 48.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IbvWc {
+    pub wr_id: u64,
+    pub status: c_int,
+    pub opcode: c_int,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: u32,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+}
+const _: () = assert!(offset_of!(IbvWc, status) == 8);
+const _: () = assert!(offset_of!(IbvWc, imm_data) == 24);
+const _: () = assert!(offset_of!(IbvWc, wc_flags) == 36);
+const _: () = assert!(offset_of!(IbvWc, pkey_index) == 40);
+const _: () = assert!(offset_of!(IbvWc, slid) == 42);
+const _: () = assert!(offset_of!(IbvWc, sl) == 44);
+const _: () = assert!(offset_of!(IbvWc, dlid_path_bits) == 45);
+const _: () = assert!(size_of::<IbvWc>() == 48);
+
+/// `struct ibv_mr`: `context` @0, `pd` @8, `void *addr` @16, `size_t
+/// length` @24, `uint32_t handle` @32, `lkey` @36, `rkey` @40; size 48.
+#[repr(C)]
+pub struct IbvMr {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub addr: *mut c_void,
+    pub length: usize,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+const _: () = assert!(offset_of!(IbvMr, handle) == 32);
+const _: () = assert!(offset_of!(IbvMr, rkey) == 40);
+const _: () = assert!(size_of::<IbvMr>() == 48);
+
+/// `struct ibv_ah`: `context` @0, `pd` @8, `uint32_t handle` @16; size 24.
+#[repr(C)]
+pub struct IbvAh {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub handle: u32,
+}
+const _: () = assert!(offset_of!(IbvAh, handle) == 16);
+const _: () = assert!(size_of::<IbvAh>() == 24);
+
+/// `struct ibv_ah_attr`; only passed through to `ibv_cmd_create_ah`.
+#[repr(C)]
+pub struct IbvAhAttr {
+    _opaque: [u8; 0],
+}
 
 /// `struct ibv_port_attr`; only passed through to `ibv_cmd_query_port`.
 #[repr(C)]
@@ -380,6 +718,18 @@ const _: () = assert!(offset_of!(VerbsDevice, sysfs) == 696);
 const _: () = assert!(offset_of!(VerbsDevice, core_support) == 704);
 const _: () = assert!(size_of::<VerbsDevice>() == 712);
 
+/// `struct verbs_mr` (driver.h): `struct ibv_mr ibv_mr` @0, `enum
+/// ibv_mr_type mr_type` @48, `int access` @52; size 56.
+#[repr(C)]
+pub struct VerbsMr {
+    pub ibv_mr: IbvMr,
+    pub mr_type: c_int,
+    pub access: c_int,
+}
+const _: () = assert!(offset_of!(VerbsMr, mr_type) == 48);
+const _: () = assert!(offset_of!(VerbsMr, access) == 52);
+const _: () = assert!(size_of::<VerbsMr>() == 56);
+
 /// A context op the provider does not implement (always `None`).
 pub type UnusedOp = Option<unsafe extern "C" fn()>;
 
@@ -403,6 +753,55 @@ pub type QueryPortFn = unsafe extern "C" fn(
     port_attr: *mut IbvPortAttr,
 ) -> c_int;
 
+/// `verbs_context_ops::create_cq`.
+pub type CreateCqFn = unsafe extern "C" fn(
+    context: *mut IbvContext,
+    cqe: c_int,
+    channel: *mut IbvCompChannel,
+    comp_vector: c_int,
+) -> *mut IbvCq;
+/// `verbs_context_ops::poll_cq`.
+pub type PollCqFn =
+    unsafe extern "C" fn(cq: *mut IbvCq, num_entries: c_int, wc: *mut IbvWc) -> c_int;
+/// `verbs_context_ops::req_notify_cq`.
+pub type ReqNotifyCqFn = unsafe extern "C" fn(cq: *mut IbvCq, solicited_only: c_int) -> c_int;
+/// `verbs_context_ops::destroy_cq`.
+pub type DestroyCqFn = unsafe extern "C" fn(cq: *mut IbvCq) -> c_int;
+/// `verbs_context_ops::create_qp`.
+pub type CreateQpFn = unsafe extern "C" fn(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> *mut IbvQp;
+/// `verbs_context_ops::modify_qp`.
+pub type ModifyQpFn =
+    unsafe extern "C" fn(qp: *mut IbvQp, attr: *mut IbvQpAttr, attr_mask: c_int) -> c_int;
+/// `verbs_context_ops::query_qp`.
+pub type QueryQpFn = unsafe extern "C" fn(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    attr_mask: c_int,
+    init_attr: *mut IbvQpInitAttr,
+) -> c_int;
+/// `verbs_context_ops::destroy_qp`.
+pub type DestroyQpFn = unsafe extern "C" fn(qp: *mut IbvQp) -> c_int;
+/// `verbs_context_ops::post_send`.
+pub type PostSendFn =
+    unsafe extern "C" fn(qp: *mut IbvQp, wr: *mut IbvSendWr, bad_wr: *mut *mut IbvSendWr) -> c_int;
+/// `verbs_context_ops::post_recv`.
+pub type PostRecvFn =
+    unsafe extern "C" fn(qp: *mut IbvQp, wr: *mut IbvRecvWr, bad_wr: *mut *mut IbvRecvWr) -> c_int;
+/// `verbs_context_ops::reg_mr`.
+pub type RegMrFn = unsafe extern "C" fn(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    hca_va: u64,
+    access: c_int,
+) -> *mut IbvMr;
+/// `verbs_context_ops::dereg_mr`.
+pub type DeregMrFn = unsafe extern "C" fn(vmr: *mut VerbsMr) -> c_int;
+/// `verbs_context_ops::create_ah`.
+pub type CreateAhFn = unsafe extern "C" fn(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> *mut IbvAh;
+/// `verbs_context_ops::destroy_ah`.
+pub type DestroyAhFn = unsafe extern "C" fn(ah: *mut IbvAh) -> c_int;
+
 /// `struct verbs_context_ops`: 76 function pointers, in the (alphabetical)
 /// order of driver.h v44.0; size 608.  `verbs_set_ops` copies the non-NULL
 /// entries into the context, NULL ones keep libibverbs' EOPNOTSUPP stubs.
@@ -421,13 +820,13 @@ pub struct VerbsContextOps {
     pub bind_mw: UnusedOp,
     pub close_xrcd: UnusedOp,
     pub cq_event: UnusedOp,
-    pub create_ah: UnusedOp,
+    pub create_ah: Option<CreateAhFn>,
     pub create_counters: UnusedOp,
-    pub create_cq: UnusedOp,
+    pub create_cq: Option<CreateCqFn>,
     pub create_cq_ex: UnusedOp,
     pub create_flow: UnusedOp,
     pub create_flow_action_esp: UnusedOp,
-    pub create_qp: UnusedOp,
+    pub create_qp: Option<CreateQpFn>,
     pub create_qp_ex: UnusedOp,
     pub create_rwq_ind_table: UnusedOp,
     pub create_srq: UnusedOp,
@@ -436,13 +835,13 @@ pub struct VerbsContextOps {
     pub dealloc_mw: UnusedOp,
     pub dealloc_pd: Option<DeallocPdFn>,
     pub dealloc_td: UnusedOp,
-    pub dereg_mr: UnusedOp,
-    pub destroy_ah: UnusedOp,
+    pub dereg_mr: Option<DeregMrFn>,
+    pub destroy_ah: Option<DestroyAhFn>,
     pub destroy_counters: UnusedOp,
-    pub destroy_cq: UnusedOp,
+    pub destroy_cq: Option<DestroyCqFn>,
     pub destroy_flow: UnusedOp,
     pub destroy_flow_action: UnusedOp,
-    pub destroy_qp: UnusedOp,
+    pub destroy_qp: Option<DestroyQpFn>,
     pub destroy_rwq_ind_table: UnusedOp,
     pub destroy_srq: UnusedOp,
     pub destroy_wq: UnusedOp,
@@ -455,29 +854,29 @@ pub struct VerbsContextOps {
     pub import_pd: UnusedOp,
     pub modify_cq: UnusedOp,
     pub modify_flow_action_esp: UnusedOp,
-    pub modify_qp: UnusedOp,
+    pub modify_qp: Option<ModifyQpFn>,
     pub modify_qp_rate_limit: UnusedOp,
     pub modify_srq: UnusedOp,
     pub modify_wq: UnusedOp,
     pub open_qp: UnusedOp,
     pub open_xrcd: UnusedOp,
-    pub poll_cq: UnusedOp,
-    pub post_recv: UnusedOp,
-    pub post_send: UnusedOp,
+    pub poll_cq: Option<PollCqFn>,
+    pub post_recv: Option<PostRecvFn>,
+    pub post_send: Option<PostSendFn>,
     pub post_srq_ops: UnusedOp,
     pub post_srq_recv: UnusedOp,
     pub query_device_ex: Option<QueryDeviceExFn>,
     pub query_ece: UnusedOp,
     pub query_port: Option<QueryPortFn>,
-    pub query_qp: UnusedOp,
+    pub query_qp: Option<QueryQpFn>,
     pub query_qp_data_in_order: UnusedOp,
     pub query_rt_values: UnusedOp,
     pub query_srq: UnusedOp,
     pub read_counters: UnusedOp,
     pub reg_dm_mr: UnusedOp,
     pub reg_dmabuf_mr: UnusedOp,
-    pub reg_mr: UnusedOp,
-    pub req_notify_cq: UnusedOp,
+    pub reg_mr: Option<RegMrFn>,
+    pub req_notify_cq: Option<ReqNotifyCqFn>,
     pub rereg_mr: UnusedOp,
     pub resize_cq: UnusedOp,
     pub set_ece: UnusedOp,
@@ -491,6 +890,20 @@ const _: () = assert!(offset_of!(VerbsContextOps, dealloc_pd) == 26 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, free_context) == 39 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, query_device_ex) == 58 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, query_port) == 60 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, create_ah) == 13 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, create_cq) == 15 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, create_qp) == 19 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, dereg_mr) == 28 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, destroy_ah) == 29 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, destroy_cq) == 31 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, destroy_qp) == 34 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, modify_qp) == 47 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, poll_cq) == 53 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, post_recv) == 54 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, post_send) == 55 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, query_qp) == 61 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, reg_mr) == 68 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, req_notify_cq) == 69 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, unimport_pd) == 75 * 8);
 const _: () = assert!(size_of::<VerbsContextOps>() == 76 * 8);
 
@@ -582,6 +995,215 @@ pub struct IbUverbsAllocPdResp {
     pub pd_handle: u32,
 }
 const _: () = assert!(size_of::<IbUverbsAllocPdResp>() == 4);
+
+/// `struct ibv_create_cq`: header + `struct ib_uverbs_create_cq`
+/// (`response`, `user_handle`, `u32 cqe`, `u32 comp_vector`, `s32
+/// comp_channel`, `u32 reserved`); size 40.  libibverbs fills it in.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvCreateCq {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub user_handle: u64,
+    pub cqe: u32,
+    pub comp_vector: u32,
+    pub comp_channel: i32,
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<IbvCreateCq>() == 40);
+
+/// Command buffer of `ibv_cmd_create_cq`: the core command followed by
+/// rroce's driver data (`udata` in).
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateCqCmd {
+    pub core: IbvCreateCq,
+    pub drv: CreateCqCmd,
+}
+const _: () = assert!(offset_of!(RroceCreateCqCmd, drv) == size_of::<IbvCreateCq>());
+const _: () = assert!(size_of::<RroceCreateCqCmd>() == 40 + CreateQueueCmd::SIZE);
+
+/// `struct ib_uverbs_create_cq_resp`: `u32 cq_handle`, `u32 cqe`, then
+/// `__aligned_u64 driver_data[]`; size 8.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsCreateCqResp {
+    pub cq_handle: u32,
+    pub cqe: u32,
+}
+const _: () = assert!(size_of::<IbUverbsCreateCqResp>() == 8);
+
+/// Response buffer of `ibv_cmd_create_cq`: core response + `CreateCqResp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateCqResp {
+    pub core: IbUverbsCreateCqResp,
+    pub drv: CreateCqResp,
+}
+const _: () = assert!(offset_of!(RroceCreateCqResp, drv) == 8);
+const _: () = assert!(size_of::<RroceCreateCqResp>() == 8 + CreateCqResp::SIZE);
+
+/// `struct ibv_create_qp`: header + `struct ib_uverbs_create_qp`
+/// (`response`, `user_handle`, nine `u32` handles and caps, four `u8`
+/// `sq_sig_all`, `qp_type`, `is_srq`, `reserved`); size 64.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvCreateQp {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub user_handle: u64,
+    pub pd_handle: u32,
+    pub send_cq_handle: u32,
+    pub recv_cq_handle: u32,
+    pub srq_handle: u32,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+    pub sq_sig_all: u8,
+    pub qp_type: u8,
+    pub is_srq: u8,
+    pub reserved: u8,
+}
+const _: () = assert!(offset_of!(IbvCreateQp, sq_sig_all) == 60);
+const _: () = assert!(size_of::<IbvCreateQp>() == 64);
+
+/// Command buffer of `ibv_cmd_create_qp`: core command + `CreateQpCmd`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateQpCmd {
+    pub core: IbvCreateQp,
+    pub drv: CreateQpCmd,
+}
+const _: () = assert!(offset_of!(RroceCreateQpCmd, drv) == 64);
+const _: () = assert!(size_of::<RroceCreateQpCmd>() == 64 + CreateQueueCmd::SIZE);
+
+/// `struct ib_uverbs_create_qp_resp`: eight `u32` (`qp_handle`, `qpn`,
+/// the five caps, `reserved`), then `driver_data[]`; size 32.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsCreateQpResp {
+    pub qp_handle: u32,
+    pub qpn: u32,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<IbUverbsCreateQpResp>() == 32);
+
+/// Response buffer of `ibv_cmd_create_qp`: core response + `CreateQpResp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateQpResp {
+    pub core: IbUverbsCreateQpResp,
+    pub drv: CreateQpResp,
+}
+const _: () = assert!(offset_of!(RroceCreateQpResp, drv) == 32);
+const _: () = assert!(size_of::<RroceCreateQpResp>() == 32 + CreateQpResp::SIZE);
+
+/// Size of `struct ib_uverbs_modify_qp` (two 32-byte `ib_uverbs_qp_dest`,
+/// handle, mask and attributes).
+pub const IB_UVERBS_MODIFY_QP_SIZE: usize = 112;
+
+/// `struct ibv_modify_qp`: header + `struct ib_uverbs_modify_qp`; size 120.
+/// Filled in entirely by `ibv_cmd_modify_qp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvModifyQp {
+    pub hdr: IbUverbsCmdHdr,
+    pub core: [u64; IB_UVERBS_MODIFY_QP_SIZE / 8],
+}
+const _: () = assert!(size_of::<IbvModifyQp>() == 8 + IB_UVERBS_MODIFY_QP_SIZE);
+
+/// `struct ibv_query_qp`: header + `struct ib_uverbs_query_qp`
+/// (`response`, `u32 qp_handle`, `u32 attr_mask`); size 24.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvQueryQp {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub qp_handle: u32,
+    pub attr_mask: u32,
+}
+const _: () = assert!(size_of::<IbvQueryQp>() == 24);
+
+/// `struct ibv_reg_mr`: header + `struct ib_uverbs_reg_mr` (`response`,
+/// `start`, `length`, `hca_va`, `u32 pd_handle`, `u32 access_flags`);
+/// size 48.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvRegMr {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub start: u64,
+    pub length: u64,
+    pub hca_va: u64,
+    pub pd_handle: u32,
+    pub access_flags: u32,
+}
+const _: () = assert!(size_of::<IbvRegMr>() == 48);
+
+/// `struct ib_uverbs_reg_mr_resp`: `u32 mr_handle`, `lkey`, `rkey`; size 12.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsRegMrResp {
+    pub mr_handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+const _: () = assert!(size_of::<IbUverbsRegMrResp>() == 12);
+
+/// `struct ib_uverbs_create_ah_resp`: `u32 ah_handle`, then
+/// `driver_data[]` (`u32`); size 4.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsCreateAhResp {
+    pub ah_handle: u32,
+}
+const _: () = assert!(size_of::<IbUverbsCreateAhResp>() == 4);
+
+/// Response buffer of `ibv_cmd_create_ah`: core response + `CreateAhResp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateAhResp {
+    pub core: IbUverbsCreateAhResp,
+    pub drv: CreateAhResp,
+}
+const _: () = assert!(offset_of!(RroceCreateAhResp, drv) == 4);
+const _: () = assert!(size_of::<RroceCreateAhResp>() == 4 + CreateAhResp::SIZE);
+
+/// `IB_USER_VERBS_CMD_POST_SEND`.
+pub const IB_USER_VERBS_CMD_POST_SEND: u32 = 28;
+
+/// `struct ibv_post_send` as the doorbell uses it: header + `struct
+/// ib_uverbs_post_send` (`response`, `u32 qp_handle`, `u32 wr_count`,
+/// `u32 sge_count`, `u32 wqe_size`) with no work requests after it;
+/// size 32.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvPostSend {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub qp_handle: u32,
+    pub wr_count: u32,
+    pub sge_count: u32,
+    pub wqe_size: u32,
+}
+const _: () = assert!(offset_of!(IbvPostSend, qp_handle) == 16);
+const _: () = assert!(offset_of!(IbvPostSend, wqe_size) == 28);
+const _: () = assert!(size_of::<IbvPostSend>() == 32);
+
+/// `struct ib_uverbs_post_send_resp`: `u32 bad_wr`; size 4.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsPostSendResp {
+    pub bad_wr: u32,
+}
+const _: () = assert!(size_of::<IbUverbsPostSendResp>() == 4);
 
 /// `struct ib_uverbs_ex_query_device_resp`.
 ///
@@ -689,6 +1311,91 @@ unsafe extern "C" {
 
     /// DEALLOC_PD.  Returns 0 or an errno value.
     pub fn ibv_cmd_dealloc_pd(pd: *mut IbvPd) -> c_int;
+
+    /// CREATE_CQ (ioctl, or write with `cmd`/`resp` as the legacy buffers);
+    /// fills `cq->handle`, `cq->cqe` and `cq->context`.  `cmd_size` and
+    /// `resp_size` include the driver data after the core structs.
+    /// Returns 0 or an errno value.
+    pub fn ibv_cmd_create_cq(
+        context: *mut IbvContext,
+        cqe: c_int,
+        channel: *mut IbvCompChannel,
+        comp_vector: c_int,
+        cq: *mut IbvCq,
+        cmd: *mut IbvCreateCq,
+        cmd_size: usize,
+        resp: *mut IbUverbsCreateCqResp,
+        resp_size: usize,
+    ) -> c_int;
+
+    /// REQ_NOTIFY_CQ (write only).  Returns 0 or an errno value.
+    pub fn ibv_cmd_req_notify_cq(cq: *mut IbvCq, solicited_only: c_int) -> c_int;
+
+    /// DESTROY_CQ; waits for the CQ's events to be acknowledged.
+    pub fn ibv_cmd_destroy_cq(cq: *mut IbvCq) -> c_int;
+
+    /// CREATE_QP; fills `qp` (handle, qp_num, state RESET, pointers) and
+    /// copies the kernel's caps into `attr->cap`.  Returns 0 or an errno.
+    pub fn ibv_cmd_create_qp(
+        pd: *mut IbvPd,
+        qp: *mut IbvQp,
+        attr: *mut IbvQpInitAttr,
+        cmd: *mut IbvCreateQp,
+        cmd_size: usize,
+        resp: *mut IbUverbsCreateQpResp,
+        resp_size: usize,
+    ) -> c_int;
+
+    /// MODIFY_QP (write only).  Returns 0 or an errno value.
+    pub fn ibv_cmd_modify_qp(
+        qp: *mut IbvQp,
+        attr: *mut IbvQpAttr,
+        attr_mask: c_int,
+        cmd: *mut IbvModifyQp,
+        cmd_size: usize,
+    ) -> c_int;
+
+    /// QUERY_QP (write only).  Returns 0 or an errno value.
+    pub fn ibv_cmd_query_qp(
+        qp: *mut IbvQp,
+        attr: *mut IbvQpAttr,
+        attr_mask: c_int,
+        init_attr: *mut IbvQpInitAttr,
+        cmd: *mut IbvQueryQp,
+        cmd_size: usize,
+    ) -> c_int;
+
+    /// DESTROY_QP; waits for the QP's events to be acknowledged.
+    pub fn ibv_cmd_destroy_qp(qp: *mut IbvQp) -> c_int;
+
+    /// REG_MR (write only); fills handle, keys, context, type and access.
+    pub fn ibv_cmd_reg_mr(
+        pd: *mut IbvPd,
+        addr: *mut c_void,
+        length: usize,
+        hca_va: u64,
+        access: c_int,
+        vmr: *mut VerbsMr,
+        cmd: *mut IbvRegMr,
+        cmd_size: usize,
+        resp: *mut IbUverbsRegMrResp,
+        resp_size: usize,
+    ) -> c_int;
+
+    /// DEREG_MR.  Returns 0 or an errno value.
+    pub fn ibv_cmd_dereg_mr(vmr: *mut VerbsMr) -> c_int;
+
+    /// CREATE_AH (write only); fills `ah->handle` and `ah->context`.
+    pub fn ibv_cmd_create_ah(
+        pd: *mut IbvPd,
+        ah: *mut IbvAh,
+        attr: *mut IbvAhAttr,
+        resp: *mut IbUverbsCreateAhResp,
+        resp_size: usize,
+    ) -> c_int;
+
+    /// DESTROY_AH.  Returns 0 or an errno value.
+    pub fn ibv_cmd_destroy_ah(ah: *mut IbvAh) -> c_int;
 }
 
 #[cfg(test)]
@@ -760,6 +1467,157 @@ mod c_layout {
             ("offsetof(struct ib_uverbs_ex_query_device_resp, response_length)", offset_of!(IbUverbsExQueryDeviceResp, response_length)),
             ("offsetof(struct ib_uverbs_ex_query_device_resp, odp_caps)", offset_of!(IbUverbsExQueryDeviceResp, ext)),
             ("sizeof(struct ib_uverbs_ex_query_device_resp)", size_of::<IbUverbsExQueryDeviceResp>()),
+            // libc
+            ("EOPNOTSUPP", EOPNOTSUPP as usize),
+            ("PROT_READ", PROT_READ as usize),
+            ("PROT_WRITE", PROT_WRITE as usize),
+            ("MAP_SHARED", MAP_SHARED as usize),
+            ("sizeof(pthread_cond_t)", PTHREAD_COND_SIZE),
+            // struct ibv_cq
+            ("sizeof(struct ibv_cq)", size_of::<IbvCq>()),
+            ("offsetof(struct ibv_cq, channel)", offset_of!(IbvCq, channel)),
+            ("offsetof(struct ibv_cq, cq_context)", offset_of!(IbvCq, cq_context)),
+            ("offsetof(struct ibv_cq, handle)", offset_of!(IbvCq, handle)),
+            ("offsetof(struct ibv_cq, cqe)", offset_of!(IbvCq, cqe)),
+            ("offsetof(struct ibv_cq, mutex)", offset_of!(IbvCq, mutex)),
+            ("offsetof(struct ibv_cq, cond)", offset_of!(IbvCq, cond)),
+            ("offsetof(struct ibv_cq, comp_events_completed)", offset_of!(IbvCq, comp_events_completed)),
+            ("offsetof(struct ibv_cq, async_events_completed)", offset_of!(IbvCq, async_events_completed)),
+            // struct ibv_qp, ibv_qp_ex
+            ("sizeof(struct ibv_qp)", size_of::<IbvQp>()),
+            ("offsetof(struct ibv_qp, pd)", offset_of!(IbvQp, pd)),
+            ("offsetof(struct ibv_qp, send_cq)", offset_of!(IbvQp, send_cq)),
+            ("offsetof(struct ibv_qp, srq)", offset_of!(IbvQp, srq)),
+            ("offsetof(struct ibv_qp, handle)", offset_of!(IbvQp, handle)),
+            ("offsetof(struct ibv_qp, qp_num)", offset_of!(IbvQp, qp_num)),
+            ("offsetof(struct ibv_qp, state)", offset_of!(IbvQp, state)),
+            ("offsetof(struct ibv_qp, qp_type)", offset_of!(IbvQp, qp_type)),
+            ("offsetof(struct ibv_qp, mutex)", offset_of!(IbvQp, mutex)),
+            ("offsetof(struct ibv_qp, cond)", offset_of!(IbvQp, cond)),
+            ("offsetof(struct ibv_qp, events_completed)", offset_of!(IbvQp, events_completed)),
+            ("sizeof(struct ibv_qp_ex)", size_of::<IbvQp>() + IBV_QP_EX_TAIL),
+            ("offsetof(struct ibv_qp_ex, qp_base)", 0),
+            ("IBV_QPT_RC", IBV_QPT_RC as usize),
+            ("IBV_QPT_UC", IBV_QPT_UC as usize),
+            ("IBV_QPT_UD", IBV_QPT_UD as usize),
+            ("IBV_QPS_RESET", IBV_QPS_RESET as usize),
+            ("IBV_QPS_RTS", IBV_QPS_RTS as usize),
+            // struct ibv_qp_init_attr, ibv_qp_cap, ibv_qp_attr
+            ("sizeof(struct ibv_qp_cap)", size_of::<IbvQpCap>()),
+            ("offsetof(struct ibv_qp_cap, max_recv_wr)", offset_of!(IbvQpCap, max_recv_wr)),
+            ("offsetof(struct ibv_qp_cap, max_send_sge)", offset_of!(IbvQpCap, max_send_sge)),
+            ("offsetof(struct ibv_qp_cap, max_recv_sge)", offset_of!(IbvQpCap, max_recv_sge)),
+            ("offsetof(struct ibv_qp_cap, max_inline_data)", offset_of!(IbvQpCap, max_inline_data)),
+            ("sizeof(struct ibv_qp_init_attr)", size_of::<IbvQpInitAttr>()),
+            ("offsetof(struct ibv_qp_init_attr, send_cq)", offset_of!(IbvQpInitAttr, send_cq)),
+            ("offsetof(struct ibv_qp_init_attr, srq)", offset_of!(IbvQpInitAttr, srq)),
+            ("offsetof(struct ibv_qp_init_attr, cap)", offset_of!(IbvQpInitAttr, cap)),
+            ("offsetof(struct ibv_qp_init_attr, qp_type)", offset_of!(IbvQpInitAttr, qp_type)),
+            ("offsetof(struct ibv_qp_init_attr, sq_sig_all)", offset_of!(IbvQpInitAttr, sq_sig_all)),
+            ("offsetof(struct ibv_qp_attr, cap)", QP_ATTR_CAP_OFFSET),
+            // work requests
+            ("sizeof(struct ibv_sge)", size_of::<IbvSge>()),
+            ("offsetof(struct ibv_sge, length)", offset_of!(IbvSge, length)),
+            ("offsetof(struct ibv_sge, lkey)", offset_of!(IbvSge, lkey)),
+            ("sizeof(struct ibv_send_wr)", size_of::<IbvSendWr>()),
+            ("offsetof(struct ibv_send_wr, next)", offset_of!(IbvSendWr, next)),
+            ("offsetof(struct ibv_send_wr, sg_list)", offset_of!(IbvSendWr, sg_list)),
+            ("offsetof(struct ibv_send_wr, num_sge)", offset_of!(IbvSendWr, num_sge)),
+            ("offsetof(struct ibv_send_wr, opcode)", offset_of!(IbvSendWr, opcode)),
+            ("offsetof(struct ibv_send_wr, send_flags)", offset_of!(IbvSendWr, send_flags)),
+            ("offsetof(struct ibv_send_wr, imm_data)", offset_of!(IbvSendWr, imm_data_or_inv)),
+            ("offsetof(struct ibv_send_wr, invalidate_rkey)", offset_of!(IbvSendWr, imm_data_or_inv)),
+            ("offsetof(struct ibv_send_wr, wr.rdma.remote_addr)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrRdma, remote_addr)),
+            ("offsetof(struct ibv_send_wr, wr.rdma.rkey)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrRdma, rkey)),
+            ("offsetof(struct ibv_send_wr, wr.atomic.remote_addr)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrAtomic, remote_addr)),
+            ("offsetof(struct ibv_send_wr, wr.atomic.compare_add)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrAtomic, compare_add)),
+            ("offsetof(struct ibv_send_wr, wr.atomic.swap)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrAtomic, swap)),
+            ("offsetof(struct ibv_send_wr, wr.atomic.rkey)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrAtomic, rkey)),
+            ("offsetof(struct ibv_send_wr, wr.ud.ah)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrUd, ah)),
+            ("offsetof(struct ibv_send_wr, wr.ud.remote_qpn)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrUd, remote_qpn)),
+            ("offsetof(struct ibv_send_wr, wr.ud.remote_qkey)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrUd, remote_qkey)),
+            ("sizeof(((struct ibv_send_wr *)0)->wr)", size_of::<IbvSendWrWr>()),
+            ("offsetof(struct ibv_send_wr, qp_type.xrc.remote_srqn)", offset_of!(IbvSendWr, xrc_remote_srqn)),
+            ("offsetof(struct ibv_send_wr, bind_mw)", offset_of!(IbvSendWr, bind_mw_or_tso)),
+            ("IBV_SEND_FENCE", usize::from(rroce_proto::wqe::SEND_FENCE)),
+            ("IBV_SEND_SIGNALED", usize::from(rroce_proto::wqe::SEND_SIGNALED)),
+            ("IBV_SEND_SOLICITED", usize::from(rroce_proto::wqe::SEND_SOLICITED)),
+            ("IBV_SEND_INLINE", IBV_SEND_INLINE as usize),
+            ("IBV_SEND_INLINE", usize::from(rroce_proto::wqe::SEND_INLINE)),
+            ("IBV_WR_RDMA_WRITE", rroce_proto::wqe::SendOpcode::RdmaWrite as usize),
+            ("IBV_WR_RDMA_WRITE_WITH_IMM", rroce_proto::wqe::SendOpcode::RdmaWriteWithImm as usize),
+            ("IBV_WR_SEND", rroce_proto::wqe::SendOpcode::Send as usize),
+            ("IBV_WR_SEND_WITH_IMM", rroce_proto::wqe::SendOpcode::SendWithImm as usize),
+            ("IBV_WR_RDMA_READ", rroce_proto::wqe::SendOpcode::RdmaRead as usize),
+            ("IBV_WR_ATOMIC_CMP_AND_SWP", rroce_proto::wqe::SendOpcode::AtomicCmpAndSwp as usize),
+            ("IBV_WR_ATOMIC_FETCH_AND_ADD", rroce_proto::wqe::SendOpcode::AtomicFetchAndAdd as usize),
+            ("IBV_WR_LOCAL_INV", rroce_proto::wqe::SendOpcode::LocalInv as usize),
+            ("IBV_WR_BIND_MW", rroce_proto::wqe::SendOpcode::BindMw as usize),
+            ("IBV_WR_SEND_WITH_INV", rroce_proto::wqe::SendOpcode::SendWithInv as usize),
+            ("sizeof(struct ibv_recv_wr)", size_of::<IbvRecvWr>()),
+            ("offsetof(struct ibv_recv_wr, next)", offset_of!(IbvRecvWr, next)),
+            ("offsetof(struct ibv_recv_wr, sg_list)", offset_of!(IbvRecvWr, sg_list)),
+            ("offsetof(struct ibv_recv_wr, num_sge)", offset_of!(IbvRecvWr, num_sge)),
+            // struct ibv_wc and its enums
+            ("sizeof(struct ibv_wc)", size_of::<IbvWc>()),
+            ("offsetof(struct ibv_wc, status)", offset_of!(IbvWc, status)),
+            ("offsetof(struct ibv_wc, opcode)", offset_of!(IbvWc, opcode)),
+            ("offsetof(struct ibv_wc, vendor_err)", offset_of!(IbvWc, vendor_err)),
+            ("offsetof(struct ibv_wc, byte_len)", offset_of!(IbvWc, byte_len)),
+            ("offsetof(struct ibv_wc, imm_data)", offset_of!(IbvWc, imm_data)),
+            ("offsetof(struct ibv_wc, invalidated_rkey)", offset_of!(IbvWc, imm_data)),
+            ("offsetof(struct ibv_wc, qp_num)", offset_of!(IbvWc, qp_num)),
+            ("offsetof(struct ibv_wc, src_qp)", offset_of!(IbvWc, src_qp)),
+            ("offsetof(struct ibv_wc, wc_flags)", offset_of!(IbvWc, wc_flags)),
+            ("offsetof(struct ibv_wc, pkey_index)", offset_of!(IbvWc, pkey_index)),
+            ("offsetof(struct ibv_wc, slid)", offset_of!(IbvWc, slid)),
+            ("offsetof(struct ibv_wc, sl)", offset_of!(IbvWc, sl)),
+            ("offsetof(struct ibv_wc, dlid_path_bits)", offset_of!(IbvWc, dlid_path_bits)),
+            ("IBV_WC_GRH", usize::from(rroce_proto::wqe::WC_GRH)),
+            ("IBV_WC_WITH_IMM", usize::from(rroce_proto::wqe::WC_WITH_IMM)),
+            ("IBV_WC_IP_CSUM_OK", usize::from(rroce_proto::wqe::WC_IP_CSUM_OK)),
+            ("IBV_WC_WITH_INV", usize::from(rroce_proto::wqe::WC_WITH_INV)),
+            ("IBV_WC_SUCCESS", rroce_proto::wqe::WcStatus::Success as usize),
+            ("IBV_WC_WR_FLUSH_ERR", rroce_proto::wqe::WcStatus::WrFlushErr as usize),
+            ("IBV_WC_GENERAL_ERR", rroce_proto::wqe::WcStatus::GeneralErr as usize),
+            ("IBV_WC_SEND", rroce_proto::wqe::WcOpcode::Send as usize),
+            ("IBV_WC_RDMA_WRITE", rroce_proto::wqe::WcOpcode::RdmaWrite as usize),
+            ("IBV_WC_RDMA_READ", rroce_proto::wqe::WcOpcode::RdmaRead as usize),
+            ("IBV_WC_COMP_SWAP", rroce_proto::wqe::WcOpcode::CompSwap as usize),
+            ("IBV_WC_FETCH_ADD", rroce_proto::wqe::WcOpcode::FetchAdd as usize),
+            ("IBV_WC_BIND_MW", rroce_proto::wqe::WcOpcode::BindMw as usize),
+            ("IBV_WC_LOCAL_INV", rroce_proto::wqe::WcOpcode::LocalInv as usize),
+            ("IBV_WC_RECV", rroce_proto::wqe::WcOpcode::Recv as usize),
+            ("IBV_WC_RECV_RDMA_WITH_IMM", rroce_proto::wqe::WcOpcode::RecvRdmaWithImm as usize),
+            // struct ibv_mr, ibv_ah
+            ("sizeof(struct ibv_mr)", size_of::<IbvMr>()),
+            ("offsetof(struct ibv_mr, addr)", offset_of!(IbvMr, addr)),
+            ("offsetof(struct ibv_mr, length)", offset_of!(IbvMr, length)),
+            ("offsetof(struct ibv_mr, handle)", offset_of!(IbvMr, handle)),
+            ("offsetof(struct ibv_mr, lkey)", offset_of!(IbvMr, lkey)),
+            ("offsetof(struct ibv_mr, rkey)", offset_of!(IbvMr, rkey)),
+            ("sizeof(struct ibv_ah)", size_of::<IbvAh>()),
+            ("offsetof(struct ibv_ah, pd)", offset_of!(IbvAh, pd)),
+            ("offsetof(struct ibv_ah, handle)", offset_of!(IbvAh, handle)),
+            // kernel uverbs commands of the data path
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_create_cq)", size_of::<IbvCreateCq>()),
+            ("sizeof(struct ib_uverbs_create_cq_resp)", size_of::<IbUverbsCreateCqResp>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_create_qp)", size_of::<IbvCreateQp>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_create_qp, sq_sig_all)", offset_of!(IbvCreateQp, sq_sig_all)),
+            ("sizeof(struct ib_uverbs_create_qp_resp)", size_of::<IbUverbsCreateQpResp>()),
+            ("sizeof(struct ib_uverbs_modify_qp)", IB_UVERBS_MODIFY_QP_SIZE),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_query_qp)", size_of::<IbvQueryQp>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_reg_mr)", size_of::<IbvRegMr>()),
+            ("sizeof(struct ib_uverbs_reg_mr_resp)", size_of::<IbUverbsRegMrResp>()),
+            ("sizeof(struct ib_uverbs_create_ah_resp)", size_of::<IbUverbsCreateAhResp>()),
+            ("IB_USER_VERBS_CMD_POST_SEND", IB_USER_VERBS_CMD_POST_SEND as usize),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_post_send)", size_of::<IbvPostSend>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_post_send, qp_handle)", offset_of!(IbvPostSend, qp_handle)),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_post_send, wr_count)", offset_of!(IbvPostSend, wr_count)),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_post_send, sge_count)", offset_of!(IbvPostSend, sge_count)),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_post_send, wqe_size)", offset_of!(IbvPostSend, wqe_size)),
+            ("sizeof(struct ib_uverbs_post_send_resp)", size_of::<IbUverbsPostSendResp>()),
+            ("sizeof(struct ib_uverbs_send_wr) <= sizeof(struct ibv_send_wr)", 1),
         ]
     }
 
@@ -767,7 +1625,7 @@ mod c_layout {
     fn matches_installed_headers() {
         let checks = expectations();
         let mut src = String::from(
-            "#include <stddef.h>\n#include <stdio.h>\n#include <errno.h>\n\
+            "#include <stddef.h>\n#include <stdio.h>\n#include <errno.h>\n#include <sys/mman.h>\n\
              #include <pthread.h>\n#include <infiniband/verbs.h>\n\
              #include <rdma/ib_user_verbs.h>\nint main(void)\n{\n",
         );

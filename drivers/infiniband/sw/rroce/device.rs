@@ -40,6 +40,8 @@ pub(crate) struct DevPriv {
     port_active: AtomicBool,
     /// Protection domains in use, bounded by `attrs.max_pd`.
     pub(crate) pds: AtomicU32,
+    /// What `query_device` reports (ib_core keeps a copy in `ib.attrs`).
+    pub(crate) attrs: bindings::ib_device_attr,
 }
 
 /// An rroce device: ib_core's `ib_device` followed by ours.
@@ -269,6 +271,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 parent: None,
                 port_active: AtomicBool::new(active),
                 pds: AtomicU32::new(0),
+                attrs: verbs::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
             })
         };
         // Cannot fail: capacity was reserved above.
@@ -285,7 +288,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
 
     // SAFETY: `dev` is valid and not yet visible to anyone else but the
     // device table, which does not touch these fields.
-    let res = unsafe { setup(dev, name, mac) };
+    let res = unsafe { setup(dev, name) };
     let res = res.and_then(|()| {
         // SAFETY: `ib` is fully set up; `name` is a valid C string; a null
         // DMA device selects virtual DMA.
@@ -324,7 +327,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
 /// # Safety
 ///
 /// `dev` must be a freshly allocated, not yet registered rroce device.
-unsafe fn setup(dev: *mut RroceDev, name: &CStr, mac: [u8; 6]) -> Result {
+unsafe fn setup(dev: *mut RroceDev, name: &CStr) -> Result {
     // SAFETY: per the function's requirements we have exclusive access.
     let (ib, p) = unsafe { (&mut (*dev).ib, &mut (*dev).p) };
     let parent = match p.ndev.parent() {
@@ -341,13 +344,11 @@ unsafe fn setup(dev: *mut RroceDev, name: &CStr, mac: [u8; 6]) -> Result {
     ib.phys_port_cnt = 1;
     // SAFETY: plain query.
     ib.num_comp_vectors = unsafe { glue::rroce_num_possible_cpus() } as c_int;
-    let guid = u64::from_ne_bytes(link::eui64_from_mac(mac));
-    ib.node_guid = guid;
+    ib.node_guid = p.attrs.sys_image_guid;
     let desc = b"rroce software RoCEv2\0";
     for (d, s) in ib.node_desc.iter_mut().zip(desc.iter()) {
         *d = *s as c_char;
     }
-    verbs::fill_attrs(&mut ib.attrs, guid);
     // SAFETY: `ib` is valid and unregistered; we hold the netdev.
     to_result(unsafe { bindings::ib_device_set_netdev(ib, p.ndev.as_ptr(), 1) })
 }

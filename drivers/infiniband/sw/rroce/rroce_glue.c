@@ -104,3 +104,13 @@ int rroce_udp_tunnel_open(struct net *net, bool ipv6, u16 port, void *user_data,
 	setup_udp_tunnel_sock(net, *sockp, &tcfg);
 	return 0;
 }
+
+void rroce_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void rroce_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}

@@ -2,6 +2,7 @@
 #ifndef RROCE_GLUE_H
 #define RROCE_GLUE_H
 
+#include <linux/spinlock_types.h>
 #include <linux/types.h>
 
 struct ib_device;
@@ -27,5 +28,9 @@ void *rroce_sk_user_data(struct sock *sk);
 int rroce_udp_tunnel_open(struct net *net, bool ipv6, u16 port, void *user_data,
 			  int (*rcv)(struct sock *sk, struct sk_buff *skb),
 			  struct socket **sockp);
+
+
+void rroce_spin_lock_bh(spinlock_t *lock);
+void rroce_spin_unlock_bh(spinlock_t *lock);
 
 #endif

@@ -21,16 +21,13 @@ module! {
     alias: ["rdma-link-rroce"],
 }
 
-/// The safe protocol core, compiled from the shared crate's sources.
+/// The safe protocol core: the shared crate's sources, compiled in.
 ///
 /// It is a library shared with user space: its `pub` API is wider than
 /// what the driver uses at any given time.
-#[allow(unreachable_pub, dead_code)]
-#[path = "proto/src"]
-mod proto {
-    pub(crate) mod abi;
-    pub(crate) mod link;
-}
+#[allow(unreachable_pub, dead_code, unused_imports)]
+#[path = "proto/src/lib.rs"]
+mod proto;
 
 mod device;
 mod glue;

@@ -36,9 +36,6 @@ mod limits {
     pub(super) const ACK_DELAY: u8 = 15;
 }
 
-/// Size of a management datagram (`IB_MGMT_MAD_SIZE` of `rdma/ib_mad.h`).
-const IB_MGMT_MAD_SIZE: u32 = 256;
-
 /// The ops table; ib_core copies it into each device.
 pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops {
     bindings::ib_device_ops {
@@ -64,9 +61,10 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
     }
 }
 
-/// Fills the device attributes of a new device.
-pub(crate) fn fill_attrs(a: &mut bindings::ib_device_attr, guid: u64) {
+/// The device attributes of a new device whose node GUID is `guid`.
+pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     use limits::*;
+    let mut a = bindings::ib_device_attr::default();
     a.vendor_id = VENDOR_ID;
     a.sys_image_guid = guid;
     a.max_mr_size = u64::MAX;
@@ -88,6 +86,7 @@ pub(crate) fn fill_attrs(a: &mut bindings::ib_device_attr, guid: u64) {
     a.local_ca_ack_delay = ACK_DELAY;
     a.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
     a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+    a
 }
 
 /// Our part of a user context (allocated by ib_core).
@@ -167,8 +166,9 @@ unsafe extern "C" fn query_device(
                 return Err(EINVAL);
             }
         }
-        // SAFETY: `ib` is a registered device of ours, `attr` is writable.
-        unsafe { *attr = (*ib).attrs };
+        // SAFETY: `ib` is a live device of ours, `attr` is writable.  ib_core
+        // zeroes `ib.attrs` before asking, so the attributes live with us.
+        unsafe { *attr = RroceDev::from_ib(ib).p.attrs };
         Ok(0)
     })
 }
@@ -215,7 +215,12 @@ unsafe extern "C" fn query_port(
         // SAFETY: `ib` is a live device of ours with its netdev set.
         let err =
             unsafe { bindings::ib_get_eth_speed(ib, port, &mut a.active_speed, &mut a.active_width) };
-        to_result(err)?;
+        if err != 0 {
+            // The netdev is going away (or hides its speed): the port query
+            // itself still succeeds, with the slowest rate.
+            a.active_speed = bindings::ib_port_speed_IB_SPEED_SDR as u16;
+            a.active_width = bindings::ib_port_width_IB_WIDTH_1X as u8;
+        }
         Ok(0)
     })
 }
@@ -237,10 +242,11 @@ unsafe extern "C" fn get_port_immutable(
         imm.pkey_tbl_len = attr.pkey_tbl_len.into();
         imm.gid_tbl_len = attr.gid_tbl_len;
         // GSI/MAD and the CM come with the GSI QP; until then ib_core's MAD
-        // and CM clients leave the port alone.
+        // and CM clients leave the port alone (and a port without the MAD
+        // capability must not announce a MAD size).
         imm.core_cap_flags =
             bindings::RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP | bindings::RDMA_CORE_CAP_ETH_AH;
-        imm.max_mad_size = IB_MGMT_MAD_SIZE;
+        imm.max_mad_size = 0;
         Ok(0)
     })
 }
@@ -350,7 +356,7 @@ unsafe extern "C" fn alloc_pd(pd: *mut bindings::ib_pd, _udata: *mut bindings::i
     from_result(|| {
         // SAFETY: `pd` is a valid core-allocated PD of one of our devices.
         let dev = unsafe { RroceDev::from_ib((*pd).device) };
-        let max = dev.ib.attrs.max_pd as u32;
+        let max = dev.p.attrs.max_pd as u32;
         dev.p
             .pds
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))

@@ -5,23 +5,38 @@
  * The test makes /dev/infiniband/uverbs0 a character device that is really
  * /dev/null, so ioctl() fails with ENOTTY and libibverbs falls back to the
  * legacy write() command channel.  This shim interposes write() on that file
- * and answers the few uverbs commands the provider uses by filling the
- * response buffer the command points to, like ib_uverbs would.
+ * and answers the uverbs commands the provider uses by filling the response
+ * buffer the command points to, like ib_uverbs would.
+ *
+ * Queues: CQ, SQ and RQ rings live in one memfd ("device memory"); the mmap
+ * offset the mock returns for a ring is its offset in that memfd, and an
+ * interposed mmap() on the command fd maps exactly one ring (offset and
+ * length must match, like rdma_user_mmap_entry would check).  The ring
+ * format is rroce_proto::ring's: u32 producer index at 0, u32 consumer index
+ * at 64, entries from 128.  The mock plays the kernel's side of each ring
+ * (producer of CQs, consumer of SQs/RQs) through the mock_* functions below,
+ * which test programs find with dlsym(RTLD_DEFAULT, ...).
  *
  * MOCK_RROCE_ABI overrides the driver ABI version reported by GET_CONTEXT.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <rdma/ib_user_verbs.h>
 
 #define MOCK_PATH "/dev/infiniband/uverbs0"
 #define MOCK_PD_HANDLE 42u
+#define MAX_OBJS 64
+#define MAX_MAPS 64
+#define RING_HDR 128u
+#define PAGE 4096u
 
 /* Same layout as rroce_proto::abi::AllocUcontextResp. */
 struct mock_ucontext_resp {
@@ -30,11 +45,97 @@ struct mock_ucontext_resp {
 	uint64_t features;
 };
 
+/* rroce_proto::abi::CreateQueueCmd */
+struct mock_queue_cmd {
+	uint32_t flags;
+	uint32_t reserved;
+};
+
+/* rroce_proto::abi::CreateCqResp */
+struct mock_cq_resp {
+	uint64_t mmap_offset;
+	uint32_t ring_bytes;
+	uint32_t entries;
+	uint32_t entry_size;
+	uint32_t cqn;
+};
+
+/* rroce_proto::abi::CreateQpResp */
+struct mock_qp_resp {
+	uint64_t sq_offset;
+	uint64_t rq_offset;
+	uint32_t sq_bytes;
+	uint32_t rq_bytes;
+	uint32_t sq_entries;
+	uint32_t rq_entries;
+	uint32_t sq_entry_size;
+	uint32_t rq_entry_size;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline;
+	uint32_t qpn;
+	uint32_t flags;
+	uint32_t reserved;
+};
+
+/* rroce_proto::abi::CreateAhResp */
+struct mock_ah_resp {
+	uint32_t ah_num;
+	uint32_t reserved;
+};
+
+struct ring {
+	uint64_t off;		/* in the memfd == mmap offset */
+	uint32_t bytes;
+	uint32_t entries;
+	uint32_t entry_size;
+	uint8_t *kva;		/* the mock's own view */
+	uint32_t idx;		/* the mock's private index (prod or cons) */
+};
+
+enum obj_kind { OBJ_FREE, OBJ_CQ, OBJ_QP, OBJ_MR, OBJ_AH };
+
+struct obj {
+	enum obj_kind kind;
+	uint32_t handle;
+	struct ring r1;		/* CQ ring, or SQ */
+	struct ring r2;		/* RQ (entries == 0: none) */
+	uint32_t qpn;
+	int state;
+	int doorbells;
+	int notifies;
+	int last_solicited;
+};
+
+static struct obj objs[MAX_OBJS];
+static uint32_t next_handle = 1;
+static int memfd = -1;
+static uint64_t next_off = PAGE;
+static uint32_t ring_start;
+static char fault[64];
+static unsigned char last_db[32];
+static struct { void *addr; size_t len; } user_maps[MAX_MAPS];
+
+static ssize_t (*real_write)(int, const void *, size_t);
+static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
+static int (*real_munmap)(void *, size_t);
+
+__attribute__((constructor)) static void mock_init(void)
+{
+	if (real_write && real_mmap && real_munmap)
+		return;
+	real_write = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+	real_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+	real_munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
+}
+
 static int is_mock_fd(int fd)
 {
 	char link[64], path[256];
 	ssize_t n;
 
+	if (fd < 0)
+		return 0;
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	n = readlink(link, path, sizeof(path) - 1);
 	if (n < 0)
@@ -48,11 +149,246 @@ static void reply(uint64_t resp, size_t room, const void *data, size_t len)
 	memcpy((void *)(uintptr_t)resp, data, len < room ? len : room);
 }
 
+static int take_fault(const char *name)
+{
+	if (strcmp(fault, name))
+		return 0;
+	fault[0] = '\0';
+	return 1;
+}
+
+static uint32_t pow2(uint32_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static uint32_t round_up(uint32_t v, uint32_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static struct obj *new_obj(enum obj_kind kind)
+{
+	for (int i = 0; i < MAX_OBJS; i++)
+		if (objs[i].kind == OBJ_FREE) {
+			memset(&objs[i], 0, sizeof(objs[i]));
+			objs[i].kind = kind;
+			objs[i].handle = next_handle++;
+			return &objs[i];
+		}
+	return NULL;
+}
+
+static struct obj *find_obj(enum obj_kind kind, uint32_t handle)
+{
+	for (int i = 0; i < MAX_OBJS; i++)
+		if (objs[i].kind == kind && objs[i].handle == handle)
+			return &objs[i];
+	return NULL;
+}
+
+static void free_obj(struct obj *o)
+{
+	/* The mock's views stay mapped (like a kernel whose vma outlives the
+	 * object); the memfd range is never reused. */
+	o->kind = OBJ_FREE;
+}
+
+/* Allocates a zeroed ring with both indices at ring_start. */
+static int ring_alloc(struct ring *r, uint32_t entries, uint32_t entry_size)
+{
+	r->entries = entries;
+	r->entry_size = entry_size;
+	r->bytes = round_up(RING_HDR + entries * entry_size, PAGE);
+	if (memfd < 0)
+		memfd = memfd_create("mock-rroce-rings", 0);
+	if (memfd < 0)
+		return -1;
+	r->off = next_off;
+	next_off += r->bytes;
+	if (ftruncate(memfd, (off_t)next_off))
+		return -1;
+	r->kva = real_mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd,
+			   (off_t)r->off);
+	if (r->kva == MAP_FAILED)
+		return -1;
+	__atomic_store_n((uint32_t *)r->kva, ring_start, __ATOMIC_RELEASE);
+	__atomic_store_n((uint32_t *)(r->kva + 64), ring_start, __ATOMIC_RELEASE);
+	r->idx = ring_start;
+	return 0;
+}
+
+static uint32_t *prod_of(struct ring *r)
+{
+	return (uint32_t *)r->kva;
+}
+
+static uint32_t *cons_of(struct ring *r)
+{
+	return (uint32_t *)(r->kva + 64);
+}
+
+static const void *payload(const void *buf)
+{
+	return (const char *)buf + sizeof(struct ib_uverbs_cmd_hdr);
+}
+
+static int create_cq(const void *buf, size_t count, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_create_cq c;
+	struct mock_queue_cmd drv;
+	struct {
+		struct ib_uverbs_create_cq_resp core;
+		struct mock_cq_resp drv;
+	} r = { 0 };
+	struct obj *o;
+
+	if (count != sizeof(struct ib_uverbs_cmd_hdr) + sizeof(c) + sizeof(drv) ||
+	    room < sizeof(r))
+		return EINVAL;
+	memcpy(&c, payload(buf), sizeof(c));
+	memcpy(&drv, (const char *)payload(buf) + sizeof(c), sizeof(drv));
+	if (drv.flags || drv.reserved || c.cqe < 1 || c.cqe > 4096)
+		return EINVAL;
+	o = new_obj(OBJ_CQ);
+	if (!o || ring_alloc(&o->r1, pow2(c.cqe), 64))
+		return ENOMEM;
+	r.core.cq_handle = o->handle;
+	r.core.cqe = o->r1.entries;
+	r.drv.mmap_offset = o->r1.off;
+	r.drv.ring_bytes = o->r1.bytes;
+	r.drv.entries = o->r1.entries;
+	r.drv.entry_size = o->r1.entry_size;
+	r.drv.cqn = 1000 + o->handle;
+
+	if (take_fault("cq_entries_not_pow2"))
+		r.drv.entries = 3;
+	else if (take_fault("cq_ring_small"))
+		r.drv.ring_bytes = 64;
+	else if (take_fault("cq_entry_small"))
+		r.drv.entry_size = 16;
+	else if (take_fault("cq_bad_offset"))
+		r.drv.mmap_offset += 1ull << 40;
+	else if (take_fault("cq_cqe_exceeds"))
+		r.core.cqe = o->r1.entries + 1;
+	else if (take_fault("cq_huge_entries"))
+		r.drv.entries = 1u << 31;
+	else if (take_fault("cq_bad_header"))
+		__atomic_store_n(prod_of(&o->r1), ring_start + o->r1.entries + 1,
+				 __ATOMIC_RELEASE);
+	reply(resp, room, &r, sizeof(r));
+	return 0;
+}
+
+static int create_qp(const void *buf, size_t count, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_create_qp c;
+	struct mock_queue_cmd drv;
+	struct {
+		struct ib_uverbs_create_qp_resp core;
+		struct mock_qp_resp drv;
+	} r = { 0 };
+	uint32_t data, sq_esz, rq_esz;
+	struct obj *o;
+
+	if (count != sizeof(struct ib_uverbs_cmd_hdr) + sizeof(c) + sizeof(drv) ||
+	    room < sizeof(r))
+		return EINVAL;
+	memcpy(&c, payload(buf), sizeof(c));
+	memcpy(&drv, (const char *)payload(buf) + sizeof(c), sizeof(drv));
+	if (drv.flags || drv.reserved || c.max_send_wr > 1024 || c.max_recv_wr > 1024 ||
+	    c.max_send_sge > 32 || c.max_recv_sge > 32 || c.max_inline_data > 1024)
+		return EINVAL;
+	if (c.qp_type != 2 && c.qp_type != 3 && c.qp_type != 4)
+		return EOPNOTSUPP;
+	o = new_obj(OBJ_QP);
+	if (!o)
+		return ENOMEM;
+	/* wqe::send_entry_size / recv_entry_size */
+	data = c.max_send_sge * 16;
+	if (round_up(c.max_inline_data, 16) > data)
+		data = round_up(c.max_inline_data, 16);
+	sq_esz = round_up(64 + data, 64);
+	rq_esz = round_up(16 + 16 * c.max_recv_sge, 64);
+	if (ring_alloc(&o->r1, pow2(c.max_send_wr ? c.max_send_wr : 1), sq_esz))
+		return ENOMEM;
+	if (!c.is_srq && ring_alloc(&o->r2, pow2(c.max_recv_wr ? c.max_recv_wr : 1), rq_esz))
+		return ENOMEM;
+	o->qpn = 0x100 + o->handle;
+	r.core.qp_handle = o->handle;
+	r.core.qpn = o->qpn;
+	r.core.max_send_wr = o->r1.entries;
+	r.core.max_recv_wr = o->r2.entries;
+	r.core.max_send_sge = (sq_esz - 64) / 16;
+	r.core.max_recv_sge = c.is_srq ? 0 : (rq_esz - 16) / 16;
+	r.core.max_inline_data = sq_esz - 64;
+	r.drv.sq_offset = o->r1.off;
+	r.drv.sq_bytes = o->r1.bytes;
+	r.drv.sq_entries = o->r1.entries;
+	r.drv.sq_entry_size = sq_esz;
+	if (!c.is_srq) {
+		r.drv.rq_offset = o->r2.off;
+		r.drv.rq_bytes = o->r2.bytes;
+		r.drv.rq_entries = o->r2.entries;
+		r.drv.rq_entry_size = rq_esz;
+	}
+	r.drv.max_send_sge = r.core.max_send_sge;
+	r.drv.max_recv_sge = r.core.max_recv_sge;
+	r.drv.max_inline = r.core.max_inline_data;
+	r.drv.qpn = o->qpn;
+
+	if (take_fault("qp_sge_overclaim"))
+		r.drv.max_send_sge = r.drv.max_send_sge + 1;
+	else if (take_fault("qp_inline_overclaim"))
+		r.drv.max_inline = sq_esz;
+	else if (take_fault("qp_no_rq"))
+		r.drv.rq_entries = 0;
+	else if (take_fault("qp_fewer_wr"))
+		r.drv.sq_entries = 1;
+	else if (take_fault("qp_rq_entry_odd"))
+		r.drv.rq_entry_size = 80;
+	else if (take_fault("qp_qpn_mismatch"))
+		r.drv.qpn = o->qpn + 1;
+	else if (take_fault("qp_bad_header"))
+		__atomic_store_n(cons_of(&o->r1), ring_start + 1, __ATOMIC_RELEASE);
+	reply(resp, room, &r, sizeof(r));
+	return 0;
+}
+
+static int post_send(const void *buf, size_t count, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_post_send c;
+	struct ib_uverbs_post_send_resp r = { 0 };
+	struct obj *o;
+
+	if (count != sizeof(hdr) + sizeof(c))
+		return EINVAL;
+	memcpy(&hdr, buf, sizeof(hdr));
+	memcpy(&c, payload(buf), sizeof(c));
+	if (hdr.in_words * 4 != count || hdr.out_words * 4 != sizeof(r) ||
+	    c.wr_count || c.sge_count || c.wqe_size < sizeof(struct ib_uverbs_send_wr) ||
+	    !resp)
+		return EINVAL;
+	o = find_obj(OBJ_QP, c.qp_handle);
+	if (!o)
+		return EINVAL;
+	o->doorbells++;
+	memcpy(last_db, buf, sizeof(last_db));
+	reply(resp, room, &r, sizeof(r));
+	return 0;
+}
+
 static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 {
 	struct ib_uverbs_cmd_hdr hdr;
 	uint64_t resp = 0;
 	size_t room;
+	int err = 0;
 
 	/* Every command has at least a 4-byte payload after the header. */
 	if (count < sizeof(hdr) + 4) {
@@ -66,7 +402,7 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 	}
 	/* Commands with a response start their payload with its address. */
 	if (count >= sizeof(hdr) + sizeof(resp))
-		memcpy(&resp, (const char *)buf + sizeof(hdr), sizeof(resp));
+		memcpy(&resp, payload(buf), sizeof(resp));
 	room = resp ? (size_t)hdr.out_words * 4 : 0;
 
 	switch (hdr.command) {
@@ -82,7 +418,7 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 		r.drv.abi_version = abi ? (uint32_t)atoi(abi) : 1;
 		r.drv.features = 0;
 		reply(resp, room, &r, sizeof(r));
-		return count;
+		break;
 	}
 	case IB_USER_VERBS_CMD_QUERY_DEVICE: {
 		struct ib_uverbs_query_device_resp r = { 0 };
@@ -92,7 +428,7 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 		r.max_pd = 16;
 		r.phys_port_cnt = 1;
 		reply(resp, room, &r, sizeof(r));
-		return count;
+		break;
 	}
 	case IB_USER_VERBS_CMD_QUERY_PORT: {
 		struct ib_uverbs_query_port_resp r = { 0 };
@@ -105,37 +441,375 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 		r.phys_state = 5;	/* LinkUp */
 		r.link_layer = 2;	/* IBV_LINK_LAYER_ETHERNET */
 		reply(resp, room, &r, sizeof(r));
-		return count;
+		break;
 	}
 	case IB_USER_VERBS_CMD_ALLOC_PD: {
 		struct ib_uverbs_alloc_pd_resp r = { .pd_handle = MOCK_PD_HANDLE };
 
 		reply(resp, room, &r, sizeof(r));
-		return count;
+		break;
 	}
 	case IB_USER_VERBS_CMD_DEALLOC_PD: {
 		uint32_t handle;
 
-		memcpy(&handle, (const char *)buf + sizeof(hdr), sizeof(handle));
-		if (handle != MOCK_PD_HANDLE) {
-			errno = EINVAL;
-			return -1;
+		memcpy(&handle, payload(buf), sizeof(handle));
+		if (handle != MOCK_PD_HANDLE)
+			err = EINVAL;
+		break;
+	}
+	case IB_USER_VERBS_CMD_CREATE_CQ:
+		err = create_cq(buf, count, resp, room);
+		break;
+	case IB_USER_VERBS_CMD_DESTROY_CQ: {
+		struct ib_uverbs_destroy_cq c;
+		struct ib_uverbs_destroy_cq_resp r = { 0 };
+		struct obj *o;
+
+		memcpy(&c, payload(buf), sizeof(c));
+		o = find_obj(OBJ_CQ, c.cq_handle);
+		if (!o) {
+			err = EINVAL;
+			break;
 		}
-		return count;
+		free_obj(o);
+		reply(resp, room, &r, sizeof(r));
+		break;
+	}
+	case IB_USER_VERBS_CMD_REQ_NOTIFY_CQ: {
+		struct ib_uverbs_req_notify_cq c;
+		struct obj *o;
+
+		memcpy(&c, payload(buf), sizeof(c));
+		o = find_obj(OBJ_CQ, c.cq_handle);
+		if (!o) {
+			err = EINVAL;
+			break;
+		}
+		o->notifies++;
+		o->last_solicited = (int)c.solicited_only;
+		break;
+	}
+	case IB_USER_VERBS_CMD_CREATE_QP:
+		err = create_qp(buf, count, resp, room);
+		break;
+	case IB_USER_VERBS_CMD_MODIFY_QP: {
+		struct ib_uverbs_modify_qp c;
+		struct obj *o;
+
+		memcpy(&c, payload(buf), sizeof(c));
+		o = find_obj(OBJ_QP, c.qp_handle);
+		if (!o) {
+			err = EINVAL;
+			break;
+		}
+		if (c.attr_mask & 1)	/* IBV_QP_STATE */
+			o->state = c.qp_state;
+		break;
+	}
+	case IB_USER_VERBS_CMD_QUERY_QP: {
+		struct ib_uverbs_query_qp c;
+		struct ib_uverbs_query_qp_resp r = { 0 };
+		struct obj *o;
+
+		memcpy(&c, payload(buf), sizeof(c));
+		o = find_obj(OBJ_QP, c.qp_handle);
+		if (!o) {
+			err = EINVAL;
+			break;
+		}
+		r.qp_state = (uint8_t)o->state;
+		/* Deliberately not the real capacities: the provider reports
+		 * those it enforces. */
+		r.max_send_wr = r.max_recv_wr = r.max_send_sge = 1;
+		r.max_recv_sge = r.max_inline_data = 1;
+		reply(resp, room, &r, sizeof(r));
+		break;
+	}
+	case IB_USER_VERBS_CMD_DESTROY_QP: {
+		struct ib_uverbs_destroy_qp c;
+		struct ib_uverbs_destroy_qp_resp r = { 0 };
+		struct obj *o;
+
+		memcpy(&c, payload(buf), sizeof(c));
+		o = find_obj(OBJ_QP, c.qp_handle);
+		if (!o) {
+			err = EINVAL;
+			break;
+		}
+		free_obj(o);
+		reply(resp, room, &r, sizeof(r));
+		break;
+	}
+	case IB_USER_VERBS_CMD_POST_SEND:
+		err = post_send(buf, count, resp, room);
+		break;
+	case IB_USER_VERBS_CMD_REG_MR: {
+		struct ib_uverbs_reg_mr c;
+		struct ib_uverbs_reg_mr_resp r = { 0 };
+		struct obj *o;
+
+		memcpy(&c, payload(buf), sizeof(c));
+		if (c.pd_handle != MOCK_PD_HANDLE || !c.length) {
+			err = EINVAL;
+			break;
+		}
+		o = new_obj(OBJ_MR);
+		if (!o) {
+			err = ENOMEM;
+			break;
+		}
+		r.mr_handle = o->handle;
+		r.lkey = 0x1000 + o->handle;
+		r.rkey = 0x2000 + o->handle;
+		reply(resp, room, &r, sizeof(r));
+		break;
+	}
+	case IB_USER_VERBS_CMD_DEREG_MR: {
+		struct ib_uverbs_dereg_mr c;
+		struct obj *o;
+
+		memcpy(&c, payload(buf), sizeof(c));
+		o = find_obj(OBJ_MR, c.mr_handle);
+		if (!o) {
+			err = EINVAL;
+			break;
+		}
+		free_obj(o);
+		break;
+	}
+	case IB_USER_VERBS_CMD_CREATE_AH: {
+		struct {
+			struct ib_uverbs_create_ah_resp core;
+			struct mock_ah_resp drv;
+		} r = { 0 };
+		struct obj *o = new_obj(OBJ_AH);
+
+		if (!o) {
+			err = ENOMEM;
+			break;
+		}
+		r.core.ah_handle = o->handle;
+		r.drv.ah_num = take_fault("ah_zero") ? 0 : 500 + o->handle;
+		reply(resp, room, &r, sizeof(r));
+		break;
+	}
+	case IB_USER_VERBS_CMD_DESTROY_AH: {
+		struct ib_uverbs_destroy_ah c;
+		struct obj *o;
+
+		memcpy(&c, payload(buf), sizeof(c));
+		o = find_obj(OBJ_AH, c.ah_handle);
+		if (!o) {
+			err = EINVAL;
+			break;
+		}
+		free_obj(o);
+		break;
 	}
 	default:
-		errno = EOPNOTSUPP;
+		err = EOPNOTSUPP;
+		break;
+	}
+	if (err) {
+		errno = err;
 		return -1;
 	}
+	return count;
 }
 
 ssize_t write(int fd, const void *buf, size_t count)
 {
-	static ssize_t (*real_write)(int, const void *, size_t);
-
+	mock_init();
 	if (is_mock_fd(fd))
 		return mock_cmd(fd, buf, count);
-	if (!real_write)
-		real_write = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
 	return real_write(fd, buf, count);
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	void *p;
+
+	mock_init();
+	if (!is_mock_fd(fd))
+		return real_mmap(addr, len, prot, flags, fd, off);
+	for (int i = 0; i < MAX_OBJS; i++) {
+		struct ring *rings[2] = { &objs[i].r1, &objs[i].r2 };
+
+		if (objs[i].kind != OBJ_CQ && objs[i].kind != OBJ_QP)
+			continue;
+		for (int j = 0; j < 2; j++) {
+			if (!rings[j]->entries || rings[j]->off != (uint64_t)off)
+				continue;
+			if (len != rings[j]->bytes || !(flags & MAP_SHARED))
+				goto inval;
+			p = real_mmap(addr, len, prot, flags, memfd, off);
+			if (p == MAP_FAILED)
+				return p;
+			for (int k = 0; k < MAX_MAPS; k++)
+				if (!user_maps[k].addr) {
+					user_maps[k].addr = p;
+					user_maps[k].len = len;
+					break;
+				}
+			return p;
+		}
+	}
+inval:
+	errno = EINVAL;
+	return MAP_FAILED;
+}
+
+int munmap(void *addr, size_t len)
+{
+	mock_init();
+	for (int k = 0; k < MAX_MAPS; k++)
+		if (user_maps[k].addr == addr && user_maps[k].len == len)
+			user_maps[k].addr = NULL;
+	return real_munmap(addr, len);
+}
+
+/* ---- Test hooks: the kernel's side of the rings ---------------------- */
+
+/* Makes the next create command of the named kind return a broken response. */
+void mock_set_fault(const char *name)
+{
+	snprintf(fault, sizeof(fault), "%s", name);
+}
+
+/* Initial producer/consumer index of rings created from now on. */
+void mock_set_ring_start(uint32_t start)
+{
+	ring_start = start;
+}
+
+/* Writes a 64-byte CQE into the CQ and publishes it; -1 if full/unknown. */
+int mock_cq_push(uint32_t cq_handle, const void *cqe)
+{
+	struct obj *o = find_obj(OBJ_CQ, cq_handle);
+	struct ring *r;
+	uint32_t cons;
+
+	if (!o)
+		return -1;
+	r = &o->r1;
+	cons = __atomic_load_n(cons_of(r), __ATOMIC_ACQUIRE);
+	if (r->idx - cons >= r->entries)
+		return -1;
+	memcpy(r->kva + RING_HDR + (size_t)(r->idx & (r->entries - 1)) * r->entry_size, cqe, 64);
+	r->idx++;
+	__atomic_store_n(prod_of(r), r->idx, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Stores a raw (possibly impossible) producer index into a CQ. */
+int mock_cq_poke_prod(uint32_t cq_handle, uint32_t value)
+{
+	struct obj *o = find_obj(OBJ_CQ, cq_handle);
+
+	if (!o)
+		return -1;
+	__atomic_store_n(prod_of(&o->r1), value, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* The consumer index the provider last published for a CQ. */
+int64_t mock_cq_cons(uint32_t cq_handle)
+{
+	struct obj *o = find_obj(OBJ_CQ, cq_handle);
+
+	return o ? (int64_t)__atomic_load_n(cons_of(&o->r1), __ATOMIC_ACQUIRE) : -1;
+}
+
+static int pop(struct ring *r, void *out, size_t len)
+{
+	uint32_t prod;
+
+	if (!r->entries || len > r->entry_size)
+		return -1;
+	prod = __atomic_load_n(prod_of(r), __ATOMIC_ACQUIRE);
+	if (prod == r->idx)
+		return 0;
+	if (prod - r->idx > r->entries)
+		return -1;
+	memcpy(out, r->kva + RING_HDR + (size_t)(r->idx & (r->entries - 1)) * r->entry_size, len);
+	r->idx++;
+	__atomic_store_n(cons_of(r), r->idx, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* Copies the next published SQ/RQ entry (len bytes) and consumes it:
+ * 1 copied, 0 empty, -1 error. */
+int mock_sq_pop(uint32_t qp_handle, void *out, size_t len)
+{
+	struct obj *o = find_obj(OBJ_QP, qp_handle);
+
+	return o ? pop(&o->r1, out, len) : -1;
+}
+
+int mock_rq_pop(uint32_t qp_handle, void *out, size_t len)
+{
+	struct obj *o = find_obj(OBJ_QP, qp_handle);
+
+	return o ? pop(&o->r2, out, len) : -1;
+}
+
+/* Stores a raw (possibly impossible) consumer index into an SQ. */
+int mock_sq_poke_cons(uint32_t qp_handle, uint32_t value)
+{
+	struct obj *o = find_obj(OBJ_QP, qp_handle);
+
+	if (!o)
+		return -1;
+	__atomic_store_n(cons_of(&o->r1), value, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int mock_doorbells(uint32_t qp_handle)
+{
+	struct obj *o = find_obj(OBJ_QP, qp_handle);
+
+	return o ? o->doorbells : -1;
+}
+
+/* The 32 bytes of the last doorbell command. */
+void mock_last_doorbell(void *out)
+{
+	memcpy(out, last_db, sizeof(last_db));
+}
+
+int mock_qp_state(uint32_t qp_handle)
+{
+	struct obj *o = find_obj(OBJ_QP, qp_handle);
+
+	return o ? o->state : -1;
+}
+
+int mock_notifies(uint32_t cq_handle, int *last_solicited)
+{
+	struct obj *o = find_obj(OBJ_CQ, cq_handle);
+
+	if (!o)
+		return -1;
+	*last_solicited = o->last_solicited;
+	return o->notifies;
+}
+
+/* Kernel objects (CQ, QP, MR, AH) alive. */
+int mock_live_objects(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < MAX_OBJS; i++)
+		n += objs[i].kind != OBJ_FREE;
+	return n;
+}
+
+/* Rings the provider has mapped and not unmapped. */
+int mock_user_maps(void)
+{
+	int n = 0;
+
+	for (int k = 0; k < MAX_MAPS; k++)
+		n += user_maps[k].addr != NULL;
+	return n;
 }

@@ -7,7 +7,9 @@
 //! with `super::`, never `crate::`, and never panic on input: arithmetic that
 //! may overflow is explicit (`wrapping_*`/`checked_*`) and slices are read with
 //! `get()`.
-#![no_std]
+// In the kernel (`CONFIG_RUST`) this file is a module of `rroce.ko`, whose
+// crate is already `no_std`.
+#![cfg_attr(not(CONFIG_RUST), no_std)]
 #![forbid(unsafe_code)]
 
 pub mod abi;

@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! Completion queues: created by the kernel, polled entirely in user space.
+//!
+//! `create_cq` sends `CreateCqCmd` as driver data, validates the
+//! `CreateCqResp` that comes back and maps the ring.  `poll_cq` is the
+//! ring's consumer: it copies each CQE out of the mapping, decodes it with
+//! [`Cqe::decode`] and releases the slots it consumed (one release-store of
+//! the consumer index per call).  A CQE that does not decode, or a producer
+//! index that the ring protocol rejects, breaks the CQ for good: that
+//! `poll_cq` call returns the completions before the bad entry (or
+//! `-EIO` if there were none), every later call returns `-EIO`.
+
+use core::ffi::c_int;
+use core::mem::{offset_of, size_of};
+use core::ptr;
+use std::sync::{Mutex, PoisonError};
+
+use rroce_proto::abi::CreateCqCmd;
+use rroce_proto::ring::{Consumer, RingLayout};
+use rroce_proto::wqe::{Cqe, CQE_BYTES};
+
+use crate::mapping::RingMap;
+use crate::verbs_abi::*;
+use crate::{set_errno, warn};
+
+/// The consumer side of a CQ ring.
+struct CqRing {
+    map: RingMap,
+    consumer: Consumer,
+    /// Set once the ring or an entry was found corrupt.
+    broken: bool,
+}
+
+/// Provider CQ; libibverbs sees only `ibv`.
+#[repr(C)]
+pub(crate) struct RroceCq {
+    ibv: IbvCq,
+    cqn: u32,
+    ring: Mutex<Option<CqRing>>,
+}
+const _: () = assert!(offset_of!(RroceCq, ibv) == 0);
+
+/// The ring lock of `cq`.
+///
+/// # Safety
+///
+/// `cq` must be a live CQ made by [`rroce_create_cq`].  Only the `ring`
+/// field is borrowed: libibverbs keeps writing other fields of `ibv`.
+unsafe fn ring_of<'a>(cq: *mut IbvCq) -> &'a Mutex<Option<CqRing>> {
+    // SAFETY: per the contract `cq` is the first field of a live RroceCq.
+    unsafe { &(*cq.cast::<RroceCq>()).ring }
+}
+
+/// Checks the kernel's `CreateCqResp` and maps the ring.
+fn map_cq_ring(
+    cmd_fd: c_int,
+    resp: &RroceCreateCqResp,
+    requested: c_int,
+) -> Result<CqRing, (c_int, &'static str)> {
+    let drv = resp.drv;
+    let layout = RingLayout::from_resp(drv.entries, drv.entry_size, drv.ring_bytes)
+        .map_err(|_| (EPROTO, "invalid CQ ring geometry"))?;
+    if (drv.entry_size as usize) < CQE_BYTES {
+        return Err((EPROTO, "CQ entries smaller than a CQE"));
+    }
+    // The core response's cqe (cq->cqe, what the application may rely on)
+    // must fit the ring, and the ring must hold what was asked for.
+    let requested = u32::try_from(requested).unwrap_or(0);
+    if resp.core.cqe > drv.entries || drv.entries < requested {
+        return Err((EPROTO, "CQ ring smaller than the CQ"));
+    }
+    let map = RingMap::map(cmd_fd, drv.mmap_offset, drv.ring_bytes, layout)
+        .map_err(|e| (e, "mapping the CQ ring failed"))?;
+    let consumer = Consumer::attach(layout, &map.region())
+        .map_err(|_| (EPROTO, "CQ ring header is inconsistent"))?;
+    Ok(CqRing {
+        map,
+        consumer,
+        broken: false,
+    })
+}
+
+/// `verbs_context_ops::create_cq`: NULL with errno set on failure
+/// (`EPROTO` if the kernel's response breaks the rroce ABI).
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours; `channel` is NULL or a
+/// completion channel of that context.
+pub(crate) unsafe extern "C" fn rroce_create_cq(
+    context: *mut IbvContext,
+    cqe: c_int,
+    channel: *mut IbvCompChannel,
+    comp_vector: c_int,
+) -> *mut IbvCq {
+    if context.is_null() || cqe < 1 {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    let cq = Box::into_raw(Box::new(RroceCq {
+        // SAFETY: IbvCq consists of pointers, integers and opaque byte
+        // blobs, for all of which zero is valid; libibverbs initialises it.
+        ibv: unsafe { core::mem::zeroed() },
+        cqn: 0,
+        ring: Mutex::new(None),
+    }));
+    // SAFETY: `cq` is a fresh allocation owned here.
+    let ibv = unsafe { &raw mut (*cq).ibv };
+
+    // No flags are defined: the driver data is an all-zero CreateCqCmd.
+    let mut cmd = RroceCreateCqCmd::default();
+    debug_assert!(cmd.drv == CreateCqCmd::default());
+    let mut resp = RroceCreateCqResp::default();
+    // SAFETY: `context` is ours per the contract; `ibv` stays at this
+    // address for the CQ's life (it is the user_handle the kernel reports
+    // back in events); `cmd`/`resp` are live locals of the sizes passed.
+    let ret = unsafe {
+        ibv_cmd_create_cq(
+            context,
+            cqe,
+            channel,
+            comp_vector,
+            ibv,
+            &raw mut cmd.core,
+            size_of::<RroceCreateCqCmd>(),
+            &raw mut resp.core,
+            size_of::<RroceCreateCqResp>(),
+        )
+    };
+    if ret != 0 {
+        // SAFETY: never handed out.
+        drop(unsafe { Box::from_raw(cq) });
+        set_errno(crate::errno_of(ret));
+        return ptr::null_mut();
+    }
+
+    // SAFETY: `context` is valid per the contract.
+    let cmd_fd = unsafe { (*context).cmd_fd };
+    match map_cq_ring(cmd_fd, &resp, cqe) {
+        Ok(ring) => {
+            // SAFETY: still exclusively owned here.
+            unsafe {
+                (*cq).cqn = resp.drv.cqn;
+                *(*cq).ring.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(ring);
+            }
+            ibv
+        }
+        Err((err, why)) => {
+            warn(format_args!("create_cq: {why} (cqn {})", resp.drv.cqn));
+            // ibv_cmd_destroy_cq waits on cq->mutex/cond, which libibverbs
+            // only initialises after create_cq returns; all-zero is glibc's
+            // static initialiser for both, and `ibv` is zeroed.
+            // SAFETY: the kernel CQ exists and nobody else knows `ibv`.
+            let _ = unsafe { ibv_cmd_destroy_cq(ibv) };
+            // SAFETY: never handed out.
+            drop(unsafe { Box::from_raw(cq) });
+            set_errno(err);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `verbs_context_ops::destroy_cq`: 0 or an errno value.
+///
+/// # Safety
+///
+/// `cq` must be NULL or a CQ of ours that is not used once this returns 0.
+pub(crate) unsafe extern "C" fn rroce_destroy_cq(cq: *mut IbvCq) -> c_int {
+    if cq.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `cq` is a live CQ of ours.
+    let ret = unsafe { ibv_cmd_destroy_cq(cq) };
+    if ret != 0 {
+        return ret;
+    }
+    // SAFETY: the kernel object is gone and the caller gives up `cq`, which
+    // came from Box::into_raw in rroce_create_cq; dropping unmaps the ring.
+    drop(unsafe { Box::from_raw(cq.cast::<RroceCq>()) });
+    0
+}
+
+/// `verbs_context_ops::req_notify_cq` (a REQ_NOTIFY_CQ command).
+///
+/// # Safety
+///
+/// `cq` must be NULL or a live CQ of ours.
+pub(crate) unsafe extern "C" fn rroce_req_notify_cq(
+    cq: *mut IbvCq,
+    solicited_only: c_int,
+) -> c_int {
+    if cq.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `cq` is a live CQ of ours.
+    unsafe { ibv_cmd_req_notify_cq(cq, solicited_only) }
+}
+
+/// The `ibv_wc` for a decoded CQE.
+pub(crate) fn wc_of(c: &Cqe) -> IbvWc {
+    IbvWc {
+        wr_id: c.wr_id,
+        status: c_int::from(c.status as u8),
+        opcode: c_int::from(c.opcode as u8),
+        vendor_err: c.vendor_err,
+        byte_len: c.byte_len,
+        // Stored as on the wire (a __be32's memory bytes) or a host-order
+        // rkey: either way the native u32 carries the bytes unchanged.
+        imm_data: c.imm_or_inv,
+        qp_num: c.qp_num,
+        src_qp: c.src_qp,
+        wc_flags: u32::from(c.wc_flags),
+        pkey_index: c.pkey_index,
+        slid: c.slid,
+        sl: c.sl,
+        dlid_path_bits: c.dlid_path_bits,
+    }
+}
+
+/// Outcome of draining up to `max` CQEs.
+#[derive(Debug, PartialEq, Eq)]
+enum Drained {
+    /// This many completions were written.
+    Ok(usize),
+    /// This many were written, then the CQ turned out broken.
+    Broken(usize),
+}
+
+/// Consumes up to `max` CQEs of `ring`, handing each to `out`.
+fn drain(ring: &mut CqRing, cqn: u32, out: impl FnMut(usize, IbvWc), max: usize) -> Drained {
+    let CqRing {
+        map,
+        consumer,
+        broken,
+    } = ring;
+    drain_parts(map, consumer, broken, cqn, out, max)
+}
+
+/// [`drain`] on the parts of a [`CqRing`].
+fn drain_parts(
+    map: &RingMap,
+    consumer: &mut Consumer,
+    is_broken: &mut bool,
+    cqn: u32,
+    mut out: impl FnMut(usize, IbvWc),
+    max: usize,
+) -> Drained {
+    if *is_broken {
+        return Drained::Broken(0);
+    }
+    let region = map.region();
+    let mut n = 0;
+    let mut broken = false;
+    while n < max {
+        let mut buf = [0u8; CQE_BYTES];
+        match consumer.read_next(&region, &mut buf) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => {
+                warn(format_args!("CQ {cqn}: ring error {e:?}; CQ is unusable"));
+                broken = true;
+                break;
+            }
+        }
+        match Cqe::decode(&buf) {
+            Ok(c) => {
+                out(n, wc_of(&c));
+                n += 1;
+            }
+            Err(e) => {
+                warn(format_args!(
+                    "CQ {cqn}: corrupt CQE ({e:?}); CQ is unusable"
+                ));
+                broken = true;
+                break;
+            }
+        }
+    }
+    if consumer.unreleased() > 0 && consumer.release_all(&region).is_err() {
+        broken = true;
+    }
+    if broken {
+        *is_broken = true;
+        Drained::Broken(n)
+    } else {
+        Drained::Ok(n)
+    }
+}
+
+/// `verbs_context_ops::poll_cq` (`ibv_poll_cq`): the number of completions
+/// written to `wc` (at most `num_entries`), or a negative errno value:
+/// `-EINVAL` for bad arguments, `-EIO` once the CQ is broken.
+///
+/// # Safety
+///
+/// `cq` must be NULL or a live CQ of ours; `wc` must have room for
+/// `num_entries` entries.
+pub(crate) unsafe extern "C" fn rroce_poll_cq(
+    cq: *mut IbvCq,
+    num_entries: c_int,
+    wc: *mut IbvWc,
+) -> c_int {
+    if cq.is_null() || num_entries < 0 || (wc.is_null() && num_entries > 0) {
+        return -EINVAL;
+    }
+    let max = usize::try_from(num_entries).unwrap_or(0);
+    // SAFETY: `cq` is a live CQ of ours.
+    let lock = unsafe { ring_of(cq) };
+    // SAFETY: only the immutable cqn is read.
+    let cqn = unsafe { (*cq.cast::<RroceCq>()).cqn };
+    let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(ring) = guard.as_mut() else {
+        return -EINVAL;
+    };
+    let write = |i: usize, w: IbvWc| {
+        // SAFETY: i < max == num_entries, for which `wc` has room.
+        unsafe { wc.add(i).write(w) };
+    };
+    match drain(ring, cqn, write, max) {
+        Drained::Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+        Drained::Broken(0) => -EIO,
+        Drained::Broken(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rroce_proto::ring::{Producer, SharedRegion, CONS_OFFSET};
+    use rroce_proto::wqe::{WcOpcode, WcStatus, WC_WITH_IMM};
+
+    fn ring(entries: u32) -> CqRing {
+        let layout = RingLayout::new(entries, CQE_BYTES as u32, 1024).unwrap();
+        let map = RingMap::anonymous(layout);
+        let consumer = Consumer::attach(layout, &map.region()).unwrap();
+        CqRing {
+            map,
+            consumer,
+            broken: false,
+        }
+    }
+
+    fn cqe(i: u64) -> Cqe {
+        let mut c = Cqe::new(i, WcStatus::Success, WcOpcode::Recv, 0x42);
+        c.wc_flags = WC_WITH_IMM;
+        c.imm_or_inv = u32::from_ne_bytes([1, 2, 3, 4]);
+        c.byte_len = i as u32 * 10;
+        c.src_qp = 7;
+        c.pkey_index = 1;
+        c.slid = 2;
+        c.sl = 3;
+        c.dlid_path_bits = 4;
+        c.vendor_err = 5;
+        c
+    }
+
+    #[test]
+    fn wc_fields() {
+        let w = wc_of(&cqe(9));
+        assert_eq!(
+            w,
+            IbvWc {
+                wr_id: 9,
+                status: 0,
+                opcode: 128,
+                vendor_err: 5,
+                byte_len: 90,
+                imm_data: u32::from_ne_bytes([1, 2, 3, 4]),
+                qp_num: 0x42,
+                src_qp: 7,
+                wc_flags: 2,
+                pkey_index: 1,
+                slid: 2,
+                sl: 3,
+                dlid_path_bits: 4,
+            }
+        );
+    }
+
+    #[test]
+    fn drain_releases_and_breaks_on_garbage() {
+        let mut r = ring(4);
+        let layout = *r.map.layout();
+        let region = r.map.region();
+        let mut kernel = Producer::attach(layout, &region).unwrap();
+        let mut got = Vec::new();
+        for round in 0..5u64 {
+            for i in 0..4 {
+                kernel
+                    .push(&region, &cqe(round * 4 + i).to_bytes())
+                    .unwrap();
+            }
+            assert_eq!(kernel.is_full(&region), Ok(true));
+            let d = drain_parts(
+                &r.map,
+                &mut r.consumer,
+                &mut r.broken,
+                1,
+                |_, w| got.push(w.wr_id),
+                3,
+            );
+            assert_eq!(d, Drained::Ok(3));
+            let d = drain_parts(
+                &r.map,
+                &mut r.consumer,
+                &mut r.broken,
+                1,
+                |_, w| got.push(w.wr_id),
+                8,
+            );
+            assert_eq!(d, Drained::Ok(1));
+            assert_eq!(
+                region.load_u32_acquire(CONS_OFFSET),
+                Some(4 * (round as u32 + 1))
+            );
+        }
+        assert_eq!(got, (0..20).collect::<Vec<_>>());
+
+        // One good CQE, then one with an undefined status.
+        kernel.push(&region, &cqe(100).to_bytes()).unwrap();
+        let mut bad = cqe(101).to_bytes();
+        bad[8] = 200;
+        kernel.push(&region, &bad).unwrap();
+        let mut n = 0;
+        assert_eq!(
+            drain_parts(&r.map, &mut r.consumer, &mut r.broken, 1, |_, _| n += 1, 8),
+            Drained::Broken(1)
+        );
+        kernel.push(&region, &cqe(102).to_bytes()).unwrap();
+        assert_eq!(
+            drain_parts(&r.map, &mut r.consumer, &mut r.broken, 1, |_, _| n += 1, 8),
+            Drained::Broken(0)
+        );
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn impossible_producer_index() {
+        let mut r = ring(2);
+        let region = r.map.region();
+        assert!(region.store_u32_release(0, 3));
+        assert_eq!(
+            drain_parts(&r.map, &mut r.consumer, &mut r.broken, 1, |_, _| {}, 8),
+            Drained::Broken(0)
+        );
+    }
+}

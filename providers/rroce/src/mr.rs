@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! Memory regions and address handles: plain uverbs commands.
+//!
+//! `reg_mr` sends no driver data (the kernel pins the pages and returns the
+//! keys).  `create_ah` receives a `CreateAhResp` whose `ah_num` UD send
+//! WQEs carry in their `ah` field.
+
+use core::ffi::{c_int, c_void};
+use core::mem::{offset_of, size_of};
+use core::ptr;
+
+use crate::verbs_abi::*;
+use crate::{set_errno, warn};
+
+/// `verbs_context_ops::reg_mr`: NULL with errno set on failure.
+///
+/// # Safety
+///
+/// Called by libibverbs with a PD of ours.
+pub(crate) unsafe extern "C" fn rroce_reg_mr(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    hca_va: u64,
+    access: c_int,
+) -> *mut IbvMr {
+    if pd.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    // SAFETY: VerbsMr consists of pointers and integers, all valid as zero.
+    let vmr = Box::into_raw(Box::new(unsafe { core::mem::zeroed::<VerbsMr>() }));
+    let mut cmd = IbvRegMr::default();
+    let mut resp = IbUverbsRegMrResp::default();
+    // SAFETY: `pd` is ours per the contract, `vmr` a fresh allocation,
+    // `cmd`/`resp` live locals of the sizes passed.
+    let ret = unsafe {
+        ibv_cmd_reg_mr(
+            pd,
+            addr,
+            length,
+            hca_va,
+            access,
+            vmr,
+            &mut cmd,
+            size_of::<IbvRegMr>(),
+            &mut resp,
+            size_of::<IbUverbsRegMrResp>(),
+        )
+    };
+    if ret != 0 {
+        // SAFETY: never handed out.
+        drop(unsafe { Box::from_raw(vmr) });
+        set_errno(crate::errno_of(ret));
+        return ptr::null_mut();
+    }
+    // SAFETY: `vmr` is live; `ibv_mr` is its first field.
+    unsafe { &raw mut (*vmr).ibv_mr }
+}
+
+/// `verbs_context_ops::dereg_mr`: 0 or an errno value.
+///
+/// # Safety
+///
+/// `vmr` must be NULL or an MR of ours that is not used once this returns 0.
+pub(crate) unsafe extern "C" fn rroce_dereg_mr(vmr: *mut VerbsMr) -> c_int {
+    if vmr.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `vmr` is a live MR of ours.
+    let ret = unsafe { ibv_cmd_dereg_mr(vmr) };
+    if ret == 0 {
+        // SAFETY: the kernel MR is gone; `vmr` came from Box::into_raw.
+        drop(unsafe { Box::from_raw(vmr) });
+    }
+    ret
+}
+
+/// Provider AH; libibverbs sees only `ibv`.
+#[repr(C)]
+pub(crate) struct RroceAh {
+    ibv: IbvAh,
+    ah_num: u32,
+}
+const _: () = assert!(offset_of!(RroceAh, ibv) == 0);
+
+/// The `ah_num` of `ah` if it is an AH of `ctx`.
+///
+/// # Safety
+///
+/// `ah` must be NULL or a live AH; every AH of an rroce context is ours.
+pub(crate) unsafe fn ah_num_of(ah: *mut IbvAh, ctx: *mut IbvContext) -> Option<u32> {
+    if ah.is_null() {
+        return None;
+    }
+    // SAFETY: `ah` is a live AH per the contract.
+    if unsafe { (*ah).context } != ctx {
+        return None;
+    }
+    // SAFETY: an AH of our context was made by rroce_create_ah.
+    Some(unsafe { (*ah.cast::<RroceAh>()).ah_num })
+}
+
+/// `verbs_context_ops::create_ah`: NULL with errno set on failure
+/// (`EPROTO` if the kernel returns AH number 0).
+///
+/// # Safety
+///
+/// Called by libibverbs with a PD of ours and a valid `attr`.
+pub(crate) unsafe extern "C" fn rroce_create_ah(
+    pd: *mut IbvPd,
+    attr: *mut IbvAhAttr,
+) -> *mut IbvAh {
+    if pd.is_null() || attr.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    let ah = Box::into_raw(Box::new(RroceAh {
+        // SAFETY: pointers and an integer, all valid as zero.
+        ibv: unsafe { core::mem::zeroed() },
+        ah_num: 0,
+    }));
+    let mut resp = RroceCreateAhResp::default();
+    // SAFETY: `pd`/`attr` valid per the contract; `ah` is a fresh
+    // allocation; `resp` is a live local of the size passed.
+    let ret = unsafe {
+        ibv_cmd_create_ah(
+            pd,
+            &raw mut (*ah).ibv,
+            attr,
+            &raw mut resp.core,
+            size_of::<RroceCreateAhResp>(),
+        )
+    };
+    if ret != 0 {
+        // SAFETY: never handed out.
+        drop(unsafe { Box::from_raw(ah) });
+        set_errno(crate::errno_of(ret));
+        return ptr::null_mut();
+    }
+    if resp.drv.ah_num == 0 {
+        warn(format_args!("create_ah: kernel returned AH number 0"));
+        // SAFETY: the kernel AH exists; nobody else knows `ah`.
+        let _ = unsafe { ibv_cmd_destroy_ah(&raw mut (*ah).ibv) };
+        // SAFETY: never handed out.
+        drop(unsafe { Box::from_raw(ah) });
+        set_errno(EPROTO);
+        return ptr::null_mut();
+    }
+    // SAFETY: still exclusively owned.
+    unsafe {
+        (*ah).ah_num = resp.drv.ah_num;
+        &raw mut (*ah).ibv
+    }
+}
+
+/// `verbs_context_ops::destroy_ah`: 0 or an errno value.
+///
+/// # Safety
+///
+/// `ah` must be NULL or an AH of ours that is not used once this returns 0.
+pub(crate) unsafe extern "C" fn rroce_destroy_ah(ah: *mut IbvAh) -> c_int {
+    if ah.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `ah` is a live AH of ours.
+    let ret = unsafe { ibv_cmd_destroy_ah(ah) };
+    if ret == 0 {
+        // SAFETY: the kernel AH is gone; `ah` came from Box::into_raw.
+        drop(unsafe { Box::from_raw(ah.cast::<RroceAh>()) });
+    }
+    ret
+}

@@ -1,0 +1,789 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! Queue pairs (RC, UC, UD): the kernel creates them and hands out an SQ
+//! and an RQ ring; the provider is the producer of both.
+//!
+//! `post_send` checks each work request, encodes it with
+//! [`write_send_wqe`] into a private staging entry, validates that entry
+//! with the very decoder the kernel uses ([`decode_send`], so nothing the
+//! kernel would reject is ever posted), copies it into the next SQ slot and,
+//! after the whole list, publishes the producer index and rings the
+//! doorbell: one `write()` of a zero-WR `IB_USER_VERBS_CMD_POST_SEND`
+//! command on the context's command fd.  `post_recv` does the same on the
+//! RQ without any system call.
+//!
+//! Errors follow libibverbs: the errno value is returned, `*bad_wr` points
+//! at the first request not posted, the requests before it are posted.
+//! `EINVAL` for an invalid request (opcode not allowed on the QP type, too
+//! many SGEs, inline data too long, unknown flags, UD without an AH of this
+//! context, QP in a state that does not accept it), `ENOMEM` when the queue
+//! is full, `EIO` once the ring is broken (the kernel published an
+//! impossible consumer index).
+
+use core::ffi::{c_int, c_void};
+use core::mem::{offset_of, size_of};
+use core::ptr;
+use std::sync::{Mutex, PoisonError};
+
+use rroce_proto::abi::{CreateQpCmd, CreateQpResp};
+use rroce_proto::ring::{Producer, RingError, RingLayout};
+use rroce_proto::wqe::{
+    decode_recv, decode_send, recv_max_sge, send_caps, write_recv_wqe, write_send_wqe, OpcodeSet,
+    RecvLimits, SendLimits, SendOpcode, SendPayload, SendWqe, Sge, MAX_MSG_SIZE, SEND_FLAGS_ALL,
+    WQE_ALIGN,
+};
+
+use crate::mapping::RingMap;
+use crate::mr::ah_num_of;
+use crate::verbs_abi::*;
+use crate::{last_errno, set_errno, warn};
+
+/// The producer side of an SQ or RQ ring plus scratch space.
+struct WorkQueue {
+    map: RingMap,
+    producer: Producer,
+    /// One entry, built and validated here before it is copied.
+    staging: Vec<u8>,
+    /// SGEs of the request being encoded.
+    sges: Vec<Sge>,
+    /// Inline data of the request being encoded (SQ only).
+    inline: Vec<u8>,
+}
+
+impl WorkQueue {
+    fn new(map: RingMap, producer: Producer, max_sge: u16, max_inline: u32) -> Self {
+        let entry = map.layout().entry_size() as usize;
+        Self {
+            map,
+            producer,
+            staging: vec![0; entry],
+            sges: Vec::with_capacity(usize::from(max_sge)),
+            inline: Vec::with_capacity(max_inline as usize),
+        }
+    }
+}
+
+/// What the QP accepts; fixed at creation.
+#[derive(Clone, Copy, Debug)]
+struct QpInfo {
+    send: SendLimits,
+    recv: RecvLimits,
+    sq_entries: u32,
+    rq_entries: u32,
+}
+
+/// Provider QP; libibverbs sees only `vqp.qp`.
+#[repr(C)]
+pub(crate) struct RroceQp {
+    vqp: VerbsQp,
+    info: QpInfo,
+    sq: Mutex<Option<WorkQueue>>,
+    /// `None` for a QP attached to an SRQ.
+    rq: Mutex<Option<WorkQueue>>,
+}
+const _: () = assert!(offset_of!(RroceQp, vqp) == 0);
+const _: () = assert!(offset_of!(VerbsQp, qp) == 0);
+
+/// Maps a ring error of a producer to the errno of a post verb.
+fn ring_errno(e: RingError) -> c_int {
+    match e {
+        RingError::Full => ENOMEM,
+        _ => EIO,
+    }
+}
+
+/// Opcodes allowed on a QP type, `None` for types the provider lacks.
+fn opcodes_for(qp_type: c_int) -> Option<OpcodeSet> {
+    match qp_type {
+        IBV_QPT_RC => Some(OpcodeSet::RC),
+        IBV_QPT_UC => Some(OpcodeSet::UC),
+        IBV_QPT_UD => Some(OpcodeSet::UD),
+        _ => None,
+    }
+}
+
+/// Validates one ring of a `CreateQpResp`; returns its layout.
+fn check_ring(entries: u32, entry_size: u32, bytes: u32) -> Result<RingLayout, &'static str> {
+    let l =
+        RingLayout::from_resp(entries, entry_size, bytes).map_err(|_| "invalid ring geometry")?;
+    if !entry_size.is_multiple_of(WQE_ALIGN) {
+        return Err("ring entry size not a multiple of 64");
+    }
+    Ok(l)
+}
+
+/// The rings and limits of a new QP from the kernel's response, checked
+/// against what was requested (`req`).
+fn map_qp_rings(
+    cmd_fd: c_int,
+    drv: &CreateQpResp,
+    req: &IbvQpCap,
+    qp_type: c_int,
+    has_srq: bool,
+) -> Result<(QpInfo, WorkQueue, Option<WorkQueue>), (c_int, &'static str)> {
+    let proto = |why| (EPROTO, why);
+    let opcodes = opcodes_for(qp_type).ok_or(proto("unsupported QP type"))?;
+    let sq_layout = check_ring(drv.sq_entries, drv.sq_entry_size, drv.sq_bytes).map_err(proto)?;
+    let (fit_sge, fit_inline) = send_caps(drv.sq_entry_size);
+    let max_send_sge = u16::try_from(drv.max_send_sge).map_err(|_| proto("max_send_sge"))?;
+    if max_send_sge > fit_sge || drv.max_inline > fit_inline {
+        return Err(proto("SQ capacities do not fit the SQ entries"));
+    }
+    if drv.sq_entries < req.max_send_wr
+        || drv.max_send_sge < req.max_send_sge
+        || drv.max_inline < req.max_inline_data
+    {
+        return Err(proto("SQ smaller than requested"));
+    }
+    let max_recv_sge = u16::try_from(drv.max_recv_sge).map_err(|_| proto("max_recv_sge"))?;
+    let rq_layout = if has_srq {
+        None
+    } else {
+        if drv.rq_entries == 0 {
+            return Err(proto("no RQ for a QP without SRQ"));
+        }
+        let l = check_ring(drv.rq_entries, drv.rq_entry_size, drv.rq_bytes).map_err(proto)?;
+        if max_recv_sge > recv_max_sge(drv.rq_entry_size) {
+            return Err(proto("RQ capacities do not fit the RQ entries"));
+        }
+        if drv.rq_entries < req.max_recv_wr || drv.max_recv_sge < req.max_recv_sge {
+            return Err(proto("RQ smaller than requested"));
+        }
+        Some(l)
+    };
+
+    let info = QpInfo {
+        send: SendLimits {
+            max_sge: max_send_sge,
+            max_inline: drv.max_inline,
+            max_msg_size: MAX_MSG_SIZE,
+            opcodes,
+            ud: qp_type == IBV_QPT_UD,
+        },
+        recv: RecvLimits {
+            max_sge: if has_srq { 0 } else { max_recv_sge },
+            max_msg_size: MAX_MSG_SIZE,
+        },
+        sq_entries: drv.sq_entries,
+        rq_entries: if has_srq { 0 } else { drv.rq_entries },
+    };
+
+    let attach = |offset: u64, bytes: u32, layout: RingLayout| {
+        let map = RingMap::map(cmd_fd, offset, bytes, layout)
+            .map_err(|e| (e, "mapping a ring failed"))?;
+        let producer = Producer::attach(layout, &map.region())
+            .map_err(|_| proto("ring header is inconsistent"))?;
+        Ok::<_, (c_int, &'static str)>((map, producer))
+    };
+    let (map, producer) = attach(drv.sq_offset, drv.sq_bytes, sq_layout)?;
+    let sq = WorkQueue::new(map, producer, max_send_sge, drv.max_inline);
+    let rq = match rq_layout {
+        Some(l) => {
+            let (map, producer) = attach(drv.rq_offset, drv.rq_bytes, l)?;
+            Some(WorkQueue::new(map, producer, max_recv_sge, 0))
+        }
+        None => None,
+    };
+    Ok((info, sq, rq))
+}
+
+/// The capacities the QP really has, as verbs reports them.
+fn real_caps(info: &QpInfo, kernel: &IbvQpCap) -> IbvQpCap {
+    IbvQpCap {
+        max_send_wr: info.sq_entries,
+        max_recv_wr: if info.rq_entries == 0 {
+            kernel.max_recv_wr
+        } else {
+            info.rq_entries
+        },
+        max_send_sge: u32::from(info.send.max_sge),
+        max_recv_sge: if info.rq_entries == 0 {
+            kernel.max_recv_sge
+        } else {
+            u32::from(info.recv.max_sge)
+        },
+        max_inline_data: info.send.max_inline,
+    }
+}
+
+/// `verbs_context_ops::create_qp`: NULL with errno set on failure
+/// (`EOPNOTSUPP` for QP types other than RC/UC/UD, `EPROTO` if the
+/// kernel's response breaks the rroce ABI).  On success `attr->cap` holds
+/// the capacities the QP really has.
+///
+/// # Safety
+///
+/// Called by libibverbs with a PD of ours and a valid `attr`.
+pub(crate) unsafe extern "C" fn rroce_create_qp(
+    pd: *mut IbvPd,
+    attr: *mut IbvQpInitAttr,
+) -> *mut IbvQp {
+    if pd.is_null() || attr.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    // SAFETY: `attr` is valid per the contract.
+    let (qp_type, requested, has_srq) =
+        unsafe { ((*attr).qp_type, (*attr).cap, !(*attr).srq.is_null()) };
+    if opcodes_for(qp_type).is_none() {
+        set_errno(EOPNOTSUPP);
+        return ptr::null_mut();
+    }
+    let qp = Box::into_raw(Box::new(RroceQp {
+        // SAFETY: VerbsQp consists of pointers, integers and byte blobs,
+        // for all of which zero is valid (and `comp_mask` 0 means "no
+        // qp_ex"); ibv_cmd_create_qp initialises the ibv_qp part.
+        vqp: unsafe { core::mem::zeroed() },
+        info: QpInfo {
+            send: SendLimits {
+                max_sge: 0,
+                max_inline: 0,
+                max_msg_size: 0,
+                opcodes: OpcodeSet(0),
+                ud: false,
+            },
+            recv: RecvLimits {
+                max_sge: 0,
+                max_msg_size: 0,
+            },
+            sq_entries: 0,
+            rq_entries: 0,
+        },
+        sq: Mutex::new(None),
+        rq: Mutex::new(None),
+    }));
+    // SAFETY: `qp` is a fresh allocation owned here.
+    let ibqp = unsafe { &raw mut (*qp).vqp.qp };
+
+    let mut cmd = RroceCreateQpCmd::default();
+    debug_assert!(cmd.drv == CreateQpCmd::default());
+    let mut resp = RroceCreateQpResp::default();
+    // SAFETY: `pd` and `attr` are valid per the contract; `ibqp` stays at
+    // this address for the QP's life (it is the kernel's user_handle);
+    // `cmd`/`resp` are live locals of the sizes passed.
+    let ret = unsafe {
+        ibv_cmd_create_qp(
+            pd,
+            ibqp,
+            attr,
+            &raw mut cmd.core,
+            size_of::<RroceCreateQpCmd>(),
+            &raw mut resp.core,
+            size_of::<RroceCreateQpResp>(),
+        )
+    };
+    if ret != 0 {
+        // SAFETY: never handed out.
+        drop(unsafe { Box::from_raw(qp) });
+        set_errno(crate::errno_of(ret));
+        return ptr::null_mut();
+    }
+
+    // SAFETY: `pd` is valid and belongs to a live context.
+    let cmd_fd = unsafe { (*(*pd).context).cmd_fd };
+    let mapped = if resp.drv.qpn == resp.core.qpn {
+        map_qp_rings(cmd_fd, &resp.drv, &requested, qp_type, has_srq)
+    } else {
+        Err((EPROTO, "QP numbers of core and driver response differ"))
+    };
+    match mapped {
+        Ok((info, sq, rq)) => {
+            // SAFETY: still exclusively owned; `attr` is valid.
+            unsafe {
+                (*qp).info = info;
+                *(*qp).sq.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(sq);
+                *(*qp).rq.get_mut().unwrap_or_else(PoisonError::into_inner) = rq;
+                (*attr).cap = real_caps(&info, &(*attr).cap);
+            }
+            ibqp
+        }
+        Err((err, why)) => {
+            warn(format_args!("create_qp: {why} (qpn {})", resp.drv.qpn));
+            // SAFETY: the kernel QP exists and nobody else knows `ibqp`.
+            let _ = unsafe { ibv_cmd_destroy_qp(ibqp) };
+            // SAFETY: never handed out.
+            drop(unsafe { Box::from_raw(qp) });
+            set_errno(err);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `verbs_context_ops::modify_qp` (a MODIFY_QP command).
+///
+/// # Safety
+///
+/// Called by libibverbs with a live QP of ours and a valid `attr`.
+pub(crate) unsafe extern "C" fn rroce_modify_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    attr_mask: c_int,
+) -> c_int {
+    if qp.is_null() || attr.is_null() {
+        return EINVAL;
+    }
+    let mut cmd = IbvModifyQp::default();
+    // SAFETY: pointers valid per the contract; `cmd` is a live local of the
+    // size passed.
+    unsafe { ibv_cmd_modify_qp(qp, attr, attr_mask, &mut cmd, size_of::<IbvModifyQp>()) }
+}
+
+/// `verbs_context_ops::query_qp` (a QUERY_QP command); the capacities are
+/// reported as the provider enforces them.
+///
+/// # Safety
+///
+/// Called by libibverbs with a live QP of ours, valid `attr`/`init_attr`.
+pub(crate) unsafe extern "C" fn rroce_query_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    attr_mask: c_int,
+    init_attr: *mut IbvQpInitAttr,
+) -> c_int {
+    if qp.is_null() || attr.is_null() || init_attr.is_null() {
+        return EINVAL;
+    }
+    let mut cmd = IbvQueryQp::default();
+    // SAFETY: pointers valid per the contract; `cmd` is a live local.
+    let ret = unsafe {
+        ibv_cmd_query_qp(
+            qp,
+            attr,
+            attr_mask,
+            init_attr,
+            &mut cmd,
+            size_of::<IbvQueryQp>(),
+        )
+    };
+    if ret != 0 {
+        return ret;
+    }
+    // SAFETY: `qp` is ours, `info` is immutable after creation; `attr` is
+    // a `struct ibv_qp_attr`, whose `cap` lies at QP_ATTR_CAP_OFFSET
+    // (checked against the C header) and is 4-byte aligned.
+    unsafe {
+        let info = (*qp.cast::<RroceQp>()).info;
+        let caps = real_caps(&info, &(*init_attr).cap);
+        (*init_attr).cap = caps;
+        attr.byte_add(QP_ATTR_CAP_OFFSET)
+            .cast::<IbvQpCap>()
+            .write(caps);
+    }
+    0
+}
+
+/// `verbs_context_ops::destroy_qp`: 0 or an errno value.
+///
+/// # Safety
+///
+/// `qp` must be NULL or a QP of ours that is not used once this returns 0.
+pub(crate) unsafe extern "C" fn rroce_destroy_qp(qp: *mut IbvQp) -> c_int {
+    if qp.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `qp` is a live QP of ours.
+    let ret = unsafe { ibv_cmd_destroy_qp(qp) };
+    if ret != 0 {
+        return ret;
+    }
+    // SAFETY: the kernel object is gone and the caller gives up `qp`, which
+    // came from Box::into_raw in rroce_create_qp; dropping unmaps the rings.
+    drop(unsafe { Box::from_raw(qp.cast::<RroceQp>()) });
+    0
+}
+
+/// The doorbell: a legacy POST_SEND command with no work requests, which
+/// tells the kernel that the SQ of `qp_handle` has new WQEs.
+///
+/// The 32 bytes written are `ib_uverbs_cmd_hdr { command = 28, in_words =
+/// 8, out_words = 1 }` followed by `ib_uverbs_post_send { response =
+/// &resp, qp_handle, wr_count = 0, sge_count = 0, wqe_size = 128 }`.
+pub(crate) fn doorbell_cmd(qp_handle: u32, resp: *mut IbUverbsPostSendResp) -> IbvPostSend {
+    IbvPostSend {
+        hdr: IbUverbsCmdHdr {
+            command: IB_USER_VERBS_CMD_POST_SEND,
+            in_words: (size_of::<IbvPostSend>() / 4) as u16,
+            out_words: (size_of::<IbUverbsPostSendResp>() / 4) as u16,
+        },
+        response: resp.addr() as u64,
+        qp_handle,
+        wr_count: 0,
+        sge_count: 0,
+        wqe_size: size_of::<IbvSendWr>() as u32,
+    }
+}
+
+/// Writes the doorbell of `qp_handle` to `cmd_fd`; 0 or an errno value.
+fn ring_doorbell(cmd_fd: c_int, qp_handle: u32) -> c_int {
+    let mut resp = IbUverbsPostSendResp::default();
+    let cmd = doorbell_cmd(qp_handle, &raw mut resp);
+    // SAFETY: `cmd` is a live local of the size passed; the kernel writes
+    // at most `out_words * 4` bytes to `resp`, which outlives the call.
+    let n = unsafe {
+        write(
+            cmd_fd,
+            (&raw const cmd).cast::<c_void>(),
+            size_of::<IbvPostSend>(),
+        )
+    };
+    match usize::try_from(n) {
+        Ok(len) if len == size_of::<IbvPostSend>() => 0,
+        Ok(_) => EIO,
+        Err(_) => last_errno(),
+    }
+}
+
+/// Collects the SGEs of a work request into `out`.
+///
+/// # Safety
+///
+/// `sg_list` must point to `num_sge` valid `ibv_sge`s when `num_sge > 0`.
+unsafe fn gather_sges(
+    sg_list: *const IbvSge,
+    num_sge: c_int,
+    max: u16,
+    out: &mut Vec<Sge>,
+) -> Result<(), c_int> {
+    out.clear();
+    let n = usize::try_from(num_sge).map_err(|_| EINVAL)?;
+    if n > usize::from(max) || (n > 0 && sg_list.is_null()) {
+        return Err(EINVAL);
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    // SAFETY: per the contract (the verbs API's), `sg_list` holds `n` SGEs.
+    let list = unsafe { core::slice::from_raw_parts(sg_list, n) };
+    out.extend(list.iter().map(|s| Sge {
+        addr: s.addr,
+        length: s.length,
+        lkey: s.lkey,
+    }));
+    Ok(())
+}
+
+/// Copies the data the SGEs point at into `out` (inline sends).
+///
+/// # Safety
+///
+/// Each SGE must describe readable memory of the application, as the verbs
+/// API requires for `IBV_SEND_INLINE`.
+unsafe fn gather_inline(sges: &[Sge], max: u32, out: &mut Vec<u8>) -> Result<(), c_int> {
+    out.clear();
+    let mut total: u64 = 0;
+    for s in sges {
+        total += u64::from(s.length);
+        if total > u64::from(max) {
+            return Err(EINVAL);
+        }
+    }
+    for s in sges.iter().filter(|s| s.length > 0) {
+        let addr = usize::try_from(s.addr).map_err(|_| EINVAL)?;
+        if addr == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: per the contract the application's buffer is readable.
+        let data = unsafe {
+            core::slice::from_raw_parts(ptr::with_exposed_provenance::<u8>(addr), s.length as usize)
+        };
+        out.extend_from_slice(data);
+    }
+    Ok(())
+}
+
+/// Encodes one send work request into the next SQ slot (unpublished).
+///
+/// # Safety
+///
+/// `wr` must be a valid work request per the verbs API; `ctx` is the QP's
+/// context.
+unsafe fn post_one_send(
+    info: &QpInfo,
+    sq: &mut WorkQueue,
+    ctx: *mut IbvContext,
+    wr: &IbvSendWr,
+) -> Result<(), c_int> {
+    let op = u8::try_from(wr.opcode)
+        .ok()
+        .and_then(SendOpcode::from_u8)
+        .ok_or(EINVAL)?;
+    if !info.send.opcodes.contains(op) || op == SendOpcode::BindMw {
+        // No memory windows yet: nothing could be bound.
+        return Err(EINVAL);
+    }
+    if wr.send_flags & !u32::from(SEND_FLAGS_ALL) != 0 {
+        return Err(EINVAL);
+    }
+    let region = sq.map.region();
+    if sq.producer.is_full(&region).map_err(ring_errno)? {
+        return Err(ENOMEM);
+    }
+
+    let mut hdr = SendWqe::new(wr.wr_id, op);
+    hdr.flags = (wr.send_flags & u32::from(SEND_FLAGS_ALL)) as u8;
+    if op.has_imm() || op.has_inv() {
+        hdr.imm_or_inv = wr.imm_data_or_inv;
+    }
+    match op {
+        SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm | SendOpcode::RdmaRead => {
+            // SAFETY: `wr.rdma` is the active member for these opcodes; all
+            // members are plain data, so reading any is defined anyway.
+            let r = unsafe { wr.wr.rdma };
+            hdr.remote_addr = r.remote_addr;
+            hdr.rkey = r.rkey;
+        }
+        SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
+            // SAFETY: as above, `wr.atomic`.
+            let a = unsafe { wr.wr.atomic };
+            hdr.remote_addr = a.remote_addr;
+            hdr.compare_add = a.compare_add;
+            hdr.swap = a.swap;
+            hdr.rkey = a.rkey;
+        }
+        _ => {}
+    }
+    if info.send.ud {
+        // SAFETY: as above, `wr.ud`.
+        let ud = unsafe { wr.wr.ud };
+        // SAFETY: a non-NULL AH is a live AH of some context per the verbs
+        // API; `ah_num_of` only accepts ones of `ctx`.
+        hdr.ah = unsafe { ah_num_of(ud.ah, ctx) }.ok_or(EINVAL)?;
+        hdr.remote_qpn = ud.remote_qpn;
+        hdr.remote_qkey = ud.remote_qkey;
+    }
+
+    // SAFETY: the verbs API requires `sg_list` to hold `num_sge` SGEs.
+    unsafe { gather_sges(wr.sg_list, wr.num_sge, info.send.max_sge, &mut sq.sges)? };
+    let payload = if wr.send_flags & IBV_SEND_INLINE != 0 && op.allows_inline() {
+        // SAFETY: inline sends read the application's buffers.
+        unsafe { gather_inline(&sq.sges, info.send.max_inline, &mut sq.inline)? };
+        SendPayload::Inline(&sq.inline)
+    } else {
+        SendPayload::Sges(&sq.sges)
+    };
+    let len = write_send_wqe(&mut sq.staging, &hdr, payload).map_err(|_| EINVAL)?;
+    // What the kernel will check, checked here first.
+    decode_send(&sq.staging, &info.send).map_err(|_| EINVAL)?;
+    let bytes = sq.staging.get(..len).ok_or(EINVAL)?;
+    sq.producer.write_next(&region, bytes).map_err(ring_errno)
+}
+
+/// Reads `(*qp).state`, which libibverbs updates on modify/query.
+///
+/// # Safety
+///
+/// `qp` must be a live QP.
+unsafe fn qp_state(qp: *mut IbvQp) -> c_int {
+    // SAFETY: per the contract; a volatile read because libibverbs writes
+    // the field outside our control.
+    unsafe { (&raw const (*qp).state).read_volatile() }
+}
+
+/// `verbs_context_ops::post_send`: 0 or an errno value (see the module
+/// documentation); rings the doorbell once if anything was posted.
+///
+/// # Safety
+///
+/// `qp` must be a live QP of ours, `wr` NULL or a valid list of work
+/// requests, `bad_wr` NULL or writable.
+pub(crate) unsafe extern "C" fn rroce_post_send(
+    qp: *mut IbvQp,
+    wr: *mut IbvSendWr,
+    bad_wr: *mut *mut IbvSendWr,
+) -> c_int {
+    if qp.is_null() || bad_wr.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `bad_wr` is writable.
+    unsafe { *bad_wr = ptr::null_mut() };
+    // SAFETY: `qp` is live; states below RTS do not accept sends.
+    if unsafe { qp_state(qp) } < IBV_QPS_RTS {
+        // SAFETY: as above.
+        unsafe { *bad_wr = wr };
+        return EINVAL;
+    }
+    // SAFETY: `qp` is ours; only the immutable `info` and the `sq` lock are
+    // borrowed, and the handle and context never change.
+    let (info, lock, ctx, handle) = unsafe {
+        let r = qp.cast::<RroceQp>();
+        ((*r).info, &(*r).sq, (*qp).context, (*qp).handle)
+    };
+    let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(sq) = guard.as_mut() else {
+        // SAFETY: as above.
+        unsafe { *bad_wr = wr };
+        return EINVAL;
+    };
+
+    let mut ret = 0;
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: `cur` is an element of the caller's valid list.
+        let w = unsafe { &*cur };
+        // SAFETY: `w` is a valid work request, `ctx` the QP's context.
+        if let Err(e) = unsafe { post_one_send(&info, sq, ctx, w) } {
+            // SAFETY: as above.
+            unsafe { *bad_wr = cur };
+            ret = e;
+            break;
+        }
+        cur = w.next;
+    }
+    if sq.producer.pending() == 0 {
+        return ret;
+    }
+    let region = sq.map.region();
+    if let Err(e) = sq.producer.publish(&region) {
+        // Nothing of this call reached the kernel.
+        // SAFETY: as above.
+        unsafe { *bad_wr = wr };
+        return ring_errno(e);
+    }
+    drop(guard);
+    // SAFETY: `ctx` is the QP's live context.
+    let db = ring_doorbell(unsafe { (*ctx).cmd_fd }, handle);
+    if ret != 0 {
+        ret
+    } else {
+        db
+    }
+}
+
+/// Encodes one receive work request into the next RQ slot (unpublished).
+///
+/// # Safety
+///
+/// `wr` must be a valid work request per the verbs API.
+unsafe fn post_one_recv(info: &QpInfo, rq: &mut WorkQueue, wr: &IbvRecvWr) -> Result<(), c_int> {
+    // SAFETY: the verbs API requires `sg_list` to hold `num_sge` SGEs.
+    unsafe { gather_sges(wr.sg_list, wr.num_sge, info.recv.max_sge, &mut rq.sges)? };
+    let region = rq.map.region();
+    if rq.producer.is_full(&region).map_err(ring_errno)? {
+        return Err(ENOMEM);
+    }
+    let len = write_recv_wqe(&mut rq.staging, wr.wr_id, &rq.sges).map_err(|_| EINVAL)?;
+    decode_recv(&rq.staging, &info.recv).map_err(|_| EINVAL)?;
+    let bytes = rq.staging.get(..len).ok_or(EINVAL)?;
+    rq.producer.write_next(&region, bytes).map_err(ring_errno)
+}
+
+/// `verbs_context_ops::post_recv`: 0 or an errno value (see the module
+/// documentation); no system call.
+///
+/// # Safety
+///
+/// As for [`rroce_post_send`].
+pub(crate) unsafe extern "C" fn rroce_post_recv(
+    qp: *mut IbvQp,
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+) -> c_int {
+    if qp.is_null() || bad_wr.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `bad_wr` is writable.
+    unsafe { *bad_wr = ptr::null_mut() };
+    // SAFETY: `qp` is live; a QP in RESET accepts no receives.
+    if unsafe { qp_state(qp) } == IBV_QPS_RESET {
+        // SAFETY: as above.
+        unsafe { *bad_wr = wr };
+        return EINVAL;
+    }
+    // SAFETY: as in rroce_post_send.
+    let (info, lock) = unsafe {
+        let r = qp.cast::<RroceQp>();
+        ((*r).info, &(*r).rq)
+    };
+    let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(rq) = guard.as_mut() else {
+        // A QP with an SRQ has no RQ to post to.
+        // SAFETY: as above.
+        unsafe { *bad_wr = wr };
+        return EINVAL;
+    };
+    let mut ret = 0;
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: `cur` is an element of the caller's valid list.
+        let w = unsafe { &*cur };
+        // SAFETY: `w` is a valid work request.
+        if let Err(e) = unsafe { post_one_recv(&info, rq, w) } {
+            // SAFETY: as above.
+            unsafe { *bad_wr = cur };
+            ret = e;
+            break;
+        }
+        cur = w.next;
+    }
+    if rq.producer.pending() > 0 {
+        let region = rq.map.region();
+        if let Err(e) = rq.producer.publish(&region) {
+            // SAFETY: as above.
+            unsafe { *bad_wr = wr };
+            return ring_errno(e);
+        }
+    }
+    ret
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doorbell_bytes() {
+        let resp = 0x1122_3344_5566_7788usize as *mut IbUverbsPostSendResp;
+        let cmd = doorbell_cmd(0xabcd, resp);
+        // SAFETY: IbvPostSend is 32 bytes of plain integers, no padding.
+        let bytes: [u8; 32] = unsafe { core::mem::transmute(cmd) };
+        let mut want = Vec::new();
+        want.extend_from_slice(&28u32.to_ne_bytes());
+        want.extend_from_slice(&8u16.to_ne_bytes());
+        want.extend_from_slice(&1u16.to_ne_bytes());
+        want.extend_from_slice(&0x1122_3344_5566_7788u64.to_ne_bytes());
+        want.extend_from_slice(&0xabcdu32.to_ne_bytes());
+        want.extend_from_slice(&0u32.to_ne_bytes());
+        want.extend_from_slice(&0u32.to_ne_bytes());
+        want.extend_from_slice(&128u32.to_ne_bytes());
+        assert_eq!(bytes.to_vec(), want);
+    }
+
+    #[test]
+    fn opcode_sets_and_errnos() {
+        assert_eq!(opcodes_for(IBV_QPT_RC), Some(OpcodeSet::RC));
+        assert_eq!(opcodes_for(IBV_QPT_UC), Some(OpcodeSet::UC));
+        assert_eq!(opcodes_for(IBV_QPT_UD), Some(OpcodeSet::UD));
+        assert_eq!(opcodes_for(8), None);
+        assert_eq!(ring_errno(RingError::Full), ENOMEM);
+        assert_eq!(ring_errno(RingError::InvalidIndex), EIO);
+    }
+
+    #[test]
+    fn inline_gather_limits() {
+        let data = *b"hello, world";
+        let sges = [
+            Sge {
+                addr: data.as_ptr().addr() as u64,
+                length: 5,
+                lkey: 1,
+            },
+            Sge {
+                addr: data[7..].as_ptr().addr() as u64,
+                length: 5,
+                lkey: 1,
+            },
+        ];
+        let mut out = Vec::new();
+        // SAFETY: both SGEs point into `data`.
+        unsafe { gather_inline(&sges, 10, &mut out) }.unwrap();
+        assert_eq!(out, b"helloworld");
+        // SAFETY: as above (rejected before reading).
+        assert_eq!(unsafe { gather_inline(&sges, 9, &mut out) }, Err(EINVAL));
+        let null = [Sge {
+            addr: 0,
+            length: 1,
+            lkey: 0,
+        }];
+        // SAFETY: a NULL address is rejected, not read.
+        assert_eq!(unsafe { gather_inline(&null, 9, &mut out) }, Err(EINVAL));
+    }
+}

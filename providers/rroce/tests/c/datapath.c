@@ -1,0 +1,811 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Test client for the data-path verbs, run with mock_uverbs.so preloaded.
+ *
+ * The mock plays the kernel: it produces CQEs into CQ rings and consumes
+ * WQEs from SQ/RQ rings (hooks found with dlsym).  WQEs and CQEs are
+ * encoded/decoded here from the layout documented in rroce_proto::wqe,
+ * independently of the Rust code.  Every check that fails prints
+ * "FAIL <line>: <expression>" and the program exits 1; success ends with
+ * "datapath=ok".
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+static int failures;
+
+#define CHECK(e)                                                              \
+	do {                                                                  \
+		if (!(e)) {                                                   \
+			printf("FAIL %d: %s\n", __LINE__, #e);                \
+			failures++;                                           \
+		}                                                             \
+	} while (0)
+#define CHECK_EQ(a, b)                                                        \
+	do {                                                                  \
+		long long _a = (long long)(a), _b = (long long)(b);           \
+		if (_a != _b) {                                               \
+			printf("FAIL %d: %s == %s (%lld != %lld)\n", __LINE__, \
+			       #a, #b, _a, _b);                               \
+			failures++;                                           \
+		}                                                             \
+	} while (0)
+
+/* rroce_proto::wqe layouts */
+struct swqe {
+	uint64_t wr_id;
+	uint8_t opcode;
+	uint8_t flags;
+	uint16_t num_sge;
+	uint32_t inline_len;
+	uint32_t imm_or_inv;
+	uint32_t rkey;
+	uint64_t remote_addr;
+	uint64_t compare_add;
+	uint64_t swap;
+	uint32_t remote_qpn;
+	uint32_t remote_qkey;
+	uint32_t ah;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct swqe) == 64, "send WQE header");
+_Static_assert(offsetof(struct swqe, remote_addr) == 24, "send WQE header");
+_Static_assert(offsetof(struct swqe, ah) == 56, "send WQE header");
+
+struct wsge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+struct rwqe {
+	uint64_t wr_id;
+	uint16_t num_sge;
+	uint8_t reserved[6];
+};
+_Static_assert(sizeof(struct rwqe) == 16, "recv WQE header");
+
+struct cqe {
+	uint64_t wr_id;
+	uint8_t status;
+	uint8_t opcode;
+	uint8_t wc_flags;
+	uint8_t sl;
+	uint32_t byte_len;
+	uint32_t imm_or_inv;
+	uint32_t qp_num;
+	uint32_t src_qp;
+	uint32_t vendor_err;
+	uint16_t slid;
+	uint16_t pkey_index;
+	uint8_t dlid_path_bits;
+	uint8_t reserved[27];
+};
+_Static_assert(sizeof(struct cqe) == 64, "CQE");
+_Static_assert(offsetof(struct cqe, dlid_path_bits) == 36, "CQE");
+
+static void (*mock_set_fault)(const char *);
+static void (*mock_set_ring_start)(uint32_t);
+static int (*mock_cq_push)(uint32_t, const void *);
+static int (*mock_cq_poke_prod)(uint32_t, uint32_t);
+static int64_t (*mock_cq_cons)(uint32_t);
+static int (*mock_sq_pop)(uint32_t, void *, size_t);
+static int (*mock_rq_pop)(uint32_t, void *, size_t);
+static int (*mock_sq_poke_cons)(uint32_t, uint32_t);
+static int (*mock_doorbells)(uint32_t);
+static void (*mock_last_doorbell)(void *);
+static int (*mock_qp_state)(uint32_t);
+static int (*mock_notifies)(uint32_t, int *);
+static int (*mock_live_objects)(void);
+static int (*mock_user_maps)(void);
+
+static void *hook(const char *name)
+{
+	void *p = dlsym(RTLD_DEFAULT, name);
+
+	if (!p) {
+		printf("FAIL: mock hook %s missing\n", name);
+		exit(1);
+	}
+	return p;
+}
+
+static void load_hooks(void)
+{
+	mock_set_fault = hook("mock_set_fault");
+	mock_set_ring_start = hook("mock_set_ring_start");
+	mock_cq_push = hook("mock_cq_push");
+	mock_cq_poke_prod = hook("mock_cq_poke_prod");
+	mock_cq_cons = hook("mock_cq_cons");
+	mock_sq_pop = hook("mock_sq_pop");
+	mock_rq_pop = hook("mock_rq_pop");
+	mock_sq_poke_cons = hook("mock_sq_poke_cons");
+	mock_doorbells = hook("mock_doorbells");
+	mock_last_doorbell = hook("mock_last_doorbell");
+	mock_qp_state = hook("mock_qp_state");
+	mock_notifies = hook("mock_notifies");
+	mock_live_objects = hook("mock_live_objects");
+	mock_user_maps = hook("mock_user_maps");
+}
+
+static struct cqe make_cqe(uint64_t wr_id)
+{
+	struct cqe c;
+
+	memset(&c, 0, sizeof(c));
+	c.wr_id = wr_id;
+	c.status = (uint8_t)(wr_id % 3 ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR);
+	c.opcode = (uint8_t)(wr_id % 2 ? IBV_WC_RECV : IBV_WC_RDMA_WRITE);
+	c.wc_flags = IBV_WC_WITH_IMM | IBV_WC_GRH;
+	c.sl = 5;
+	c.byte_len = 1000 + (uint32_t)wr_id;
+	/* immediate data as on the wire: memory bytes 11 22 33 44 */
+	memcpy(&c.imm_or_inv, "\x11\x22\x33\x44", 4);
+	c.qp_num = 0x123456;
+	c.src_qp = 0xabcdef;
+	c.vendor_err = 0x77;
+	c.slid = 0x1234;
+	c.pkey_index = 3;
+	c.dlid_path_bits = 9;
+	memset(c.reserved, 0xee, sizeof(c.reserved)); /* ignored */
+	return c;
+}
+
+static void check_wc(const struct ibv_wc *wc, uint64_t wr_id)
+{
+	struct cqe c = make_cqe(wr_id);
+
+	CHECK_EQ(wc->wr_id, wr_id);
+	CHECK_EQ(wc->status, c.status);
+	CHECK_EQ(wc->opcode, c.opcode);
+	CHECK_EQ(wc->vendor_err, 0x77);
+	CHECK_EQ(wc->byte_len, c.byte_len);
+	CHECK(!memcmp(&wc->imm_data, "\x11\x22\x33\x44", 4));
+	CHECK_EQ(wc->qp_num, 0x123456);
+	CHECK_EQ(wc->src_qp, 0xabcdef);
+	CHECK_EQ(wc->wc_flags, IBV_WC_WITH_IMM | IBV_WC_GRH);
+	CHECK_EQ(wc->pkey_index, 3);
+	CHECK_EQ(wc->slid, 0x1234);
+	CHECK_EQ(wc->sl, 5);
+	CHECK_EQ(wc->dlid_path_bits, 9);
+}
+
+static void test_cq(struct ibv_context *ctx)
+{
+	struct ibv_wc wc[8];
+	struct ibv_cq *cq;
+	struct cqe c;
+	uint64_t next = 1, seen = 1;
+	int n, sol;
+
+	/* Indices start just below 2^32 so the test wraps them. */
+	mock_set_ring_start(0xfffffff0u);
+	cq = ibv_create_cq(ctx, 5, NULL, NULL, 0);
+	CHECK(cq);
+	if (!cq)
+		return;
+	CHECK_EQ(cq->cqe, 8);
+	CHECK_EQ(mock_user_maps(), 1);
+	CHECK_EQ(ibv_poll_cq(cq, 8, wc), 0);
+
+	for (int i = 0; i < 3; i++) {
+		c = make_cqe(next++);
+		CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+	}
+	n = ibv_poll_cq(cq, 2, wc);
+	CHECK_EQ(n, 2);
+	check_wc(&wc[0], seen++);
+	check_wc(&wc[1], seen++);
+	CHECK_EQ(mock_cq_cons(cq->handle), 0xfffffff2u);
+	n = ibv_poll_cq(cq, 8, wc);
+	CHECK_EQ(n, 1);
+	check_wc(&wc[0], seen++);
+	CHECK_EQ(ibv_poll_cq(cq, 8, wc), 0);
+
+	/* Fill the CQ completely (8 entries), again and again across the
+	 * 2^32 wrap; the provider must release every slot it polled. */
+	for (int round = 0; round < 10; round++) {
+		for (int i = 0; i < 8; i++) {
+			c = make_cqe(next++);
+			CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+		}
+		c = make_cqe(999);
+		CHECK_EQ(mock_cq_push(cq->handle, &c), -1); /* full */
+		for (int got = 0; got < 8;) {
+			n = ibv_poll_cq(cq, 3, wc);
+			CHECK(n > 0);
+			if (n <= 0)
+				break;
+			for (int i = 0; i < n; i++)
+				check_wc(&wc[i], seen++);
+			got += n;
+		}
+	}
+	CHECK_EQ(seen, next);
+	CHECK_EQ(ibv_poll_cq(cq, 0, wc), 0);
+
+	CHECK_EQ(ibv_req_notify_cq(cq, 1), 0);
+	CHECK_EQ(mock_notifies(cq->handle, &sol), 1);
+	CHECK_EQ(sol, 1);
+	CHECK_EQ(ibv_req_notify_cq(cq, 0), 0);
+	CHECK_EQ(mock_notifies(cq->handle, &sol), 2);
+	CHECK_EQ(sol, 0);
+
+	/* A valid CQE followed by one with an undefined status: the first is
+	 * delivered, then the CQ reports an error for good. */
+	c = make_cqe(7);
+	CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+	c.status = 99;
+	CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+	c = make_cqe(8);
+	CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+	CHECK_EQ(ibv_poll_cq(cq, 8, wc), 1);
+	check_wc(&wc[0], 7);
+	CHECK(ibv_poll_cq(cq, 8, wc) < 0);
+	CHECK(ibv_poll_cq(cq, 8, wc) < 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+
+	/* A producer index beyond what the ring can hold. */
+	mock_set_ring_start(0);
+	cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	CHECK(cq);
+	if (!cq)
+		return;
+	CHECK_EQ(mock_cq_poke_prod(cq->handle, 5), 0);
+	CHECK(ibv_poll_cq(cq, 8, wc) < 0);
+	CHECK_EQ(mock_cq_poke_prod(cq->handle, 1), 0);
+	CHECK(ibv_poll_cq(cq, 8, wc) < 0); /* sticky */
+	/* Undefined opcode and flags bits. */
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	for (int k = 0; k < 2; k++) {
+		cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		CHECK(cq);
+		if (!cq)
+			return;
+		c = make_cqe(1);
+		if (k == 0)
+			c.opcode = 7;
+		else
+			c.wc_flags = 0x10;
+		CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+		CHECK(ibv_poll_cq(cq, 1, wc) < 0);
+		CHECK_EQ(ibv_destroy_cq(cq), 0);
+	}
+	CHECK_EQ(mock_user_maps(), 0);
+
+	errno = 0;
+	CHECK(!ibv_create_cq(ctx, 0, NULL, NULL, 0));
+	CHECK_EQ(errno, EINVAL);
+}
+
+static int to_rts(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	int ret = 0;
+
+	for (int s = IBV_QPS_INIT; s <= IBV_QPS_RTS && !ret; s++) {
+		memset(&a, 0, sizeof(a));
+		a.qp_state = s;
+		ret = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+	}
+	return ret;
+}
+
+static struct ibv_qp *make_qp(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_type type,
+			      struct ibv_qp_cap *cap_out)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp *qp;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.qp_type = type;
+	ia.cap.max_send_wr = 6;
+	ia.cap.max_recv_wr = 3;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 2;
+	ia.cap.max_inline_data = 40;
+	qp = ibv_create_qp(pd, &ia);
+	if (cap_out)
+		*cap_out = ia.cap;
+	return qp;
+}
+
+static int pop_send(struct ibv_qp *qp, struct swqe *h, uint8_t *data, size_t data_len)
+{
+	uint8_t e[128];
+	int r = mock_sq_pop(qp->handle, e, sizeof(e));
+
+	if (r == 1) {
+		memcpy(h, e, sizeof(*h));
+		memcpy(data, e + 64, data_len < 64 ? data_len : 64);
+	}
+	return r;
+}
+
+static void test_rc(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	static uint8_t buf[4096] __attribute__((aligned(4096)));
+	struct ibv_send_wr wr[4], *bad;
+	struct ibv_recv_wr rwr[5], *rbad;
+	struct ibv_sge sge[6];
+	struct ibv_qp_init_attr qia;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_cap cap;
+	struct swqe h;
+	struct wsge s[4];
+	uint8_t data[64], db[32], re[64];
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint32_t u32;
+	uint64_t u64;
+	int dbs;
+
+	mock_set_ring_start(0xfffffffcu);
+	qp = make_qp(pd, cq, IBV_QPT_RC, &cap);
+	CHECK(qp);
+	if (!qp)
+		return;
+	/* Real capacities: 8 SQ slots of 128 bytes (4 SGEs or 64 inline
+	 * bytes), 4 RQ slots of 64 bytes (3 SGEs). */
+	CHECK_EQ(cap.max_send_wr, 8);
+	CHECK_EQ(cap.max_recv_wr, 4);
+	CHECK_EQ(cap.max_send_sge, 4);
+	CHECK_EQ(cap.max_recv_sge, 3);
+	CHECK_EQ(cap.max_inline_data, 64);
+	CHECK_EQ(qp->state, IBV_QPS_RESET);
+	CHECK_EQ(mock_user_maps(), 1 + 2);
+
+	mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CHECK(mr);
+	if (!mr)
+		return;
+	CHECK(mr->lkey && mr->rkey && mr->lkey != mr->rkey);
+	CHECK(mr->addr == buf && mr->length == sizeof(buf) && mr->pd == pd);
+	for (int i = 0; i < 64; i++)
+		buf[i] = (uint8_t)(0xa0 + i);
+
+	/* Posting in RESET fails. */
+	memset(wr, 0, sizeof(wr));
+	wr[0].wr_id = 1;
+	wr[0].opcode = IBV_WR_SEND;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	CHECK(bad == &wr[0]);
+	memset(rwr, 0, sizeof(rwr));
+	CHECK_EQ(ibv_post_recv(qp, &rwr[0], &rbad), EINVAL);
+	CHECK(rbad == &rwr[0]);
+
+	CHECK_EQ(to_rts(qp), 0);
+	CHECK_EQ(mock_qp_state(qp->handle), IBV_QPS_RTS);
+	CHECK_EQ(qp->state, IBV_QPS_RTS);
+	memset(&qa, 0, sizeof(qa));
+	CHECK_EQ(ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qia), 0);
+	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+	CHECK_EQ(qa.cap.max_send_wr, 8);
+	CHECK_EQ(qa.cap.max_send_sge, 4);
+	CHECK_EQ(qa.cap.max_inline_data, 64);
+	CHECK_EQ(qia.cap.max_recv_wr, 4);
+	CHECK_EQ(qia.cap.max_recv_sge, 3);
+
+	/* Three WRs in one call: one doorbell. */
+	sge[0] = (struct ibv_sge){ (uintptr_t)buf, 16, mr->lkey };
+	sge[1] = (struct ibv_sge){ (uintptr_t)buf + 100, 200, mr->lkey };
+	sge[2] = (struct ibv_sge){ (uintptr_t)buf, 20, mr->lkey };
+	sge[3] = (struct ibv_sge){ (uintptr_t)buf + 20, 20, mr->lkey };
+	memset(wr, 0, sizeof(wr));
+	wr[0].wr_id = 0x1111;
+	wr[0].opcode = IBV_WR_SEND;
+	wr[0].send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+	wr[0].sg_list = &sge[0];
+	wr[0].num_sge = 2;
+	wr[0].next = &wr[1];
+	wr[1].wr_id = 0x2222;
+	wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr[1].send_flags = IBV_SEND_FENCE;
+	memcpy(&wr[1].imm_data, "\xaa\xbb\xcc\xdd", 4);
+	wr[1].wr.rdma.remote_addr = 0x7f0000001000ull;
+	wr[1].wr.rdma.rkey = 0x55aa;
+	wr[1].sg_list = &sge[0];
+	wr[1].num_sge = 1;
+	wr[1].next = &wr[2];
+	wr[2].wr_id = 0x3333;
+	wr[2].opcode = IBV_WR_SEND_WITH_INV;
+	wr[2].send_flags = IBV_SEND_INLINE;
+	wr[2].invalidate_rkey = 0x4242;
+	wr[2].sg_list = &sge[2];
+	wr[2].num_sge = 2;
+	bad = (void *)1;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), 0);
+	CHECK(bad == NULL);
+	CHECK_EQ(mock_doorbells(qp->handle), 1);
+
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x1111);
+	CHECK_EQ(h.opcode, IBV_WR_SEND);
+	CHECK_EQ(h.flags, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
+	CHECK_EQ(h.num_sge, 2);
+	CHECK_EQ(h.inline_len, 0);
+	CHECK_EQ(h.reserved, 0);
+	memcpy(s, data, 2 * sizeof(s[0]));
+	CHECK_EQ(s[0].addr, (uintptr_t)buf);
+	CHECK_EQ(s[0].length, 16);
+	CHECK_EQ(s[0].lkey, mr->lkey);
+	CHECK_EQ(s[1].addr, (uintptr_t)buf + 100);
+	CHECK_EQ(s[1].length, 200);
+
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x2222);
+	CHECK_EQ(h.opcode, IBV_WR_RDMA_WRITE_WITH_IMM);
+	CHECK_EQ(h.flags, IBV_SEND_FENCE);
+	CHECK(!memcmp(&h.imm_or_inv, "\xaa\xbb\xcc\xdd", 4));
+	CHECK_EQ(h.remote_addr, 0x7f0000001000ull);
+	CHECK_EQ(h.rkey, 0x55aa);
+	CHECK_EQ(h.num_sge, 1);
+
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x3333);
+	CHECK_EQ(h.opcode, IBV_WR_SEND_WITH_INV);
+	CHECK_EQ(h.flags, IBV_SEND_INLINE);
+	CHECK_EQ(h.num_sge, 0);
+	CHECK_EQ(h.inline_len, 40);
+	CHECK_EQ(h.imm_or_inv, 0x4242);
+	CHECK(!memcmp(data, buf, 40));
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+
+	/* The doorbell's exact bytes. */
+	mock_last_doorbell(db);
+	memcpy(&u32, db, 4);
+	CHECK_EQ(u32, 28); /* IB_USER_VERBS_CMD_POST_SEND */
+	CHECK_EQ(db[4] | db[5] << 8, 8);
+	CHECK_EQ(db[6] | db[7] << 8, 1);
+	memcpy(&u64, db + 8, 8);
+	CHECK(u64 != 0);
+	memcpy(&u32, db + 16, 4);
+	CHECK_EQ(u32, qp->handle);
+	memcpy(&u32, db + 20, 4);
+	CHECK_EQ(u32, 0);
+	memcpy(&u32, db + 24, 4);
+	CHECK_EQ(u32, 0);
+	memcpy(&u32, db + 28, 4);
+	CHECK_EQ(u32, sizeof(struct ibv_send_wr));
+
+	/* Atomic compare-and-swap. */
+	memset(wr, 0, sizeof(wr));
+	sge[4] = (struct ibv_sge){ (uintptr_t)buf + 8, 8, mr->lkey };
+	wr[0].wr_id = 0x4444;
+	wr[0].opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr[0].send_flags = IBV_SEND_SIGNALED;
+	wr[0].wr.atomic.remote_addr = 0x1000;
+	wr[0].wr.atomic.compare_add = 0x0102030405060708ull;
+	wr[0].wr.atomic.swap = 0x1112131415161718ull;
+	wr[0].wr.atomic.rkey = 0x99;
+	wr[0].sg_list = &sge[4];
+	wr[0].num_sge = 1;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), 0);
+	CHECK_EQ(mock_doorbells(qp->handle), 2);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.opcode, IBV_WR_ATOMIC_CMP_AND_SWP);
+	CHECK_EQ(h.compare_add, 0x0102030405060708ull);
+	CHECK_EQ(h.swap, 0x1112131415161718ull);
+	CHECK_EQ(h.rkey, 0x99);
+	CHECK_EQ(h.remote_addr, 0x1000);
+
+	/* Errors: nothing posted, no doorbell. */
+	dbs = mock_doorbells(qp->handle);
+	wr[0].opcode = IBV_WR_SEND;
+	wr[0].sg_list = sge;
+	wr[0].num_sge = 5; /* > max_send_sge 4 */
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	CHECK(bad == &wr[0]);
+	wr[0].num_sge = -1;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	wr[0].num_sge = 1;
+	wr[0].send_flags = IBV_SEND_IP_CSUM;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	wr[0].send_flags = IBV_SEND_INLINE; /* 65 bytes > 64 */
+	sge[5] = (struct ibv_sge){ (uintptr_t)buf, 65, mr->lkey };
+	wr[0].sg_list = &sge[5];
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	wr[0].send_flags = 0;
+	wr[0].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD; /* 65-byte atomic */
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	wr[0].opcode = IBV_WR_LOCAL_INV; /* SGEs on a local op */
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	wr[0].opcode = IBV_WR_BIND_MW; /* no MWs */
+	wr[0].num_sge = 0;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	wr[0].opcode = (enum ibv_wr_opcode)99;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	CHECK_EQ(mock_doorbells(qp->handle), dbs);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+
+	/* An error in the middle: the first WR is posted and rung. */
+	memset(wr, 0, sizeof(wr));
+	for (int i = 0; i < 3; i++) {
+		wr[i].wr_id = 0x5000 + i;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+	wr[1].opcode = (enum ibv_wr_opcode)99;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	CHECK(bad == &wr[1]);
+	CHECK_EQ(mock_doorbells(qp->handle), dbs + 1);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x5000);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+
+	/* Full SQ: 8 fit, the 9th gets ENOMEM; freeing slots lets more in;
+	 * the indices wrap past 2^32 meanwhile. */
+	memset(wr, 0, sizeof(wr));
+	wr[0].opcode = IBV_WR_SEND;
+	for (int i = 0; i < 8; i++) {
+		wr[0].wr_id = 0x6000 + i;
+		CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), 0);
+	}
+	wr[0].wr_id = 0x6008;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), ENOMEM);
+	CHECK(bad == &wr[0]);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+		CHECK_EQ(h.wr_id, 0x6000 + i);
+	}
+	wr[0].next = &wr[1];
+	wr[1] = wr[0];
+	wr[1].next = &wr[2];
+	wr[2] = wr[0];
+	wr[2].next = NULL;
+	wr[1].wr_id = 0x6009;
+	wr[2].wr_id = 0x600a;
+	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), ENOMEM);
+	CHECK(bad == &wr[2]);
+	for (int i = 2; i < 10; i++) {
+		CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+		CHECK_EQ(h.wr_id, 0x6000 + i);
+	}
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+
+	/* Receives: no doorbell. */
+	dbs = mock_doorbells(qp->handle);
+	memset(rwr, 0, sizeof(rwr));
+	rwr[0].wr_id = 0x7000;
+	rwr[0].sg_list = sge;
+	rwr[0].num_sge = 3;
+	rwr[0].next = &rwr[1];
+	rwr[1].wr_id = 0x7001;
+	rbad = (void *)1;
+	CHECK_EQ(ibv_post_recv(qp, &rwr[0], &rbad), 0);
+	CHECK(rbad == NULL);
+	CHECK_EQ(mock_rq_pop(qp->handle, re, sizeof(re)), 1);
+	{
+		struct rwqe r;
+
+		memcpy(&r, re, sizeof(r));
+		CHECK_EQ(r.wr_id, 0x7000);
+		CHECK_EQ(r.num_sge, 3);
+		CHECK(!memcmp(r.reserved, "\0\0\0\0\0\0", 6));
+		memcpy(s, re + 16, 3 * sizeof(s[0]));
+		CHECK_EQ(s[0].addr, (uintptr_t)buf);
+		CHECK_EQ(s[1].length, 200);
+		CHECK_EQ(s[2].lkey, mr->lkey);
+	}
+	CHECK_EQ(mock_rq_pop(qp->handle, re, sizeof(re)), 1);
+	CHECK_EQ(((struct rwqe *)re)->wr_id, 0x7001);
+	CHECK_EQ(((struct rwqe *)re)->num_sge, 0);
+	CHECK_EQ(mock_rq_pop(qp->handle, re, sizeof(re)), 0);
+	rwr[0].next = NULL;
+	rwr[0].num_sge = 4; /* > max_recv_sge 3 */
+	CHECK_EQ(ibv_post_recv(qp, &rwr[0], &rbad), EINVAL);
+	CHECK(rbad == &rwr[0]);
+	rwr[0].num_sge = 1;
+	for (int i = 0; i < 5; i++) {
+		rwr[i] = rwr[0];
+		rwr[i].wr_id = 0x7100 + i;
+		rwr[i].next = i < 4 ? &rwr[i + 1] : NULL;
+	}
+	CHECK_EQ(ibv_post_recv(qp, &rwr[0], &rbad), ENOMEM);
+	CHECK(rbad == &rwr[4]);
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(mock_rq_pop(qp->handle, re, sizeof(re)), 1);
+		CHECK_EQ(((struct rwqe *)re)->wr_id, 0x7100 + i);
+	}
+	CHECK_EQ(mock_doorbells(qp->handle), dbs);
+
+	/* The kernel publishes a consumer index beyond the producer: the SQ
+	 * is broken for good. */
+	memset(wr, 0, sizeof(wr));
+	wr[0].opcode = IBV_WR_SEND;
+	CHECK_EQ(mock_sq_poke_cons(qp->handle, 0x12345), 0);
+	{
+		int ret = 0, tries = 0;
+
+		/* Detected at the latest when the SQ looks full. */
+		while (!ret && tries++ < 9)
+			ret = ibv_post_send(qp, &wr[0], &bad);
+		CHECK_EQ(ret, EIO);
+		CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EIO);
+	}
+
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+}
+
+static void test_ud_uc(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+	struct ibv_qp *qp;
+	struct swqe h;
+	uint8_t data[64];
+
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.hop_limit = 64;
+	ah = ibv_create_ah(pd, &aa);
+	CHECK(ah);
+	if (!ah)
+		return;
+	CHECK(ah->pd == pd);
+
+	mock_set_ring_start(0);
+	qp = make_qp(pd, cq, IBV_QPT_UD, NULL);
+	CHECK(qp);
+	if (!qp)
+		return;
+	CHECK_EQ(to_rts(qp), 0);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0x8000;
+	wr.opcode = IBV_WR_SEND_WITH_IMM;
+	memcpy(&wr.imm_data, "\x01\x02\x03\x04", 4);
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = 0x123456;
+	wr.wr.ud.remote_qkey = 0x11110000;
+	CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.opcode, IBV_WR_SEND_WITH_IMM);
+	CHECK(!memcmp(&h.imm_or_inv, "\x01\x02\x03\x04", 4));
+	CHECK_EQ(h.remote_qpn, 0x123456);
+	CHECK_EQ(h.remote_qkey, 0x11110000);
+	/* mock AH numbers are 500 + handle, never 0 */
+	CHECK(h.ah > 500);
+
+	wr.wr.ud.remote_qpn = 0x1000000; /* > 24 bits */
+	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+	wr.wr.ud.remote_qpn = 1;
+	wr.wr.ud.ah = NULL;
+	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+	wr.wr.ud.ah = ah;
+	wr.opcode = IBV_WR_RDMA_WRITE; /* not on UD */
+	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+	CHECK(bad == &wr);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_destroy_ah(ah), 0);
+
+	qp = make_qp(pd, cq, IBV_QPT_UC, NULL);
+	CHECK(qp);
+	if (!qp)
+		return;
+	CHECK_EQ(to_rts(qp), 0);
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_READ; /* not on UC */
+	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+
+	errno = 0;
+	CHECK(!make_qp(pd, cq, IBV_QPT_RAW_PACKET, NULL));
+	CHECK_EQ(errno, EOPNOTSUPP);
+}
+
+static void test_hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	static const struct {
+		const char *fault;
+		int kind; /* 0 CQ, 1 QP, 2 AH */
+		int err;
+	} cases[] = {
+		{ "cq_entries_not_pow2", 0, EPROTO },
+		{ "cq_ring_small", 0, EPROTO },
+		{ "cq_entry_small", 0, EPROTO },
+		{ "cq_cqe_exceeds", 0, EPROTO },
+		{ "cq_huge_entries", 0, EPROTO },
+		{ "cq_bad_header", 0, EPROTO },
+		{ "cq_bad_offset", 0, EINVAL },
+		{ "qp_sge_overclaim", 1, EPROTO },
+		{ "qp_inline_overclaim", 1, EPROTO },
+		{ "qp_no_rq", 1, EPROTO },
+		{ "qp_fewer_wr", 1, EPROTO },
+		{ "qp_rq_entry_odd", 1, EPROTO },
+		{ "qp_qpn_mismatch", 1, EPROTO },
+		{ "qp_bad_header", 1, EPROTO },
+		{ "ah_zero", 2, EPROTO },
+	};
+	int live = mock_live_objects(), maps = mock_user_maps();
+	struct ibv_ah_attr aa;
+	void *obj;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		mock_set_fault(cases[i].fault);
+		errno = 0;
+		if (cases[i].kind == 0) {
+			obj = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		} else if (cases[i].kind == 1) {
+			obj = make_qp(pd, cq, IBV_QPT_RC, NULL);
+		} else {
+			memset(&aa, 0, sizeof(aa));
+			aa.port_num = 1;
+			obj = ibv_create_ah(pd, &aa);
+		}
+		if (obj || errno != cases[i].err)
+			printf("FAIL %d: fault %s: obj %p errno %d\n", __LINE__,
+			       cases[i].fault, obj, errno);
+		failures += obj || errno != cases[i].err;
+		/* The kernel object was destroyed again, nothing stays mapped. */
+		CHECK_EQ(mock_live_objects(), live);
+		CHECK_EQ(mock_user_maps(), maps);
+	}
+	mock_set_fault("");
+}
+
+int main(void)
+{
+	struct ibv_device **list, *dev = NULL;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	int n;
+
+	load_hooks();
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		printf("device_list_errno=%d\n", errno);
+		return 2;
+	}
+	for (int i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), "rroce0"))
+			dev = list[i];
+	if (!dev) {
+		printf("rroce0=missing\n");
+		return 3;
+	}
+	ctx = ibv_open_device(dev);
+	if (!ctx) {
+		printf("open_errno=%d\n", errno);
+		return 4;
+	}
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd);
+
+	test_cq(ctx);
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	CHECK(cq);
+	if (pd && cq) {
+		test_rc(pd, cq);
+		test_ud_uc(pd, cq);
+		test_hostile(ctx, pd, cq);
+		CHECK_EQ(ibv_destroy_cq(cq), 0);
+	}
+	CHECK_EQ(mock_live_objects(), 0);
+	CHECK_EQ(mock_user_maps(), 0);
+	if (pd)
+		CHECK_EQ(ibv_dealloc_pd(pd), 0);
+	CHECK_EQ(ibv_close_device(ctx), 0);
+	ibv_free_device_list(list);
+	if (failures) {
+		printf("failures=%d\n", failures);
+		return 1;
+	}
+	printf("datapath=ok\n");
+	return 0;
+}

@@ -342,6 +342,9 @@ unsafe fn setup(dev: *mut RroceDev, name: &CStr) -> Result {
     ib.__bindgen_anon_1.dev.parent = parent;
     ib.node_type = bindings::RDMA_NODE_IB_CA as u8;
     ib.phys_port_cnt = 1;
+    // Legacy write() commands beyond ib_core's default set.
+    ib.uverbs_cmd_mask |=
+        1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
     // SAFETY: plain query.
     ib.num_comp_vectors = unsafe { glue::rroce_num_possible_cpus() } as c_int;
     ib.node_guid = p.attrs.sys_image_guid;

@@ -29,6 +29,18 @@ extern "C" {
         src: *const c_void,
         len: usize,
     ) -> c_int;
+    pub(crate) fn rroce_ib_copy_from_udata(
+        dst: *mut c_void,
+        udata: *mut bindings::ib_udata,
+        len: usize,
+    ) -> c_int;
+    pub(crate) fn rroce_attrs_udata(
+        attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> *mut bindings::ib_udata;
+    pub(crate) fn rroce_udata_ucontext(udata: *mut bindings::ib_udata)
+        -> *mut bindings::ib_ucontext;
+    pub(crate) fn rroce_spin_lock_bh(lock: *mut bindings::spinlock_t);
+    pub(crate) fn rroce_spin_unlock_bh(lock: *mut bindings::spinlock_t);
     pub(crate) fn rroce_num_possible_cpus() -> c_uint;
     pub(crate) fn rroce_kfree_skb(skb: *mut bindings::sk_buff);
     pub(crate) fn rroce_sk_user_data(sk: *mut bindings::sock) -> *mut c_void;

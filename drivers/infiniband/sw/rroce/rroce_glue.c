@@ -12,6 +12,7 @@
 #include <net/sock.h>
 #include <net/udp_tunnel.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
 
 #include "rroce_glue.h"
 
@@ -58,6 +59,22 @@ bool rroce_ib_device_try_get(struct ib_device *dev)
 int rroce_ib_copy_to_udata(struct ib_udata *udata, const void *src, size_t len)
 {
 	return ib_copy_to_udata(udata, (void *)src, len);
+}
+
+int rroce_ib_copy_from_udata(void *dst, struct ib_udata *udata, size_t len)
+{
+	return ib_copy_from_udata(dst, udata, len);
+}
+
+struct ib_udata *rroce_attrs_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
+}
+
+struct ib_ucontext *rroce_udata_ucontext(struct ib_udata *udata)
+{
+	return udata ? container_of(udata, struct uverbs_attr_bundle,
+				    driver_udata)->context : NULL;
 }
 
 unsigned int rroce_num_possible_cpus(void)

@@ -29,10 +29,13 @@ module! {
 #[path = "proto/src/lib.rs"]
 mod proto;
 
+mod cq;
 mod device;
 mod glue;
+mod lock;
 mod netdev;
 mod parent;
+mod shm;
 mod udp;
 mod util;
 mod verbs;

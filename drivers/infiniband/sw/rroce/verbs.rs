@@ -10,10 +10,14 @@ use core::mem::size_of;
 use core::sync::atomic::Ordering;
 use kernel::bindings;
 use kernel::error::{from_result, to_result};
-use kernel::ffi::{c_int, c_void};
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 
+use core::ptr::NonNull;
+
+use crate::cq;
 use crate::device::{self, RroceDev};
+use crate::shm::SharedBuf;
 use crate::glue;
 use crate::proto::abi;
 use crate::proto::link;
@@ -55,6 +59,11 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         mmap_free: Some(mmap_free),
         alloc_pd: Some(alloc_pd),
         dealloc_pd: Some(dealloc_pd),
+        create_cq: Some(cq::create_cq),
+        destroy_cq: Some(cq::destroy_cq),
+        req_notify_cq: Some(cq::req_notify_cq),
+        poll_cq: Some(cq::poll_cq),
+        size_ib_cq: cq::CQ_SIZE,
         size_ib_pd: size_of::<RrocePd>(),
         size_ib_ucontext: size_of::<RroceUcontext>(),
         ..Default::default()
@@ -101,34 +110,33 @@ struct RrocePd {
     ib: bindings::ib_pd,
 }
 
-/// A mapping offered to user space through `rdma_user_mmap_entry`.
+/// A ring offered to user space through `rdma_user_mmap_entry`.
 ///
 /// # Invariants
 ///
-/// `rdma` is the first field; `kaddr` is a `vmalloc_user` buffer of at least
-/// the entry's length that outlives the entry.
+/// `rdma` is the first field.  Once inserted, ib_core owns the entry: it
+/// stays alive while the queue that inserted it holds its initial reference
+/// (given back with [`MmapEntry::remove`]) or an `mmap` call is using it,
+/// and is freed, ring memory included, through `mmap_free`.
 #[repr(C)]
 pub(crate) struct MmapEntry {
     rdma: bindings::rdma_user_mmap_entry,
-    kaddr: *mut c_void,
+    buf: SharedBuf,
 }
 
 impl MmapEntry {
-    /// Offers `len` bytes at `kaddr` to `uctx`'s process; returns the mmap
-    /// offset to hand to user space.  ib_core owns the entry from then on
-    /// and frees it through `mmap_free`.
+    /// Offers `buf` to `uctx`'s process; returns the entry and the mmap
+    /// offset to hand to user space.
     ///
     /// # Safety
     ///
-    /// `uctx` must be a live user context and `kaddr` a `vmalloc_user`
-    /// buffer of at least `len` bytes that outlives every mapping.
-    #[expect(dead_code, reason = "used by the mapped queue rings")]
+    /// `uctx` must be a live user context.
     pub(crate) unsafe fn insert(
         uctx: *mut bindings::ib_ucontext,
-        kaddr: *mut c_void,
-        len: usize,
-    ) -> Result<u64> {
-        let e = KBox::new(MmapEntry { rdma: Default::default(), kaddr }, GFP_KERNEL)?;
+        buf: SharedBuf,
+    ) -> Result<(NonNull<MmapEntry>, u64)> {
+        let len = crate::proto::ring::SharedRegion::len(&buf);
+        let e = KBox::new(MmapEntry { rdma: Default::default(), buf }, GFP_KERNEL)?;
         let e = KBox::into_raw(e);
         // SAFETY: `e` is a valid entry; on success ib_core keeps it and
         // releases it through `mmap_free`.
@@ -139,8 +147,53 @@ impl MmapEntry {
             return Err(Error::from_errno(err));
         }
         // SAFETY: inserted entries stay valid until removed.
-        Ok((unsafe { (*e).rdma.start_pgoff } as u64) << bindings::PAGE_SHIFT)
+        let off = (unsafe { (*e).rdma.start_pgoff } as u64) << bindings::PAGE_SHIFT;
+        // SAFETY: `e` came from `KBox::into_raw`, so it is not null.
+        Ok((unsafe { NonNull::new_unchecked(e) }, off))
     }
+
+    /// Gives back the creator's reference: no new mappings; the memory
+    /// goes once existing ones are unmapped.
+    ///
+    /// # Safety
+    ///
+    /// `e` must come from [`MmapEntry::insert`] and not have been removed.
+    pub(crate) unsafe fn remove(e: NonNull<MmapEntry>) {
+        // SAFETY: per the requirements the entry is inserted and ours.
+        unsafe { bindings::rdma_user_mmap_entry_remove(&mut (*e.as_ptr()).rdma) };
+    }
+
+    /// The ring memory.
+    pub(crate) fn buf(&self) -> &SharedBuf {
+        &self.buf
+    }
+}
+
+/// `EOPNOTSUPP`, which the 6.12 `kernel::error::code` list lacks (its
+/// `ENOTSUPP` is a kernel-internal code user space does not know).
+pub(crate) fn eopnotsupp() -> Error {
+    Error::from_errno(-(bindings::EOPNOTSUPP as c_int))
+}
+
+/// Copies the driver command of a verb into `dst`.  Fails unless user
+/// space sent at least `dst.len()` bytes.
+pub(crate) fn copy_from_udata(udata: *mut bindings::ib_udata, dst: &mut [u8]) -> Result {
+    // SAFETY: callers pass the verb's valid `udata`.
+    let inlen = unsafe { (*udata).inlen };
+    if inlen < dst.len() {
+        return Err(EINVAL);
+    }
+    // SAFETY: `dst` is writable for its length.
+    to_result(unsafe { glue::rroce_ib_copy_from_udata(dst.as_mut_ptr().cast(), udata, dst.len()) })
+}
+
+/// Copies a driver response to user space, truncated to what it asked for.
+pub(crate) fn copy_to_udata(udata: *mut bindings::ib_udata, src: &[u8]) -> Result {
+    // SAFETY: callers pass the verb's valid `udata`.
+    let outlen = unsafe { (*udata).outlen };
+    let len = src.len().min(outlen);
+    // SAFETY: `src` holds `len` readable bytes.
+    to_result(unsafe { glue::rroce_ib_copy_to_udata(udata, src.as_ptr().cast(), len) })
 }
 
 /// # Safety
@@ -304,12 +357,7 @@ unsafe extern "C" fn alloc_ucontext(
     from_result(|| {
         let _ = uctx;
         let resp = abi::AllocUcontextResp { abi_version: abi::ABI_VERSION, ..Default::default() };
-        let bytes = resp.to_bytes();
-        // SAFETY: `udata` is valid for a user context.
-        let outlen = unsafe { (*udata).outlen };
-        let len = bytes.len().min(outlen);
-        // SAFETY: `bytes` holds `len` readable bytes.
-        to_result(unsafe { glue::rroce_ib_copy_to_udata(udata, bytes.as_ptr().cast(), len) })?;
+        copy_to_udata(udata, &resp.to_bytes())?;
         Ok(0)
     })
 }
@@ -331,10 +379,11 @@ unsafe extern "C" fn mmap(
     if entry.is_null() {
         return -(bindings::EINVAL as c_int);
     }
-    // SAFETY: every entry of our contexts is an `MmapEntry` (first field).
-    let kaddr = unsafe { (*entry.cast::<MmapEntry>()).kaddr };
-    // SAFETY: `kaddr` is a `vmalloc_user` buffer covering the entry, which
-    // ib_core checked against the VMA's size.
+    // SAFETY: every entry of our contexts is an `MmapEntry` (first field),
+    // alive while we hold the reference from `rdma_user_mmap_entry_get`.
+    let kaddr = unsafe { (*entry.cast::<MmapEntry>()).buf.kaddr() };
+    // SAFETY: `kaddr` is a `vmalloc_user` area covering the entry, whose
+    // length ib_core checked against the VMA's.
     let ret = unsafe { bindings::remap_vmalloc_range(vma, kaddr, 0) };
     // SAFETY: drops the reference taken by `rdma_user_mmap_entry_get`.
     unsafe { bindings::rdma_user_mmap_entry_put(entry) };
@@ -345,7 +394,8 @@ unsafe extern "C" fn mmap(
 ///
 /// `ib_device_ops::mmap_free` contract.
 unsafe extern "C" fn mmap_free(entry: *mut bindings::rdma_user_mmap_entry) {
-    // SAFETY: the entry was created by `MmapEntry::insert` from a `KBox`.
+    // SAFETY: the entry was created by `MmapEntry::insert` from a `KBox`;
+    // this is the last reference, so the ring memory goes with it.
     drop(unsafe { KBox::from_raw(entry.cast::<MmapEntry>()) });
 }
 

@@ -42,6 +42,15 @@ extern "C" {
     pub(crate) fn rroce_spin_lock_bh(lock: *mut bindings::spinlock_t);
     pub(crate) fn rroce_spin_unlock_bh(lock: *mut bindings::spinlock_t);
     pub(crate) fn rroce_num_possible_cpus() -> c_uint;
+    pub(crate) fn rroce_xa_init_alloc1(xa: *mut bindings::xarray);
+    pub(crate) fn rroce_xa_alloc(
+        xa: *mut bindings::xarray,
+        id: *mut u32,
+        entry: *mut c_void,
+        min: u32,
+        max: u32,
+        gfp: bindings::gfp_t,
+    ) -> c_int;
     pub(crate) fn rroce_kfree_skb(skb: *mut bindings::sk_buff);
     pub(crate) fn rroce_sk_user_data(sk: *mut bindings::sock) -> *mut c_void;
     pub(crate) fn rroce_udp_tunnel_open(

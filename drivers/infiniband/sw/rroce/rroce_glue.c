@@ -8,6 +8,7 @@
 #include <linux/cpumask.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
+#include <linux/xarray.h>
 #include <net/net_namespace.h>
 #include <net/sock.h>
 #include <net/udp_tunnel.h>
@@ -130,4 +131,15 @@ void rroce_spin_lock_bh(spinlock_t *lock)
 void rroce_spin_unlock_bh(spinlock_t *lock)
 {
 	spin_unlock_bh(lock);
+}
+
+void rroce_xa_init_alloc1(struct xarray *xa)
+{
+	xa_init_flags(xa, XA_FLAGS_ALLOC1);
+}
+
+int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
+		   gfp_t gfp)
+{
+	return xa_alloc(xa, id, entry, XA_LIMIT(min, max), gfp);
 }

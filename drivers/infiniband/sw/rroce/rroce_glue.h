@@ -38,4 +38,9 @@ int rroce_udp_tunnel_open(struct net *net, bool ipv6, u16 port, void *user_data,
 void rroce_spin_lock_bh(spinlock_t *lock);
 void rroce_spin_unlock_bh(spinlock_t *lock);
 
+struct xarray;
+void rroce_xa_init_alloc1(struct xarray *xa);
+int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
+		   gfp_t gfp);
+
 #endif

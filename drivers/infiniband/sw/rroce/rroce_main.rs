@@ -33,6 +33,7 @@ mod cq;
 mod device;
 mod glue;
 mod lock;
+mod mr;
 mod netdev;
 mod parent;
 mod shm;

@@ -16,6 +16,7 @@ use kernel::prelude::*;
 use core::ptr::NonNull;
 
 use crate::cq;
+use crate::mr;
 use crate::device::{self, RroceDev};
 use crate::shm::SharedBuf;
 use crate::glue;
@@ -64,6 +65,9 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         req_notify_cq: Some(cq::req_notify_cq),
         poll_cq: Some(cq::poll_cq),
         size_ib_cq: cq::CQ_SIZE,
+        reg_user_mr: Some(mr::reg_user_mr),
+        get_dma_mr: Some(mr::get_dma_mr),
+        dereg_mr: Some(mr::dereg_mr),
         size_ib_pd: size_of::<RrocePd>(),
         size_ib_ucontext: size_of::<RroceUcontext>(),
         ..Default::default()

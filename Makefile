@@ -43,11 +43,11 @@ lint: deps
 	cargo clippy --workspace --all-targets -- -D warnings
 
 vm: module provider
-	@scripts/vm --kernel $(FLAVOR)
+	@RROCE_KO=$(BUILD)/$(FLAVOR)/rroce.ko scripts/vm --kernel $(FLAVOR)
 
 run: deps
 	@$(MAKE) --no-print-directory FLAVOR=plain module provider
-	@scripts/vm --kernel plain scripts/demo.sh
+	@RROCE_KO=$(BUILD)/plain/rroce.ko scripts/vm --kernel plain scripts/demo.sh
 
 check: deps
 	@scripts/check.sh

@@ -27,7 +27,7 @@ built=1
 "$here/provider.sh" || { built=0; fail=$((fail + 1)); echo "not ok: provider build"; }
 if [ $built = 1 ]; then
 	step "VM selftests (debug kernel)"
-	"$here/vm" --kernel debug selftests/run.sh 2>&1 | tee build/selftests.log
+	RROCE_KO=$RROCE_TOP/build/debug/rroce.ko "$here/vm" --kernel debug selftests/run.sh 2>&1 | tee build/selftests.log
 	count build/selftests.log
 	done_step
 fi

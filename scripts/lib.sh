@@ -27,6 +27,6 @@ with_ticker() {
 	local rc=0
 	"$@" || rc=$?
 	kill "$ticker" 2>/dev/null
-	wait "$ticker" 2>/dev/null
+	wait "$ticker" 2>/dev/null || true
 	return $rc
 }

@@ -55,6 +55,7 @@ unsafe fn ring_of<'a>(cq: *mut IbvCq) -> &'a Mutex<Option<CqRing>> {
 fn map_cq_ring(
     cmd_fd: c_int,
     resp: &RroceCreateCqResp,
+    core_cqe: c_int,
     requested: c_int,
 ) -> Result<CqRing, (c_int, &'static str)> {
     let drv = resp.drv;
@@ -63,10 +64,13 @@ fn map_cq_ring(
     if (drv.entry_size as usize) < CQE_BYTES {
         return Err((EPROTO, "CQ entries smaller than a CQE"));
     }
-    // The core response's cqe (cq->cqe, what the application may rely on)
-    // must fit the ring, and the ring must hold what was asked for.
+    // The CQ depth the core reported (`cq->cqe`, what the application may
+    // rely on; libibverbs fills it on both the write and the ioctl path,
+    // while `resp.core` is only written on the former) must fit the ring,
+    // and the ring must hold what was asked for.
     let requested = u32::try_from(requested).unwrap_or(0);
-    if resp.core.cqe > drv.entries || drv.entries < requested {
+    let core_cqe = u32::try_from(core_cqe).unwrap_or(u32::MAX);
+    if core_cqe > drv.entries || drv.entries < requested {
         return Err((EPROTO, "CQ ring smaller than the CQ"));
     }
     let map = RingMap::map(cmd_fd, drv.mmap_offset, drv.ring_bytes, layout)
@@ -136,7 +140,9 @@ pub(crate) unsafe extern "C" fn rroce_create_cq(
 
     // SAFETY: `context` is valid per the contract.
     let cmd_fd = unsafe { (*context).cmd_fd };
-    match map_cq_ring(cmd_fd, &resp, cqe) {
+    // SAFETY: libibverbs filled `ibv` in ibv_cmd_create_cq.
+    let core_cqe = unsafe { (*ibv).cqe };
+    match map_cq_ring(cmd_fd, &resp, core_cqe, cqe) {
         Ok(ring) => {
             // SAFETY: still exclusively owned here.
             unsafe {

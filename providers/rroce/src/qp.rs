@@ -280,7 +280,11 @@ pub(crate) unsafe extern "C" fn rroce_create_qp(
 
     // SAFETY: `pd` is valid and belongs to a live context.
     let cmd_fd = unsafe { (*(*pd).context).cmd_fd };
-    let mapped = if resp.drv.qpn == resp.core.qpn {
+    // libibverbs sets `qp_num` on both the write and the ioctl path (the
+    // core part of `resp` is only written on the former).
+    // SAFETY: `ibqp` was filled by ibv_cmd_create_qp.
+    let core_qpn = unsafe { (*ibqp).qp_num };
+    let mapped = if resp.drv.qpn == core_qpn {
         map_qp_rings(cmd_fd, &resp.drv, &requested, qp_type, has_srq)
     } else {
         Err((EPROTO, "QP numbers of core and driver response differ"))

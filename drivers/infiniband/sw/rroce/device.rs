@@ -22,7 +22,7 @@ use kernel::sync::Mutex;
 use kernel::types::Opaque;
 
 use crate::glue;
-use crate::mr::KeyTable;
+use crate::idtable::IdTable;
 use crate::netdev::NetDevRef;
 use crate::parent::SynthParent;
 use crate::proto::link;
@@ -43,8 +43,12 @@ pub(crate) struct DevPriv {
     pub(crate) pds: AtomicU32,
     /// What `query_device` reports (ib_core keeps a copy in `ib.attrs`).
     pub(crate) attrs: bindings::ib_device_attr,
-    /// Memory region keys.
-    pub(crate) keys: KeyTable,
+    /// Memory region keys (the index part).
+    pub(crate) keys: IdTable,
+    /// Generation byte of the next memory region key.
+    pub(crate) key_gen: AtomicU32,
+    /// Queue pair numbers.
+    pub(crate) qpns: IdTable,
 }
 
 /// An rroce device: ib_core's `ib_device` followed by ours.
@@ -275,7 +279,9 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 port_active: AtomicBool::new(active),
                 pds: AtomicU32::new(0),
                 attrs: verbs::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
-                keys: KeyTable::new(),
+                keys: IdTable::new(),
+                key_gen: AtomicU32::new(0),
+                qpns: IdTable::new(),
             })
         };
         // Cannot fail: capacity was reserved above.

@@ -1,25 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Memory regions: pinned user memory (and kernel DMA MRs) behind keys.
 //!
-//! C headers: [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h),
-//! [`include/linux/xarray.h`](srctree/include/linux/xarray.h)
+//! C header: [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h)
 //!
 //! `reg_user_mr` pins the pages with `ib_umem_get` (which charges them to
 //! `RLIMIT_MEMLOCK` unless the caller has `CAP_IPC_LOCK`) and gives the
 //! region a key: `index << 8 | generation`, where `index` comes from the
-//! device's key table (an xarray, so the receive path can look keys up
-//! under RCU) and `generation` changes on every registration, so a stale
-//! key of a deregistered region does not match a new one at the same index.
+//! device's key [`IdTable`](crate::idtable::IdTable) (an xarray, so the
+//! receive path can look keys up under RCU) and `generation` changes on
+//! every registration, so a stale key of a deregistered region does not
+//! match a new one at the same index.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::Ordering;
 use kernel::bindings;
 use kernel::error::from_err_ptr;
-use kernel::ffi::{c_int, c_void};
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
-use crate::glue;
 
 /// Access flags a region may carry (the rest are refused or meaningless
 /// for a software device).
@@ -42,76 +41,12 @@ pub(crate) struct RroceMr {
     index: u32,
 }
 
-/// The per-device key table.
-///
-/// # Invariants
-///
-/// `xa` is an initialised allocating xarray whose entries are live
-/// `RroceMr`s of this device; it is destroyed on drop, after all regions
-/// were deregistered (ib_core destroys user objects before the device).
-pub(crate) struct KeyTable {
-    xa: bindings::xarray,
-    generation: AtomicU32,
-    count: AtomicU32,
-}
-
-impl KeyTable {
-    /// An empty key table.  (An xarray holds no pointers to itself until
-    /// something is stored, so the value may move until then.)
-    pub(crate) fn new() -> Self {
-        let mut t = KeyTable {
-            xa: bindings::xarray::default(),
-            generation: AtomicU32::new(0),
-            count: AtomicU32::new(0),
-        };
-        // SAFETY: initialises the empty xarray in `t`.
-        unsafe { glue::rroce_xa_init_alloc1(&mut t.xa) };
-        // INVARIANT: initialised above.
-        t
-    }
-
-    fn xa(&self) -> *mut bindings::xarray {
-        core::ptr::addr_of!(self.xa).cast_mut()
-    }
-
-    /// Stores `mr` under a fresh key; returns (index, key).
-    fn insert(&self, mr: *mut RroceMr, max: u32) -> Result<(u32, u32)> {
-        self.count
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
-            .map_err(|_| ENOMEM)?;
-        let mut index = 0u32;
-        // SAFETY: the xarray is initialised (type invariant); `mr` stays
-        // valid until it is erased in `remove`.
-        let err = unsafe {
-            glue::rroce_xa_alloc(self.xa(), &mut index, mr.cast::<c_void>(), 1, max, bindings::GFP_KERNEL)
-        };
-        if err != 0 {
-            self.count.fetch_sub(1, Ordering::Relaxed);
-            return Err(Error::from_errno(err));
-        }
-        let gen = self.generation.fetch_add(1, Ordering::Relaxed) & 0xff;
-        Ok((index, (index << 8) | gen))
-    }
-
-    fn remove(&self, index: u32) {
-        // SAFETY: the xarray is initialised (type invariant).
-        unsafe { bindings::xa_erase(self.xa(), index as _) };
-        self.count.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-impl Drop for KeyTable {
-    fn drop(&mut self) {
-        // SAFETY: the xarray is initialised and no longer used.
-        unsafe { bindings::xa_destroy(self.xa()) };
-    }
-}
-
 /// Registers `mr` (already filled but for its keys) and returns `ib_mr`.
 fn publish(dev: &RroceDev, mut mr: KBox<RroceMr>) -> Result<*mut bindings::ib_mr> {
     let max = dev.p.attrs.max_mr as u32;
     let raw = &mut *mr as *mut RroceMr;
-    let (index, key) = dev.p.keys.insert(raw, max)?;
+    let index = dev.p.keys.insert(raw.cast(), 1, max, max)?;
+    let key = (index << 8) | (dev.p.key_gen.fetch_add(1, Ordering::Relaxed) & 0xff);
     mr.index = index;
     mr.ib.lkey = key;
     mr.ib.rkey = key;

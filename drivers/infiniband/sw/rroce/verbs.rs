@@ -17,6 +17,7 @@ use core::ptr::NonNull;
 
 use crate::cq;
 use crate::mr;
+use crate::qp;
 use crate::device::{self, RroceDev};
 use crate::shm::SharedBuf;
 use crate::glue;
@@ -39,6 +40,11 @@ mod limits {
     pub(super) const PAGE_SIZE_CAP: u64 = 0xffff_f000;
     pub(super) const VENDOR_ID: u32 = 0x00ff_ffff;
     pub(super) const ACK_DELAY: u8 = 15;
+}
+
+/// Largest work-queue depth (`max_qp_wr`).
+pub(crate) fn max_qp_wr() -> u32 {
+    limits::MAX_QP_WR
 }
 
 /// The ops table; ib_core copies it into each device.
@@ -65,6 +71,11 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         req_notify_cq: Some(cq::req_notify_cq),
         poll_cq: Some(cq::poll_cq),
         size_ib_cq: cq::CQ_SIZE,
+        create_qp: Some(qp::create_qp),
+        modify_qp: Some(qp::modify_qp),
+        query_qp: Some(qp::query_qp),
+        destroy_qp: Some(qp::destroy_qp),
+        size_ib_qp: qp::QP_SIZE,
         reg_user_mr: Some(mr::reg_user_mr),
         get_dma_mr: Some(mr::get_dma_mr),
         dereg_mr: Some(mr::dereg_mr),

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Small-integer ids for driver objects (MR keys, QP numbers).
+//!
+//! C header: [`include/linux/xarray.h`](srctree/include/linux/xarray.h)
+//!
+//! An allocating xarray maps each id to its object, so the receive path can
+//! find objects by id under RCU without taking a lock.
+
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::bindings;
+use kernel::prelude::*;
+
+use crate::glue;
+
+/// An id allocator with lookup.
+///
+/// # Invariants
+///
+/// `xa` is an initialised allocating xarray; `count` is the number of ids
+/// in use.  Stored pointers are owned by their objects, which remove their
+/// id before they go away.
+pub(crate) struct IdTable {
+    xa: bindings::xarray,
+    count: AtomicU32,
+}
+
+// SAFETY: the xarray does its own locking; the stored pointers are only
+// handed back to the objects' owners.
+unsafe impl Send for IdTable {}
+// SAFETY: as above.
+unsafe impl Sync for IdTable {}
+
+impl IdTable {
+    /// An empty table.  (An xarray holds no pointers to itself until
+    /// something is stored, so the value may move until then.)
+    pub(crate) fn new() -> Self {
+        let mut t = IdTable { xa: bindings::xarray::default(), count: AtomicU32::new(0) };
+        // SAFETY: initialises the empty xarray in `t`.
+        unsafe { glue::rroce_xa_init_alloc1(&mut t.xa) };
+        // INVARIANT: initialised above.
+        t
+    }
+
+    fn xa(&self) -> *mut bindings::xarray {
+        core::ptr::addr_of!(self.xa).cast_mut()
+    }
+
+    /// Stores `obj` under a free id in `[min, max]`, if fewer than `limit`
+    /// ids are in use (`ENOMEM` otherwise, like hardware out of contexts).
+    pub(crate) fn insert(&self, obj: *mut c_void, min: u32, max: u32, limit: u32) -> Result<u32> {
+        self.count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1))
+            .map_err(|_| ENOMEM)?;
+        let mut id = 0u32;
+        // SAFETY: the xarray is initialised (type invariant); `obj` stays
+        // valid until its owner calls `remove`.
+        let err = unsafe { glue::rroce_xa_alloc(self.xa(), &mut id, obj, min, max, bindings::GFP_KERNEL) };
+        if err != 0 {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+            return Err(Error::from_errno(err));
+        }
+        Ok(id)
+    }
+
+    /// Frees `id`.
+    pub(crate) fn remove(&self, id: u32) {
+        // SAFETY: the xarray is initialised (type invariant).
+        if !unsafe { bindings::xa_erase(self.xa(), id as _) }.is_null() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for IdTable {
+    fn drop(&mut self) {
+        // SAFETY: the xarray is initialised and no longer used.
+        unsafe { bindings::xa_destroy(self.xa()) };
+    }
+}

@@ -1,0 +1,446 @@
+# Shared helpers for the rroce selftests (sourced by every test and by
+# scripts/vm-init.sh).  Runs as root, normally inside the scripts/vm guest.
+# shellcheck shell=bash
+#
+# Driver under test: $RROCE_TYPE, "rroce" (default) or "rxe" (the in-kernel C
+# soft-RoCE driver, used to validate the tests themselves).
+#
+# Standard topology (made by scripts/vm-init.sh, restored by topo_reset):
+#   rr0  init_net      10.77.0.1/24 fd77::1/64   <- $DEV0 (rroce0 / rxe0)
+#   rr1  netns "peer"  10.77.0.2/24 fd77::2/64   <- $DEV1 (rroce1 / rxe1)
+#   eth0 init_net      10.78.0.1/24  (virtio-net on a QEMU hub, if present)
+#   eth1 netns "peer2" 10.78.0.2/24
+
+RROCE_SELFTESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+RROCE_REPO=${RROCE_REPO:-$(cd "$RROCE_SELFTESTS/.." && pwd)}
+RROCE_TYPE=${RROCE_TYPE:-rroce}
+RROCE_KO=${RROCE_KO:-$RROCE_REPO/build/${RROCE_KERNEL_FLAVOR:-plain}/rroce.ko}
+RROCE_PROVIDER=${RROCE_PROVIDER:-$RROCE_REPO/build/lib/librroce-rdmav34.so}
+export RROCE_REPO RROCE_TYPE RROCE_KO RROCE_PROVIDER
+
+KSFT_PASS=0
+KSFT_FAIL=1
+KSFT_SKIP=4
+
+NS1=peer
+NS2=peer2
+IF0=rr0
+IF1=rr1
+IP0=10.77.0.1
+IP1=10.77.0.2
+IP6_0=fd77::1
+IP6_1=fd77::2
+ROCE_PORT=4791
+
+case $RROCE_TYPE in
+rroce)
+	DEV0=rroce0 DEV1=rroce1 MOD=rroce
+	# libibverbs config file that makes the provider known
+	DRIVER_FILE=rroce.driver
+	# IB MTU rule: include/rdma/ib_addr.h iboe_get_mtu(): netdev MTU minus
+	# GRH 40 + UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4 = 96.
+	MTU_OVERHEAD=96
+	;;
+rxe)
+	DEV0=rxe0 DEV1=rxe1 MOD=rdma_rxe
+	DRIVER_FILE=rxe.driver
+	# rxe_param.h eth_mtu_int_to_enum(): minus RXE_MAX_HDR_LENGTH (80),
+	# never below 256.
+	MTU_OVERHEAD=80
+	;;
+*)
+	echo "RROCE_TYPE must be rroce or rxe, not '$RROCE_TYPE'" >&2
+	return 1 2>/dev/null || exit 1
+	;;
+esac
+SYS_IB=/sys/class/infiniband
+
+# ---------------------------------------------------------------- TAP output
+_t_num=0 _t_plan=0 _t_fail=0 _t_pass=0 _t_skip=0 _t_desc= _t_err=0
+TEST_NAME=${TEST_NAME:-$(basename "$0" .sh)}
+
+diag() { printf '# %s\n' "$*"; }
+
+ktap_header() { echo "TAP version 13"; }
+ktap_plan() { _t_plan=$1; echo "1..$1"; }
+
+ktap_pass() { _t_num=$((_t_num + 1)); _t_pass=$((_t_pass + 1)); echo "ok $_t_num - $*"; }
+ktap_fail() { _t_num=$((_t_num + 1)); _t_fail=$((_t_fail + 1)); echo "not ok $_t_num - $*"; }
+# ktap_skip DESC REASON
+ktap_skip() { _t_num=$((_t_num + 1)); _t_skip=$((_t_skip + 1)); echo "ok $_t_num - $1 # SKIP $2"; }
+
+# Subtests made of several assertions:
+#   t_begin "desc"; expect_eq ...; assert ...; t_end
+# Every failed assertion prints a diagnostic; t_end prints ok/not ok.
+t_begin() { _t_desc=$*; _t_err=0; }
+t_fail() { diag "FAIL: $*"; _t_err=1; }
+t_end() {
+	if [ "$_t_err" = 0 ]; then ktap_pass "$_t_desc"; else ktap_fail "$_t_desc"; fi
+	_t_desc=
+}
+# t_skip REASON: end the current subtest as skipped
+t_skip() { ktap_skip "$_t_desc" "$*"; _t_desc=; }
+
+# expect_eq WHAT GOT WANT
+expect_eq() {
+	if [ "$2" != "$3" ]; then
+		t_fail "$1: got '$2', want '$3'"
+		return 1
+	fi
+}
+# expect_ok WHAT CMD...: CMD must succeed
+expect_ok() {
+	local what=$1 out rc
+	shift
+	out=$("$@" 2>&1) && return 0
+	rc=$?
+	t_fail "$what: '$*' exited $rc: $(printf '%s' "$out" | head -5 | tr '\n' ' ')"
+	return 1
+}
+# expect_fail WHAT CMD...: CMD must fail (non-zero exit)
+expect_fail() {
+	local what=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		t_fail "$what: '$*' succeeded but should have failed"
+		return 1
+	fi
+	diag "$what: failed as expected: $(printf '%s' "$out" | head -2 | tr '\n' ' ')"
+}
+# expect_wait WHAT TIMEOUT CMD...: CMD must become true within TIMEOUT s
+expect_wait() {
+	local what=$1 tmo=$2
+	shift 2
+	wait_for "$tmo" "$@" && return 0
+	t_fail "$what: not true after ${tmo}s: $*"
+	return 1
+}
+
+# Exit with the kselftest code for what was printed.
+ktap_finished() {
+	if [ "$_t_num" != "$_t_plan" ]; then
+		diag "planned $_t_plan tests but ran $_t_num"
+		exit $KSFT_FAIL
+	fi
+	[ "$_t_fail" = 0 ] || exit $KSFT_FAIL
+	[ "$_t_pass" = 0 ] && [ "$_t_skip" -gt 0 ] && exit $KSFT_SKIP
+	exit $KSFT_PASS
+}
+
+# Skip the whole test (prints the plan with all results skipped).
+ktap_skip_all() {
+	local reason=$*
+	while [ "$_t_num" -lt "$_t_plan" ]; do ktap_skip "$TEST_NAME" "$reason"; done
+	[ "$_t_plan" = 0 ] && echo "1..0 # SKIP $reason"
+	exit $KSFT_SKIP
+}
+
+# ------------------------------------------------------------------- waiting
+# wait_for TIMEOUT CMD...: poll CMD every 0.1 s until it succeeds; false on
+# timeout.  TIMEOUT is in seconds (integer); scaled by $RROCE_TIMEOUT_SCALE.
+wait_for() {
+	local tmo=$(($1 * ${RROCE_TIMEOUT_SCALE:-1})) end
+	shift
+	end=$(($(date +%s%N) + tmo * 1000000000))
+	while :; do
+		"$@" >/dev/null 2>&1 && return 0
+		[ "$(date +%s%N)" -lt "$end" ] || return 1
+		sleep 0.1
+	done
+}
+not() { ! "$@"; }
+
+# --------------------------------------------------------------- dmesg check
+_dmesg_marker=
+
+# Mark the kernel log so check_dmesg looks only at what came after.
+dmesg_mark() {
+	_dmesg_marker="rroce-selftest: begin $TEST_NAME $$.$RANDOM"
+	echo "$_dmesg_marker" >/dev/kmsg 2>/dev/null || _dmesg_marker=
+	# kmemleak: forget what was suspected before this test
+	if [ -w /sys/kernel/debug/kmemleak ] && [ "${RROCE_KMEMLEAK:-1}" != 0 ]; then
+		echo clear >/sys/kernel/debug/kmemleak 2>/dev/null || true
+	fi
+}
+
+# Kernel log since dmesg_mark.
+dmesg_since_mark() {
+	if [ -n "$_dmesg_marker" ]; then
+		dmesg | awk -v m="$_dmesg_marker" 'index($0, m) { buf = ""; seen = 1; next } seen { buf = buf $0 "\n" } END { printf "%s", buf }'
+	else
+		dmesg
+	fi
+}
+
+# Patterns of kernel reports that make a test fail.
+DMESG_BAD='BUG:|WARNING:|Oops|kernel BUG|general protection fault|KASAN|UBSAN:|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|lock held when returning|rust_panic|panicked at|Kernel panic|unreferenced object|new suspected memory leaks|list_add corruption|list_del corruption|refcount_t:|INFO: task .* blocked|rcu_sched detected stalls|soft lockup|hard LOCKUP|BUG kmalloc|Call Trace:'
+
+# Optionally scan for kmemleak leaks (debug kernel).  Prints suspected leaks.
+kmemleak_scan() {
+	local f=/sys/kernel/debug/kmemleak
+	[ -w "$f" ] && [ "${RROCE_KMEMLEAK:-1}" != 0 ] || return 0
+	# two scans: an object must be unreferenced in two consecutive scans
+	echo scan >"$f" 2>/dev/null || return 0
+	echo scan >"$f" 2>/dev/null || return 0
+	cat "$f" 2>/dev/null
+	echo clear >"$f" 2>/dev/null || true
+}
+
+# check_dmesg: a subtest that fails if the kernel complained since the test
+# started (KASAN, lockdep, WARN, BUG, Oops, Rust panics, UBSAN, kmemleak).
+check_dmesg() {
+	local log leaks
+	t_begin "no kernel warnings, splats or leaks in dmesg"
+	leaks=$(kmemleak_scan)
+	log=$(dmesg_since_mark)
+	if printf '%s\n' "$log" | grep -Eq "$DMESG_BAD"; then
+		t_fail "kernel log has a report:"
+		printf '%s\n' "$log" | grep -En -A30 "$DMESG_BAD" | head -60 | sed 's/^/#   /'
+	fi
+	if [ -n "$leaks" ]; then
+		t_fail "kmemleak suspects leaks:"
+		printf '%s\n' "$leaks" | head -60 | sed 's/^/#   /'
+	fi
+	t_end
+}
+
+# ------------------------------------------------------------------ topology
+ns() { local n=$1; shift; ip netns exec "$n" "$@"; }
+
+# Make the standard veth topology from scratch (idempotent).
+topo_setup() {
+	ip link del "$IF0" 2>/dev/null
+	ip netns del "$NS1" 2>/dev/null
+	ip netns add "$NS1" || return 1
+	ip link add "$IF0" type veth peer name "$IF1" netns "$NS1" || return 1
+	ip addr add "$IP0/24" dev "$IF0" || return 1
+	ip addr add "$IP6_0/64" dev "$IF0" nodad || return 1
+	ns "$NS1" ip addr add "$IP1/24" dev "$IF1" || return 1
+	ns "$NS1" ip addr add "$IP6_1/64" dev "$IF1" nodad || return 1
+	ip link set "$IF0" up || return 1
+	ns "$NS1" ip link set lo up || return 1
+	ns "$NS1" ip link set "$IF1" up || return 1
+}
+
+# The virtio NICs of `scripts/vm` (QEMU hub): eth0 stays in init_net with
+# 10.78.0.1/24, eth1 moves to netns peer2 with 10.78.0.2/24.
+virtio_nics() {
+	local n
+	for n in /sys/class/net/*; do
+		[ "$(basename "$(readlink -f "$n/device/driver" 2>/dev/null)")" = virtio_net ] || continue
+		echo "$(basename "$(readlink -f "$n/device/..")") ${n##*/}"
+	done | sort | awk '{ print $2 }'
+}
+nics_setup() {
+	# udev in the guest may have named them enpXsY: call them eth0/eth1
+	local i=0 n
+	for n in $(virtio_nics); do
+		if [ "$n" != "eth$i" ] && ! ip link show "eth$i" >/dev/null 2>&1; then
+			ip link set "$n" down 2>/dev/null
+			ip link set "$n" name "eth$i" || return 1
+		fi
+		i=$((i + 1))
+		[ $i = 2 ] && break
+	done
+	if ip link show eth0 >/dev/null 2>&1 && ip link show eth1 >/dev/null 2>&1; then
+		ip netns del "$NS2" 2>/dev/null
+		ip netns add "$NS2" || return 1
+		ip link set eth1 netns "$NS2" || return 1
+		ip addr flush dev eth0
+		ip addr add 10.78.0.1/24 dev eth0 || return 1
+		ip link set eth0 up || return 1
+		ns "$NS2" ip link set lo up
+		ns "$NS2" ip addr add 10.78.0.2/24 dev eth1 || return 1
+		ns "$NS2" ip link set eth1 up || return 1
+	fi
+}
+
+# --------------------------------------------------------------- the driver
+drv_loaded() { [ -d "/sys/module/$MOD" ]; }
+
+# Load the driver under test; false (with a message) if it cannot be.
+drv_load() {
+	drv_loaded && return 0
+	case $RROCE_TYPE in
+	rroce)
+		[ -f "$RROCE_KO" ] || { echo "rroce.ko not built ($RROCE_KO)" >&2; return 1; }
+		# rxe binds UDP 4791 in init_net; it must not be around
+		[ -d /sys/module/rdma_rxe ] && rmmod rdma_rxe
+		insmod "$RROCE_KO"
+		;;
+	rxe)
+		modprobe rdma_rxe
+		;;
+	esac
+}
+
+drv_unload() {
+	drv_loaded || return 0
+	rmmod "$MOD"
+}
+
+# Why the driver cannot be tested here, or nothing.
+drv_unavailable() {
+	case $RROCE_TYPE in
+	rroce) [ -f "$RROCE_KO" ] || echo "rroce.ko not built ($RROCE_KO)" ;;
+	rxe) modinfo rdma_rxe >/dev/null 2>&1 || echo "rdma_rxe module not available" ;;
+	esac
+}
+
+ibdev_exists() { [ -e "$SYS_IB/$1" ]; }
+ibdev_count() { local n=0 d; for d in "$SYS_IB"/*; do [ -e "$d" ] && n=$((n + 1)); done; echo $n; }
+
+# link_add NAME NETDEV [NETNS]
+link_add() {
+	if [ -n "${3:-}" ]; then
+		ns "$3" rdma link add "$1" type "$RROCE_TYPE" netdev "$2"
+	else
+		rdma link add "$1" type "$RROCE_TYPE" netdev "$2"
+	fi
+}
+link_del() { rdma link delete "$1"; }
+
+# Add the two standard devices.
+links_add() {
+	ibdev_exists "$DEV0" || link_add "$DEV0" "$IF0" || return 1
+	ibdev_exists "$DEV1" || link_add "$DEV1" "$IF1" "$NS1" || return 1
+}
+
+# Devices of the driver under test: the two standard names plus any name
+# starting with the link type (tests name their extra devices that way).
+our_ibdevs() {
+	local d
+	for d in "$SYS_IB"/*; do
+		[ -e "$d" ] || continue
+		d=${d##*/}
+		case $d in "$DEV0"|"$DEV1"|"$RROCE_TYPE"*) echo "$d" ;; esac
+	done
+}
+
+# Remove every device of ours so the state is known.
+links_del_all() {
+	local d
+	for d in $(our_ibdevs); do rdma link delete "$d" 2>/dev/null; done
+	wait_for 10 not our_ibdevs_exist
+}
+our_ibdevs_exist() { [ -n "$(our_ibdevs)" ]; }
+
+# Bring everything back to the standard state: topology, driver loaded,
+# exactly $DEV0 and $DEV1 (unless RROCE_NO_LINKS=1).
+topo_reset() {
+	local d
+	[ "$RROCE_TYPE" != rxe ] && [ -d /sys/module/rdma_rxe ] && rmmod rdma_rxe
+	drv_load || return 1
+	# stray devices of ours (other names) go away
+	for d in $(our_ibdevs); do
+		case $d in "$DEV0"|"$DEV1") ;; *) rdma link delete "$d" 2>/dev/null ;; esac
+	done
+	if ! ip link show "$IF0" >/dev/null 2>&1 || ! ns "$NS1" ip link show "$IF1" >/dev/null 2>&1 ||
+		[ "$(ip -o -4 addr show dev "$IF0" | awk '{print $4}' | tr '\n' ' ')" != "$IP0/24 " ] ||
+		[ "$(cat /sys/class/net/$IF0/mtu)" != 1500 ] ||
+		[ "$(cat /sys/class/net/$IF0/operstate)" != up ]; then
+		ibdev_exists "$DEV0" && rdma link delete "$DEV0"
+		ibdev_exists "$DEV1" && rdma link delete "$DEV1"
+		topo_setup || return 1
+	fi
+	[ "${RROCE_NO_LINKS:-0}" = 1 ] && return 0
+	links_add || return 1
+	wait_for 10 port_active "$DEV0"
+}
+
+# --------------------------------------------------------------- ib helpers
+# port_attr DEV FILE: /sys/class/infiniband/DEV/ports/1/FILE
+port_attr() { cat "$SYS_IB/$1/ports/1/$2" 2>/dev/null; }
+port_state() { port_attr "$1" state; }
+port_active() { [ "$(port_state "$1")" = "4: ACTIVE" ]; }
+
+# gid_v4 A.B.C.D -> the IPv4-mapped GID as sysfs prints it
+gid_v4() {
+	local IFS=.
+	# shellcheck disable=SC2086
+	set -- $1
+	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$1" "$2" "$3" "$4"
+}
+# gid_v6 ADDR -> fully expanded IPv6 address, sysfs GID format
+gid_v6() {
+	/usr/bin/python3 -c 'import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]).exploded)' "$1"
+}
+# gid_of ADDR -> GID string of an IPv4 or IPv6 address
+gid_of() { case $1 in *:*) gid_v6 "$1" ;; *) gid_v4 "$1" ;; esac; }
+
+# gid_table DEV: "index gid type" lines of the valid entries of port 1
+gid_table() {
+	# Tables have up to 1024 entries: no forks per entry (slow under TCG).
+	local f i g t z=0000:0000:0000:0000:0000:0000:0000:0000
+	for f in "$SYS_IB/$1/ports/1/gids/"*; do
+		g=
+		read -r g <"$f" 2>/dev/null || continue
+		[ -z "$g" ] || [ "$g" = "$z" ] && continue
+		i=${f##*/}
+		t=
+		read -r t <"$SYS_IB/$1/ports/1/gid_attrs/types/$i" 2>/dev/null || continue
+		[ -n "$t" ] || continue
+		echo "$i $g $t"
+	done | sort -n
+}
+
+# gid_index DEV GID [TYPE]: index of GID with TYPE ("RoCE v2" by default)
+gid_index() {
+	local want_t=${3:-RoCE v2}
+	gid_table "$1" | while read -r i g t; do
+		if [ "$g" = "$2" ] && [ "$t" = "$want_t" ]; then echo "$i"; break; fi
+	done | grep .
+}
+# gid_present DEV GID [TYPE]
+gid_present() { gid_index "$@" >/dev/null; }
+
+# Index of the RoCE v2 GID of 10.77.0.1 on $DEV0 (what perftest -x wants).
+gid_index_v4() { gid_index "${1:-$DEV0}" "$(gid_v4 "${2:-$IP0}")"; }
+
+# udp4791 [NETNS]: UDP sockets bound to port 4791 in NETNS (default: the
+# current one), printed as "v4count v6count"
+udp4791() {
+	local v4 v6 pre=()
+	[ -n "${1:-}" ] && pre=(ip netns exec "$1")
+	v4=$("${pre[@]}" ss -Hnlu4 "sport = :$ROCE_PORT" 2>/dev/null | grep -c .)
+	v6=$("${pre[@]}" ss -Hnlu6 "sport = :$ROCE_PORT" 2>/dev/null | grep -c .)
+	echo "$v4 $v6"
+}
+
+# Does the libibverbs provider exist for the driver under test?
+provider_unavailable() {
+	case $RROCE_TYPE in
+	rroce) [ -f "$RROCE_PROVIDER" ] || echo "provider not built ($RROCE_PROVIDER)" ;;
+	rxe) [ -f /etc/libibverbs.d/rxe.driver ] || echo "no rxe provider installed" ;;
+	esac
+	command -v ibv_devinfo >/dev/null || echo "ibv_devinfo not installed"
+}
+
+# ------------------------------------------------------------- test framing
+# test_init PLAN: header, plan, refuse to run outside a VM, dmesg mark and
+# the standard state.  Skips everything if the driver is unavailable.
+test_init() {
+	ktap_header
+	ktap_plan "$1"
+	if [ "$(id -u)" != 0 ]; then ktap_skip_all "must run as root"; fi
+	if ! grep -q virtme /proc/cmdline && [ "${RROCE_ALLOW_HOST:-0}" != 1 ]; then
+		ktap_skip_all "not inside the scripts/vm guest (set RROCE_ALLOW_HOST=1 to force)"
+	fi
+	local why
+	why=$(drv_unavailable)
+	[ -z "$why" ] || ktap_skip_all "$why"
+	diag "driver under test: $RROCE_TYPE ($DEV0 on $IF0, $DEV1 on $IF1 in netns $NS1)"
+	dmesg_mark
+	if ! RROCE_NO_LINKS=0 topo_reset; then
+		ktap_fail "set up the standard topology and devices"
+		while [ "$_t_num" -lt "$_t_plan" ]; do ktap_skip "$TEST_NAME" "setup failed"; done
+		exit $KSFT_FAIL
+	fi
+}
+
+# test_done: dmesg subtest (counted in the plan), restore, exit.
+test_done() {
+	check_dmesg
+	RROCE_NO_LINKS=0 topo_reset >/dev/null 2>&1 || diag "could not restore the standard topology"
+	ktap_finished
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Run the rroce selftests (kselftest style) and print TAP.
+#
+#   selftests/run.sh              run every test in selftests/rdma/
+#   selftests/run.sh NAME...      run only these (link_add_del, link_add_del.sh
+#                                 or selftests/rdma/link_add_del.sh)
+#   selftests/run.sh -l           list the tests
+#
+# Meant to run as root inside the test VM:
+#   scripts/vm --kernel debug selftests/run.sh
+#
+# Output: TAP version 13 with one result per test script (kselftest runner
+# style); each script's own TAP is indented with "# ".  The very last line
+# counts the individual subtests of all scripts:
+#   N passed, N failed, N skipped
+# (skips are not passes).  A script that times out, exits with a failure
+# code without printing a "not ok", or prints fewer results than planned
+# adds one failure.  Exit status: 0 if nothing failed, 1 otherwise.
+#
+# Environment: RROCE_TYPE=rroce|rxe (driver under test, default rroce),
+# RROCE_TIMEOUT_SCALE (multiplies timeouts), RROCE_KMEMLEAK=0 (no kmemleak
+# scans), RROCE_RESULTS=DIR (per-test logs; default build/selftests).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$here/rdma
+
+timeout=45
+if [ -f "$dir/settings" ]; then
+	t=$(sed -n 's/^timeout=//p' "$dir/settings")
+	[ -n "$t" ] && timeout=$t
+fi
+timeout=$((timeout * ${RROCE_TIMEOUT_SCALE:-1}))
+
+all=()
+for f in "$dir"/*.sh; do
+	[ -x "$f" ] && all+=("$f")
+done
+
+if [ "${1:-}" = -l ]; then
+	for f in "${all[@]}"; do basename "$f" .sh; done
+	exit 0
+fi
+
+tests=()
+if [ $# -gt 0 ]; then
+	for a in "$@"; do
+		n=$(basename "$a" .sh)
+		[ -x "$dir/$n.sh" ] || { echo "no such test: $a (see $0 -l)" >&2; exit 2; }
+		tests+=("$dir/$n.sh")
+	done
+else
+	tests=("${all[@]}")
+fi
+
+results=${RROCE_RESULTS:-$here/../build/selftests}
+mkdir -p "$results" 2>/dev/null || results=$(mktemp -d)
+
+passed=0 failed=0 skipped=0
+echo "TAP version 13"
+echo "1..${#tests[@]}"
+i=0
+for t in "${tests[@]}"; do
+	i=$((i + 1))
+	name=$(basename "$t" .sh)
+	log=$results/$name.tap
+	echo "# selftests: rdma: $name"
+	start=$(date +%s)
+	TEST_NAME=$name timeout --kill-after=10 "$timeout" "$t" </dev/null >"$log" 2>&1
+	rc=$?
+	sed 's/^/# /' "$log"
+	# count subtests
+	p=$(grep -cE '^ok [0-9]+' "$log")
+	s=$(grep -cE '^ok [0-9]+ .*# *SKIP' "$log")
+	f=$(grep -cE '^not ok [0-9]+' "$log")
+	p=$((p - s))
+	plan=$(sed -n 's/^1\.\.\([0-9]*\).*/\1/p' "$log" | head -1)
+	extra=
+	if [ $rc = 124 ] || [ $rc = 137 ]; then
+		extra="timed out after ${timeout}s"
+	elif [ $rc != 0 ] && [ $rc != 4 ] && [ "$f" = 0 ]; then
+		extra="exited $rc without a failing subtest"
+	elif [ -n "$plan" ] && [ $((p + s + f)) -lt "$plan" ]; then
+		extra="ran $((p + s + f)) of $plan planned subtests"
+	elif [ -z "$plan" ]; then
+		extra="printed no TAP plan"
+	fi
+	[ -n "$extra" ] && f=$((f + 1))
+	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+	took=$(($(date +%s) - start))
+	if [ -n "$extra" ]; then
+		echo "not ok $i selftests: rdma: $name # $extra (${took}s)"
+	elif [ $rc = 4 ]; then
+		echo "ok $i selftests: rdma: $name # SKIP (${took}s)"
+	elif [ $rc = 0 ] && [ "$f" = 0 ]; then
+		echo "ok $i selftests: rdma: $name (${took}s)"
+	else
+		echo "not ok $i selftests: rdma: $name # exit=$rc (${took}s)"
+	fi
+done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]

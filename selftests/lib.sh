@@ -444,3 +444,18 @@ test_done() {
 	RROCE_NO_LINKS=0 topo_reset >/dev/null 2>&1 || diag "could not restore the standard topology"
 	ktap_finished
 }
+
+# py_checks DESC SCRIPT ARGS...: one subtest that runs a pyverbs check
+# script (selftests/py/SCRIPT) and fails if it exits non-zero or prints a
+# "not ok" line; its output becomes TAP diagnostics.
+py_checks() {
+	local desc=$1 script=$2 out rc l
+	shift 2
+	t_begin "$desc"
+	out=$(/usr/bin/python3 "$RROCE_REPO/selftests/py/$script" "$@" 2>&1)
+	rc=$?
+	while IFS= read -r l; do diag "$l"; done <<<"$out"
+	[ $rc = 0 ] || t_fail "$script exited $rc"
+	grep -q '^not ok' <<<"$out" && t_fail "a check of $script failed"
+	t_end
+}

@@ -9,26 +9,7 @@ import sys
 
 from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context
-from pyverbs.pyverbs_error import PyverbsRDMAError
-
-n = 0
-failed = 0
-
-
-def check(ok, desc, detail=""):
-    global n, failed
-    n += 1
-    if not ok:
-        failed += 1
-    print(f"{'ok' if ok else 'not ok'} {n} - {desc}" + (f" # {detail}" if detail and not ok else ""))
-
-
-def errno_of(fn):
-    try:
-        fn()
-    except PyverbsRDMAError as e:
-        return e.error_code
-    return 0
+from taplib import check, errno_of, finish
 
 
 dev = sys.argv[1]
@@ -62,5 +43,4 @@ for c in cqs:
     c.close()
 # Leave some open: process exit must reclaim them (the wrapper checks dmesg).
 leak = [CQ(ctx, 50) for _ in range(8)]
-print(f"# {n - failed}/{n} checks passed")
-sys.exit(1 if failed else 0)
+finish()

@@ -10,26 +10,7 @@ import pyverbs.enums as e
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.pyverbs_error import PyverbsRDMAError
-
-n = 0
-failed = 0
-
-
-def check(ok, desc, detail=""):
-    global n, failed
-    n += 1
-    if not ok:
-        failed += 1
-    print(f"{'ok' if ok else 'not ok'} {n} - {desc}" + (f" # {detail}" if detail and not ok else ""))
-
-
-def errno_of(fn):
-    try:
-        fn()
-    except PyverbsRDMAError as ex:
-        return ex.error_code
-    return 0
+from taplib import check, errno_of, finish
 
 
 ctx = Context(name=sys.argv[1])
@@ -78,5 +59,4 @@ check(vm_pin_kb() == base, "deregistering unpins them", f"{vm_pin_kb()} kB, expe
 # Leave MRs registered: process exit must unpin and free them (the shell
 # wrapper checks dmesg and kmemleak).
 leak = [MR(pd, 65536, LW) for _ in range(16)]
-print(f"# {n - failed}/{n} checks passed")
-sys.exit(1 if failed else 0)
+finish()

@@ -13,27 +13,8 @@ from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.pd import PD
-from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
-
-n = 0
-failed = 0
-
-
-def check(ok, desc, detail=""):
-    global n, failed
-    n += 1
-    if not ok:
-        failed += 1
-    print(f"{'ok' if ok else 'not ok'} {n} - {desc}" + (f" # {detail}" if detail and not ok else ""))
-
-
-def errno_of(fn):
-    try:
-        fn()
-    except PyverbsRDMAError as ex:
-        return ex.error_code
-    return 0
+from taplib import check, errno_of, finish
 
 
 ctx = Context(name=sys.argv[1])
@@ -126,5 +107,4 @@ check(len({q.qp_num for q in qps}) == 64, "64 QPs get distinct numbers")
 for q in qps[:32]:
     q.close()
 # The rest is reclaimed at process exit.
-print(f"# {n - failed}/{n} checks passed")
-sys.exit(1 if failed else 0)
+finish()

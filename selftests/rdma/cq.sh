@@ -12,12 +12,6 @@ if [ -n "$why" ]; then
 fi
 
 
-t_begin "CQ verbs through pyverbs on $DEV0"
-out=$(/usr/bin/python3 "$RROCE_REPO/selftests/py/cq_verbs.py" "$DEV0" 2>&1)
-rc=$?
-while IFS= read -r l; do diag "$l"; done <<<"$out"
-[ $rc = 0 ] || t_fail "cq_verbs.py exited $rc"
-grep -q '^not ok' <<<"$out" && t_fail "a CQ check failed"
-t_end
+py_checks "CQ verbs through pyverbs on $DEV0" cq_verbs.py "$DEV0"
 
 test_done

@@ -10,12 +10,6 @@ if [ -n "$why" ]; then
 	test_done
 fi
 
-t_begin "MR verbs through pyverbs on $DEV0"
-out=$(/usr/bin/python3 "$RROCE_REPO/selftests/py/mr_verbs.py" "$DEV0" 2>&1)
-rc=$?
-while IFS= read -r l; do diag "$l"; done <<<"$out"
-[ $rc = 0 ] || t_fail "mr_verbs.py exited $rc"
-grep -q '^not ok' <<<"$out" && t_fail "an MR check failed"
-t_end
+py_checks "MR verbs through pyverbs on $DEV0" mr_verbs.py "$DEV0"
 
 test_done

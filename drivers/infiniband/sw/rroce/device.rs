@@ -298,7 +298,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
 
     // SAFETY: `dev` is valid and not yet visible to anyone else but the
     // device table, which does not touch these fields.
-    let res = unsafe { setup(dev, name) };
+    let res = unsafe { setup(dev) };
     let res = res.and_then(|()| {
         // SAFETY: `ib` is fully set up; `name` is a valid C string; a null
         // DMA device selects virtual DMA.
@@ -337,13 +337,13 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
 /// # Safety
 ///
 /// `dev` must be a freshly allocated, not yet registered rroce device.
-unsafe fn setup(dev: *mut RroceDev, name: &CStr) -> Result {
+unsafe fn setup(dev: *mut RroceDev) -> Result {
     // SAFETY: per the function's requirements we have exclusive access.
     let (ib, p) = unsafe { (&mut (*dev).ib, &mut (*dev).p) };
     let parent = match p.ndev.parent() {
         parent if !parent.is_null() => parent,
         _ => {
-            let sp = SynthParent::new(name, &p.ndev)?;
+            let sp = SynthParent::new(&p.ndev)?;
             let d = sp.device();
             p.parent = Some(sp);
             d

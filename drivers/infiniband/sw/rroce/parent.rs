@@ -6,12 +6,17 @@
 //! For a netdev with a bus parent (virtio-net, a PCI NIC) that parent already
 //! has such a `net/` directory and becomes the RDMA device's parent too.  A
 //! purely virtual netdev has no parent, so rroce makes a small root device
-//! named after the RDMA device with a `net/IFNAME` link to the netdev.
+//! `/sys/devices/rroce.N` (N unique for the module's lifetime: the RDMA
+//! device name may still turn out to be taken, and netdev names repeat
+//! across namespaces) with a `net/IFNAME` link to the netdev.
 
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::bindings;
 use kernel::c_str;
 use kernel::prelude::*;
+use kernel::fmt;
+use kernel::str::CString;
 
 use crate::netdev::NetDevRef;
 
@@ -35,10 +40,10 @@ unsafe impl Send for SynthParent {}
 unsafe impl Sync for SynthParent {}
 
 impl SynthParent {
-    /// Creates `/sys/devices/NAME` with `net/IFNAME` pointing at `ndev`.
-    ///
-    /// `name` must be NUL-terminated.
-    pub(crate) fn new(name: &CStr, ndev: &NetDevRef) -> Result<Self> {
+    /// Creates `/sys/devices/rroce.N` with `net/IFNAME` pointing at `ndev`.
+    pub(crate) fn new(ndev: &NetDevRef) -> Result<Self> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = CString::try_from_fmt(fmt!("rroce.{}", NEXT.fetch_add(1, Ordering::Relaxed)))?;
         // SAFETY: `name` is a valid C string; no owner module is recorded, so
         // no link back to this module is made.
         let dev = unsafe { bindings::__root_device_register(name.as_char_ptr(), core::ptr::null_mut()) };

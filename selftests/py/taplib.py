@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Tiny TAP helpers shared by the pyverbs selftests."""
+import sys
+
+from pyverbs.pyverbs_error import PyverbsRDMAError
+
+_n = 0
+_failed = 0
+
+
+def check(ok, desc, detail=""):
+    """Print one "ok/not ok" line; `detail` is shown on failure."""
+    global _n, _failed
+    _n += 1
+    if not ok:
+        _failed += 1
+    print(f"{'ok' if ok else 'not ok'} {_n} - {desc}" + (f" # {detail}" if detail and not ok else ""))
+
+
+def errno_of(fn):
+    """The errno a verbs call fails with, 0 if it succeeds."""
+    try:
+        fn()
+    except PyverbsRDMAError as ex:
+        return ex.error_code
+    return 0
+
+
+def finish():
+    """Summarise and exit non-zero if any check failed."""
+    print(f"# {_n - _failed}/{_n} checks passed")
+    sys.exit(1 if _failed else 0)

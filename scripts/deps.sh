@@ -9,7 +9,7 @@ DEBS=(linux-source-6.12 clang lld llvm libclang-dev flex bison bc libelf-dev
       libssl-dev qemu-system-x86 rdma-core ibverbs-utils ibverbs-providers
       libibverbs-dev librdmacm-dev perftest rdmacm-utils python3-pyverbs
       iproute2 tshark kmod cpio busybox-static xz-utils python3-matplotlib iperf3
-      ethtool procps)
+      ethtool procps python3-pip)
 BINDGEN_VERSION=0.73.2
 VNG_VERSION=1.42
 
@@ -40,6 +40,8 @@ fi
 
 if ! command -v vng >/dev/null || ! vng --version 2>/dev/null | grep -q "$VNG_VERSION"; then
 	step "pip install virtme-ng $VNG_VERSION"
-	python3 -m pip install --quiet "virtme-ng==$VNG_VERSION"
+	# Into whatever python3 is first on PATH (pyenv or Debian's; the latter
+	# is "externally managed", hence the flag, harmless elsewhere).
+	python3 -m pip install --quiet --break-system-packages "virtme-ng==$VNG_VERSION"
 	done_step
 fi

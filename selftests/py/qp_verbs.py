@@ -9,7 +9,7 @@ Usage: qp_verbs.py DEVICE GID_INDEX.  One "ok/not ok" line per check.
 import sys
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.pd import PD
@@ -102,6 +102,12 @@ uc.close()
 check(errno_of(lambda: make_qp(wr=ctx.query_device().max_qp_wr + 1)) == 22, "max_send_wr above max_qp_wr -> EINVAL")
 check(errno_of(lambda: make_qp(sge=33)) == 22, "33 SGEs -> EINVAL")
 check(errno_of(lambda: make_qp(inline=4096)) == 22, "4 KiB inline -> EINVAL")
+ahs = [AH(pd, attr=ah) for _ in range(100)]
+check(len(ahs) == 100, "100 address handles to the loopback GID")
+for a in ahs[:50]:
+    a.close()
+check(errno_of(lambda: AH(pd, attr=AHAttr(is_global=0, port_num=1))) != 0, "an AH without a GRH is refused on RoCE")
+
 qps = [make_qp(wr=16, sge=1, inline=0) for _ in range(64)]
 check(len({q.qp_num for q in qps}) == 64, "64 QPs get distinct numbers")
 for q in qps[:32]:

@@ -49,6 +49,8 @@ pub(crate) struct DevPriv {
     pub(crate) key_gen: AtomicU32,
     /// Queue pair numbers.
     pub(crate) qpns: IdTable,
+    /// Address handle numbers.
+    pub(crate) ahs: IdTable,
 }
 
 /// An rroce device: ib_core's `ib_device` followed by ours.
@@ -282,6 +284,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 keys: IdTable::new(),
                 key_gen: AtomicU32::new(0),
                 qpns: IdTable::new(),
+                ahs: IdTable::new(),
             })
         };
         // Cannot fail: capacity was reserved above.

@@ -218,7 +218,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
 }
 
 /// The address vector of a `modify_qp(AV)`: RoCEv2 with a GRH only.
-fn address_vector(ah: &bindings::rdma_ah_attr) -> Result<AddressVector> {
+pub(crate) fn address_vector(ah: &bindings::rdma_ah_attr) -> Result<AddressVector> {
     if ah.type_ != bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE
         || ah.ah_flags as u32 & bindings::ib_ah_flags_IB_AH_GRH == 0
         || ah.port_num != 1

@@ -29,6 +29,7 @@ module! {
 #[path = "proto/src/lib.rs"]
 mod proto;
 
+mod ah;
 mod cq;
 mod device;
 mod glue;

@@ -15,6 +15,7 @@ use kernel::prelude::*;
 
 use core::ptr::NonNull;
 
+use crate::ah;
 use crate::cq;
 use crate::mr;
 use crate::qp;
@@ -71,6 +72,10 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         req_notify_cq: Some(cq::req_notify_cq),
         poll_cq: Some(cq::poll_cq),
         size_ib_cq: cq::CQ_SIZE,
+        create_ah: Some(ah::create_ah),
+        create_user_ah: Some(ah::create_ah),
+        destroy_ah: Some(ah::destroy_ah),
+        size_ib_ah: ah::AH_SIZE,
         create_qp: Some(qp::create_qp),
         modify_qp: Some(qp::modify_qp),
         query_qp: Some(qp::query_qp),

@@ -459,3 +459,117 @@ py_checks() {
 	grep -q '^not ok' <<<"$out" && t_fail "a check of $script failed"
 	t_end
 }
+
+# ------------------------------------------------------------ traffic tests
+# datapath_unavailable [DEV [ADDR]]: why DEV (default $DEV0) cannot carry
+# traffic yet, or nothing.  rroce is probed with py/has_datapath.py on the
+# RoCE v2 GID of ADDR (default $IP0): its exit 4 means the kernel does not
+# take posted work yet.  rxe always has a data path.  A probe failing in any
+# other way is no reason to skip: it prints a diagnostic (on stderr) and
+# the test goes on into the real failure.
+datapath_unavailable() {
+	local dev=${1:-$DEV0} idx out rc
+	[ "$RROCE_TYPE" = rroce ] || return 0
+	idx=$(gid_index "$dev" "$(gid_of "${2:-$IP0}")")
+	out=$(/usr/bin/python3 "$RROCE_REPO/selftests/py/has_datapath.py" "$dev" "${idx:-1}" 2>&1)
+	rc=$?
+	case $rc in
+	0) ;;
+	4) echo "no data path yet (has_datapath.py $dev: $out)" ;;
+	*) diag "data-path probe on $dev exited $rc: $(printf '%s' "$out" | tail -3 | tr '\n' ' ')" >&2 ;;
+	esac
+	return 0
+}
+
+# tcp_listening PORT [NETNS]: something listens on TCP PORT in NETNS
+tcp_listening() {
+	local pre=()
+	[ -n "${2:-}" ] && pre=(ip netns exec "$2")
+	"${pre[@]}" ss -Hltn "sport = :$1" | grep -q .
+}
+
+# pair_run TMO SERVER_NS CLIENT_NS PORT SERVER_CMD... -- CLIENT_CMD...
+# A client/server pair (ibv_*_pingpong, perftest) talking over TCP PORT:
+# SERVER_CMD starts in the background in netns SERVER_NS ("" = init_net);
+# once it listens on PORT, CLIENT_CMD runs in CLIENT_NS.  Each side is
+# killed after TMO s (times $RROCE_TIMEOUT_SCALE); a server still running
+# 10 s after its client failed is killed too.  Output: files $PAIR_SRV and
+# $PAIR_CLI; exit codes: $pair_src, $pair_crc (124: timed out).  Every
+# problem is a t_fail (with the last lines of output); returns 0 if both
+# sides exited 0.
+PAIR_SRV=/tmp/rroce-pair.$$.srv
+PAIR_CLI=/tmp/rroce-pair.$$.cli
+pair_src='' pair_crc=''
+_pair_spid=
+_pair_server_up() { ! kill -0 "$_pair_spid" 2>/dev/null || tcp_listening "$@"; }
+pair_run() {
+	local tmo=$(($1 * ${RROCE_TIMEOUT_SCALE:-1})) sns=$2 cns=$3 port=$4
+	local srv=() spre=() cpre=() ok=0
+	shift 4
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	[ -n "$sns" ] && spre=(ip netns exec "$sns")
+	[ -n "$cns" ] && cpre=(ip netns exec "$cns")
+	pair_src=- pair_crc=-
+	: >"$PAIR_CLI"
+	# line-buffered: a side killed on timeout still shows how far it got
+	"${spre[@]}" timeout "$tmo" stdbuf -oL "${srv[@]}" >"$PAIR_SRV" 2>&1 &
+	_pair_spid=$!
+	wait_for 30 _pair_server_up "$port" "$sns"
+	if ! tcp_listening "$port" "$sns"; then
+		kill "$_pair_spid" 2>/dev/null
+		wait "$_pair_spid"
+		pair_src=$?
+		t_fail "${srv[0]} server (${sns:-init_net}) not listening on TCP $port, exit $pair_src: $(tail -3 "$PAIR_SRV" | tr '\n' ' ')"
+		return 1
+	fi
+	"${cpre[@]}" timeout "$tmo" stdbuf -oL "$@" >"$PAIR_CLI" 2>&1
+	pair_crc=$?
+	if [ "$pair_crc" != 0 ] && ! wait_for 10 not kill -0 "$_pair_spid"; then
+		kill "$_pair_spid" 2>/dev/null
+	fi
+	wait "$_pair_spid"
+	pair_src=$?
+	[ "$pair_crc" = 124 ] && t_fail "$1 client timed out after ${tmo}s"
+	[ "$pair_src" = 124 ] && t_fail "${srv[0]} server timed out after ${tmo}s"
+	if [ "$pair_crc" != 0 ]; then
+		t_fail "$1 client (${cns:-init_net}) exited $pair_crc: $(tail -3 "$PAIR_CLI" | tr '\n' ' ')"
+		ok=1
+	fi
+	if [ "$pair_src" != 0 ]; then
+		t_fail "${srv[0]} server (${sns:-init_net}) exited $pair_src: $(tail -3 "$PAIR_SRV" | tr '\n' ' ')"
+		ok=1
+	fi
+	return $ok
+}
+
+# rc_pingpong_chk TMO SERVER_NS SERVER_DEV SERVER_IP CLIENT_NS CLIENT_DEV CLIENT_IP SIZE ITERS [ARGS...]
+# ibv_rc_pingpong -c (buffer validation: the server checks every page of what
+# it received) between two devices, each on the RoCE v2 GID of its IPv4
+# address, over TCP port $RC_PORT (incremented first).  A t_fail unless both
+# exit 0, both report ITERS exchanges of SIZE bytes, the client got the
+# server's GID, and the server found no invalid data.
+RC_PORT=${RC_PORT:-18700}
+rc_pingpong_chk() {
+	local tmo=$1 sns=$2 sdev=$3 sip=$4 cns=$5 cdev=$6 cip=$7 size=$8 iters=$9 sidx cidx bytes
+	shift 9
+	RC_PORT=$((RC_PORT + 1))
+	bytes=$((size * iters * 2))
+	sidx=$(gid_index "$sdev" "$(gid_v4 "$sip")")
+	cidx=$(gid_index "$cdev" "$(gid_v4 "$cip")")
+	if [ -z "$sidx" ] || [ -z "$cidx" ]; then
+		t_fail "no RoCE v2 GID of $sip on $sdev ('$sidx') or of $cip on $cdev ('$cidx')"
+		return 1
+	fi
+	pair_run "$tmo" "$sns" "$cns" "$RC_PORT" \
+		ibv_rc_pingpong -c -d "$sdev" -g "$sidx" -p "$RC_PORT" -s "$size" -n "$iters" "$@" -- \
+		ibv_rc_pingpong -c -d "$cdev" -g "$cidx" -p "$RC_PORT" -s "$size" -n "$iters" "$@" "$sip"
+	diag "client: $(grep -E '(bytes|iters) in' "$PAIR_CLI" | tr '\n' ' ')"
+	grep -q "remote address: .* GID ::ffff:$sip\$" "$PAIR_CLI" ||
+		t_fail "client did not get the server's GID ::ffff:$sip"
+	grep -q "^$bytes bytes in" "$PAIR_CLI" || t_fail "client did not report $bytes bytes moved"
+	grep -q "^$iters iters in" "$PAIR_SRV" || t_fail "server did not report $iters iters"
+	if grep -q "invalid data" "$PAIR_SRV"; then
+		t_fail "server found bad data: $(grep "invalid data" "$PAIR_SRV" | head -3 | tr '\n' ' ')"
+	fi
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Wire interoperability with the in-kernel soft-RoCE driver: rxe0 (rdma_rxe)
+# on rr0 in init_net talks RC to rroce1 on rr1 in netns peer across the veth,
+# with ibv_rc_pingpong -c (the server validates what it received), rxe as
+# server and as client, 4 KiB and 64 KiB messages (64 packets each at path
+# MTU 1024).
+# rxe and rroce both want UDP 4791 in init_net, so rroce0 is deleted for the
+# test (rroce then closes its init_net socket) and re-added at the end.
+# rroce only: skipped with RROCE_TYPE=rxe.  Before rroce has a data path
+# only the driver swap (subtests 1 and 6) runs.
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+PLAN=7
+if [ "$RROCE_TYPE" != rroce ]; then
+	ktap_header
+	ktap_plan $PLAN
+	ktap_skip_all "interop of rroce with rxe: needs RROCE_TYPE=rroce"
+fi
+test_init $PLAN
+trap 'rm -f "$PAIR_SRV" "$PAIR_CLI"' EXIT
+
+RXE=rxe0
+# SIZE ITERS TIMEOUT(s, per side)
+CASES=("4096 100 60" "65536 50 90")
+
+why=$(provider_unavailable)
+modinfo rdma_rxe >/dev/null 2>&1 || why=${why:-rdma_rxe module not available}
+[ -f /etc/libibverbs.d/rxe.driver ] || why=${why:-no rxe provider in /etc/libibverbs.d (rxe.driver)}
+command -v ibv_rc_pingpong >/dev/null || why=${why:-ibv_rc_pingpong not installed}
+if [ -n "$why" ]; then
+	for _ in $(seq $((PLAN - 1))); do ktap_skip "$TEST_NAME" "$why"; done
+	test_done
+fi
+# Without a data path only the traffic is skipped: swapping the drivers in
+# and out is control path and tested all the same.
+nodp=$(datapath_unavailable "$DEV0" "$IP0")
+
+rxe_loaded() { [ -d /sys/module/rdma_rxe ]; }
+# udp_is "V4 V6": UDP 4791 sockets in init_net (see udp4791)
+# shellcheck disable=SC2317  # called through expect_wait
+udp_is() { [ "$(udp4791)" = "$1" ]; }
+
+t_begin "$DEV0 deleted, rdma_rxe loaded, $RXE on $IF0 (init_net) next to $DEV1 (netns $NS1)"
+skip=
+expect_ok "link delete $DEV0" link_del "$DEV0" &&
+	expect_wait "$DEV0 gone" 10 not ibdev_exists "$DEV0" &&
+	expect_wait "UDP $ROCE_PORT free in init_net" 10 udp_is "0 0" &&
+	expect_ok "modprobe rdma_rxe" modprobe rdma_rxe &&
+	expect_ok "link add $RXE" rdma link add "$RXE" type rxe netdev "$IF0" &&
+	expect_wait "$RXE ACTIVE" 10 port_active "$RXE" &&
+	expect_wait "$RXE GID of $IP0" 10 gid_present "$RXE" "$(gid_v4 "$IP0")" &&
+	expect_ok "ibv_devinfo -d $RXE (rxe provider)" ibv_devinfo -d "$RXE" &&
+	expect_ok "$DEV1 still ACTIVE" port_active "$DEV1" &&
+	expect_eq "UDP $ROCE_PORT (v4 v6) in $NS1, $DEV1's" "$(udp4791 "$NS1")" "1 1" ||
+	skip="$RXE setup failed"
+skip=${skip:-$nodp}
+diag "UDP $ROCE_PORT (v4 v6) with $RXE: init_net $(udp4791), $NS1 $(udp4791 "$NS1")"
+t_end
+
+for c in "${CASES[@]}"; do
+	read -r size iters tmo <<<"$c"
+	t_begin "RC -c $size B x $iters: $DEV1 (netns $NS1) client -> $RXE (init_net) server"
+	if [ -n "$skip" ]; then
+		t_skip "$skip"
+	else
+		rc_pingpong_chk "$tmo" "" "$RXE" "$IP0" "$NS1" "$DEV1" "$IP1" "$size" "$iters"
+		t_end
+	fi
+	t_begin "RC -c $size B x $iters: $RXE (init_net) client -> $DEV1 (netns $NS1) server"
+	if [ -n "$skip" ]; then
+		t_skip "$skip"
+	else
+		rc_pingpong_chk "$tmo" "$NS1" "$DEV1" "$IP1" "" "$RXE" "$IP0" "$size" "$iters"
+		t_end
+	fi
+done
+
+t_begin "$RXE deleted, rdma_rxe unloaded, $DEV0 back on $IF0"
+if ibdev_exists "$RXE"; then
+	expect_ok "link delete $RXE" rdma link delete "$RXE"
+	expect_wait "$RXE gone" 10 not ibdev_exists "$RXE"
+fi
+rxe_loaded && expect_ok "rmmod rdma_rxe" rmmod rdma_rxe
+expect_wait "rdma_rxe unloaded" 10 not rxe_loaded
+expect_ok "link add $DEV0" link_add "$DEV0" "$IF0"
+expect_wait "$DEV0 ACTIVE" 10 port_active "$DEV0"
+expect_wait "UDP $ROCE_PORT bound by rroce in init_net again" 10 udp_is "1 1"
+t_end
+
+test_done

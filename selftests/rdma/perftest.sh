@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# perftest over RC: ib_{send,write,read}_{bw,lat} with 4 KiB messages and
+# 200 iterations between $DEV0 (init_net, client) and $DEV1 (netns peer,
+# server), each on the RoCE v2 GID of its address.  A tool passes when both
+# sides exit 0 and the client prints its result line; the figures go to the
+# log as diagnostics (TCG-emulated, so they only show relative cost).
+# rxe (6.12) has no network namespace support: there both ends use $DEV0.
+# Everything is skipped while rroce has no data path yet.
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+PLAN=7
+test_init $PLAN
+trap 'rm -f "$PAIR_SRV" "$PAIR_CLI"' EXIT
+
+TOOLS=(ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat)
+SIZE=4096 ITERS=200 TMO=120 PORT=18900
+
+why=$(provider_unavailable)
+for t in "${TOOLS[@]}"; do
+	command -v "$t" >/dev/null || why=${why:-$t not installed (perftest)}
+done
+[ -n "$why" ] || why=$(datapath_unavailable "$DEV0" "$IP0")
+if [ -n "$why" ]; then
+	for t in "${TOOLS[@]}"; do ktap_skip "$t" "$why"; done
+	test_done
+fi
+
+if [ "$RROCE_TYPE" = rroce ]; then
+	SNS=$NS1 SDEV=$DEV1 SIP=$IP1
+else
+	SNS='' SDEV=$DEV0 SIP=$IP0
+	diag "$RROCE_TYPE has no network namespace support: server and client both on $DEV0"
+fi
+CDEV=$DEV0 CIP=$IP0
+sidx=$(gid_index "$SDEV" "$(gid_v4 "$SIP")")
+cidx=$(gid_index "$CDEV" "$(gid_v4 "$CIP")")
+
+for t in "${TOOLS[@]}"; do
+	t_begin "$t -s $SIZE -n $ITERS: $CDEV (init_net) -> $SDEV (${SNS:-init_net})"
+	PORT=$((PORT + 1))
+	if [ -z "$sidx" ] || [ -z "$cidx" ]; then
+		t_fail "no RoCE v2 GID of $SIP on $SDEV ('$sidx') or of $CIP on $CDEV ('$cidx')"
+		t_end
+		continue
+	fi
+	common=(-i 1 -s "$SIZE" -n "$ITERS" -p "$PORT" -F)
+	pair_run "$TMO" "$SNS" "" "$PORT" \
+		"$t" -d "$SDEV" -x "$sidx" "${common[@]}" -- \
+		"$t" -d "$CDEV" -x "$cidx" "${common[@]}" "$SIP"
+	# the result row: " #bytes #iterations" then the figures
+	res=$(grep -E "^ *$SIZE +[0-9]+ +[0-9.]+ +[0-9.]+" "$PAIR_CLI" | tail -1)
+	if [ -z "$res" ]; then
+		t_fail "client printed no result line: $(tail -5 "$PAIR_CLI" | tr '\n' ' ')"
+	else
+		# shellcheck disable=SC2086  # split the row into fields
+		set -- $res
+		case $t in
+		*_bw) diag "$t: BW average $4 MB/s (peak $3 MB/s), $5 Mpps" ;;
+		*_lat) diag "$t: latency typical $5 us, avg $6 us, min $3 us, max $4 us" ;;
+		esac
+		[ "$2" = "$ITERS" ] || t_fail "client ran $2 iterations, not $ITERS"
+	fi
+	t_end
+done
+
+test_done

@@ -25,7 +25,7 @@ use crate::glue;
 use crate::lock::{new_spinlock_bh, SpinLockBh};
 use crate::proto::abi::{CreateCqCmd, CreateCqResp};
 use crate::proto::ring::{Producer, RingLayout};
-use crate::proto::wqe::CQE_BYTES;
+use crate::proto::wqe::{Cqe, CQE_BYTES};
 use crate::shm::SharedBuf;
 use crate::verbs::{self, MmapEntry};
 
@@ -123,6 +123,53 @@ fn create(cq: &mut RroceCq, attr: &bindings::ib_cq_init_attr, udata: *mut bindin
     // INVARIANT: initialised on success only.
     cq.p.write(CqPriv { entry, state, armed: AtomicU32::new(0) });
     Ok(())
+}
+
+/// Writes `cqe` into the CQ and, if it is armed for it, calls its
+/// completion handler.  Returns `false` if the CQ overflowed (the entry is
+/// lost and the CQ's owner gets `IB_EVENT_CQ_ERR`).
+///
+/// # Safety
+///
+/// `cq` must be a live CQ of ours (e.g. the send or receive CQ of a live
+/// QP, which holds a use count on it).
+pub(crate) unsafe fn push(cq: *mut bindings::ib_cq, cqe: &Cqe, solicited: bool) -> bool {
+    // SAFETY: per the requirements `cq` is a created CQ of ours.
+    let (ib, p) = unsafe { (&*cq, (*cq.cast::<RroceCq>()).p.assume_init_ref()) };
+    let ok = {
+        let mut st = p.state.lock();
+        st.prod.push(p.ring(), &cqe.to_bytes()).is_ok()
+    };
+    if !ok {
+        if let Some(h) = ib.event_handler {
+            let mut ev = bindings::ib_event {
+                device: ib.device,
+                event: bindings::ib_event_type_IB_EVENT_CQ_ERR,
+                ..Default::default()
+            };
+            ev.element.cq = cq;
+            // SAFETY: the handler and its context were set by ib_core.
+            unsafe { h(&mut ev, ib.cq_context) };
+        }
+        return false;
+    }
+    let want = if solicited {
+        bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK
+    } else {
+        bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
+    };
+    // Disarm exactly once per event.
+    let armed = p.armed.fetch_and(!bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK, Ordering::AcqRel);
+    if armed & want != 0 {
+        if let Some(h) = ib.comp_handler {
+            // SAFETY: ib_core set the handler and context for this CQ.
+            unsafe { h(cq, ib.cq_context) };
+        }
+    } else {
+        // Not for us: put the arming back.
+        p.armed.fetch_or(armed, Ordering::AcqRel);
+    }
+    true
 }
 
 /// # Safety

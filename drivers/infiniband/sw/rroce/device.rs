@@ -84,6 +84,70 @@ impl RroceDev {
     }
 }
 
+/// Devices the receive path may deliver to, read locklessly under RCU.
+///
+/// A device is entered before `ib_register_device` and removed in
+/// `dealloc_driver`, which then waits for an RCU grace period before its
+/// memory can go.
+const MAX_DEVICES: usize = 64;
+static RX_DEVS: [AtomicPtr<RroceDev>; MAX_DEVICES] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_DEVICES];
+
+fn rx_table_add(dev: *mut RroceDev) -> Result {
+    for slot in &RX_DEVS {
+        if slot.compare_exchange(ptr::null_mut(), dev, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            return Ok(());
+        }
+    }
+    Err(ENOSPC)
+}
+
+fn rx_table_remove(dev: *mut RroceDev) {
+    for slot in &RX_DEVS {
+        let _ = slot.compare_exchange(dev, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+/// The device a received datagram is for: the one on the netdev it arrived
+/// on, else (loopback, or a device on another netdev of the namespace) the
+/// one whose netdev owns the destination address `dst` (`ipv6`: 16 bytes,
+/// else 4).
+///
+/// Must be called in an RCU read-side section (the receive softirq); the
+/// reference is valid until it ends.
+pub(crate) fn rx_device<'a>(in_dev: *mut bindings::net_device, ipv6: bool, dst: &[u8]) -> Option<&'a RroceDev> {
+    let mut same_net = None;
+    // SAFETY: the ingress netdev of a packet being received is alive.
+    let net = unsafe { glue::rroce_dev_net(in_dev) };
+    for slot in &RX_DEVS {
+        let p = slot.load(Ordering::Acquire);
+        // SAFETY: table entries stay valid for an RCU grace period after
+        // their removal, and we are in a read-side section.
+        let Some(dev) = (unsafe { p.as_ref() }) else { continue };
+        if dev.p.ndev.as_ptr() == in_dev {
+            return Some(dev);
+        }
+        if dev.p.ndev.net() == net {
+            same_net = Some(dev);
+        }
+    }
+    // Slow path (loopback): look at every device of the namespace.
+    same_net?;
+    for slot in &RX_DEVS {
+        let p = slot.load(Ordering::Acquire);
+        // SAFETY: as above.
+        let Some(dev) = (unsafe { p.as_ref() }) else { continue };
+        if dev.p.ndev.net() != net {
+            continue;
+        }
+        // SAFETY: the device holds its netdev; `dst` has the length of the
+        // family's addresses.
+        if unsafe { glue::rroce_ndev_has_addr(dev.p.ndev.as_ptr(), ipv6, dst.as_ptr()) } {
+            return Some(dev);
+        }
+    }
+    None
+}
+
 struct DevEntry {
     dev: *mut RroceDev,
     ndev: *mut bindings::net_device,
@@ -302,6 +366,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
     // SAFETY: `dev` is valid and not yet visible to anyone else but the
     // device table, which does not touch these fields.
     let res = unsafe { setup(dev) };
+    let res = res.and_then(|()| rx_table_add(dev));
     let res = res.and_then(|()| {
         // SAFETY: `ib` is fully set up; `name` is a valid C string; a null
         // DMA device selects virtual DMA.
@@ -356,8 +421,8 @@ unsafe fn setup(dev: *mut RroceDev) -> Result {
     ib.node_type = bindings::RDMA_NODE_IB_CA as u8;
     ib.phys_port_cnt = 1;
     // Legacy write() commands beyond ib_core's default set.
-    ib.uverbs_cmd_mask |=
-        1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
+    ib.uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ)
+        | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND);
     // SAFETY: plain query.
     ib.num_comp_vectors = unsafe { glue::rroce_num_possible_cpus() } as c_int;
     ib.node_guid = p.attrs.sys_image_guid;
@@ -380,6 +445,10 @@ pub(crate) unsafe fn dealloc(ib: *mut bindings::ib_device) {
     // SAFETY: per the requirements `p` is initialised; ib_core frees the
     // memory later without dropping it, so moving it out is the one drop.
     let mut p = unsafe { ptr::addr_of_mut!((*dev).p).read() };
+    // No receiver may be looking at the device once it is gone.
+    rx_table_remove(dev);
+    // SAFETY: ib_core calls `dealloc_driver` in process context.
+    unsafe { bindings::synchronize_rcu() };
     if let Ok(g) = global() {
         let mut st = g.state.lock();
         if let Some(i) = st.devs.iter().position(|e| e.dev == dev) {

@@ -61,4 +61,33 @@ extern "C" {
         rcv: unsafe extern "C" fn(*mut bindings::sock, *mut bindings::sk_buff) -> c_int,
         sockp: *mut *mut bindings::socket,
     ) -> c_int;
+    pub(crate) fn rroce_skb_dev(skb: *const bindings::sk_buff) -> *mut bindings::net_device;
+    pub(crate) fn rroce_skb_linear(skb: *mut bindings::sk_buff, data: *mut *mut u8, len: *mut c_uint)
+        -> c_int;
+    pub(crate) fn rroce_tx_alloc(
+        ndev: *mut bindings::net_device,
+        len: c_uint,
+        data: *mut *mut u8,
+    ) -> *mut bindings::sk_buff;
+    pub(crate) fn rroce_tx_send(
+        ndev: *mut bindings::net_device,
+        skb: *mut bindings::sk_buff,
+        ipv6: bool,
+    ) -> c_int;
+    pub(crate) fn rroce_ndev_has_addr(ndev: *mut bindings::net_device, ipv6: bool, addr: *const u8)
+        -> bool;
+    pub(crate) fn rroce_timer_setup(
+        t: *mut bindings::timer_list,
+        f: unsafe extern "C" fn(*mut bindings::timer_list),
+    );
+    pub(crate) fn rroce_timer_arm(t: *mut bindings::timer_list, ns: u64);
+    pub(crate) fn rroce_timer_shutdown(t: *mut bindings::timer_list);
+    pub(crate) fn rroce_ktime_ns() -> u64;
+    pub(crate) fn rroce_umem_pages(
+        umem: *mut bindings::ib_umem,
+        pages: *mut *mut bindings::page,
+        n: core::ffi::c_ulong,
+    ) -> core::ffi::c_ulong;
+    pub(crate) fn rroce_page_copy(page: *mut bindings::page, off: c_uint, buf: *mut c_void, len: c_uint, to_page: bool);
+    pub(crate) fn rroce_page_atomic(page: *mut bindings::page, off: c_uint, cas: bool, a: u64, b: u64) -> u64;
 }

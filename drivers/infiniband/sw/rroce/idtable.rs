@@ -63,6 +63,15 @@ impl IdTable {
         Ok(id)
     }
 
+    /// The object stored under `id`, or null.  The pointer is only
+    /// meaningful inside an RCU read-side section (or BH-disabled region)
+    /// if the object's owner waits for a grace period after `remove`.
+    pub(crate) fn load(&self, id: u32) -> *mut c_void {
+        // SAFETY: the xarray is initialised (type invariant); xa_load takes
+        // the RCU read lock itself.
+        unsafe { bindings::xa_load(self.xa(), id as _) }
+    }
+
     /// Frees `id`.
     pub(crate) fn remove(&self, id: u32) {
         // SAFETY: the xarray is initialised (type invariant).

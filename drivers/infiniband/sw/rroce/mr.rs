@@ -19,6 +19,7 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
+use crate::glue;
 
 /// Access flags a region may carry (the rest are refused or meaningless
 /// for a software device).
@@ -30,15 +31,48 @@ const ACCESS_ALLOWED: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
     | bindings::ib_access_flags_IB_ACCESS_OPTIONAL;
 
 /// An rroce memory region (allocated by us; `ib` first).
+///
+/// # Invariants
+///
+/// `pages` holds the pinned pages of `umem` in order; the region's first
+/// byte (`ib.iova`) is at offset `page_off` of `pages[0]`.
 #[repr(C)]
 pub(crate) struct RroceMr {
     ib: bindings::ib_mr,
     /// Pinned user pages; `None` for a kernel DMA MR.
     umem: Option<NonNull<bindings::ib_umem>>,
+    /// The PD it was registered in.
+    pd: *mut bindings::ib_pd,
+    /// The pages of `umem`.
+    pages: KVVec<*mut bindings::page>,
+    /// Offset of the first byte in the first page.
+    page_off: u64,
     /// `IB_ACCESS_*` flags.
     access: u32,
     /// Index in the device's key table.
     index: u32,
+}
+
+/// What an access to a region needs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// Local read (gather for a send).
+    LocalRead,
+    /// Local write (receive, READ response, atomic result).
+    LocalWrite,
+    /// One of the `IB_ACCESS_REMOTE_*` flags.
+    Remote(u32),
+}
+
+/// Why an access to a region was refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum MrError {
+    /// No region with this key (or of another PD).
+    BadKey,
+    /// The range is outside the region.
+    Range,
+    /// The region does not allow the access.
+    Access,
 }
 
 /// Registers `mr` (already filled but for its keys) and returns `ib_mr`.
@@ -88,7 +122,30 @@ fn reg_user(
     ibmr.iova = iova;
     ibmr.length = length;
     ibmr.page_size = bindings::PAGE_SIZE as u32;
-    let mr = match KBox::new(RroceMr { ib: ibmr, umem: Some(umem), access: acc, index: 0 }, GFP_KERNEL) {
+    let page_off = start & (bindings::PAGE_SIZE as u64 - 1);
+    let npages = usize::try_from((page_off + length).div_ceil(bindings::PAGE_SIZE as u64)).map_err(|_| EINVAL);
+    let pages = npages.and_then(|n| {
+        let mut v = KVVec::with_capacity(n, GFP_KERNEL)?;
+        // SAFETY: `v` has room for `n` pointers; `umem` is pinned.
+        let got = unsafe { glue::rroce_umem_pages(umem.as_ptr(), v.as_mut_ptr(), n as _) };
+        if got as usize != n {
+            return Err(EINVAL);
+        }
+        // SAFETY: the first `n` elements were just written.
+        unsafe { v.set_len(n) };
+        Ok(v)
+    });
+    let pages = match pages {
+        Ok(p) => p,
+        Err(e) => {
+            release();
+            return Err(e);
+        }
+    };
+    let mr = match KBox::new(
+        RroceMr { ib: ibmr, umem: Some(umem), pd, pages, page_off, access: acc, index: 0 },
+        GFP_KERNEL,
+    ) {
         Ok(mr) => mr,
         Err(e) => {
             release();
@@ -109,10 +166,95 @@ impl Drop for RroceMr {
 }
 
 impl RroceMr {
-    /// The access flags.
-    #[expect(dead_code, reason = "checked by the responder of the data path")]
-    pub(crate) fn access(&self) -> u32 {
-        self.access
+    /// The region with `key` in `dev`, if it belongs to `pd`.
+    ///
+    /// Must be called with bottom halves disabled (or in softirq): the
+    /// reference is valid until they are enabled again, because `dereg_mr`
+    /// waits for an RCU grace period before freeing the region.
+    pub(crate) fn lookup<'a>(dev: &'a RroceDev, pd: *mut bindings::ib_pd, key: u32) -> Result<&'a RroceMr, MrError> {
+        let p = dev.p.keys.load(key >> 8).cast::<RroceMr>();
+        // SAFETY: the key table only holds live regions of this device;
+        // see above for the lifetime.
+        let mr = unsafe { p.as_ref() }.ok_or(MrError::BadKey)?;
+        if mr.ib.lkey != key || mr.pd != pd || mr.umem.is_none() {
+            return Err(MrError::BadKey);
+        }
+        Ok(mr)
+    }
+
+    /// Checks an access of `len` bytes at `va`.
+    pub(crate) fn check(&self, va: u64, len: u32, need: Need) -> Result<(), MrError> {
+        let ok = match need {
+            Need::LocalRead => true,
+            Need::LocalWrite => self.access & bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE != 0,
+            Need::Remote(f) => self.access & f == f,
+        };
+        if !ok {
+            return Err(MrError::Access);
+        }
+        let end = va.checked_add(u64::from(len)).ok_or(MrError::Range)?;
+        let mr_end = self.ib.iova.checked_add(self.ib.length).ok_or(MrError::Range)?;
+        if len != 0 && (va < self.ib.iova || end > mr_end) {
+            return Err(MrError::Range);
+        }
+        Ok(())
+    }
+
+    /// Visits the pages backing `len` bytes at `va` (already checked):
+    /// `f(page, offset in page, offset in the range, length)`.
+    fn walk(&self, va: u64, len: u32, mut f: impl FnMut(*mut bindings::page, u32, usize, u32)) -> Result<(), MrError> {
+        let ps = bindings::PAGE_SIZE as u64;
+        let mut off = va.wrapping_sub(self.ib.iova).checked_add(self.page_off).ok_or(MrError::Range)?;
+        let mut done = 0u32;
+        while done < len {
+            let idx = usize::try_from(off / ps).map_err(|_| MrError::Range)?;
+            let page = *self.pages.get(idx).ok_or(MrError::Range)?;
+            let in_page = (off % ps) as u32;
+            let n = (len - done).min(ps as u32 - in_page);
+            f(page, in_page, done as usize, n);
+            done += n;
+            off += u64::from(n);
+        }
+        Ok(())
+    }
+
+    /// Copies `dst.len()` bytes at `va` out of the region.
+    pub(crate) fn read(&self, va: u64, dst: &mut [u8]) -> Result<(), MrError> {
+        let len = u32::try_from(dst.len()).map_err(|_| MrError::Range)?;
+        self.walk(va, len, |page, poff, at, n| {
+            // SAFETY: `page` is pinned by this region; `poff + n` is within
+            // the page; `dst[at..at + n]` is in bounds (walk never exceeds
+            // `len`).
+            unsafe { glue::rroce_page_copy(page, poff, dst.as_mut_ptr().add(at).cast(), n, false) }
+        })
+    }
+
+    /// Copies `src` into the region at `va`.
+    pub(crate) fn write(&self, va: u64, src: &[u8]) -> Result<(), MrError> {
+        let len = u32::try_from(src.len()).map_err(|_| MrError::Range)?;
+        self.walk(va, len, |page, poff, at, n| {
+            // SAFETY: as in `read`; the page is only read by the copy
+            // function through `buf` when copying out, written here.
+            unsafe { glue::rroce_page_copy(page, poff, src.as_ptr().add(at).cast_mut().cast(), n, true) }
+        })
+    }
+
+    /// Executes an 8-byte atomic at `va` (checked, 8-byte aligned) and
+    /// returns the original value.
+    pub(crate) fn atomic(&self, va: u64, cas: bool, a: u64, b: u64) -> Result<u64, MrError> {
+        let mut orig = None;
+        self.walk(va, 8, |page, poff, _, n| {
+            if n == 8 {
+                // SAFETY: pinned page, aligned word inside it.
+                orig = Some(unsafe { glue::rroce_page_atomic(page, poff, cas, a, b) });
+            }
+        })?;
+        orig.ok_or(MrError::Range)
+    }
+
+    /// The QP-side check of a remote access: the QP's access flags.
+    pub(crate) fn qp_allows(qp_access: u32, flag: u32) -> bool {
+        qp_access & flag == flag
     }
 }
 
@@ -139,7 +281,15 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_i
         let dev = unsafe { RroceDev::from_ib((*pd).device) };
         let acc = check_access(access)?;
         let mr = KBox::new(
-            RroceMr { ib: bindings::ib_mr::default(), umem: None, access: acc, index: 0 },
+            RroceMr {
+                ib: bindings::ib_mr::default(),
+                umem: None,
+                pd,
+                pages: KVVec::new(),
+                page_off: 0,
+                access: acc,
+                index: 0,
+            },
             GFP_KERNEL,
         )?;
         publish(dev, mr)
@@ -156,6 +306,10 @@ pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut bindings::ib_mr, _udata: *mu
     // SAFETY: its device is one of ours.
     let dev = unsafe { RroceDev::from_ib(mr.ib.device) };
     dev.p.keys.remove(mr.index);
+    // The data path looks regions up with bottom halves disabled: wait for
+    // every such section that may have found it before the pages go.
+    // SAFETY: process context.
+    unsafe { bindings::synchronize_rcu() };
     drop(mr);
     0
 }

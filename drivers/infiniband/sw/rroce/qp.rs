@@ -7,20 +7,25 @@
 //! The rules of `modify_qp` (legal transitions, required and optional
 //! attributes, value checks, all-or-nothing updates) are the safe
 //! `proto::qp` logic; this file converts between ib_core's structures and
-//! those, and resolves the address vector.  The requester/responder engine
-//! (`proto::rc`) is not attached yet, so the kernel does not consume WQEs:
-//! without `IB_USER_VERBS_CMD_POST_SEND` in the command mask, the
-//! provider's doorbell fails and `ibv_post_send` reports the error.
+//! those, and resolves the address vector.  The data path of RC QPs
+//! (`dp`) runs under the QP lock: the provider's doorbell (a zero-WR
+//! `POST_SEND`) lands in [`post_send`], received packets in [`deliver`],
+//! and the retransmission timer in [`timer_fn`].
 
-use core::mem::{size_of, MaybeUninit};
+use core::mem::{offset_of, size_of, MaybeUninit};
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
+use crate::dp::{Ctx, Dp, Path};
 use crate::glue;
+use crate::proto::net::{udp_sport, IpAddr, IpUdp};
+use crate::proto::rc::{is_rc_request, is_rc_response, InRequest, InResponse};
+use kernel::types::Opaque;
 use crate::proto::link;
 use crate::lock::{new_spinlock_bh, SpinLockBh};
 use crate::proto::abi::{CreateQpCmd, CreateQpResp};
@@ -44,6 +49,7 @@ const GID_TYPE_ROCE_V2: u32 = bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP;
 #[derive(Clone, Copy, Default)]
 pub(crate) struct AddressVector {
     pub(crate) dgid: [u8; 16],
+    pub(crate) sgid: [u8; 16],
     pub(crate) sgid_index: u8,
     pub(crate) hop_limit: u8,
     pub(crate) traffic_class: u8,
@@ -55,6 +61,7 @@ struct QpStateInner {
     state: QpState,
     attrs: QpAttrs,
     av: Option<AddressVector>,
+    dp: Dp,
 }
 
 /// A mapped ring of a user QP.
@@ -75,6 +82,13 @@ impl Ring {
     }
 }
 
+impl Ring {
+    fn buf(&self) -> &SharedBuf {
+        // SAFETY: we hold the entry's reference until `drop`.
+        unsafe { self.entry.as_ref() }.buf()
+    }
+}
+
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: inserted in `Ring::new`, removed once here.
@@ -91,6 +105,9 @@ struct QpPriv {
     max_send_sge: u32,
     max_recv_sge: u32,
     max_inline: u32,
+    pd: *mut bindings::ib_pd,
+    send_cq: *mut bindings::ib_cq,
+    recv_cq: *mut bindings::ib_cq,
     inner: Pin<KBox<SpinLockBh<QpStateInner>>>,
 }
 
@@ -100,9 +117,14 @@ struct QpPriv {
 ///
 /// `p` is initialised exactly when `create_qp` succeeded, until
 /// `destroy_qp` drops it.
+///
+/// `live` is set once `p` and `timer` are initialised and cleared when
+/// destruction starts; the receive path only uses QPs it sees live.
 #[repr(C)]
 pub(crate) struct RroceQp {
     ib: bindings::ib_qp,
+    live: AtomicBool,
+    timer: Opaque<bindings::timer_list>,
     p: MaybeUninit<QpPriv>,
 }
 
@@ -125,6 +147,26 @@ impl RroceQp {
     fn dev(&self) -> &RroceDev {
         // SAFETY: ib_core set `device` to one of our devices.
         unsafe { RroceDev::from_ib(self.ib.device) }
+    }
+
+    fn ctx<'a>(&'a self, p: &'a QpPriv) -> Ctx<'a> {
+        Ctx {
+            dev: self.dev(),
+            qpn: self.ib.qp_num,
+            pd: p.pd,
+            send_cq: p.send_cq,
+            recv_cq: p.recv_cq,
+            sq_ring: p.sq.buf(),
+            rq_ring: p.rq.buf(),
+            sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
+            timer: self.timer.get(),
+        }
+    }
+}
+
+impl QpPriv {
+    fn lock_dp(&self) -> kernel::sync::lock::Guard<'_, QpStateInner, crate::lock::SpinLockBhBackend> {
+        self.inner.lock()
     }
 }
 
@@ -177,9 +219,11 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     let max_inline = sq_data.min(MAX_INLINE);
     let max_recv_sge = u32::from(wqe::recv_max_sge(rq_size)).min(max_sge);
 
+    let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
+    let dp = Dp::new(sq.layout, rq.layout, RING_START, max_send_sge as u16, max_inline, max_msg)?;
     let inner = KBox::pin_init(
         new_spinlock_bh!(
-            QpStateInner { state: QpState::Reset, attrs: QpAttrs::default(), av: None },
+            QpStateInner { state: QpState::Reset, attrs: QpAttrs::default(), av: None, dp },
             "rroce_qp"
         ),
         GFP_KERNEL,
@@ -213,7 +257,23 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     cap.max_inline_data = max_inline;
     qp.ib.qp_num = qpn;
     // INVARIANT: initialised on success only.
-    qp.p.write(QpPriv { ty, sq_sig_type: init.sq_sig_type, sq, rq, max_send_sge, max_recv_sge, max_inline, inner });
+    qp.p.write(QpPriv {
+        ty,
+        sq_sig_type: init.sq_sig_type,
+        sq,
+        rq,
+        max_send_sge,
+        max_recv_sge,
+        max_inline,
+        pd: qp.ib.pd,
+        send_cq: init.send_cq,
+        recv_cq: init.recv_cq,
+        inner,
+    });
+    // SAFETY: the timer is embedded in the QP, which does not move; it is
+    // shut down in `destroy_qp` before the QP memory is freed.
+    unsafe { glue::rroce_timer_setup(qp.timer.get(), timer_fn) };
+    qp.live.store(true, Ordering::Release);
     Ok(())
 }
 
@@ -233,9 +293,13 @@ pub(crate) fn address_vector(ah: &bindings::rdma_ah_attr) -> Result<AddressVecto
         return Err(EINVAL);
     }
     // SAFETY: plain-old-data unions.
-    let (dgid, dmac) = unsafe { (grh.dgid.raw, ah.__bindgen_anon_1.roce.dmac) };
+    let (dgid, dmac, sgid_raw) = unsafe { (grh.dgid.raw, ah.__bindgen_anon_1.roce.dmac, sgid.gid.raw) };
+    if core::mem::discriminant(&IpAddr::from_gid(&dgid)) != core::mem::discriminant(&IpAddr::from_gid(&sgid_raw)) {
+        return Err(EINVAL);
+    }
     Ok(AddressVector {
         dgid,
+        sgid: sgid_raw,
         sgid_index: grh.sgid_index,
         hop_limit: grh.hop_limit,
         traffic_class: grh.traffic_class,
@@ -296,11 +360,128 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
     if av.is_some() {
         g.av = av;
     }
+    let ctx = qp.ctx(p);
+    let inner = &mut *g;
+    let path = match (inner.av, next) {
+        (Some(av), QpState::Rtr | QpState::Rts | QpState::Sqd) => Some(path_of(&av, qp.ib.qp_num, inner.attrs.dest_qpn)),
+        _ => None,
+    };
+    inner.dp.set_path(path);
+    if next != cur {
+        inner.dp.on_modify(&ctx, &mut inner.state, &inner.attrs, cur, next);
+    }
     if next == QpState::Reset {
-        g.attrs = QpAttrs::default();
-        g.av = None;
+        inner.attrs = QpAttrs::default();
+        inner.av = None;
     }
     Ok(())
+}
+
+/// The IP/UDP template of a connected QP.
+fn path_of(av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
+    Path {
+        ip: IpUdp {
+            src: IpAddr::from_gid(&av.sgid),
+            dst: IpAddr::from_gid(&av.dgid),
+            tclass: av.traffic_class,
+            hop_limit: if av.hop_limit == 0 { 64 } else { av.hop_limit },
+            flow_label: av.flow_label,
+            sport: udp_sport(qpn, dest_qpn),
+        },
+        dest_qpn,
+    }
+}
+
+/// `post_send`: for user QPs the doorbell (no work requests; the WQEs are
+/// in the mapped SQ).
+///
+/// # Safety
+///
+/// `ib_device_ops::post_send` contract.
+pub(crate) unsafe extern "C" fn post_send(
+    qp: *mut bindings::ib_qp,
+    wr: *const bindings::ib_send_wr,
+    bad_wr: *mut *const bindings::ib_send_wr,
+) -> c_int {
+    if !wr.is_null() {
+        // Work requests through the kernel: only the doorbell form exists
+        // for user QPs, and kernel QPs are not supported yet.
+        if !bad_wr.is_null() {
+            // SAFETY: ib_core passes a writable `bad_wr`.
+            unsafe { *bad_wr = wr };
+        }
+        return -(bindings::EINVAL as c_int);
+    }
+    // SAFETY: `qp` was created by us and ib_uverbs holds it for the call.
+    let (q, p) = unsafe { RroceQp::from_ib(qp) };
+    let ctx = q.ctx(p);
+    let mut g = p.lock_dp();
+    let inner = &mut *g;
+    match inner.dp.doorbell(&ctx, &mut inner.state) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// The retransmission timer of a QP.
+///
+/// # Safety
+///
+/// Called by the timer core with the `timer` of a live [`RroceQp`].
+unsafe extern "C" fn timer_fn(t: *mut bindings::timer_list) {
+    // SAFETY: the timer is the `timer` field of an `RroceQp` (container_of);
+    // `destroy_qp` shuts the timer down before the QP goes away.
+    let q = unsafe { &*t.cast::<u8>().sub(offset_of!(RroceQp, timer)).cast::<RroceQp>() };
+    if !q.live.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: live implies `p` is initialised.
+    let p = unsafe { q.p.assume_init_ref() };
+    let ctx = q.ctx(p);
+    let mut g = p.lock_dp();
+    let inner = &mut *g;
+    inner.dp.on_timer(&ctx, &mut inner.state);
+}
+
+/// Hands a received, validated RC packet to QP `qpn` of `dev`.  Returns
+/// `false` if no QP could take it.
+///
+/// Called in the receive softirq (RCU read side): `destroy_qp` waits for a
+/// grace period after unpublishing the QP.
+pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8]) -> bool {
+    let q = dev.p.qpns.load(parsed.bth.dest_qpn).cast::<RroceQp>();
+    // SAFETY: QPN table entries are QPs of this device, valid during the
+    // RCU read-side section (see above).
+    let Some(q) = (unsafe { q.as_ref() }) else { return false };
+    if !q.live.load(Ordering::Acquire) {
+        return false;
+    }
+    // SAFETY: live implies `p` is initialised.
+    let p = unsafe { q.p.assume_init_ref() };
+    if p.ty != QpType::Rc {
+        return false;
+    }
+    let ctx = q.ctx(p);
+    let payload = parsed.payload(roce);
+    let op = parsed.bth.opcode;
+    let mut g = p.lock_dp();
+    let inner = &mut *g;
+    let st = inner.state;
+    if is_rc_request(op) {
+        if !matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            return false;
+        }
+        let access = inner.attrs.access_flags;
+        inner.dp.on_request(&ctx, &mut inner.state, access, &InRequest::from_parsed(parsed), payload);
+    } else if is_rc_response(op) {
+        if !matches!(st, QpState::Rts | QpState::Sqd) {
+            return false;
+        }
+        inner.dp.on_response(&ctx, &mut inner.state, &InResponse::from_parsed(parsed), payload);
+    } else {
+        return false;
+    }
+    true
 }
 
 /// # Safety
@@ -400,12 +581,18 @@ pub(crate) unsafe extern "C" fn query_qp(
 ///
 /// `ib_device_ops::destroy_qp` contract: `qp` was created successfully.
 pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> c_int {
+    // SAFETY: `qp` is ours and created.
+    let q = unsafe { &*qp.cast::<RroceQp>() };
+    q.live.store(false, Ordering::Release);
+    q.dev().p.qpns.remove(q.ib.qp_num);
+    // Receivers that found the QP before it was unpublished are done after
+    // a grace period; then no one can arm the timer any more.
+    // SAFETY: process context.
+    unsafe { bindings::synchronize_rcu() };
+    // SAFETY: set up in `create`.
+    unsafe { glue::rroce_timer_shutdown(q.timer.get()) };
     // SAFETY: by the invariant `p` is initialised; this is its one drop.
-    let (p, qpn, dev) = unsafe {
-        let q = &mut *qp.cast::<RroceQp>();
-        (q.p.assume_init_read(), q.ib.qp_num, RroceDev::from_ib(q.ib.device))
-    };
-    dev.p.qpns.remove(qpn);
+    let p = unsafe { (*qp.cast::<RroceQp>()).p.assume_init_read() };
     // Dropping the rings gives their mappings back.
     drop(p);
     0

@@ -1,12 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * C shims for rroce.ko: static inline functions and macros of the kernel
- * headers that Rust cannot call directly.  No logic lives here; every
- * function is a one-line forward, declared in rroce_glue.h and bound by
- * hand in glue.rs.
+ * headers that Rust cannot call directly, declared in rroce_glue.h and
+ * bound by hand in glue.rs.  Most are one-line forwards; the longer ones
+ * fill C structures full of unions and bitfields (UDP socket config, flow
+ * keys for the route lookup) or walk scatterlists with their macros.  No
+ * protocol logic lives here.
  */
 #include <linux/cpumask.h>
+#include <linux/crc32.h>
+#include <linux/highmem.h>
+#include <linux/inetdevice.h>
 #include <linux/netdevice.h>
+#include <linux/timer.h>
+#include <net/addrconf.h>
+#include <net/inet_dscp.h>
+#include <net/ip.h>
+#include <net/ip6_route.h>
+#include <net/ipv6.h>
+#include <net/route.h>
+#include <rdma/ib_umem.h>
 #include <linux/skbuff.h>
 #include <linux/xarray.h>
 #include <net/net_namespace.h>
@@ -108,7 +121,9 @@ int rroce_udp_tunnel_open(struct net *net, bool ipv6, u16 port, void *user_data,
 	if (ipv6) {
 		cfg.family = AF_INET6;
 		cfg.ipv6_v6only = 1;
-		cfg.use_udp6_rx_checksums = 1;
+		/* RoCEv2 over IPv6 is sent with UDP checksum 0 (the ICRC
+		 * protects the packet): accept it. */
+		cfg.use_udp6_rx_checksums = 0;
 	} else {
 		cfg.family = AF_INET;
 	}
@@ -142,4 +157,203 @@ int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 		   gfp_t gfp)
 {
 	return xa_alloc(xa, id, entry, XA_LIMIT(min, max), gfp);
+}
+
+struct net_device *rroce_skb_dev(const struct sk_buff *skb)
+{
+	return skb->dev;
+}
+
+/*
+ * Make the whole skb linear and return the bytes from its network header
+ * to its tail.
+ */
+int rroce_skb_linear(struct sk_buff *skb, u8 **data, unsigned int *len)
+{
+	if (skb_linearize(skb))
+		return -ENOMEM;
+	*data = skb_network_header(skb);
+	*len = skb_tail_pointer(skb) - *data;
+	return 0;
+}
+
+/*
+ * An skb for a packet of @len bytes starting at the IP header, with room
+ * for the link-layer header in front; @data gets the (uninitialised)
+ * packet bytes.
+ */
+struct sk_buff *rroce_tx_alloc(struct net_device *ndev, unsigned int len,
+			       u8 **data)
+{
+	unsigned int hr = LL_RESERVED_SPACE(ndev);
+	struct sk_buff *skb;
+
+	skb = alloc_skb(hr + len + ndev->needed_tailroom, GFP_ATOMIC);
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, hr);
+	*data = skb_put(skb, len);
+	skb_reset_network_header(skb);
+	return skb;
+}
+
+/*
+ * Route and transmit a complete IP datagram built by the driver (IP and
+ * UDP headers included) out of @ndev's namespace.  Consumes @skb.
+ */
+int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6)
+{
+	struct net *net = dev_net(ndev);
+	int err;
+
+	if (!ipv6) {
+		const struct iphdr *iph = ip_hdr(skb);
+		struct flowi4 fl = {};
+		struct rtable *rt;
+
+		skb_set_transport_header(skb, sizeof(struct iphdr));
+		fl.flowi4_oif = ndev->ifindex;
+		fl.flowi4_proto = IPPROTO_UDP;
+		fl.flowi4_tos = iph->tos & INET_DSCP_MASK;
+		fl.daddr = iph->daddr;
+		fl.saddr = iph->saddr;
+		rt = ip_route_output_key(net, &fl);
+		if (IS_ERR(rt)) {
+			kfree_skb(skb);
+			return PTR_ERR(rt);
+		}
+		skb_dst_set(skb, &rt->dst);
+		skb->protocol = htons(ETH_P_IP);
+		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+		skb->ip_summed = CHECKSUM_NONE;
+		err = ip_local_out(net, NULL, skb);
+	} else {
+		const struct ipv6hdr *ip6h = ipv6_hdr(skb);
+		struct flowi6 fl6 = {};
+		struct dst_entry *dst;
+
+		skb_set_transport_header(skb, sizeof(struct ipv6hdr));
+		fl6.flowi6_oif = ndev->ifindex;
+		fl6.flowi6_proto = IPPROTO_UDP;
+		fl6.daddr = ip6h->daddr;
+		fl6.saddr = ip6h->saddr;
+		dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+		if (IS_ERR(dst)) {
+			kfree_skb(skb);
+			return PTR_ERR(dst);
+		}
+		skb_dst_set(skb, dst);
+		skb->protocol = htons(ETH_P_IPV6);
+		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+		skb->ip_summed = CHECKSUM_NONE;
+		err = ip6_local_out(net, NULL, skb);
+	}
+	return net_xmit_eval(err);
+}
+
+/* Whether @addr (4 or 16 bytes, network order) is configured on @ndev. */
+bool rroce_ndev_has_addr(struct net_device *ndev, bool ipv6, const u8 *addr)
+{
+	bool found = false;
+
+	if (ipv6)
+		return ipv6_chk_addr(dev_net(ndev), (const struct in6_addr *)addr,
+				     ndev, 0);
+	rcu_read_lock();
+	{
+		const struct in_device *in_dev = __in_dev_get_rcu(ndev);
+		const struct in_ifaddr *ifa;
+		__be32 a;
+
+		memcpy(&a, addr, 4);
+		if (in_dev) {
+			in_dev_for_each_ifa_rcu(ifa, in_dev) {
+				if (ifa->ifa_local == a) {
+					found = true;
+					break;
+				}
+			}
+		}
+	}
+	rcu_read_unlock();
+	return found;
+}
+
+void rroce_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *))
+{
+	timer_setup(t, fn, 0);
+}
+
+/* Arm @t to fire @ns nanoseconds from now (at least one jiffy). */
+void rroce_timer_arm(struct timer_list *t, u64 ns)
+{
+	mod_timer(t, jiffies + nsecs_to_jiffies(ns) + 1);
+}
+
+void rroce_timer_shutdown(struct timer_list *t)
+{
+	timer_shutdown_sync(t);
+}
+
+u64 rroce_ktime_ns(void)
+{
+	return ktime_get_ns();
+}
+
+/* Store up to @n pages of @umem in @pages; returns how many it has. */
+unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
+			       unsigned long n)
+{
+	struct sg_page_iter it;
+	unsigned long i = 0;
+
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, 0) {
+		if (i < n)
+			pages[i] = sg_page_iter_page(&it);
+		i++;
+	}
+	return i;
+}
+
+/* Copy @len bytes between @buf and @page at @off (within the page). */
+void rroce_page_copy(struct page *page, unsigned int off, void *buf,
+		     unsigned int len, bool to_page)
+{
+	u8 *va = kmap_local_page(page);
+
+	if (to_page) {
+		memcpy(va + off, buf, len);
+		flush_dcache_page(page);
+	} else {
+		memcpy(buf, va + off, len);
+	}
+	kunmap_local(va);
+}
+
+static DEFINE_SPINLOCK(rroce_atomic_lock);
+
+/*
+ * The 8-byte atomics of the responder on the aligned word at @off of
+ * @page: compare-and-swap (@cas) or fetch-and-add.  Returns the original
+ * value.  One lock serialises all responder atomics of the module.
+ */
+u64 rroce_page_atomic(struct page *page, unsigned int off, bool cas, u64 a,
+		      u64 b)
+{
+	u8 *va = kmap_local_page(page);
+	u64 *p = (u64 *)(va + off);
+	unsigned long flags;
+	u64 orig;
+
+	spin_lock_irqsave(&rroce_atomic_lock, flags);
+	orig = READ_ONCE(*p);
+	if (cas) {
+		if (orig == a)
+			WRITE_ONCE(*p, b);
+	} else {
+		WRITE_ONCE(*p, orig + a);
+	}
+	spin_unlock_irqrestore(&rroce_atomic_lock, flags);
+	kunmap_local(va);
+	return orig;
 }

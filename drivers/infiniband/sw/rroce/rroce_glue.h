@@ -43,4 +43,24 @@ void rroce_xa_init_alloc1(struct xarray *xa);
 int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 		   gfp_t gfp);
 
+struct ib_umem;
+struct page;
+struct timer_list;
+struct net_device *rroce_skb_dev(const struct sk_buff *skb);
+int rroce_skb_linear(struct sk_buff *skb, u8 **data, unsigned int *len);
+struct sk_buff *rroce_tx_alloc(struct net_device *ndev, unsigned int len,
+			       u8 **data);
+int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6);
+bool rroce_ndev_has_addr(struct net_device *ndev, bool ipv6, const u8 *addr);
+void rroce_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *));
+void rroce_timer_arm(struct timer_list *t, u64 ns);
+void rroce_timer_shutdown(struct timer_list *t);
+u64 rroce_ktime_ns(void);
+unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
+			       unsigned long n);
+void rroce_page_copy(struct page *page, unsigned int off, void *buf,
+		     unsigned int len, bool to_page);
+u64 rroce_page_atomic(struct page *page, unsigned int off, bool cas, u64 a,
+		      u64 b);
+
 #endif

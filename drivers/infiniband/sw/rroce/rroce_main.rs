@@ -32,6 +32,7 @@ mod proto;
 mod ah;
 mod cq;
 mod device;
+mod dp;
 mod glue;
 mod idtable;
 mod lock;

@@ -32,6 +32,12 @@ pub(crate) struct RxStats {
     pub(crate) packets: AtomicU64,
     /// Packets dropped because no queue pair could take them.
     pub(crate) dropped_no_qp: AtomicU64,
+    /// Packets dropped because they are malformed (IP/UDP/BTH layout).
+    pub(crate) dropped_malformed: AtomicU64,
+    /// Packets dropped for a wrong ICRC.
+    pub(crate) dropped_icrc: AtomicU64,
+    /// Packets for which no rroce device was found.
+    pub(crate) dropped_no_dev: AtomicU64,
 }
 
 /// The sockets of one namespace.
@@ -196,8 +202,28 @@ unsafe extern "C" fn rx_callback(sk: *mut bindings::sock, skb: *mut bindings::sk
         // RCU read-side section.
         let ns = unsafe { &*ns };
         ns.rx.packets.fetch_add(1, Ordering::Relaxed);
-        // No queue pairs exist yet: nothing can consume the packet.
-        ns.rx.dropped_no_qp.fetch_add(1, Ordering::Relaxed);
+        let mut data: *mut u8 = ptr::null_mut();
+        let mut len: kernel::ffi::c_uint = 0;
+        // SAFETY: we own `skb`.
+        if unsafe { glue::rroce_skb_linear(skb, &mut data, &mut len) } == 0 && !data.is_null() {
+            // SAFETY: the skb is linear; `len` bytes from its network
+            // header are ours to read until we free it.
+            let pkt = unsafe { core::slice::from_raw_parts(data, len as usize) };
+            // SAFETY: `skb` is valid.
+            let in_dev = unsafe { glue::rroce_skb_dev(skb) };
+            let counter = match crate::dp::rx(in_dev, pkt) {
+                Ok(()) => None,
+                Err(crate::dp::RxDrop::Malformed) => Some(&ns.rx.dropped_malformed),
+                Err(crate::dp::RxDrop::Icrc) => Some(&ns.rx.dropped_icrc),
+                Err(crate::dp::RxDrop::NoDevice) => Some(&ns.rx.dropped_no_dev),
+                Err(crate::dp::RxDrop::NoQp) => Some(&ns.rx.dropped_no_qp),
+            };
+            if let Some(c) = counter {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            ns.rx.dropped_malformed.fetch_add(1, Ordering::Relaxed);
+        }
     }
     // SAFETY: we own `skb`.
     unsafe { glue::rroce_kfree_skb(skb) };

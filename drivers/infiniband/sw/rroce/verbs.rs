@@ -35,7 +35,7 @@ mod limits {
     pub(super) const MAX_CQE: u32 = 0x1_0000 - 1;
     pub(super) const MAX_MR: u32 = 0x1_0000;
     pub(super) const MAX_AH: u32 = 0x1_0000;
-    pub(super) const MAX_RD_ATOM: u32 = 128;
+    pub(super) const MAX_RD_ATOM: u32 = 16;
     pub(super) const MAX_MSG_SZ: u32 = 1 << 30;
     pub(super) const GID_TABLE_LEN: u32 = 1024;
     pub(super) const PAGE_SIZE_CAP: u64 = 0xffff_f000;
@@ -71,6 +71,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         destroy_cq: Some(cq::destroy_cq),
         req_notify_cq: Some(cq::req_notify_cq),
         poll_cq: Some(cq::poll_cq),
+        post_send: Some(qp::post_send),
         size_ib_cq: cq::CQ_SIZE,
         create_ah: Some(ah::create_ah),
         create_user_ah: Some(ah::create_ah),

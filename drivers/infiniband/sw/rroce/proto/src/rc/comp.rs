@@ -42,7 +42,7 @@ use super::super::opcode::{lookup, Kind, Operation, Transport};
 use super::super::psn::{psn_diff, Psn};
 use super::super::qp::rnr_timer_ns;
 use super::super::wqe::{SendOpcode, WcOpcode, WcStatus, SEND_SIGNALED};
-use super::req::Requester;
+use super::req::{Requester, SlotStore};
 use super::InResponse;
 
 /// What the completer made of a response (see [`Requester::on_response`]).
@@ -118,7 +118,7 @@ impl SendCompletion {
     }
 }
 
-impl<const N: usize> Requester<N> {
+impl<S: SlotStore> Requester<S> {
     /// Process one response received at time `now` (ns).  Then act on the
     /// verdict, call [`Requester::poll_completion`] until `None` and
     /// [`Requester::next_packet`] until `None`.

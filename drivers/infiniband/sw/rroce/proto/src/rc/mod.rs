@@ -47,7 +47,7 @@ pub mod resp;
 mod sim;
 
 pub use comp::{IgnoreReason, RespVerdict, SendCompletion};
-pub use req::{PostError, ReqConfig, ReqCounters, Requester};
+pub use req::{PostError, ReqConfig, ReqCounters, Requester, Slot, SlotStore};
 pub use resp::{
     Access, AccessError, Action, AtomicOp, MemCheck, Outcome, Place, ReadResponder, RecvCompletion,
     RecvSource, Reply, RespConfig, RespCounters, Responder,

@@ -76,7 +76,7 @@ impl ReqConfig {
 /// error itself (or fails `post_send`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PostError {
-    /// All `N` slots hold WQEs that have not been polled yet.
+    /// All slots hold WQEs that have not been polled yet.
     Full,
     /// Local operations (LOCAL_INV, BIND_MW) are executed by the glue, not
     /// by the RC engine.
@@ -119,9 +119,9 @@ pub struct ReqCounters {
     pub completions: u64,
 }
 
-/// One posted WQE.
+/// One posted WQE (opaque; storage for [`SlotStore`]).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Slot {
+pub struct Slot {
     pub(super) wqe: SendWqe,
     pub(super) len: u32,
     /// PSNs the message uses (≥ 1).
@@ -133,7 +133,8 @@ pub(super) struct Slot {
 }
 
 impl Slot {
-    const EMPTY: Slot = Slot {
+    /// An unused slot, to fill a [`SlotStore`] with.
+    pub const EMPTY: Slot = Slot {
         wqe: SendWqe::new(0, SendOpcode::Send),
         len: 0,
         npkts: 1,
@@ -158,13 +159,32 @@ fn is_rd_atomic(op: SendOpcode) -> bool {
     )
 }
 
+/// Storage for the WQEs between [`Requester::post`] and
+/// [`Requester::poll_completion`]: an array on the host, a vmalloc'ed
+/// vector in the kernel.  Its length is the capacity.
+pub trait SlotStore {
+    /// The slots.
+    fn slots(&self) -> &[Slot];
+    /// The slots, mutably.
+    fn slots_mut(&mut self) -> &mut [Slot];
+}
+
+impl<const N: usize> SlotStore for [Slot; N] {
+    fn slots(&self) -> &[Slot] {
+        self
+    }
+    fn slots_mut(&mut self) -> &mut [Slot] {
+        self
+    }
+}
+
 /// The requester (and, through `comp`, the completer) of one RC QP, with
-/// room for `N` WQEs between [`Requester::post`] and
+/// room for as many WQEs as `S` has slots between [`Requester::post`] and
 /// [`Requester::poll_completion`].
 #[derive(Clone, Debug)]
-pub struct Requester<const N: usize> {
+pub struct Requester<S: SlotStore> {
     pub(super) cfg: ReqConfig,
-    pub(super) slots: [Slot; N],
+    pub(super) slots: S,
     /// Oldest WQE not yet returned by `poll_completion`.
     pub(super) head: u32,
     /// Oldest WQE not yet completed (`head <= done_upto`).
@@ -198,9 +218,17 @@ pub struct Requester<const N: usize> {
     pub(super) counters: ReqCounters,
 }
 
-impl<const N: usize> Requester<N> {
-    /// A requester in RTS with `cfg`.
+impl<const N: usize> Requester<[Slot; N]> {
+    /// A requester in RTS with `cfg` and `N` inline slots.
     pub fn new(cfg: ReqConfig) -> Self {
+        Self::with_store(cfg, [Slot::EMPTY; N])
+    }
+}
+
+impl<S: SlotStore> Requester<S> {
+    /// A requester in RTS with `cfg` and the WQE storage `slots` (all
+    /// [`Slot::EMPTY`]; its length is the number of WQEs it can hold).
+    pub fn with_store(cfg: ReqConfig, slots: S) -> Self {
         let cfg = ReqConfig {
             max_unacked: cfg.max_unacked.clamp(1, 1 << 22),
             ack_every: cfg.ack_every.max(1),
@@ -208,7 +236,7 @@ impl<const N: usize> Requester<N> {
         };
         Requester {
             cfg,
-            slots: [Slot::EMPTY; N],
+            slots,
             head: 0,
             done_upto: 0,
             hi: 0,
@@ -264,18 +292,42 @@ impl<const N: usize> Requester<N> {
         self.head == self.tail
     }
 
+    /// A local error in WQE `idx` found by the glue (bad L_Key, garbage
+    /// in the ring): it completes with `status` and the QP enters the error
+    /// state (later WQEs are flushed).
+    pub fn local_error(&mut self, idx: u32, status: WcStatus) {
+        if let Some(s) = self.slot_mut(idx) {
+            if s.done.is_none() {
+                s.done = Some(status);
+            }
+        }
+        self.flush();
+    }
+
+    /// Give back the WQE storage (e.g. to reuse it after a reset).
+    pub fn into_store(self) -> S {
+        self.slots
+    }
+
+    /// Number of WQEs the requester can hold.
+    pub fn capacity(&self) -> usize {
+        self.slots.slots().len()
+    }
+
     pub(super) fn slot(&self, i: u32) -> Option<&Slot> {
+        let n = self.capacity();
         usize::try_from(i)
             .ok()
-            .and_then(|i| i.checked_rem(N))
-            .and_then(|i| self.slots.get(i))
+            .and_then(|i| i.checked_rem(n))
+            .and_then(|i| self.slots.slots().get(i))
     }
 
     pub(super) fn slot_mut(&mut self, i: u32) -> Option<&mut Slot> {
+        let n = self.capacity();
         usize::try_from(i)
             .ok()
-            .and_then(|i| i.checked_rem(N))
-            .and_then(|i| self.slots.get_mut(i))
+            .and_then(|i| i.checked_rem(n))
+            .and_then(|i| self.slots.slots_mut().get_mut(i))
     }
 
     /// Queue a decoded send WQE whose local data is `length` bytes.  Returns
@@ -283,7 +335,7 @@ impl<const N: usize> Requester<N> {
     /// `WR_FLUSH_ERR`.
     pub fn post(&mut self, wqe: SendWqe, length: u32) -> Result<u32, PostError> {
         let used = usize::try_from(self.tail.wrapping_sub(self.head)).unwrap_or(usize::MAX);
-        if used >= N {
+        if used >= self.capacity() {
             return Err(PostError::Full);
         }
         if wqe.opcode.is_local() {
@@ -596,7 +648,7 @@ mod tests {
         w
     }
 
-    fn drain<const N: usize>(r: &mut Requester<N>) -> Vec<PacketDesc> {
+    fn drain<const N: usize>(r: &mut Requester<[Slot; N]>) -> Vec<PacketDesc> {
         let mut v = Vec::new();
         while let Some(p) = r.next_packet(0) {
             v.push(p);
@@ -610,7 +662,7 @@ mod tests {
             let m = pmtu.bytes();
             for len in [0, 1, m - 1, m, m + 1, 3 * m, 3 * m + 5, 1 << 20] {
                 for op in [SendOpcode::Send, SendOpcode::RdmaWriteWithImm] {
-                    let mut r: Requester<4> = Requester::new(cfg(pmtu));
+                    let mut r: Requester<[Slot; 4]> = Requester::new(cfg(pmtu));
                     r.post(wqe(op), len).unwrap();
                     let v = drain(&mut r);
                     assert_eq!(v.len() as u32, npkts(len, pmtu));
@@ -648,7 +700,7 @@ mod tests {
 
     #[test]
     fn read_and_atomic_psns() {
-        let mut r: Requester<8> = Requester::new(cfg(PathMtu::Mtu1024));
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu1024));
         r.post(wqe(SendOpcode::RdmaRead), 5000).unwrap();
         r.post(wqe(SendOpcode::AtomicFetchAndAdd), 8).unwrap();
         r.post(wqe(SendOpcode::Send), 0).unwrap();
@@ -670,7 +722,7 @@ mod tests {
 
     #[test]
     fn restart_mid_message() {
-        let mut r: Requester<8> = Requester::new(cfg(PathMtu::Mtu256));
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
         r.post(wqe(SendOpcode::RdmaWrite), 1000).unwrap(); // 4 pkts
         r.post(wqe(SendOpcode::RdmaRead), 1000).unwrap(); // 4 PSNs
         r.post(wqe(SendOpcode::Send), 600).unwrap(); // 3 pkts
@@ -711,19 +763,19 @@ mod tests {
     fn credits_fence_window() {
         let mut c = cfg(PathMtu::Mtu256);
         c.max_rd_atomic = 1;
-        let mut r: Requester<8> = Requester::new(c);
+        let mut r: Requester<[Slot; 8]> = Requester::new(c);
         r.post(wqe(SendOpcode::RdmaRead), 10).unwrap();
         r.post(wqe(SendOpcode::RdmaRead), 10).unwrap();
         assert_eq!(drain(&mut r).len(), 1);
         assert_eq!(r.blocked(), Some(Blocked::RdAtomicCredits));
-        let mut r: Requester<8> = Requester::new(cfg(PathMtu::Mtu256));
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
         r.post(wqe(SendOpcode::RdmaRead), 10).unwrap();
         let mut f = wqe(SendOpcode::Send);
         f.flags = SEND_FENCE;
         r.post(f, 10).unwrap();
         assert_eq!(drain(&mut r).len(), 1);
         assert_eq!(r.blocked(), Some(Blocked::Fence));
-        let mut r: Requester<8> = Requester::new(cfg(PathMtu::Mtu256));
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
         r.set_window(3, 2);
         r.post(wqe(SendOpcode::Send), 2560).unwrap();
         let v = drain(&mut r);
@@ -742,7 +794,7 @@ mod tests {
 
     #[test]
     fn full_ring() {
-        let mut r: Requester<2> = Requester::new(cfg(PathMtu::Mtu256));
+        let mut r: Requester<[Slot; 2]> = Requester::new(cfg(PathMtu::Mtu256));
         assert_eq!(r.post(wqe(SendOpcode::Send), 1), Ok(0));
         assert_eq!(r.post(wqe(SendOpcode::Send), 1), Ok(1));
         assert_eq!(r.post(wqe(SendOpcode::Send), 1), Err(PostError::Full));
@@ -750,7 +802,7 @@ mod tests {
 
     #[test]
     fn max_message_2g() {
-        let mut r: Requester<2> = Requester::new(cfg(PathMtu::Mtu4096));
+        let mut r: Requester<[Slot; 2]> = Requester::new(cfg(PathMtu::Mtu4096));
         r.post(wqe(SendOpcode::RdmaWrite), MAX_MSG_SIZE).unwrap();
         let mut n = 0u32;
         let mut total = 0u64;
@@ -766,7 +818,7 @@ mod tests {
         assert_eq!(last.opcode, RC_RDMA_WRITE_LAST);
         assert_eq!(last.payload, Some((MAX_MSG_SIZE - 4096, 4096)));
         // READ of 2^31 at PMTU 256 takes 2^23 PSNs in one request.
-        let mut r: Requester<2> = Requester::new(cfg(PathMtu::Mtu256));
+        let mut r: Requester<[Slot; 2]> = Requester::new(cfg(PathMtu::Mtu256));
         r.post(wqe(SendOpcode::RdmaRead), MAX_MSG_SIZE).unwrap();
         let p = r.next_packet(0).unwrap();
         assert_eq!(p.reth.unwrap().len, MAX_MSG_SIZE);

@@ -260,7 +260,7 @@ struct AWqe {
 
 struct World {
     now: u64,
-    req: Requester<32>,
+    req: Requester<[Slot; 32]>,
     resp: Responder<8>,
     ab: Link,
     ba: Link,

@@ -1,0 +1,746 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The RC data path of one QP: taking WQEs from the mapped rings, building
+//! and sending packets, applying the decisions of the `proto::rc` engine to
+//! received packets, writing completions.
+//!
+//! Everything here runs under the QP's lock with bottom halves disabled
+//! (doorbell in process context, receive in softirq, retransmission timer),
+//! which is also what keeps the memory regions it looks up alive (see
+//! [`RroceMr::lookup`]).
+//!
+//! Shared memory is never trusted: every send WQE is copied out of the SQ
+//! ring into a private shadow ring and validated there (`decode_send`), every
+//! receive WQE is copied before use, and every L_Key/R_Key is looked up and
+//! range-checked on each access.
+
+use core::ptr;
+use kernel::bindings;
+use kernel::prelude::*;
+
+use crate::cq;
+use crate::device::RroceDev;
+use crate::glue;
+use crate::mr::{MrError, Need, RroceMr};
+use crate::proto::hdr::{self, Bth, Ext, DEFAULT_PKEY};
+use crate::proto::icrc;
+use crate::proto::net::{self, IpUdp};
+use crate::proto::qp::{QpAttrs, QpState};
+use crate::proto::rc::{
+    AccessError, Action, Access, AtomicOp, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
+    RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, SlotStore,
+};
+use crate::proto::ring::{Consumer, RingLayout};
+use crate::proto::wqe::{
+    self, Cqe, OpcodeSet, RecvLimits, RecvWqe, SendLimits, SendOpcode, SendWqe, SgeIter, WcOpcode, WcStatus,
+    RECV_HDR_BYTES, SEND_SIGNALED,
+};
+use crate::shm::SharedBuf;
+
+/// Responder resources (outstanding READ/atomic requests) per QP; also the
+/// device's `max_qp_rd_atom`.
+pub(crate) const MAX_RD_RES: usize = 16;
+
+/// The requester's WQE storage, one slot per SQ entry.
+pub(crate) struct KSlots(KVVec<Slot>);
+
+impl SlotStore for KSlots {
+    fn slots(&self) -> &[Slot] {
+        &self.0
+    }
+    fn slots_mut(&mut self) -> &mut [Slot] {
+        &mut self.0
+    }
+}
+
+/// Where the packets of a connected QP go: the IP/UDP header template.
+#[derive(Clone, Copy)]
+pub(crate) struct Path {
+    pub(crate) ip: IpUdp,
+    pub(crate) dest_qpn: u32,
+}
+
+impl Path {
+    fn ipv6(&self) -> bool {
+        matches!(self.ip.src, net::IpAddr::V6(_))
+    }
+}
+
+/// What the data path needs to know about its QP (all fixed at creation).
+pub(crate) struct Ctx<'a> {
+    pub(crate) dev: &'a RroceDev,
+    pub(crate) qpn: u32,
+    pub(crate) pd: *mut bindings::ib_pd,
+    pub(crate) send_cq: *mut bindings::ib_cq,
+    pub(crate) recv_cq: *mut bindings::ib_cq,
+    pub(crate) sq_ring: &'a SharedBuf,
+    pub(crate) rq_ring: &'a SharedBuf,
+    pub(crate) sig_all: bool,
+    pub(crate) timer: *mut bindings::timer_list,
+}
+
+/// Per-QP data path state (under the QP lock).
+pub(crate) struct Dp {
+    sq: Consumer,
+    rq: Consumer,
+    sq_layout: RingLayout,
+    sq_shadow: KVVec<u8>,
+    /// Ring index of requester WQE 0.
+    sq_base: u32,
+    req: Option<Requester<KSlots>>,
+    spare: Option<KSlots>,
+    resp: Option<Responder<MAX_RD_RES>>,
+    /// The RQ head as last peeked, and whether it decoded.
+    rq_scratch: KVVec<u8>,
+    scratch_ok: bool,
+    /// The receive WQE being filled by a multi-packet SEND.
+    cur_recv: KVVec<u8>,
+    cur_ok: bool,
+    has_cur: bool,
+    path: Option<Path>,
+    send_lim: SendLimits,
+    recv_lim: RecvLimits,
+    /// Packets that could not be sent (no memory, no route).
+    pub(crate) tx_errors: u64,
+}
+
+fn zeroed(n: usize) -> Result<KVVec<u8>> {
+    Ok(KVVec::from_elem(0u8, n, GFP_KERNEL)?)
+}
+
+impl Dp {
+    /// State for a QP with the given ring layouts (both rings start at
+    /// `start`).
+    pub(crate) fn new(
+        sq_layout: RingLayout,
+        rq_layout: RingLayout,
+        start: u32,
+        max_sge: u16,
+        max_inline: u32,
+        max_msg: u32,
+    ) -> Result<Dp> {
+        let entries = sq_layout.entries() as usize;
+        let esz = sq_layout.entry_size() as usize;
+        let shadow = zeroed(entries.checked_mul(esz).ok_or(EINVAL)?)?;
+        let slots = KVVec::from_elem(Slot::EMPTY, entries, GFP_KERNEL)?;
+        let resz = rq_layout.entry_size() as usize;
+        Ok(Dp {
+            sq: Consumer::new(sq_layout, start),
+            rq: Consumer::new(rq_layout, start),
+            sq_layout,
+            sq_shadow: shadow,
+            sq_base: start,
+            req: None,
+            spare: Some(KSlots(slots)),
+            resp: None,
+            rq_scratch: zeroed(resz)?,
+            scratch_ok: false,
+            cur_recv: zeroed(resz)?,
+            cur_ok: false,
+            has_cur: false,
+            path: None,
+            send_lim: SendLimits {
+                max_sge,
+                max_inline,
+                max_msg_size: max_msg,
+                opcodes: OpcodeSet::RC,
+                ud: false,
+            },
+            recv_lim: RecvLimits { max_sge, max_msg_size: max_msg },
+            tx_errors: 0,
+        })
+    }
+
+    fn shadow_range(&self, ring_idx: u32) -> core::ops::Range<usize> {
+        let esz = self.sq_layout.entry_size() as usize;
+        let i = (ring_idx & (self.sq_layout.entries() - 1)) as usize;
+        i * esz..(i + 1) * esz
+    }
+
+    /// The shadow copy of requester WQE `wqe`.
+    fn wqe_entry(&self, wqe: u32) -> &[u8] {
+        let r = self.shadow_range(self.sq_base.wrapping_add(wqe));
+        self.sq_shadow.get(r).unwrap_or(&[])
+    }
+
+    /// Sets the connection path (after `modify_qp` with an AV or a new
+    /// destination QP).
+    pub(crate) fn set_path(&mut self, path: Option<Path>) {
+        self.path = path;
+    }
+
+    /// A state change made by `modify_qp` (`prev` → `next`, both legal).
+    pub(crate) fn on_modify(&mut self, ctx: &Ctx<'_>, st: &mut QpState, attrs: &QpAttrs, prev: QpState, next: QpState) {
+        match next {
+            QpState::Rtr if prev == QpState::Init => {
+                let mut cfg = RespConfig::from_attrs(attrs);
+                cfg.max_dest_rd_atomic = cfg.max_dest_rd_atomic.min(MAX_RD_RES as u8);
+                self.resp = Some(Responder::new(cfg));
+            }
+            QpState::Rts if prev == QpState::Rtr => {
+                if let Some(slots) = self.spare.take() {
+                    self.sq_base = self.sq.index();
+                    self.req = Some(Requester::with_store(ReqConfig::from_attrs(attrs), slots));
+                }
+            }
+            QpState::Err => self.to_error(ctx, st),
+            QpState::Reset => self.reset(ctx),
+            _ => {}
+        }
+    }
+
+    /// Back to RESET: engines dropped, unconsumed WQEs discarded.
+    fn reset(&mut self, ctx: &Ctx<'_>) {
+        if let Some(r) = self.req.take() {
+            self.spare = Some(r.into_store());
+        }
+        self.resp = None;
+        self.has_cur = false;
+        self.path = None;
+        for (c, ring) in [(&mut self.sq, ctx.sq_ring), (&mut self.rq, ctx.rq_ring)] {
+            if let Ok(n) = c.refresh(ring) {
+                for _ in 0..n {
+                    let _ = c.consume();
+                }
+            }
+            let _ = c.release_all(ring);
+        }
+    }
+
+    /// Enters the error state: everything outstanding completes with
+    /// `WR_FLUSH_ERR` (or the error already decided).
+    pub(crate) fn to_error(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        *st = QpState::Err;
+        if let Some(r) = self.req.as_mut() {
+            r.flush();
+        }
+        self.complete_sends(ctx);
+        // Ring entries the requester never took.
+        self.flush_sq_ring(ctx);
+        if let Some(r) = self.resp.as_mut() {
+            r.flush();
+        }
+        if self.has_cur {
+            self.has_cur = false;
+            let wr_id = recv_wr_id(&self.cur_recv);
+            push_recv(ctx, &Cqe::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, ctx.qpn), false);
+        }
+        let mut buf = [0u8; RECV_HDR_BYTES];
+        while let Ok(true) = self.rq.read_next(ctx.rq_ring, &mut buf) {
+            let wr_id = recv_wr_id(&buf);
+            push_recv(ctx, &Cqe::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, ctx.qpn), false);
+            let _ = self.rq.release_all(ctx.rq_ring);
+        }
+    }
+
+    /// Flushes SQ ring entries that have no requester slot.
+    fn flush_sq_ring(&mut self, ctx: &Ctx<'_>) {
+        if self.req.is_some() {
+            return;
+        }
+        let mut hdr = [0u8; 16];
+        while let Ok(true) = self.sq.read_next(ctx.sq_ring, &mut hdr) {
+            let wr_id = u64::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7]]);
+            push_send(ctx, &Cqe::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Send, ctx.qpn));
+            let _ = self.sq.release_all(ctx.sq_ring);
+        }
+    }
+
+    /// The doorbell: take new send WQEs and start sending.
+    pub(crate) fn doorbell(&mut self, ctx: &Ctx<'_>, st: &mut QpState) -> Result {
+        match *st {
+            QpState::Reset | QpState::Init | QpState::Rtr => return Err(EINVAL),
+            QpState::Err => {
+                self.flush_sq_ring(ctx);
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.take_wqes(ctx, st);
+        self.pump(ctx, st);
+        Ok(())
+    }
+
+    fn take_wqes(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        loop {
+            let Some(req) = self.req.as_ref() else { return };
+            if req.outstanding() as usize >= req.capacity() {
+                return;
+            }
+            let idx = self.sq.index();
+            let r = self.shadow_range(idx);
+            let Some(entry) = self.sq_shadow.get_mut(r.clone()) else { return };
+            match self.sq.read_next(ctx.sq_ring, entry) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(_) => {
+                    // The user broke the ring indices.
+                    self.to_error(ctx, st);
+                    return;
+                }
+            }
+            let entry = self.sq_shadow.get(r).unwrap_or(&[]);
+            let decoded = wqe::decode_send(entry, &self.send_lim).map(|v| (v.wqe, v.length));
+            let Some(req) = self.req.as_mut() else { return };
+            match decoded {
+                Ok((mut w, len)) => {
+                    if ctx.sig_all {
+                        w.flags |= SEND_SIGNALED;
+                    }
+                    match req.post(w, len) {
+                        Ok(_) => {}
+                        Err(_) => bad_wqe(req, raw_wr_id(entry), WcStatus::LocQpOpErr),
+                    }
+                }
+                Err(_) => bad_wqe(req, raw_wr_id(entry), WcStatus::LocQpOpErr),
+            }
+        }
+    }
+
+    /// Delivers completions, sends what the requester allows, arms the
+    /// timer.
+    fn pump(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        let now = now();
+        self.complete_sends(ctx);
+        if let Some(path) = self.path {
+            loop {
+                let Some(d) = self.req.as_mut().and_then(|r| r.next_packet(now)) else { break };
+                if let Err(status) = self.send_request(ctx, &path, &d) {
+                    if let Some(r) = self.req.as_mut() {
+                        r.local_error(d.wqe, status);
+                    }
+                }
+            }
+        }
+        self.complete_sends(ctx);
+        if self.req.as_ref().is_some_and(|r| r.is_error()) && *st != QpState::Err {
+            self.to_error(ctx, st);
+        }
+        if let Some(dl) = self.req.as_ref().and_then(|r| r.next_deadline()) {
+            // SAFETY: the timer was set up at QP creation and is shut down
+            // only after the QP stopped taking events.
+            unsafe { glue::rroce_timer_arm(ctx.timer, dl.saturating_sub(now)) };
+        }
+    }
+
+    /// The retransmission timer fired.
+    pub(crate) fn on_timer(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        let now = now();
+        if let Some(r) = self.req.as_mut() {
+            r.on_timer(now);
+        }
+        self.pump(ctx, st);
+        if *st != QpState::Err {
+            self.take_wqes(ctx, st);
+            self.pump(ctx, st);
+        }
+    }
+
+    fn complete_sends(&mut self, ctx: &Ctx<'_>) {
+        let Some(req) = self.req.as_mut() else { return };
+        let mut n = 0u32;
+        while let Some(c) = req.poll_completion() {
+            if c.needs_cqe() {
+                let mut cqe = Cqe::new(c.wr_id, c.status, c.opcode, ctx.qpn);
+                cqe.byte_len = c.byte_len;
+                push_send(ctx, &cqe);
+            }
+            n += 1;
+        }
+        if n != 0 {
+            let _ = self.sq.release(ctx.sq_ring, n);
+        }
+    }
+
+    fn send_request(&self, ctx: &Ctx<'_>, path: &Path, d: &PacketDesc) -> Result<(), WcStatus> {
+        let entry = self.wqe_entry(d.wqe);
+        let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| WcStatus::LocQpOpErr)?;
+        let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
+        let mut local = Ok(());
+        let sent = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| {
+            let Some((off, _)) = d.payload else { return true };
+            if let Some(inl) = view.inline_data() {
+                let o = off as usize;
+                match inl.get(o..o + buf.len()) {
+                    Some(s) => {
+                        buf.copy_from_slice(s);
+                        true
+                    }
+                    None => {
+                        local = Err(WcStatus::LocLenErr);
+                        false
+                    }
+                }
+            } else {
+                match gather(ctx, view.sges(), off, buf) {
+                    Ok(()) => true,
+                    Err(_) => {
+                        local = Err(WcStatus::LocProtErr);
+                        false
+                    }
+                }
+            }
+        });
+        // A packet that could not be sent is lost like on the wire: the
+        // retransmission timer recovers.
+        let _ = sent;
+        local
+    }
+
+    /// A response for our requester.
+    pub(crate) fn on_response(&mut self, ctx: &Ctx<'_>, st: &mut QpState, r: &crate::proto::rc::InResponse, payload: &[u8]) {
+        let Some(req) = self.req.as_mut() else { return };
+        match req.on_response(r, now()) {
+            RespVerdict::ReadData { wqe, offset } => {
+                let res = {
+                    let entry = self.wqe_entry(wqe);
+                    wqe::decode_send(entry, &self.send_lim)
+                        .map_err(|_| MrError::Range)
+                        .and_then(|v| scatter(ctx, v.sges(), offset, payload))
+                };
+                if res.is_err() {
+                    if let Some(req) = self.req.as_mut() {
+                        req.local_error(wqe, WcStatus::LocProtErr);
+                    }
+                }
+            }
+            RespVerdict::AtomicData { wqe, orig } => {
+                let res = {
+                    let entry = self.wqe_entry(wqe);
+                    wqe::decode_send(entry, &self.send_lim)
+                        .map_err(|_| MrError::Range)
+                        .and_then(|v| scatter(ctx, v.sges(), 0, &orig.to_ne_bytes()))
+                };
+                if res.is_err() {
+                    if let Some(req) = self.req.as_mut() {
+                        req.local_error(wqe, WcStatus::LocProtErr);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.pump(ctx, st);
+        // Completions free SQ slots: take WQEs that waited for room.
+        if *st != QpState::Err {
+            self.take_wqes(ctx, st);
+            self.pump(ctx, st);
+        }
+    }
+
+    /// A request for our responder.
+    pub(crate) fn on_request(
+        &mut self,
+        ctx: &Ctx<'_>,
+        st: &mut QpState,
+        qp_access: u32,
+        r: &crate::proto::rc::InRequest,
+        payload: &[u8],
+    ) {
+        let Some(resp) = self.resp.as_mut() else { return };
+        let mut mem = Mem { ctx, qp_access };
+        let mut rq = Rq {
+            ring: ctx.rq_ring,
+            cons: &mut self.rq,
+            scratch: &mut self.rq_scratch,
+            ok: &mut self.scratch_ok,
+            lim: &self.recv_lim,
+        };
+        let a: Action = resp.on_request(r, &mut mem, &mut rq);
+        if a.take_recv {
+            core::mem::swap(&mut self.cur_recv, &mut self.rq_scratch);
+            self.cur_ok = self.scratch_ok;
+            self.has_cur = true;
+            let _ = self.rq.consume();
+            let _ = self.rq.release_all(ctx.rq_ring);
+        }
+        let mut local_err = false;
+        match a.place {
+            Place::None => {}
+            Place::Recv { offset } => {
+                let ok = self.has_cur
+                    && self.cur_ok
+                    && wqe::decode_recv(&self.cur_recv, &self.recv_lim)
+                        .map_err(|_| MrError::Range)
+                        .and_then(|v| scatter(ctx, v.sges(), offset, payload))
+                        .is_ok();
+                local_err = !ok;
+            }
+            Place::Mem { rkey, va } => {
+                let ok = RroceMr::lookup(ctx.dev, ctx.pd, rkey).and_then(|mr| mr.write(va, payload)).is_ok();
+                local_err = !ok;
+            }
+        }
+        if local_err && self.has_cur {
+            // Our receive buffer is bad: complete it with the error now.
+            self.cur_ok = false;
+        }
+        if let Some(rc) = a.recv_done {
+            if self.has_cur {
+                let status = if self.cur_ok { rc.status } else { WcStatus::LocProtErr };
+                let mut cqe = Cqe::new(recv_wr_id(&self.cur_recv), status, rc.opcode, ctx.qpn);
+                if status == WcStatus::Success {
+                    cqe.byte_len = rc.byte_len;
+                    cqe.wc_flags = rc.wc_flags();
+                    cqe.imm_or_inv = rc.imm_or_inv();
+                }
+                if let Some(p) = self.path {
+                    cqe.src_qp = p.dest_qpn;
+                }
+                push_recv(ctx, &cqe, rc.solicited);
+                self.has_cur = false;
+                if status != WcStatus::Success {
+                    local_err = true;
+                }
+            }
+        }
+        if let Some(path) = self.path {
+            match a.reply {
+                Reply::None => {}
+                Reply::Packet(d) => self.send_reply(ctx, &path, &d),
+                Reply::Read(stream) => {
+                    for d in stream {
+                        self.send_reply(ctx, &path, &d);
+                    }
+                }
+            }
+        }
+        if a.qp_error || local_err {
+            self.to_error(ctx, st);
+        }
+    }
+
+    fn send_reply(&mut self, ctx: &Ctx<'_>, path: &Path, d: &RespDesc) {
+        let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
+        let ok = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
+            None => true,
+            Some(src) => RroceMr::lookup(ctx.dev, ctx.pd, src.rkey).and_then(|mr| mr.read(src.va, buf)).is_ok(),
+        });
+        if !ok {
+            self.tx_errors = self.tx_errors.wrapping_add(1);
+        }
+    }
+}
+
+/// Completes a WQE that could not be queued (garbage in the ring, refused
+/// by the engine) with `status` and puts the QP into the error state.
+fn bad_wqe(req: &mut Requester<KSlots>, wr_id: u64, status: WcStatus) {
+    let mut w = SendWqe::new(wr_id, SendOpcode::Send);
+    w.flags = SEND_SIGNALED;
+    if let Ok(idx) = req.post(w, 0) {
+        req.local_error(idx, status);
+    } else {
+        req.flush();
+    }
+}
+
+fn raw_wr_id(entry: &[u8]) -> u64 {
+    entry.first_chunk::<8>().map_or(0, |b| u64::from_ne_bytes(*b))
+}
+
+fn recv_wr_id(entry: &[u8]) -> u64 {
+    entry.first_chunk::<RECV_HDR_BYTES>().map_or(0, |b| RecvWqe::from_bytes(b).wr_id)
+}
+
+fn push_send(ctx: &Ctx<'_>, cqe: &Cqe) {
+    // SAFETY: the QP holds a use count on its CQs.
+    unsafe { cq::push(ctx.send_cq, cqe, false) };
+}
+
+fn push_recv(ctx: &Ctx<'_>, cqe: &Cqe, solicited: bool) {
+    // SAFETY: the QP holds a use count on its CQs.
+    unsafe { cq::push(ctx.recv_cq, cqe, solicited) };
+}
+
+/// Monotonic time in nanoseconds.
+pub(crate) fn now() -> u64 {
+    // SAFETY: plain clock read.
+    unsafe { glue::rroce_ktime_ns() }
+}
+
+/// `crc32_le` of the kernel, for the ICRC.
+pub(crate) fn crc32(crc: u32, data: &[u8]) -> u32 {
+    // SAFETY: `data` is a valid slice.
+    unsafe { bindings::crc32_le(crc, data.as_ptr(), data.len()) }
+}
+
+/// Copies `buf.len()` bytes at message offset `off` of the SGEs into `buf`.
+fn gather(ctx: &Ctx<'_>, sges: SgeIter<'_>, off: u32, buf: &mut [u8]) -> Result<(), MrError> {
+    let len = u32::try_from(buf.len()).map_err(|_| MrError::Range)?;
+    let mut done = 0u32;
+    for c in net::chunks(sges, off, len) {
+        let mr = RroceMr::lookup(ctx.dev, ctx.pd, c.lkey)?;
+        mr.check(c.addr, c.len, Need::LocalRead)?;
+        let (a, n) = (c.at as usize, c.len as usize);
+        mr.read(c.addr, buf.get_mut(a..a + n).ok_or(MrError::Range)?)?;
+        done += c.len;
+    }
+    if done == len {
+        Ok(())
+    } else {
+        Err(MrError::Range)
+    }
+}
+
+/// Copies `data` into the SGEs at message offset `off`.
+fn scatter(ctx: &Ctx<'_>, sges: SgeIter<'_>, off: u32, data: &[u8]) -> Result<(), MrError> {
+    let len = u32::try_from(data.len()).map_err(|_| MrError::Range)?;
+    let mut done = 0u32;
+    for c in net::chunks(sges, off, len) {
+        let mr = RroceMr::lookup(ctx.dev, ctx.pd, c.lkey)?;
+        mr.check(c.addr, c.len, Need::LocalWrite)?;
+        let (a, n) = (c.at as usize, c.len as usize);
+        mr.write(c.addr, data.get(a..a + n).ok_or(MrError::Range)?)?;
+        done += c.len;
+    }
+    if done == len {
+        Ok(())
+    } else {
+        Err(MrError::Range)
+    }
+}
+
+/// Builds and transmits one packet: IP/UDP from `path`, `bth`/`ext`,
+/// `payload_len` bytes written by `fill`, pad, ICRC.  Returns whether it
+/// was handed to the IP stack (`fill` returning `false` aborts).
+fn send_pkt(
+    ctx: &Ctx<'_>,
+    path: &Path,
+    bth: &Bth,
+    ext: &Ext,
+    payload_len: u32,
+    fill: impl FnOnce(&mut [u8]) -> bool,
+) -> bool {
+    let Some(roce_len) = hdr::packet_len(bth.opcode, payload_len as usize) else { return false };
+    let total = path.ip.hdr_len() + roce_len;
+    let Ok(total32) = u32::try_from(total) else { return false };
+    let ndev = ctx.dev.p.ndev.as_ptr();
+    let mut data: *mut u8 = ptr::null_mut();
+    // SAFETY: `ndev` is held by the device.
+    let skb = unsafe { glue::rroce_tx_alloc(ndev, total32, &mut data) };
+    if skb.is_null() || data.is_null() {
+        return false;
+    }
+    // SAFETY: `rroce_tx_alloc` returned `total` writable bytes owned by the
+    // new skb, which nobody else sees until we send it.
+    let buf = unsafe { core::slice::from_raw_parts_mut(data, total) };
+    let built = (|| {
+        let hl = path.ip.write(buf, roce_len).ok()?;
+        let roce = buf.get_mut(hl..)?;
+        let n = hdr::build_headers(roce, bth, ext).ok()?;
+        let pl_end = n.checked_add(payload_len as usize)?;
+        if !fill(roce.get_mut(n..pl_end)?) {
+            return None;
+        }
+        roce.get_mut(pl_end..roce_len - 4)?.fill(0);
+        icrc::write_icrc_ip(crc32, buf).ok()
+    })();
+    if built.is_none() {
+        // SAFETY: the skb is ours and not sent.
+        unsafe { glue::rroce_kfree_skb(skb) };
+        return false;
+    }
+    // SAFETY: a complete datagram; the call consumes the skb.
+    unsafe { glue::rroce_tx_send(ndev, skb, path.ipv6()) == 0 }
+}
+
+/// The responder's view of memory regions.
+struct Mem<'a, 'b> {
+    ctx: &'a Ctx<'b>,
+    qp_access: u32,
+}
+
+fn access_error(e: MrError) -> AccessError {
+    match e {
+        MrError::BadKey => AccessError::InvalidKey,
+        MrError::Range => AccessError::OutOfRange,
+        MrError::Access => AccessError::NoPermission,
+    }
+}
+
+impl Mem<'_, '_> {
+    fn region(&self, rkey: u32, va: u64, len: u32, access: Access) -> Result<&RroceMr, AccessError> {
+        let flag = access.ib_flag();
+        if !RroceMr::qp_allows(self.qp_access, flag) {
+            return Err(AccessError::NoPermission);
+        }
+        let mr = RroceMr::lookup(self.ctx.dev, self.ctx.pd, rkey).map_err(access_error)?;
+        mr.check(va, len, Need::Remote(flag)).map_err(access_error)?;
+        Ok(mr)
+    }
+}
+
+impl MemCheck for Mem<'_, '_> {
+    fn check(&mut self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(), AccessError> {
+        self.region(rkey, va, len, access).map(|_| ())
+    }
+
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
+        let mr = self.region(rkey, va, 8, Access::Atomic)?;
+        let r = match op {
+            AtomicOp::CompareSwap { compare, swap } => mr.atomic(va, true, compare, swap),
+            AtomicOp::FetchAdd { add } => mr.atomic(va, false, add, 0),
+        };
+        r.map_err(access_error)
+    }
+}
+
+/// The responder's view of the RQ: the head entry, copied and validated.
+struct Rq<'a> {
+    ring: &'a SharedBuf,
+    cons: &'a mut Consumer,
+    scratch: &'a mut KVVec<u8>,
+    ok: &'a mut bool,
+    lim: &'a RecvLimits,
+}
+
+impl RecvSource for Rq<'_> {
+    fn peek_len(&mut self) -> Option<u32> {
+        let off = self.cons.peek(self.ring).ok()??;
+        if !crate::proto::ring::SharedRegion::read(self.ring, off, self.scratch) {
+            return None;
+        }
+        match wqe::decode_recv(self.scratch, self.lim) {
+            Ok(v) => {
+                *self.ok = true;
+                Some(v.length)
+            }
+            Err(_) => {
+                // Garbage: take it and fail it (a zero-length buffer makes
+                // any payload a length error).
+                *self.ok = false;
+                Some(0)
+            }
+        }
+    }
+}
+
+/// Why a received datagram was dropped.
+pub(crate) enum RxDrop {
+    /// Not a well-formed RoCEv2 packet.
+    Malformed,
+    /// Wrong ICRC.
+    Icrc,
+    /// No rroce device for its destination.
+    NoDevice,
+    /// No QP took it.
+    NoQp,
+}
+
+/// Receives one RoCEv2 IP datagram (`pkt`: IP header to the end) that
+/// arrived on `in_dev`.  Softirq context.
+pub(crate) fn rx(in_dev: *mut bindings::net_device, pkt: &[u8]) -> Result<(), RxDrop> {
+    let l = icrc::ip_layout(pkt).map_err(|_| RxDrop::Malformed)?;
+    let ipv6 = l.ip_hdr_len == icrc::IPV6_HDR_LEN && pkt.first().is_some_and(|b| b >> 4 == 6);
+    let dst = if ipv6 { pkt.get(24..40) } else { pkt.get(16..20) }.ok_or(RxDrop::Malformed)?;
+    let roce = pkt.get(l.roce_off..l.end).ok_or(RxDrop::Malformed)?;
+    let parsed = hdr::parse_packet(roce).map_err(|_| RxDrop::Malformed)?;
+    icrc::verify_ip(crc32, pkt).map_err(|_| RxDrop::Icrc)?;
+    if parsed.bth.pkey & 0x7fff != DEFAULT_PKEY & 0x7fff {
+        return Err(RxDrop::Malformed);
+    }
+    let dev = crate::device::rx_device(in_dev, ipv6, dst).ok_or(RxDrop::NoDevice)?;
+    if crate::qp::deliver(dev, &parsed, roce) {
+        Ok(())
+    } else {
+        Err(RxDrop::NoQp)
+    }
+}

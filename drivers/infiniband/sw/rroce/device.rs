@@ -51,6 +51,8 @@ pub(crate) struct DevPriv {
     pub(crate) qpns: IdTable,
     /// Address handle numbers.
     pub(crate) ahs: IdTable,
+    /// Counters (`hw_counters`).
+    pub(crate) stats: crate::stats::Stats,
 }
 
 /// An rroce device: ib_core's `ib_device` followed by ours.
@@ -349,6 +351,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 key_gen: AtomicU32::new(0),
                 qpns: IdTable::new(),
                 ahs: IdTable::new(),
+                stats: crate::stats::Stats::new(),
             })
         };
         // Cannot fail: capacity was reserved above.

@@ -34,7 +34,9 @@ use crate::proto::wqe::{
     self, Cqe, OpcodeSet, RecvLimits, RecvWqe, SendLimits, SendOpcode, SendWqe, SgeIter, WcOpcode, WcStatus,
     RECV_HDR_BYTES, SEND_SIGNALED,
 };
+use crate::proto::rc::{Outcome, ReqCounters, RespCounters};
 use crate::shm::SharedBuf;
+use crate::stats::Counter;
 
 /// Responder resources (outstanding READ/atomic requests) per QP; also the
 /// device's `max_qp_rd_atom`.
@@ -99,8 +101,9 @@ pub(crate) struct Dp {
     path: Option<Path>,
     send_lim: SendLimits,
     recv_lim: RecvLimits,
-    /// Packets that could not be sent (no memory, no route).
-    pub(crate) tx_errors: u64,
+    /// Engine counters already added to the device's.
+    seen_req: ReqCounters,
+    seen_resp: RespCounters,
 }
 
 fn zeroed(n: usize) -> Result<KVVec<u8>> {
@@ -146,7 +149,8 @@ impl Dp {
                 ud: false,
             },
             recv_lim: RecvLimits { max_sge, max_msg_size: max_msg },
-            tx_errors: 0,
+            seen_req: ReqCounters::default(),
+            seen_resp: RespCounters::default(),
         })
     }
 
@@ -162,6 +166,33 @@ impl Dp {
         self.sq_shadow.get(r).unwrap_or(&[])
     }
 
+    /// Adds what the engines counted since the last call to the device's
+    /// counters.
+    fn sync_counters(&mut self, ctx: &Ctx<'_>) {
+        let s = &ctx.dev.p.stats;
+        if let Some(r) = self.req.as_ref() {
+            let (n, o) = (r.counters(), &self.seen_req);
+            s.add(Counter::Retransmits, n.retransmitted.wrapping_sub(o.retransmitted));
+            s.add(Counter::AckTimeouts, n.timeouts.wrapping_sub(o.timeouts));
+            s.add(Counter::SeqNaksRcvd, n.seq_naks.wrapping_sub(o.seq_naks));
+            s.add(Counter::RnrNaksRcvd, n.rnr_naks.wrapping_sub(o.rnr_naks));
+            s.add(Counter::RetryExceeded, n.retry_exceeded.wrapping_sub(o.retry_exceeded));
+            s.add(Counter::RnrRetryExceeded, n.rnr_retry_exceeded.wrapping_sub(o.rnr_retry_exceeded));
+            self.seen_req = *n;
+        }
+        if let Some(r) = self.resp.as_ref() {
+            let (n, o) = (r.counters(), &self.seen_resp);
+            let d = |x: Outcome| n.get(x).wrapping_sub(o.get(x));
+            s.add(
+                Counter::DuplicateRequests,
+                d(Outcome::Duplicate) + d(Outcome::DuplicateRead) + d(Outcome::DuplicateAtomic) + d(Outcome::DuplicateUnknown),
+            );
+            s.add(Counter::OutOfSequence, d(Outcome::SeqNak) + d(Outcome::OutOfSequence));
+            s.add(Counter::RnrNaksSent, d(Outcome::RnrNak));
+            self.seen_resp = *n;
+        }
+    }
+
     /// Sets the connection path (after `modify_qp` with an AV or a new
     /// destination QP).
     pub(crate) fn set_path(&mut self, path: Option<Path>) {
@@ -172,6 +203,7 @@ impl Dp {
     pub(crate) fn on_modify(&mut self, ctx: &Ctx<'_>, st: &mut QpState, attrs: &QpAttrs, prev: QpState, next: QpState) {
         match next {
             QpState::Rtr if prev == QpState::Init => {
+                self.seen_resp = RespCounters::default();
                 let mut cfg = RespConfig::from_attrs(attrs);
                 cfg.max_dest_rd_atomic = cfg.max_dest_rd_atomic.min(MAX_RD_RES as u8);
                 self.resp = Some(Responder::new(cfg));
@@ -179,6 +211,7 @@ impl Dp {
             QpState::Rts if prev == QpState::Rtr => {
                 if let Some(slots) = self.spare.take() {
                     self.sq_base = self.sq.index();
+                    self.seen_req = ReqCounters::default();
                     self.req = Some(Requester::with_store(ReqConfig::from_attrs(attrs), slots));
                 }
             }
@@ -312,6 +345,7 @@ impl Dp {
             }
         }
         self.complete_sends(ctx);
+        self.sync_counters(ctx);
         if self.req.as_ref().is_some_and(|r| r.is_error()) && *st != QpState::Err {
             self.to_error(ctx, st);
         }
@@ -506,6 +540,7 @@ impl Dp {
         if a.qp_error || local_err {
             self.to_error(ctx, st);
         }
+        self.sync_counters(ctx);
     }
 
     fn send_reply(&mut self, ctx: &Ctx<'_>, path: &Path, d: &RespDesc) {
@@ -514,9 +549,7 @@ impl Dp {
             None => true,
             Some(src) => RroceMr::lookup(ctx.dev, ctx.pd, src.rkey).and_then(|mr| mr.read(src.va, buf)).is_ok(),
         });
-        if !ok {
-            self.tx_errors = self.tx_errors.wrapping_add(1);
-        }
+        let _ = ok;
     }
 }
 
@@ -541,11 +574,17 @@ fn recv_wr_id(entry: &[u8]) -> u64 {
 }
 
 fn push_send(ctx: &Ctx<'_>, cqe: &Cqe) {
+    if cqe.status != WcStatus::Success {
+        ctx.dev.p.stats.inc(Counter::CompletionErrors);
+    }
     // SAFETY: the QP holds a use count on its CQs.
     unsafe { cq::push(ctx.send_cq, cqe, false) };
 }
 
 fn push_recv(ctx: &Ctx<'_>, cqe: &Cqe, solicited: bool) {
+    if cqe.status != WcStatus::Success {
+        ctx.dev.p.stats.inc(Counter::CompletionErrors);
+    }
     // SAFETY: the QP holds a use count on its CQs.
     unsafe { cq::push(ctx.recv_cq, cqe, solicited) };
 }
@@ -636,10 +675,13 @@ fn send_pkt(
     if built.is_none() {
         // SAFETY: the skb is ours and not sent.
         unsafe { glue::rroce_kfree_skb(skb) };
+        ctx.dev.p.stats.inc(Counter::TxErrors);
         return false;
     }
     // SAFETY: a complete datagram; the call consumes the skb.
-    unsafe { glue::rroce_tx_send(ndev, skb, path.ipv6()) == 0 }
+    let ok = unsafe { glue::rroce_tx_send(ndev, skb, path.ipv6()) == 0 };
+    ctx.dev.p.stats.inc(if ok { Counter::TxPackets } else { Counter::TxErrors });
+    ok
 }
 
 /// The responder's view of memory regions.
@@ -732,15 +774,25 @@ pub(crate) fn rx(in_dev: *mut bindings::net_device, pkt: &[u8]) -> Result<(), Rx
     let ipv6 = l.ip_hdr_len == icrc::IPV6_HDR_LEN && pkt.first().is_some_and(|b| b >> 4 == 6);
     let dst = if ipv6 { pkt.get(24..40) } else { pkt.get(16..20) }.ok_or(RxDrop::Malformed)?;
     let roce = pkt.get(l.roce_off..l.end).ok_or(RxDrop::Malformed)?;
-    let parsed = hdr::parse_packet(roce).map_err(|_| RxDrop::Malformed)?;
-    icrc::verify_ip(crc32, pkt).map_err(|_| RxDrop::Icrc)?;
+    let dev = crate::device::rx_device(in_dev, ipv6, dst).ok_or(RxDrop::NoDevice)?;
+    let s = &dev.p.stats;
+    let Ok(parsed) = hdr::parse_packet(roce) else {
+        s.inc(Counter::RxDropped);
+        return Err(RxDrop::Malformed);
+    };
+    if icrc::verify_ip(crc32, pkt).is_err() {
+        s.inc(Counter::RxIcrcErrors);
+        return Err(RxDrop::Icrc);
+    }
     if parsed.bth.pkey & 0x7fff != DEFAULT_PKEY & 0x7fff {
+        s.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     }
-    let dev = crate::device::rx_device(in_dev, ipv6, dst).ok_or(RxDrop::NoDevice)?;
     if crate::qp::deliver(dev, &parsed, roce) {
+        s.inc(Counter::RxPackets);
         Ok(())
     } else {
+        s.inc(Counter::RxDropped);
         Err(RxDrop::NoQp)
     }
 }

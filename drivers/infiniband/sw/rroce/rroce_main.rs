@@ -41,6 +41,7 @@ mod netdev;
 mod parent;
 mod qp;
 mod shm;
+mod stats;
 mod udp;
 mod util;
 mod verbs;

@@ -72,6 +72,8 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         req_notify_cq: Some(cq::req_notify_cq),
         poll_cq: Some(cq::poll_cq),
         post_send: Some(qp::post_send),
+        alloc_hw_port_stats: Some(crate::stats::alloc_hw_port_stats),
+        get_hw_stats: Some(crate::stats::get_hw_stats),
         size_ib_cq: cq::CQ_SIZE,
         create_ah: Some(ah::create_ah),
         create_user_ah: Some(ah::create_ah),

@@ -19,7 +19,7 @@ TOP := $(CURDIR)
 BUILD := $(TOP)/build
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all deps kernel module provider host-test lint vm run check clean
+.PHONY: bench all deps kernel module provider host-test lint vm run check clean
 
 all: module provider
 
@@ -48,6 +48,14 @@ vm: module provider
 run: deps
 	@$(MAKE) --no-print-directory FLAVOR=plain module provider
 	@RROCE_KO=$(BUILD)/plain/rroce.ko scripts/vm --kernel plain scripts/demo.sh
+
+# Quick benchmark: perftest on rroce and rdma_rxe in the same VM, interleaved
+# (bench/in-vm.sh), summarised by bench/report.py into a table and JSON.
+bench: deps
+	@$(MAKE) --no-print-directory FLAVOR=plain module provider
+	@mkdir -p bench/results
+	@RROCE_KO=$(BUILD)/plain/rroce.ko scripts/vm --kernel plain bench/in-vm.sh $(BUILD)/bench-logs
+	@python3 bench/report.py $(BUILD)/bench-logs bench/results/$$(date +%Y-%m-%d).json
 
 check: deps
 	@scripts/check.sh

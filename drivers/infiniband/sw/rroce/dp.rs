@@ -26,7 +26,7 @@ use crate::proto::icrc;
 use crate::proto::net::{self, IpUdp};
 use crate::proto::qp::{QpAttrs, QpState};
 use crate::proto::rc::{
-    AccessError, Action, Access, AtomicOp, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
+    AccessError, Action, Access, AtomicOp, ReadResponder, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
     RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, SlotStore,
 };
 use crate::proto::ring::{Consumer, RingLayout};
@@ -41,6 +41,22 @@ use crate::stats::Counter;
 /// Responder resources (outstanding READ/atomic requests) per QP; also the
 /// device's `max_qp_rd_atom`.
 pub(crate) const MAX_RD_RES: usize = 16;
+
+/// Responses waiting to be sent, in PSN order: READ response streams are
+/// paced (a burst of a whole READ would overflow the receiver's backlog),
+/// and ACKs must not overtake the READ responses before them.
+#[derive(Clone, Copy)]
+enum Pending {
+    Read(ReadResponder),
+    Pkt(RespDesc),
+}
+
+/// Capacity of the pending-response queue; beyond it new responses are
+/// dropped like lost packets (the requester retries).
+const PENDING_MAX: usize = 2 * MAX_RD_RES;
+/// Response packets sent per run from the receive path / the work item.
+const RESP_BUDGET_RX: u32 = 32;
+const RESP_BUDGET_WORK: u32 = 128;
 
 /// The requester's WQE storage, one slot per SQ entry.
 pub(crate) struct KSlots(KVVec<Slot>);
@@ -78,6 +94,7 @@ pub(crate) struct Ctx<'a> {
     pub(crate) rq_ring: &'a SharedBuf,
     pub(crate) sig_all: bool,
     pub(crate) timer: *mut bindings::timer_list,
+    pub(crate) work: *mut bindings::work_struct,
 }
 
 /// Per-QP data path state (under the QP lock).
@@ -101,6 +118,10 @@ pub(crate) struct Dp {
     path: Option<Path>,
     send_lim: SendLimits,
     recv_lim: RecvLimits,
+    /// Responses not sent yet (FIFO in `pending[..]` from `pend_head`).
+    pending: [Option<Pending>; PENDING_MAX],
+    pend_head: usize,
+    pend_len: usize,
     /// Engine counters already added to the device's.
     seen_req: ReqCounters,
     seen_resp: RespCounters,
@@ -149,6 +170,9 @@ impl Dp {
                 ud: false,
             },
             recv_lim: RecvLimits { max_sge, max_msg_size: max_msg },
+            pending: [None; PENDING_MAX],
+            pend_head: 0,
+            pend_len: 0,
             seen_req: ReqCounters::default(),
             seen_resp: RespCounters::default(),
         })
@@ -227,6 +251,7 @@ impl Dp {
             self.spare = Some(r.into_store());
         }
         self.resp = None;
+        self.pend_len = 0;
         self.has_cur = false;
         self.path = None;
         for (c, ring) in [(&mut self.sq, ctx.sq_ring), (&mut self.rq, ctx.rq_ring)] {
@@ -246,12 +271,11 @@ impl Dp {
         if let Some(r) = self.req.as_mut() {
             r.flush();
         }
-        self.complete_sends(ctx);
-        // Ring entries the requester never took.
-        self.flush_sq_ring(ctx);
+        self.drain_in_error(ctx);
         if let Some(r) = self.resp.as_mut() {
             r.flush();
         }
+        self.pend_len = 0;
         if self.has_cur {
             self.has_cur = false;
             let wr_id = recv_wr_id(&self.cur_recv);
@@ -265,11 +289,29 @@ impl Dp {
         }
     }
 
-    /// Flushes SQ ring entries that have no requester slot.
-    fn flush_sq_ring(&mut self, ctx: &Ctx<'_>) {
-        if self.req.is_some() {
+    /// In the error state: completes every WQE in the SQ ring with
+    /// `WR_FLUSH_ERR`, through the requester (which flushes what it is
+    /// given) if there is one.
+    fn drain_in_error(&mut self, ctx: &Ctx<'_>) {
+        if self.req.is_none() {
+            self.flush_sq_ring(ctx);
             return;
         }
+        loop {
+            self.complete_sends(ctx);
+            let before = self.sq.index();
+            if self.take_wqes(ctx).is_err() {
+                return;
+            }
+            self.complete_sends(ctx);
+            if self.sq.index() == before {
+                return;
+            }
+        }
+    }
+
+    /// Flushes SQ ring entries when there is no requester.
+    fn flush_sq_ring(&mut self, ctx: &Ctx<'_>) {
         let mut hdr = [0u8; 16];
         while let Ok(true) = self.sq.read_next(ctx.sq_ring, &mut hdr) {
             let wr_id = u64::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7]]);
@@ -283,37 +325,43 @@ impl Dp {
         match *st {
             QpState::Reset | QpState::Init | QpState::Rtr => return Err(EINVAL),
             QpState::Err => {
-                self.flush_sq_ring(ctx);
+                self.drain_in_error(ctx);
                 return Ok(());
             }
             _ => {}
         }
-        self.take_wqes(ctx, st);
-        self.pump(ctx, st);
+        self.take_and_pump(ctx, st);
         Ok(())
     }
 
-    fn take_wqes(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+    /// Takes new WQEs and sends; a broken SQ ring moves the QP to ERR.
+    fn take_and_pump(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if self.take_wqes(ctx).is_err() {
+            self.to_error(ctx, st);
+            return;
+        }
+        self.pump(ctx, st);
+    }
+
+    /// Moves new SQ entries into the requester while it has room.  `Err`
+    /// if the user broke the ring indices.
+    fn take_wqes(&mut self, ctx: &Ctx<'_>) -> Result<(), ()> {
         loop {
-            let Some(req) = self.req.as_ref() else { return };
+            let Some(req) = self.req.as_ref() else { return Ok(()) };
             if req.outstanding() as usize >= req.capacity() {
-                return;
+                return Ok(());
             }
             let idx = self.sq.index();
             let r = self.shadow_range(idx);
-            let Some(entry) = self.sq_shadow.get_mut(r.clone()) else { return };
+            let Some(entry) = self.sq_shadow.get_mut(r.clone()) else { return Ok(()) };
             match self.sq.read_next(ctx.sq_ring, entry) {
                 Ok(true) => {}
-                Ok(false) => return,
-                Err(_) => {
-                    // The user broke the ring indices.
-                    self.to_error(ctx, st);
-                    return;
-                }
+                Ok(false) => return Ok(()),
+                Err(_) => return Err(()),
             }
             let entry = self.sq_shadow.get(r).unwrap_or(&[]);
             let decoded = wqe::decode_send(entry, &self.send_lim).map(|v| (v.wqe, v.length));
-            let Some(req) = self.req.as_mut() else { return };
+            let Some(req) = self.req.as_mut() else { return Ok(()) };
             match decoded {
                 Ok((mut w, len)) => {
                     if ctx.sig_all {
@@ -364,8 +412,7 @@ impl Dp {
         }
         self.pump(ctx, st);
         if *st != QpState::Err {
-            self.take_wqes(ctx, st);
-            self.pump(ctx, st);
+            self.take_and_pump(ctx, st);
         }
     }
 
@@ -455,8 +502,7 @@ impl Dp {
         self.pump(ctx, st);
         // Completions free SQ slots: take WQEs that waited for room.
         if *st != QpState::Err {
-            self.take_wqes(ctx, st);
-            self.pump(ctx, st);
+            self.take_and_pump(ctx, st);
         }
     }
 
@@ -526,16 +572,15 @@ impl Dp {
                 }
             }
         }
-        if let Some(path) = self.path {
-            match a.reply {
-                Reply::None => {}
-                Reply::Packet(d) => self.send_reply(ctx, &path, &d),
-                Reply::Read(stream) => {
-                    for d in stream {
-                        self.send_reply(ctx, &path, &d);
-                    }
-                }
-            }
+        match a.reply {
+            Reply::None => {}
+            Reply::Packet(d) => self.queue_reply(Pending::Pkt(d)),
+            Reply::Read(stream) => self.queue_reply(Pending::Read(stream)),
+        }
+        if self.send_pending(ctx, RESP_BUDGET_RX) {
+            // SAFETY: the work item was set up at QP creation and is
+            // cancelled only after the QP stopped taking events.
+            unsafe { glue::rroce_work_queue(ctx.work) };
         }
         if a.qp_error || local_err {
             self.to_error(ctx, st);
@@ -543,7 +588,68 @@ impl Dp {
         self.sync_counters(ctx);
     }
 
-    fn send_reply(&mut self, ctx: &Ctx<'_>, path: &Path, d: &RespDesc) {
+    fn queue_reply(&mut self, p: Pending) {
+        if self.pend_len >= PENDING_MAX {
+            return;
+        }
+        let i = (self.pend_head + self.pend_len) % PENDING_MAX;
+        if let Some(slot) = self.pending.get_mut(i) {
+            *slot = Some(p);
+            self.pend_len += 1;
+        }
+    }
+
+    /// Sends up to `budget` queued responses; returns whether more wait.
+    pub(crate) fn send_pending(&mut self, ctx: &Ctx<'_>, mut budget: u32) -> bool {
+        let Some(path) = self.path else {
+            self.pend_len = 0;
+            return false;
+        };
+        while self.pend_len > 0 && budget > 0 {
+            let Some(slot) = self.pending.get_mut(self.pend_head) else { break };
+            let done = match slot {
+                Some(Pending::Pkt(d)) => {
+                    let d = *d;
+                    budget -= 1;
+                    self.send_reply(ctx, &path, &d);
+                    true
+                }
+                Some(Pending::Read(stream)) => {
+                    let mut s = *stream;
+                    while budget > 0 {
+                        let Some(d) = s.next() else { break };
+                        budget -= 1;
+                        self.send_reply(ctx, &path, &d);
+                    }
+                    let left = s.remaining() != 0;
+                    if let Some(Some(Pending::Read(st))) = self.pending.get_mut(self.pend_head) {
+                        *st = s;
+                    }
+                    !left
+                }
+                None => true,
+            };
+            if !done {
+                break;
+            }
+            if let Some(slot) = self.pending.get_mut(self.pend_head) {
+                *slot = None;
+            }
+            self.pend_head = (self.pend_head + 1) % PENDING_MAX;
+            self.pend_len -= 1;
+        }
+        self.pend_len > 0
+    }
+
+    /// The work item: continue sending queued responses.
+    pub(crate) fn on_work(&mut self, ctx: &Ctx<'_>, st: &QpState) {
+        if matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) && self.send_pending(ctx, RESP_BUDGET_WORK) {
+            // SAFETY: as in `on_request`.
+            unsafe { glue::rroce_work_queue(ctx.work) };
+        }
+    }
+
+    fn send_reply(&self, ctx: &Ctx<'_>, path: &Path, d: &RespDesc) {
         let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
         let ok = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
             None => true,

@@ -125,6 +125,7 @@ pub(crate) struct RroceQp {
     ib: bindings::ib_qp,
     live: AtomicBool,
     timer: Opaque<bindings::timer_list>,
+    work: Opaque<bindings::work_struct>,
     p: MaybeUninit<QpPriv>,
 }
 
@@ -160,6 +161,7 @@ impl RroceQp {
             rq_ring: p.rq.buf(),
             sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
             timer: self.timer.get(),
+            work: self.work.get(),
         }
     }
 }
@@ -273,6 +275,8 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     // SAFETY: the timer is embedded in the QP, which does not move; it is
     // shut down in `destroy_qp` before the QP memory is freed.
     unsafe { glue::rroce_timer_setup(qp.timer.get(), timer_fn) };
+    // SAFETY: as for the timer; cancelled in `destroy_qp`.
+    unsafe { glue::rroce_work_init(qp.work.get(), work_fn) };
     qp.live.store(true, Ordering::Release);
     Ok(())
 }
@@ -443,6 +447,26 @@ unsafe extern "C" fn timer_fn(t: *mut bindings::timer_list) {
     inner.dp.on_timer(&ctx, &mut inner.state);
 }
 
+/// The response work item of a QP.
+///
+/// # Safety
+///
+/// Called by the workqueue with the `work` of a live [`RroceQp`].
+unsafe extern "C" fn work_fn(w: *mut bindings::work_struct) {
+    // SAFETY: the work is the `work` field of an `RroceQp`; `destroy_qp`
+    // cancels it before the QP goes away.
+    let q = unsafe { &*w.cast::<u8>().sub(offset_of!(RroceQp, work)).cast::<RroceQp>() };
+    if !q.live.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: live implies `p` is initialised.
+    let p = unsafe { q.p.assume_init_ref() };
+    let ctx = q.ctx(p);
+    let mut g = p.lock_dp();
+    let inner = &mut *g;
+    inner.dp.on_work(&ctx, &inner.state);
+}
+
 /// Hands a received, validated RC packet to QP `qpn` of `dev`.  Returns
 /// `false` if no QP could take it.
 ///
@@ -591,6 +615,8 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut bindings::ib_qp, _udata: *mu
     unsafe { bindings::synchronize_rcu() };
     // SAFETY: set up in `create`.
     unsafe { glue::rroce_timer_shutdown(q.timer.get()) };
+    // SAFETY: set up in `create`; waits for a running instance.
+    unsafe { glue::rroce_work_cancel(q.work.get()) };
     // SAFETY: by the invariant `p` is initialised; this is its one drop.
     let p = unsafe { (*qp.cast::<RroceQp>()).p.assume_init_read() };
     // Dropping the rings gives their mappings back.

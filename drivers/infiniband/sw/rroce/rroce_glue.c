@@ -13,6 +13,7 @@
 #include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/timer.h>
+#include <linux/workqueue.h>
 #include <net/addrconf.h>
 #include <net/inet_dscp.h>
 #include <net/ip.h>
@@ -328,6 +329,21 @@ void rroce_page_copy(struct page *page, unsigned int off, void *buf,
 		memcpy(buf, va + off, len);
 	}
 	kunmap_local(va);
+}
+
+void rroce_work_init(struct work_struct *w, void (*fn)(struct work_struct *))
+{
+	INIT_WORK(w, fn);
+}
+
+void rroce_work_queue(struct work_struct *w)
+{
+	queue_work(system_highpri_wq, w);
+}
+
+void rroce_work_cancel(struct work_struct *w)
+{
+	cancel_work_sync(w);
 }
 
 static DEFINE_SPINLOCK(rroce_atomic_lock);

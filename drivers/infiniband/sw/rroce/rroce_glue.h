@@ -46,6 +46,10 @@ int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 struct ib_umem;
 struct page;
 struct timer_list;
+struct work_struct;
+void rroce_work_init(struct work_struct *w, void (*fn)(struct work_struct *));
+void rroce_work_queue(struct work_struct *w);
+void rroce_work_cancel(struct work_struct *w);
 struct net_device *rroce_skb_dev(const struct sk_buff *skb);
 int rroce_skb_linear(struct sk_buff *skb, u8 **data, unsigned int *len);
 struct sk_buff *rroce_tx_alloc(struct net_device *ndev, unsigned int len,

@@ -447,15 +447,21 @@ test_done() {
 
 # py_checks DESC SCRIPT ARGS...: one subtest that runs a pyverbs check
 # script (selftests/py/SCRIPT) and fails if it exits non-zero or prints a
-# "not ok" line; its output becomes TAP diagnostics.
+# "not ok" line; its output becomes TAP diagnostics.  With $PY_CHECKS_TMO
+# set, the script is killed (and the subtest fails) after that many seconds.
 py_checks() {
-	local desc=$1 script=$2 out rc l
+	local desc=$1 script=$2 out rc l tmo=()
 	shift 2
+	[ -n "${PY_CHECKS_TMO:-}" ] && tmo=(timeout "$PY_CHECKS_TMO")
 	t_begin "$desc"
-	out=$(/usr/bin/python3 "$RROCE_REPO/selftests/py/$script" "$@" 2>&1)
+	out=$("${tmo[@]}" /usr/bin/python3 "$RROCE_REPO/selftests/py/$script" "$@" 2>&1)
 	rc=$?
 	while IFS= read -r l; do diag "$l"; done <<<"$out"
-	[ $rc = 0 ] || t_fail "$script exited $rc"
+	if [ $rc = 124 ] && [ ${#tmo[@]} -gt 0 ]; then
+		t_fail "$script killed after ${PY_CHECKS_TMO}s"
+	elif [ $rc != 0 ]; then
+		t_fail "$script exited $rc"
+	fi
 	grep -q '^not ok' <<<"$out" && t_fail "a check of $script failed"
 	t_end
 }
@@ -572,4 +578,50 @@ rc_pingpong_chk() {
 	if grep -q "invalid data" "$PAIR_SRV"; then
 		t_fail "server found bad data: $(grep "invalid data" "$PAIR_SRV" | head -3 | tr '\n' ' ')"
 	fi
+}
+
+# ------------------------------------------------------------- hw counters
+# The port counters of rroce (sysfs .../ports/1/hw_counters/, also shown by
+# `rdma statistic`).
+HWC_NAMES="rx_packets tx_packets rx_dropped rx_icrc_errors tx_errors retransmits ack_timeouts seq_naks_rcvd rnr_naks_rcvd retry_exceeded rnr_retry_exceeded duplicate_requests out_of_sequence rnr_naks_sent completion_errors"
+hwc_dir() { echo "$SYS_IB/$1/ports/1/hw_counters"; }
+
+# hwc_missing DEV: why DEV's counters cannot be read (missing directory or
+# names), or nothing.
+hwc_missing() {
+	local d n miss=
+	d=$(hwc_dir "$1")
+	[ -d "$d" ] || { echo "$d does not exist"; return 0; }
+	for n in $HWC_NAMES; do [ -r "$d/$n" ] || miss="$miss $n"; done
+	[ -z "$miss" ] || echo "$d lacks:$miss"
+}
+
+# hwc_snap DEV ARRAY: read every counter of DEV into the associative array
+# ARRAY (declare -A it first); missing counters read as 0.
+hwc_snap() {
+	local -n _a=$2
+	local d n v
+	d=$(hwc_dir "$1")
+	for n in $HWC_NAMES; do
+		v=0
+		read -r v <"$d/$n" 2>/dev/null || v=0
+		_a[$n]=${v:-0}
+	done
+}
+
+# hwc_delta BEFORE AFTER DELTA: DELTA[n] = AFTER[n] - BEFORE[n]
+hwc_delta() {
+	local -n _b=$1 _af=$2 _d=$3
+	local n
+	for n in $HWC_NAMES; do _d[$n]=$((${_af[$n]:-0} - ${_b[$n]:-0})); done
+}
+
+# hwc_show DELTA: the non-zero entries as "name +N ..." (or "none")
+hwc_show() {
+	local -n _s=$1
+	local n out=
+	for n in $HWC_NAMES; do
+		[ "${_s[$n]:-0}" != 0 ] && out="$out $n +${_s[$n]}"
+	done
+	echo "${out:- none}"
 }

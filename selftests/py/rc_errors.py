@@ -1,0 +1,462 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""RC error handling: bad QP attributes and transitions, bad work requests
+and remote access violations, between two devices in one process (DEV0 =
+requester, DEV1 = responder; packets cross the veth).
+
+Usage: rc_errors.py DEV0 GID0 DEV1 GID1 CASE      (rc_errors.py --list)
+
+One CASE per run; one "ok/not ok" line per check.  The expected errnos and
+completion statuses are those of ib_core and the in-kernel drivers (rxe,
+mlx5) -- see each case.  Every case ends by moving data over a fresh QP
+pair on the same devices: an error must not break the device.
+"""
+import errno
+import os
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.wr import SGE, RecvWR, SendWR
+
+import rclib
+from rclib import ALL_ACCESS, MASK_RTR, MASK_RTS, Dev, qp_attr, status_str, state_str, wc_str
+from taplib import check, errno_of, finish
+
+SYS_IB = "/sys/class/infiniband"
+POLL_S = 60  # seconds an expected completion may take (TCG is slow)
+
+
+def counters(dev):
+    """The port hw_counters of dev as a dict (empty if there are none)."""
+    d = f"{SYS_IB}/{dev}/ports/1/hw_counters"
+    out = {}
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return out
+    for n in names:
+        try:
+            with open(f"{d}/{n}") as f:
+                out[n] = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+class Counters:
+    """Counter deltas of both devices since construction."""
+
+    def __init__(self, d0, d1):
+        self.names = (d0.name, d1.name)
+        self.before = [counters(n) for n in self.names]
+
+    def delta(self):
+        after = [counters(n) for n in self.names]
+        return [{k: a.get(k, 0) - b.get(k, 0) for k in a} for a, b in zip(after, self.before)]
+
+    def show(self):
+        for name, dl in zip(self.names, self.delta()):
+            nz = " ".join(f"{k} +{v}" for k, v in sorted(dl.items()) if v)
+            print(f"# {name} counters: {nz or 'none'}")
+
+    def expect_min(self, side, name, least):
+        if not self.before[side]:
+            print(f"# ({self.names[side]} has no hw_counters: {name} not checked)")
+            return
+        got = self.delta()[side].get(name)
+        if got is None and os.environ.get("RROCE_TYPE", "rroce") != "rroce":
+            print(f"# ({self.names[side]} has no counter {name}: not checked)")
+            return
+        check(got is not None and got >= least, f"{self.names[side]} {name} went up by at least {least}",
+              f"delta {got}")
+
+
+class Pair:
+    """An RC QP pair qp0 (d0) <-> qp1 (d1) with its own CQs and buffers."""
+
+    def __init__(self, d0, d1, size=65536, access1=ALL_ACCESS, connect=True, **conn):
+        self.d0, self.d1 = d0, d1
+        self.cq0 = d0.cq(64)
+        self.cq1 = d1.cq(64)
+        self.qp0 = d0.qp(self.cq0, self.cq0, send_wr=16, recv_wr=16)
+        self.qp1 = d1.qp(self.cq1, self.cq1, send_wr=16, recv_wr=16)
+        self.size = size
+        self.mr0 = d0.mr(size)
+        self.mr1 = d1.mr(size, access1)
+        if connect:
+            mtu = conn.pop("mtu", d0.active_mtu())
+            rclib.connect(d0, self.qp0, 0x100, d1, self.qp1, 0x200, mtu, **conn)
+
+    def send(self, wr_id, opcode, length, off=0, lkey=None, raddr=None, rkey=None, imm=None):
+        sge = SGE(self.mr0.buf + off, length, self.mr0.lkey if lkey is None else lkey)
+        wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, sg=[sge], send_flags=e.IBV_SEND_SIGNALED)
+        if imm is not None:
+            wr.imm_data = imm
+        if raddr is not None:
+            wr.set_wr_rdma(rkey, raddr)
+        self.qp0.post_send(wr)
+
+    def recv(self, wr_id, length, off=0):
+        self.qp1.post_recv(RecvWR(wr_id=wr_id, num_sge=1, sg=[SGE(self.mr1.buf + off, length, self.mr1.lkey)]))
+
+
+def expect_wcs(cq, want, what):
+    """Poll exactly len(want) completions from cq and check each against
+    (wr_id, status, opcode or None), in order; then none may follow.
+    Returns the completions."""
+    got = rclib.poll(cq, len(want), time.monotonic() + POLL_S)
+    for wc in got:
+        print(f"# {what}: {wc_str(wc)}")
+    check(len(got) == len(want), f"{what}: {len(want)} completion(s) arrive",
+          f"got {len(got)} within {POLL_S} s")
+    for i, (wc, (wr_id, status, opcode)) in enumerate(zip(got, want)):
+        ok_status = wc.status in status if isinstance(status, tuple) else wc.status == status
+        names = "/".join(status_str(s) for s in status) if isinstance(status, tuple) else status_str(status)
+        check(wc.wr_id == wr_id and ok_status, f"{what}: completion {i + 1} is wr_id {wr_id:#x} with {names}",
+              wc_str(wc))
+        if opcode is not None:
+            check(wc.opcode == opcode, f"{what}: completion {i + 1} opcode {rclib.opcode_str(opcode)}", wc_str(wc))
+    extra = rclib.drain(cq, 0.5)
+    check(not extra, f"{what}: no further completions", "; ".join(wc_str(w) for w in extra[:4]))
+    return got
+
+
+def expect_state(qp, state, what):
+    st = rclib.qp_state(qp)
+    check(st == state, f"{what} is in {state_str(state)}", f"it is in {state_str(st)}")
+
+
+def pattern(n, seed):
+    return bytes((i * 7 + seed) & 0xFF for i in range(n))
+
+
+def fresh_pair_ok(d0, d1):
+    """A new QP pair on the same devices moves data correctly: SEND,
+    RDMA WRITE and RDMA READ of 64 KiB each, verified."""
+    p = Pair(d0, d1, size=4 * 65536)
+    n = 65536
+    ok = True
+    detail = ""
+    try:
+        src = os.urandom(n)
+        p.mr0.write(src, n, 0)
+        p.recv(1, n, 0)
+        p.send(2, e.IBV_WR_SEND, n, 0)
+        src_w = os.urandom(n)
+        p.mr0.write(src_w, n, n)
+        p.send(3, e.IBV_WR_RDMA_WRITE, n, n, raddr=p.mr1.buf + n, rkey=p.mr1.rkey)
+        src_r = os.urandom(n)
+        p.mr1.write(src_r, n, 2 * n)
+        p.send(4, e.IBV_WR_RDMA_READ, n, 2 * n, raddr=p.mr1.buf + 2 * n, rkey=p.mr1.rkey)
+        dl = time.monotonic() + POLL_S
+        w0 = rclib.poll(p.cq0, 3, dl)
+        w1 = rclib.poll(p.cq1, 1, dl)
+        sts = [(w.wr_id, w.status) for w in w0 + w1]
+        if sts != [(2, 0), (3, 0), (4, 0), (1, 0)]:
+            ok, detail = False, "completions: " + "; ".join(wc_str(w) for w in w0 + w1)
+        elif p.mr1.read(n, 0) != src:
+            ok, detail = False, "SEND data differs"
+        elif p.mr1.read(n, n) != src_w:
+            ok, detail = False, "WRITE data differs"
+        elif p.mr0.read(n, 2 * n) != src_r:
+            ok, detail = False, "READ data differs"
+    except PyverbsRDMAError as ex:
+        ok, detail = False, f"verbs error: {ex}"
+    check(ok, "a fresh QP pair on the same devices moves 64 KiB by SEND, WRITE and READ intact", detail)
+
+
+# ---------------------------------------------------------------- the cases
+# Each takes (d0, d1).  Errnos: ib_core's ib_modify_qp_is_ok() (illegal
+# transition, missing attribute) and the drivers' attribute checks (rxe
+# rxe_qp_chk_attr(), mlx5 mlx5_ib_modify_qp()) all give EINVAL.
+
+def new_qp(d):
+    cq = d.cq(16)
+    qp = d.qp(cq, cq)
+    return qp, cq
+
+
+def rtr_attr(d0, d1, qp, **over):
+    a = dict(path_mtu=d0.active_mtu(), dest_qp_num=qp.qp_num, rq_psn=0, max_dest_rd_atomic=16,
+             min_rnr_timer=12, ah_attr=rclib.ah_to(d0, d1))
+    a.update(over)
+    return qp_attr(e.IBV_QPS_RTR, **a)
+
+
+def rts_attr(**over):
+    a = dict(timeout=14, retry_cnt=7, rnr_retry=7, sq_psn=0, max_rd_atomic=16)
+    a.update(over)
+    return qp_attr(e.IBV_QPS_RTS, **a)
+
+
+def case_reset_to_rts(d0, d1):
+    qp, _cq = new_qp(d0)
+    check(errno_of(lambda: qp.modify(rts_attr(), MASK_RTS)) == errno.EINVAL,
+          "RESET -> RTS (with all RTS attributes) -> EINVAL")
+    check(errno_of(lambda: qp.modify(qp_attr(e.IBV_QPS_RTS), e.IBV_QP_STATE)) == errno.EINVAL,
+          "RESET -> RTS (state only) -> EINVAL")
+    expect_state(qp, e.IBV_QPS_RESET, "the QP after the refused transitions")
+    rclib.to_init(qp)
+    check(errno_of(lambda: qp.modify(rts_attr(), MASK_RTS)) == errno.EINVAL, "INIT -> RTS -> EINVAL")
+    expect_state(qp, e.IBV_QPS_INIT, "the QP")
+    fresh_pair_ok(d0, d1)
+
+
+def _rtr_missing(d0, d1, bit, name):
+    qp, _cq = new_qp(d0)
+    rclib.to_init(qp)
+    a = rtr_attr(d0, d1, qp)
+    check(errno_of(lambda: qp.modify(a, MASK_RTR & ~bit)) == errno.EINVAL, f"INIT -> RTR without {name} -> EINVAL")
+    expect_state(qp, e.IBV_QPS_INIT, "the QP after the refused transition")
+    check(errno_of(lambda: qp.modify(a, MASK_RTR)) == 0, f"INIT -> RTR with {name} succeeds")
+    fresh_pair_ok(d0, d1)
+
+
+def case_rtr_no_dest_qpn(d0, d1):
+    _rtr_missing(d0, d1, e.IBV_QP_DEST_QPN, "IBV_QP_DEST_QPN")
+
+
+def case_rtr_no_path_mtu(d0, d1):
+    _rtr_missing(d0, d1, e.IBV_QP_PATH_MTU, "IBV_QP_PATH_MTU")
+
+
+def case_bad_path_mtu(d0, d1):
+    qp, _cq = new_qp(d0)
+    rclib.to_init(qp)
+    active = d0.active_mtu()
+    for v, why in ((0, "not an MTU"), (6, "not an MTU"), (7, "not an MTU"), (255, "not an MTU")):
+        check(errno_of(lambda: qp.modify(rtr_attr(d0, d1, qp, path_mtu=v), MASK_RTR)) == errno.EINVAL,
+              f"path_mtu {v} ({why}) -> EINVAL")
+    if active < e.IBV_MTU_4096:
+        check(errno_of(lambda: qp.modify(rtr_attr(d0, d1, qp, path_mtu=active + 1), MASK_RTR)) == errno.EINVAL,
+              f"path_mtu {rclib.MTU_BYTES[active + 1]} above the active {rclib.MTU_BYTES[active]} -> EINVAL")
+    expect_state(qp, e.IBV_QPS_INIT, "the QP after the refused transitions")
+    check(errno_of(lambda: qp.modify(rtr_attr(d0, d1, qp, path_mtu=e.IBV_MTU_256), MASK_RTR)) == 0,
+          "path_mtu 256 is accepted")
+    attr, _ = qp.query(e.IBV_QP_PATH_MTU)
+    check(attr.path_mtu == e.IBV_MTU_256, "query_qp returns path_mtu 256", f"{attr.path_mtu}")
+    fresh_pair_ok(d0, d1)
+
+
+def case_rd_atomic_above_max(d0, d1):
+    da = d0.dev_attr
+    print(f"# device max_qp_rd_atom {da.max_qp_rd_atom}, max_qp_init_rd_atom {da.max_qp_init_rd_atom}")
+    qp, _cq = new_qp(d0)
+    rclib.to_init(qp)
+    big = da.max_qp_rd_atom + 1
+    check(errno_of(lambda: qp.modify(rtr_attr(d0, d1, qp, max_dest_rd_atomic=big), MASK_RTR)) == errno.EINVAL,
+          f"max_dest_rd_atomic {big} (above max_qp_rd_atom) -> EINVAL")
+    expect_state(qp, e.IBV_QPS_INIT, "the QP after the refused transition")
+    check(errno_of(lambda: qp.modify(rtr_attr(d0, d1, qp, max_dest_rd_atomic=da.max_qp_rd_atom), MASK_RTR)) == 0,
+          f"max_dest_rd_atomic {da.max_qp_rd_atom} is accepted")
+    big = da.max_qp_init_rd_atom + 1
+    check(errno_of(lambda: qp.modify(rts_attr(max_rd_atomic=big), MASK_RTS)) == errno.EINVAL,
+          f"max_rd_atomic {big} (above max_qp_init_rd_atom) -> EINVAL")
+    check(errno_of(lambda: qp.modify(rts_attr(timeout=32), MASK_RTS)) == errno.EINVAL,
+          "timeout 32 (5-bit field) -> EINVAL")
+    expect_state(qp, e.IBV_QPS_RTR, "the QP after the refused transitions")
+    check(errno_of(lambda: qp.modify(rts_attr(max_rd_atomic=da.max_qp_init_rd_atom), MASK_RTS)) == 0,
+          f"max_rd_atomic {da.max_qp_init_rd_atom} is accepted")
+    attr, _ = qp.query(e.IBV_QP_MAX_QP_RD_ATOMIC | e.IBV_QP_MAX_DEST_RD_ATOMIC)
+    check((attr.max_rd_atomic, attr.max_dest_rd_atomic) == (da.max_qp_init_rd_atom, da.max_qp_rd_atom),
+          "query_qp returns them", f"{attr.max_rd_atomic}/{attr.max_dest_rd_atomic}")
+    fresh_pair_ok(d0, d1)
+
+
+def case_post_send_init(d0, d1):
+    p = Pair(d0, d1, connect=False)
+    wr = SendWR(wr_id=1, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(p.mr0.buf, 64, p.mr0.lkey)])
+    r = errno_of(lambda: p.qp0.post_send(wr))
+    check(r == errno.EINVAL, "ibv_post_send in RESET -> EINVAL", f"errno {r}")
+    rwr = RecvWR(wr_id=2, num_sge=1, sg=[SGE(p.mr0.buf, 64, p.mr0.lkey)])
+    r = errno_of(lambda: p.qp0.post_recv(rwr))
+    check(r == errno.EINVAL, "ibv_post_recv in RESET -> EINVAL", f"errno {r}")
+    rclib.to_init(p.qp0)
+    r = errno_of(lambda: p.qp0.post_send(wr))
+    check(r == errno.EINVAL, "ibv_post_send in INIT -> EINVAL", f"errno {r}")
+    r = errno_of(lambda: p.qp0.post_recv(rwr))
+    check(r == 0, "ibv_post_recv in INIT is allowed", f"errno {r}")
+    rclib.to_rtr(p.qp0, d0, d1, p.qp1.qp_num, 0, d0.active_mtu())
+    r = errno_of(lambda: p.qp0.post_send(wr))
+    check(r == errno.EINVAL, "ibv_post_send in RTR -> EINVAL", f"errno {r}")
+    extra = rclib.drain(p.cq0, 0.5)
+    check(not extra, "no completion for the refused work requests", "; ".join(wc_str(w) for w in extra))
+    # The receive posted in INIT is flushed when the QP goes to ERR.
+    p.qp0.modify(qp_attr(e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    expect_wcs(p.cq0, [(2, e.IBV_WC_WR_FLUSH_ERR, None)], "after RTR -> ERR, the receive posted in INIT")
+    fresh_pair_ok(d0, d1)
+
+
+def _requester_error(d0, d1, p, first, status, what, c, responder_untouched=True):
+    """first: callable posting the failing WR (wr_id 1); then two SENDs
+    (wr_id 2, 3) are posted behind it.  Expect: wr 1 completes with status,
+    2 and 3 with WR_FLUSH_ERR, the requester QP in ERR, a WR posted in ERR
+    flushed too, nothing delivered to the responder."""
+    p.mr1.write(pattern(p.size, 0x33), p.size, 0)
+    p.recv(100, 4096, 0)
+    first()
+    p.send(2, e.IBV_WR_SEND, 64, 0)
+    p.send(3, e.IBV_WR_SEND, 64, 0)
+    expect_wcs(p.cq0, [(1, status, None), (2, e.IBV_WC_WR_FLUSH_ERR, None), (3, e.IBV_WC_WR_FLUSH_ERR, None)],
+               f"requester, {what}")
+    expect_state(p.qp0, e.IBV_QPS_ERR, "the requester QP")
+    r = errno_of(lambda: p.send(4, e.IBV_WR_SEND, 64, 0))
+    if r == 0:
+        expect_wcs(p.cq0, [(4, e.IBV_WC_WR_FLUSH_ERR, None)], "a SEND posted to the QP in ERR")
+    else:
+        check(False, "a SEND can be posted to the QP in ERR (it is flushed)", f"errno {r}")
+    st1 = rclib.qp_state(p.qp1)
+    print(f"# responder QP state afterwards: {state_str(st1)}")
+    if responder_untouched:
+        w1 = rclib.drain(p.cq1, 0.5)
+        if st1 == e.IBV_QPS_ERR:
+            # a responder that went to ERR flushes its receive
+            check(len(w1) == 1 and w1[0].wr_id == 100 and w1[0].status == e.IBV_WC_WR_FLUSH_ERR,
+                  "responder (in ERR): only its receive, flushed", "; ".join(wc_str(w) for w in w1))
+        else:
+            check(not w1, "responder: no completion (no SEND delivered)", "; ".join(wc_str(w) for w in w1))
+        check(p.mr1.read(p.size, 0) == pattern(p.size, 0x33), "responder memory unchanged")
+    c.show()
+    c.expect_min(0, "completion_errors", 1)
+    fresh_pair_ok(d0, d1)
+
+
+def bad_key(k):
+    """A key that is not k and most likely not any other live key."""
+    return (k ^ 0x5A5A5A00) & 0xFFFFFFFF
+
+
+def case_bad_lkey(d0, d1):
+    # rxe: the requester's copy from the SGE fails -> IB_WC_LOC_PROT_ERR.
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_SEND, 1024, 0, lkey=bad_key(p.mr0.lkey)),
+                     e.IBV_WC_LOC_PROT_ERR, "SEND with a bad lkey", c)
+    st1 = rclib.qp_state(p.qp1)
+    check(st1 == e.IBV_QPS_RTS, "the responder QP is still in RTS (nothing reached it)", state_str(st1))
+
+
+def case_write_bad_rkey(d0, d1):
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_RDMA_WRITE, 2048, 0, raddr=p.mr1.buf,
+                                               rkey=bad_key(p.mr1.rkey)),
+                     e.IBV_WC_REM_ACCESS_ERR, "RDMA WRITE with a bad rkey", c)
+
+
+def case_write_beyond_mr(d0, d1):
+    # 8 KiB starting 4 KiB before the end of the remote MR: the responder
+    # checks the whole range on the first packet (IBA C9-88ff; rxe
+    # check_rkey()), so nothing at all may be written.
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_RDMA_WRITE, 8192, 0, raddr=p.mr1.buf + p.size - 4096,
+                                               rkey=p.mr1.rkey),
+                     e.IBV_WC_REM_ACCESS_ERR, "RDMA WRITE running 4 KiB past the end of the remote MR", c)
+
+
+def case_write_no_remote_write(d0, d1):
+    p = Pair(d0, d1, access1=e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_READ)
+    c = Counters(d0, d1)
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_RDMA_WRITE, 2048, 0, raddr=p.mr1.buf, rkey=p.mr1.rkey),
+                     e.IBV_WC_REM_ACCESS_ERR, "RDMA WRITE to an MR without REMOTE_WRITE", c)
+
+
+def case_read_no_remote_read(d0, d1):
+    p = Pair(d0, d1, access1=e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+    c = Counters(d0, d1)
+    p.mr0.write(pattern(p.size, 0x44), p.size, 0)
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_RDMA_READ, 2048, 4096, raddr=p.mr1.buf, rkey=p.mr1.rkey),
+                     e.IBV_WC_REM_ACCESS_ERR, "RDMA READ from an MR without REMOTE_READ", c)
+    check(p.mr0.read(2048, 4096) == pattern(p.size, 0x44)[4096:4096 + 2048], "the local READ buffer is unchanged")
+
+
+def case_send_too_long(d0, d1):
+    # The responder's receive buffer is 1 KiB, the SEND 4 KiB (4 packets at
+    # path MTU 1024).  Requester: NAK invalid request -> REM_INV_REQ_ERR.
+    # Responder: the receive completes in error -- mlx5 reports LOC_LEN_ERR,
+    # rxe_resp.c's RESPST_ERR_LENGTH path REM_INV_REQ_ERR (6.12 actually
+    # takes its malformed-WQE path: REM_OP_ERR / LOC_QP_OP_ERR, not accepted
+    # here); both QPs go to ERR.
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    p.mr0.write(os.urandom(8192), 8192, 0)
+    p.recv(100, 1024, 0)
+    p.recv(101, 8192, 8192)
+    p.send(1, e.IBV_WR_SEND, 4096, 0)
+    p.send(2, e.IBV_WR_SEND, 64, 0)
+    expect_wcs(p.cq0, [(1, e.IBV_WC_REM_INV_REQ_ERR, None), (2, e.IBV_WC_WR_FLUSH_ERR, None)],
+               "requester, SEND of 4 KiB into a 1 KiB receive buffer")
+    expect_state(p.qp0, e.IBV_QPS_ERR, "the requester QP")
+    expect_wcs(p.cq1, [(100, (e.IBV_WC_LOC_LEN_ERR, e.IBV_WC_REM_INV_REQ_ERR), None),
+                       (101, e.IBV_WC_WR_FLUSH_ERR, None)],
+               "responder, the 1 KiB receive")
+    expect_state(p.qp1, e.IBV_QPS_ERR, "the responder QP")
+    c.show()
+    c.expect_min(0, "completion_errors", 1)
+    c.expect_min(1, "completion_errors", 1)
+    fresh_pair_ok(d0, d1)
+
+
+def case_rnr_retry_exceeded(d0, d1):
+    # No receive posted, rnr_retry 0: the first RNR NAK ends the SEND with
+    # IBV_WC_RNR_RETRY_EXC_ERR.
+    p = Pair(d0, d1, rnr_retry=0, min_rnr_timer=1)
+    c = Counters(d0, d1)
+    p.send(1, e.IBV_WR_SEND, 512, 0)
+    p.send(2, e.IBV_WR_SEND, 512, 0)
+    expect_wcs(p.cq0, [(1, e.IBV_WC_RNR_RETRY_EXC_ERR, None), (2, e.IBV_WC_WR_FLUSH_ERR, None)],
+               "requester, SEND without a receive posted, rnr_retry 0")
+    expect_state(p.qp0, e.IBV_QPS_ERR, "the requester QP")
+    check(not rclib.drain(p.cq1, 0.3), "responder: no completion")
+    c.show()
+    c.expect_min(1, "rnr_naks_sent", 1)
+    c.expect_min(0, "rnr_naks_rcvd", 1)
+    c.expect_min(0, "rnr_retry_exceeded", 1)
+    fresh_pair_ok(d0, d1)
+
+
+def case_retry_exceeded(d0, d1):
+    # Connected to a QP number nobody has: no ACK ever comes; timeout 10
+    # (4.2 ms), retry_cnt 2 -> IBV_WC_RETRY_EXC_ERR after 3 tries.
+    p = Pair(d0, d1, connect=False)
+    c = Counters(d0, d1)
+    rclib.to_init(p.qp0)
+    rclib.to_rtr(p.qp0, d0, d1, 0xFFFF00, 0, d0.active_mtu())
+    rclib.to_rts(p.qp0, 0, timeout=10, retry_cnt=2)
+    t0 = time.monotonic()
+    p.send(1, e.IBV_WR_RDMA_WRITE, 256, 0, raddr=p.mr1.buf, rkey=p.mr1.rkey)
+    p.send(2, e.IBV_WR_SEND, 64, 0)
+    expect_wcs(p.cq0, [(1, e.IBV_WC_RETRY_EXC_ERR, None), (2, e.IBV_WC_WR_FLUSH_ERR, None)],
+               "requester, WRITE to a QP number that does not exist, retry_cnt 2")
+    print(f"# the error came after {time.monotonic() - t0:.2f} s")
+    expect_state(p.qp0, e.IBV_QPS_ERR, "the requester QP")
+    c.show()
+    c.expect_min(0, "retry_exceeded", 1)
+    c.expect_min(0, "ack_timeouts", 2)
+    c.expect_min(1, "rx_dropped", 3)
+    fresh_pair_ok(d0, d1)
+
+
+CASES = {n[5:]: f for n, f in list(globals().items()) if n.startswith("case_")}
+
+
+def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "--list":
+        print("\n".join(CASES))
+        return
+    if len(sys.argv) != 6 or sys.argv[5] not in CASES:
+        sys.exit(f"usage: {sys.argv[0]} DEV0 GID0 DEV1 GID1 CASE (one of: {', '.join(CASES)})")
+    d0 = Dev(sys.argv[1], int(sys.argv[2]))
+    d1 = Dev(sys.argv[3], int(sys.argv[4]))
+    try:
+        CASES[sys.argv[5]](d0, d1)
+    except PyverbsRDMAError as ex:
+        check(False, f"case {sys.argv[5]} ran to the end", f"unexpected verbs error: {ex}")
+    finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -95,6 +95,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) sig_all: bool,
     pub(crate) timer: *mut bindings::timer_list,
     pub(crate) work: *mut bindings::work_struct,
+    /// Route cache (null if it could not be allocated).
+    pub(crate) dst: *mut bindings::dst_cache,
 }
 
 /// Per-QP data path state (under the QP lock).
@@ -219,7 +221,16 @@ impl Dp {
 
     /// Sets the connection path (after `modify_qp` with an AV or a new
     /// destination QP).
-    pub(crate) fn set_path(&mut self, path: Option<Path>) {
+    pub(crate) fn set_path(&mut self, ctx: &Ctx<'_>, path: Option<Path>) {
+        let changed = match (self.path, path) {
+            (Some(a), Some(b)) => a.ip != b.ip,
+            (None, None) => false,
+            _ => true,
+        };
+        if changed {
+            // SAFETY: the cache is only used under the QP lock we hold.
+            unsafe { glue::rroce_dst_cache_reset(ctx.dst) };
+        }
         self.path = path;
     }
 
@@ -418,17 +429,15 @@ impl Dp {
 
     fn complete_sends(&mut self, ctx: &Ctx<'_>) {
         let Some(req) = self.req.as_mut() else { return };
-        let mut n = 0u32;
         while let Some(c) = req.poll_completion() {
+            // Free the ring entry before the CQE is visible: a user who
+            // sees the completion may immediately reuse the slot.
+            let _ = self.sq.release(ctx.sq_ring, 1);
             if c.needs_cqe() {
                 let mut cqe = Cqe::new(c.wr_id, c.status, c.opcode, ctx.qpn);
                 cqe.byte_len = c.byte_len;
                 push_send(ctx, &cqe);
             }
-            n += 1;
-        }
-        if n != 0 {
-            let _ = self.sq.release(ctx.sq_ring, n);
         }
     }
 
@@ -785,7 +794,7 @@ fn send_pkt(
         return false;
     }
     // SAFETY: a complete datagram; the call consumes the skb.
-    let ok = unsafe { glue::rroce_tx_send(ndev, skb, path.ipv6()) == 0 };
+    let ok = unsafe { glue::rroce_tx_send(ndev, skb, path.ipv6(), ctx.dst) == 0 };
     ctx.dev.p.stats.inc(if ok { Counter::TxPackets } else { Counter::TxErrors });
     ok
 }

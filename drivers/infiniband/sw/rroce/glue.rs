@@ -73,7 +73,11 @@ extern "C" {
         ndev: *mut bindings::net_device,
         skb: *mut bindings::sk_buff,
         ipv6: bool,
+        cache: *mut bindings::dst_cache,
     ) -> c_int;
+    pub(crate) fn rroce_dst_cache_new() -> *mut bindings::dst_cache;
+    pub(crate) fn rroce_dst_cache_free(c: *mut bindings::dst_cache);
+    pub(crate) fn rroce_dst_cache_reset(c: *mut bindings::dst_cache);
     pub(crate) fn rroce_ndev_has_addr(ndev: *mut bindings::net_device, ipv6: bool, addr: *const u8)
         -> bool;
     pub(crate) fn rroce_timer_setup(

@@ -108,7 +108,16 @@ struct QpPriv {
     pd: *mut bindings::ib_pd,
     send_cq: *mut bindings::ib_cq,
     recv_cq: *mut bindings::ib_cq,
+    /// Route cache, owned (freed on drop); may be null.
+    dst: *mut bindings::dst_cache,
     inner: Pin<KBox<SpinLockBh<QpStateInner>>>,
+}
+
+impl Drop for QpPriv {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `create`, freed once here (null is fine).
+        unsafe { glue::rroce_dst_cache_free(self.dst) };
+    }
 }
 
 /// Our part of a QP (allocated by ib_core, `ib` first).
@@ -162,6 +171,7 @@ impl RroceQp {
             sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
             timer: self.timer.get(),
             work: self.work.get(),
+            dst: p.dst,
         }
     }
 }
@@ -270,6 +280,8 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         pd: qp.ib.pd,
         send_cq: init.send_cq,
         recv_cq: init.recv_cq,
+        // SAFETY: plain allocation; a null cache just means no caching.
+        dst: unsafe { glue::rroce_dst_cache_new() },
         inner,
     });
     // SAFETY: the timer is embedded in the QP, which does not move; it is
@@ -370,7 +382,7 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
         (Some(av), QpState::Rtr | QpState::Rts | QpState::Sqd) => Some(path_of(&av, qp.ib.qp_num, inner.attrs.dest_qpn)),
         _ => None,
     };
-    inner.dp.set_path(path);
+    inner.dp.set_path(&ctx, path);
     if next != cur {
         inner.dp.on_modify(&ctx, &mut inner.state, &inner.attrs, cur, next);
     }

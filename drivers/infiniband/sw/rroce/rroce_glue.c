@@ -15,6 +15,7 @@
 #include <linux/timer.h>
 #include <linux/workqueue.h>
 #include <net/addrconf.h>
+#include <net/dst_cache.h>
 #include <net/inet_dscp.h>
 #include <net/ip.h>
 #include <net/ip6_route.h>
@@ -198,30 +199,72 @@ struct sk_buff *rroce_tx_alloc(struct net_device *ndev, unsigned int len,
 	return skb;
 }
 
+/* A per-QP route cache (per-CPU, revalidated on use by dst_check). */
+struct dst_cache *rroce_dst_cache_new(void)
+{
+	struct dst_cache *c = kzalloc(sizeof(*c), GFP_KERNEL);
+
+	if (c && dst_cache_init(c, GFP_KERNEL)) {
+		kfree(c);
+		c = NULL;
+	}
+	return c;
+}
+
+void rroce_dst_cache_free(struct dst_cache *c)
+{
+	if (c) {
+		dst_cache_destroy(c);
+		kfree(c);
+	}
+}
+
+/* Forget cached routes; the caller serialises all users of @c. */
+void rroce_dst_cache_reset(struct dst_cache *c)
+{
+	if (c)
+		dst_cache_reset(c);
+}
+
 /*
  * Route and transmit a complete IP datagram built by the driver (IP and
- * UDP headers included) out of @ndev's namespace.  Consumes @skb.
+ * UDP headers included) out of @ndev's namespace, using and filling the
+ * route cache @cache (may be NULL).  Consumes @skb.
  */
-int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6)
+int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6,
+		  struct dst_cache *cache)
 {
 	struct net *net = dev_net(ndev);
 	int err;
 
 	if (!ipv6) {
 		const struct iphdr *iph = ip_hdr(skb);
-		struct flowi4 fl = {};
-		struct rtable *rt;
+		struct rtable *rt = NULL;
+		__be32 saddr = 0;
 
 		skb_set_transport_header(skb, sizeof(struct iphdr));
-		fl.flowi4_oif = ndev->ifindex;
-		fl.flowi4_proto = IPPROTO_UDP;
-		fl.flowi4_tos = iph->tos & INET_DSCP_MASK;
-		fl.daddr = iph->daddr;
-		fl.saddr = iph->saddr;
-		rt = ip_route_output_key(net, &fl);
-		if (IS_ERR(rt)) {
-			kfree_skb(skb);
-			return PTR_ERR(rt);
+		if (cache) {
+			rt = dst_cache_get_ip4(cache, &saddr);
+			if (rt && saddr != iph->saddr) {
+				ip_rt_put(rt);
+				rt = NULL;
+			}
+		}
+		if (!rt) {
+			struct flowi4 fl = {};
+
+			fl.flowi4_oif = ndev->ifindex;
+			fl.flowi4_proto = IPPROTO_UDP;
+			fl.flowi4_tos = iph->tos & INET_DSCP_MASK;
+			fl.daddr = iph->daddr;
+			fl.saddr = iph->saddr;
+			rt = ip_route_output_key(net, &fl);
+			if (IS_ERR(rt)) {
+				kfree_skb(skb);
+				return PTR_ERR(rt);
+			}
+			if (cache)
+				dst_cache_set_ip4(cache, &rt->dst, fl.saddr);
 		}
 		skb_dst_set(skb, &rt->dst);
 		skb->protocol = htons(ETH_P_IP);
@@ -230,18 +273,31 @@ int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6)
 		err = ip_local_out(net, NULL, skb);
 	} else {
 		const struct ipv6hdr *ip6h = ipv6_hdr(skb);
-		struct flowi6 fl6 = {};
-		struct dst_entry *dst;
+		struct dst_entry *dst = NULL;
+		struct in6_addr saddr;
 
 		skb_set_transport_header(skb, sizeof(struct ipv6hdr));
-		fl6.flowi6_oif = ndev->ifindex;
-		fl6.flowi6_proto = IPPROTO_UDP;
-		fl6.daddr = ip6h->daddr;
-		fl6.saddr = ip6h->saddr;
-		dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
-		if (IS_ERR(dst)) {
-			kfree_skb(skb);
-			return PTR_ERR(dst);
+		if (cache) {
+			dst = dst_cache_get_ip6(cache, &saddr);
+			if (dst && !ipv6_addr_equal(&saddr, &ip6h->saddr)) {
+				dst_release(dst);
+				dst = NULL;
+			}
+		}
+		if (!dst) {
+			struct flowi6 fl6 = {};
+
+			fl6.flowi6_oif = ndev->ifindex;
+			fl6.flowi6_proto = IPPROTO_UDP;
+			fl6.daddr = ip6h->daddr;
+			fl6.saddr = ip6h->saddr;
+			dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+			if (IS_ERR(dst)) {
+				kfree_skb(skb);
+				return PTR_ERR(dst);
+			}
+			if (cache)
+				dst_cache_set_ip6(cache, dst, &fl6.saddr);
 		}
 		skb_dst_set(skb, dst);
 		skb->protocol = htons(ETH_P_IPV6);

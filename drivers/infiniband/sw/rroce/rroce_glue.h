@@ -54,7 +54,12 @@ struct net_device *rroce_skb_dev(const struct sk_buff *skb);
 int rroce_skb_linear(struct sk_buff *skb, u8 **data, unsigned int *len);
 struct sk_buff *rroce_tx_alloc(struct net_device *ndev, unsigned int len,
 			       u8 **data);
-int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6);
+struct dst_cache;
+int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6,
+		  struct dst_cache *cache);
+struct dst_cache *rroce_dst_cache_new(void);
+void rroce_dst_cache_free(struct dst_cache *c);
+void rroce_dst_cache_reset(struct dst_cache *c);
 bool rroce_ndev_has_addr(struct net_device *ndev, bool ipv6, const u8 *addr);
 void rroce_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *));
 void rroce_timer_arm(struct timer_list *t, u64 ns);

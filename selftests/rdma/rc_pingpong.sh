@@ -6,12 +6,14 @@
 #   - rroce2 on eth0 (init_net) <-> rroce3 on eth1 (netns peer2) over the
 #     virtio-net NICs of scripts/vm (made here, deleted at the end)
 #   - client and server on the same device $DEV0 (10.77.0.1)
+#   - 64 KiB over the IPv6 GIDs (fd77::1 <-> fd77::2), and with completion
+#     events (-e: ibv_req_notify_cq + completion channel)
 # rxe (6.12) has no network namespace support: only the same-device cases
 # run there.  While rroce has no data path yet only the virtio device setup
 # and teardown run.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-test_init 12
+test_init 14
 trap 'rm -f "$PAIR_SRV" "$PAIR_CLI"' EXIT
 
 E0=${RROCE_TYPE}2 E1=${RROCE_TYPE}3 EIP0=10.78.0.1 EIP1=10.78.0.2
@@ -92,5 +94,39 @@ fi
 
 # 9-11: both ends on one device
 cases "$DEV0 -> $DEV0 (same device, $IP0)" "" "$DEV0" "$IP0" "" "$DEV0" "$IP0" "$why"
+
+# pp6 LABEL ARGS...: $DEV0 -> $DEV1 on the RoCE v2 GIDs of the IPv6
+# addresses (the TCP exchange of ibv_rc_pingpong still uses IPv4).
+pp6() {
+	local label=$1 sidx cidx
+	shift
+	t_begin "$label"
+	if [ -n "$why" ] || [ "$RROCE_TYPE" = rxe ]; then
+		t_skip "${why:-$NOTNS}"
+		return
+	fi
+	sidx=$(gid_index "$DEV1" "$(gid_of "$IP6_1")")
+	cidx=$(gid_index "$DEV0" "$(gid_of "$IP6_0")")
+	if [ -z "$sidx" ] || [ -z "$cidx" ]; then
+		t_fail "no RoCE v2 GID of $IP6_1 on $DEV1 ('$sidx') or $IP6_0 on $DEV0 ('$cidx')"
+		t_end
+		return
+	fi
+	RC_PORT=$((RC_PORT + 1))
+	pair_run 120 "$NS1" "" "$RC_PORT" \
+		ibv_rc_pingpong -c -d "$DEV1" -g "$sidx" -p "$RC_PORT" "$@" -- \
+		ibv_rc_pingpong -c -d "$DEV0" -g "$cidx" -p "$RC_PORT" "$@" "$IP1"
+	diag "client: $(grep -E '(bytes|iters) in' "$PAIR_CLI" | tr '\n' ' ')"
+	grep -q "remote address: .* GID $IP6_1\$" "$PAIR_CLI" || t_fail "client did not get the server's GID $IP6_1"
+	grep -q "iters in" "$PAIR_CLI" || t_fail "client reported no result"
+	if grep -q "invalid data" "$PAIR_SRV"; then
+		t_fail "server found bad data: $(grep "invalid data" "$PAIR_SRV" | head -3 | tr '\n' ' ')"
+	fi
+	t_end
+}
+
+# 12-13: IPv6, and completion events
+pp6 "RC -c 65536 B x 50 over IPv6 GIDs: $DEV0 ($IP6_0) -> $DEV1 ($IP6_1)" -s 65536 -n 50
+pp6 "RC -c -e (completion events) 4096 B x 100: $DEV0 -> $DEV1 over IPv6" -s 4096 -n 100 -e
 
 test_done

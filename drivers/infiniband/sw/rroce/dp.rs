@@ -716,15 +716,24 @@ pub(crate) fn crc32(crc: u32, data: &[u8]) -> u32 {
     unsafe { bindings::crc32_le(crc, data.as_ptr(), data.len()) }
 }
 
-/// Copies `buf.len()` bytes at message offset `off` of the SGEs into `buf`.
-fn gather(ctx: &Ctx<'_>, sges: SgeIter<'_>, off: u32, buf: &mut [u8]) -> Result<(), MrError> {
-    let len = u32::try_from(buf.len()).map_err(|_| MrError::Range)?;
+/// Visits the pieces of `len` bytes at message offset `off` of the SGEs:
+/// `f(region, address, range in the message window)` after the key, PD,
+/// access (`need`) and range checks.  Fails unless the SGEs cover it all.
+fn walk_sges(
+    ctx: &Ctx<'_>,
+    sges: SgeIter<'_>,
+    off: u32,
+    len: usize,
+    need: Need,
+    mut f: impl FnMut(&RroceMr, u64, core::ops::Range<usize>) -> Result<(), MrError>,
+) -> Result<(), MrError> {
+    let len = u32::try_from(len).map_err(|_| MrError::Range)?;
     let mut done = 0u32;
     for c in net::chunks(sges, off, len) {
         let mr = RroceMr::lookup(ctx.dev, ctx.pd, c.lkey)?;
-        mr.check(c.addr, c.len, Need::LocalRead)?;
-        let (a, n) = (c.at as usize, c.len as usize);
-        mr.read(c.addr, buf.get_mut(a..a + n).ok_or(MrError::Range)?)?;
+        mr.check(c.addr, c.len, need)?;
+        let a = c.at as usize;
+        f(mr, c.addr, a..a + c.len as usize)?;
         done += c.len;
     }
     if done == len {
@@ -734,22 +743,18 @@ fn gather(ctx: &Ctx<'_>, sges: SgeIter<'_>, off: u32, buf: &mut [u8]) -> Result<
     }
 }
 
+/// Copies `buf.len()` bytes at message offset `off` of the SGEs into `buf`.
+fn gather(ctx: &Ctx<'_>, sges: SgeIter<'_>, off: u32, buf: &mut [u8]) -> Result<(), MrError> {
+    walk_sges(ctx, sges, off, buf.len(), Need::LocalRead, |mr, va, r| {
+        mr.read(va, buf.get_mut(r).ok_or(MrError::Range)?)
+    })
+}
+
 /// Copies `data` into the SGEs at message offset `off`.
 fn scatter(ctx: &Ctx<'_>, sges: SgeIter<'_>, off: u32, data: &[u8]) -> Result<(), MrError> {
-    let len = u32::try_from(data.len()).map_err(|_| MrError::Range)?;
-    let mut done = 0u32;
-    for c in net::chunks(sges, off, len) {
-        let mr = RroceMr::lookup(ctx.dev, ctx.pd, c.lkey)?;
-        mr.check(c.addr, c.len, Need::LocalWrite)?;
-        let (a, n) = (c.at as usize, c.len as usize);
-        mr.write(c.addr, data.get(a..a + n).ok_or(MrError::Range)?)?;
-        done += c.len;
-    }
-    if done == len {
-        Ok(())
-    } else {
-        Err(MrError::Range)
-    }
+    walk_sges(ctx, sges, off, data.len(), Need::LocalWrite, |mr, va, r| {
+        mr.write(va, data.get(r).ok_or(MrError::Range)?)
+    })
 }
 
 /// Builds and transmits one packet: IP/UDP from `path`, `bth`/`ext`,

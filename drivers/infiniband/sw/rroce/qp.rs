@@ -439,6 +439,18 @@ pub(crate) unsafe extern "C" fn post_send(
     }
 }
 
+/// Runs `f` on the data path of `q` under its lock, if `q` is live.
+fn with_live(q: &RroceQp, f: impl FnOnce(&Ctx<'_>, &mut QpStateInner)) {
+    if !q.live.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: live implies `p` is initialised.
+    let p = unsafe { q.p.assume_init_ref() };
+    let ctx = q.ctx(p);
+    let mut g = p.lock_dp();
+    f(&ctx, &mut g);
+}
+
 /// The retransmission timer of a QP.
 ///
 /// # Safety
@@ -448,15 +460,7 @@ unsafe extern "C" fn timer_fn(t: *mut bindings::timer_list) {
     // SAFETY: the timer is the `timer` field of an `RroceQp` (container_of);
     // `destroy_qp` shuts the timer down before the QP goes away.
     let q = unsafe { &*t.cast::<u8>().sub(offset_of!(RroceQp, timer)).cast::<RroceQp>() };
-    if !q.live.load(Ordering::Acquire) {
-        return;
-    }
-    // SAFETY: live implies `p` is initialised.
-    let p = unsafe { q.p.assume_init_ref() };
-    let ctx = q.ctx(p);
-    let mut g = p.lock_dp();
-    let inner = &mut *g;
-    inner.dp.on_timer(&ctx, &mut inner.state);
+    with_live(q, |ctx, inner| inner.dp.on_timer(ctx, &mut inner.state));
 }
 
 /// The response work item of a QP.
@@ -468,15 +472,7 @@ unsafe extern "C" fn work_fn(w: *mut bindings::work_struct) {
     // SAFETY: the work is the `work` field of an `RroceQp`; `destroy_qp`
     // cancels it before the QP goes away.
     let q = unsafe { &*w.cast::<u8>().sub(offset_of!(RroceQp, work)).cast::<RroceQp>() };
-    if !q.live.load(Ordering::Acquire) {
-        return;
-    }
-    // SAFETY: live implies `p` is initialised.
-    let p = unsafe { q.p.assume_init_ref() };
-    let ctx = q.ctx(p);
-    let mut g = p.lock_dp();
-    let inner = &mut *g;
-    inner.dp.on_work(&ctx, &inner.state);
+    with_live(q, |ctx, inner| inner.dp.on_work(ctx, &inner.state));
 }
 
 /// Hands a received, validated RC packet to QP `qpn` of `dev`.  Returns

@@ -450,14 +450,14 @@ test_done() {
 # "not ok" line; its output becomes TAP diagnostics.  With $PY_CHECKS_TMO
 # set, the script is killed (and the subtest fails) after that many seconds.
 py_checks() {
-	local desc=$1 script=$2 out rc l tmo=()
+	local desc=$1 script=$2 out rc l pyt=()
 	shift 2
-	[ -n "${PY_CHECKS_TMO:-}" ] && tmo=(timeout "$PY_CHECKS_TMO")
+	[ -n "${PY_CHECKS_TMO:-}" ] && pyt=(timeout "$PY_CHECKS_TMO")
 	t_begin "$desc"
-	out=$("${tmo[@]}" /usr/bin/python3 "$RROCE_REPO/selftests/py/$script" "$@" 2>&1)
+	out=$("${pyt[@]}" /usr/bin/python3 "$RROCE_REPO/selftests/py/$script" "$@" 2>&1)
 	rc=$?
 	while IFS= read -r l; do diag "$l"; done <<<"$out"
-	if [ $rc = 124 ] && [ ${#tmo[@]} -gt 0 ]; then
+	if [ $rc = 124 ] && [ ${#pyt[@]} -gt 0 ]; then
 		t_fail "$script killed after ${PY_CHECKS_TMO}s"
 	elif [ $rc != 0 ]; then
 		t_fail "$script exited $rc"
@@ -624,4 +624,138 @@ hwc_show() {
 		[ "${_s[$n]:-0}" != 0 ] && out="$out $n +${_s[$n]}"
 	done
 	echo "${out:- none}"
+}
+
+# ------------------------------------------------------ RC transfer tests
+# Used by rc_verify and rc_netem_*: py/rc_xfer.py between $DEV0 (requester,
+# init_net) and $DEV1 (responder, netns peer), QP pairs connected directly
+# in one process, packets over the veth.
+
+# rc_xfer_setup: sets RC_WHY (why no traffic can run, or empty), RC_G0/RC_G1
+# (the RoCE v2 GID indexes of $IP0 on $DEV0 and $IP1 on $DEV1) and HWC_WHY
+# (why the hw_counters cannot be read, or empty).
+rc_xfer_setup() {
+	RC_WHY=$(provider_unavailable)
+	[ -n "$RC_WHY" ] || RC_WHY=$(datapath_unavailable "$DEV0" "$IP0")
+	if [ -z "$RC_WHY" ] && [ "$RROCE_TYPE" = rxe ]; then
+		RC_WHY="rxe 6.12 has no network namespace support ($DEV1 cannot reach $DEV0)"
+	fi
+	RC_G0=$(gid_index "$DEV0" "$(gid_v4 "$IP0")")
+	RC_G1=$(gid_index "$DEV1" "$(gid_v4 "$IP1")")
+	if [ -z "$RC_WHY" ] && { [ -z "$RC_G0" ] || [ -z "$RC_G1" ]; }; then
+		RC_WHY="no RoCE v2 GID of $IP0 on $DEV0 ('$RC_G0') or of $IP1 on $DEV1 ('$RC_G1')"
+	fi
+	HWC_WHY=$(hwc_missing "$DEV0")
+	[ -n "$HWC_WHY" ] || HWC_WHY=$(hwc_missing "$DEV1")
+}
+
+# rc_xfer TMO ARGS...: rc_xfer.py $DEV0 -> $DEV1 with ARGS, killed after TMO
+# s (times $RROCE_TIMEOUT_SCALE; its per-operation deadline is 20 s less).
+# Its output, the time taken and the counter deltas of both devices (left in
+# the associative arrays XD0 and XD1) become diagnostics; XFER_MTU is the
+# path MTU it used.  t_fail unless it exits 0.
+declare -A XB0 XB1 XA0 XA1 XD0 XD1
+XFER_MTU=
+rc_xfer() {
+	local tmo=$(($1 * ${RROCE_TIMEOUT_SCALE:-1})) rc start out=/tmp/rroce-xfer.$$ l
+	shift
+	hwc_snap "$DEV0" XB0
+	hwc_snap "$DEV1" XB1
+	start=$(date +%s)
+	timeout "$tmo" /usr/bin/python3 "$RROCE_REPO/selftests/py/rc_xfer.py" "$DEV0" "$RC_G0" "$DEV1" "$RC_G1" \
+		--deadline $((tmo - 20)) "$@" >"$out" 2>&1
+	rc=$?
+	hwc_snap "$DEV0" XA0
+	hwc_snap "$DEV1" XA1
+	hwc_delta XB0 XA0 XD0
+	hwc_delta XB1 XA1 XD1
+	while IFS= read -r l; do diag "$l"; done <"$out"
+	diag "took $(($(date +%s) - start)) s"
+	diag "$DEV0 counters:$(hwc_show XD0)"
+	diag "$DEV1 counters:$(hwc_show XD1)"
+	XFER_MTU=$(sed -n 's/.*path MTU \([0-9]*\),.*/\1/p' "$out" | head -1)
+	if [ $rc = 124 ]; then
+		t_fail "rc_xfer.py killed after ${tmo}s"
+	elif [ $rc != 0 ]; then
+		t_fail "rc_xfer.py exited $rc: $(grep -m1 -E '^FAIL|Error' "$out")"
+	fi
+	rm -f "$out"
+	return $rc
+}
+
+# rc_no_errors: after rc_xfer, no error completions, no retry exhaustion
+# and no ICRC errors on either device
+rc_no_errors() {
+	local c
+	for c in completion_errors retry_exceeded rnr_retry_exceeded rx_icrc_errors; do
+		expect_eq "$DEV0 $c delta" "${XD0[$c]}" 0
+		expect_eq "$DEV1 $c delta" "${XD1[$c]}" 0
+	done
+}
+
+# at_least WHAT GOT MIN
+at_least() {
+	[ "$2" -ge "$3" ] 2>/dev/null || t_fail "$1: $2, want at least $3"
+}
+
+# netem_set ARGS...: the same netem qdisc on the egress of rr0 (requests)
+# and rr1 (responses, ACKs); netem_clear removes both.
+netem_clear() {
+	tc qdisc del dev "$IF0" root 2>/dev/null
+	ns "$NS1" tc qdisc del dev "$IF1" root 2>/dev/null
+	return 0
+}
+netem_set() {
+	netem_clear
+	tc qdisc add dev "$IF0" root netem "$@" &&
+		ns "$NS1" tc qdisc add dev "$IF1" root netem "$@"
+}
+netem_stats() {
+	diag "$IF0 qdisc: $(tc -s qdisc show dev "$IF0" | grep -m1 -o 'Sent.*')"
+	diag "$IF1 qdisc: $(ns "$NS1" tc -s qdisc show dev "$IF1" | grep -m1 -o 'Sent.*')"
+}
+
+# rc_netem_test SPEC CHECK: a whole test: SEND, RDMA WRITE and RDMA READ of
+# $RC_NETEM_TOTAL each (256 KiB messages, all data verified) with "netem
+# SPEC" on both veth ends; after each, rc_no_errors and CHECK OP (a
+# function asserting on XD0/XD1 that the counters show the recovery).  The
+# qdiscs are always removed.  Default size 64 MiB; 8 MiB on the debug
+# kernel, where KASAN and lockdep make it too slow for the 900 s limit.
+rc_netem_test() {
+	local spec=$1 check=$2 op nwhy out rc size
+	size=64M
+	[ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && size=8M
+	RC_NETEM_TOTAL=${RC_NETEM_TOTAL:-$size}
+	test_init 4
+	trap 'netem_clear' EXIT
+	rc_xfer_setup
+	nwhy=$RC_WHY
+	if [ -z "$nwhy" ]; then
+		# shellcheck disable=SC2086  # SPEC is several words
+		out=$(netem_set $spec 2>&1) || nwhy="cannot add the netem qdisc ($spec): $out"
+	fi
+	for op in send write read; do
+		t_begin "$op $RC_NETEM_TOTAL under netem $spec on $IF0 and $IF1: data verified, counters show recovery"
+		if [ -n "$RC_WHY" ]; then
+			t_skip "$RC_WHY"
+			continue
+		fi
+		if [ -n "$nwhy" ]; then
+			t_fail "$nwhy"
+			t_end
+			continue
+		fi
+		rc_xfer 600 --ops "$op" --total "$RC_NETEM_TOTAL" --msg 256K
+		rc=$?
+		netem_stats
+		if [ -n "$HWC_WHY" ]; then
+			t_fail "no counters: $HWC_WHY"
+		elif [ $rc = 0 ]; then
+			rc_no_errors
+			"$check" "$op"
+		fi
+		t_end
+	done
+	netem_clear
+	test_done
 }

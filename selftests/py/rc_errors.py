@@ -440,6 +440,40 @@ def case_retry_exceeded(d0, d1):
     fresh_pair_ok(d0, d1)
 
 
+def case_retry_cnt_7_infinite(d0, d1):
+    # retry_cnt 7 never runs out: the project's documented semantics
+    # (README "retry_cnt/rnr_retry (7 = infinite)"; rxe does the same --
+    # IBA only makes rnr_retry 7 infinite).  No ACK ever comes (unknown
+    # destination QP), timeout 8 (1 ms): after 20 and more ACK timeouts the
+    # WRITE must still be pending, then ERR flushes it.
+    p = Pair(d0, d1, connect=False)
+    c = Counters(d0, d1)
+    rclib.to_init(p.qp0)
+    rclib.to_rtr(p.qp0, d0, d1, 0xFFFF00, 0, d0.active_mtu())
+    rclib.to_rts(p.qp0, 0, timeout=8, retry_cnt=7)
+    p.send(1, e.IBV_WR_RDMA_WRITE, 256, 0, raddr=p.mr1.buf, rkey=p.mr1.rkey)
+    t0 = time.monotonic()
+    early = []
+    while time.monotonic() - t0 < POLL_S and not early:
+        if c.before[0] and c.delta()[0].get("ack_timeouts", 0) >= 20:
+            break
+        if not c.before[0] and time.monotonic() - t0 > 5:
+            break
+        n, wcs = p.cq0.poll(4)
+        early.extend(wcs[:n])
+        time.sleep(0.05)
+    print(f"# waited {time.monotonic() - t0:.2f} s")
+    check(not early, "no completion while it keeps retrying (retry_cnt 7 = infinite)",
+          "; ".join(wc_str(w) for w in early))
+    c.show()
+    c.expect_min(0, "ack_timeouts", 20)
+    if not early:
+        expect_state(p.qp0, e.IBV_QPS_RTS, "the requester QP")
+        p.qp0.modify(qp_attr(e.IBV_QPS_ERR), e.IBV_QP_STATE)
+        expect_wcs(p.cq0, [(1, e.IBV_WC_WR_FLUSH_ERR, None)], "after RTS -> ERR, the pending WRITE")
+    fresh_pair_ok(d0, d1)
+
+
 CASES = {n[5:]: f for n, f in list(globals().items()) if n.startswith("case_")}
 
 

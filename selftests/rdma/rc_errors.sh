@@ -15,7 +15,9 @@
 #     requester, LOC_LEN_ERR (as mlx5; REM_INV_REQ_ERR accepted) on the
 #     responder's receive, both QPs in ERR
 #   - rnr_retry 0 without a receive -> IBV_WC_RNR_RETRY_EXC_ERR; no ACK
-#     (unknown destination QP) -> IBV_WC_RETRY_EXC_ERR
+#     (unknown destination QP) -> IBV_WC_RETRY_EXC_ERR with retry_cnt 2, but
+#     never with retry_cnt 7 (7 = infinite: README, as rxe; IBA makes only
+#     rnr_retry 7 infinite)
 # and the matching hw_counters.  After each case a fresh QP pair on the same
 # devices must move data intact (the device keeps working).
 #
@@ -45,6 +47,7 @@ CASES=(
 	"send_too_long|SEND larger than the receive buffer -> REM_INV_REQ_ERR / receive error, both QPs in ERR"
 	"rnr_retry_exceeded|SEND without a receive, rnr_retry 0 -> RNR_RETRY_EXC_ERR"
 	"retry_exceeded|no ACK (unknown destination QP), retry_cnt 2 -> RETRY_EXC_ERR"
+	"retry_cnt_7_infinite|no ACK, retry_cnt 7: keeps retrying (7 = infinite, as documented), ERR flushes"
 )
 test_init $((${#CASES[@]} + 1))
 

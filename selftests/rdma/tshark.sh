@@ -83,7 +83,7 @@ capture() {
 		return 1
 	fi
 	timeout $((300 * ${RROCE_TIMEOUT_SCALE:-1})) /usr/bin/python3 "$RROCE_REPO/selftests/py/rc_xfer.py" \
-		"$DEV0" "$g0" "$DEV1" "$g1" --ops send,send_imm,write,write_imm,read \
+		"$DEV0" "$g0" "$DEV1" "$g1" --timeout "$RC_ACK_TIMEOUT" --ops send,send_imm,write,write_imm,read \
 		--total "$TSHARK_SIZE" --msg 256K --deadline 240 >"$TMPD/xfer.log" 2>&1
 	rc=$?
 	while IFS= read -r l; do diag "$l"; done <"$TMPD/xfer.log"

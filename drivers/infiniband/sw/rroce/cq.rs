@@ -5,15 +5,19 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 //!
 //! The ring (format: `proto::ring`, entries: `proto::wqe::Cqe`) lives in a
-//! [`SharedBuf`] owned by the `rdma_user_mmap_entry` through which user
-//! space maps it, so the memory outlives any `mmap` racing with
-//! `destroy_cq`.  The driver's producer index is private; the user's
-//! consumer index is validated on every read.  Only user CQs exist so far:
-//! kernel consumers need the whole kernel-verbs set, which comes with the
-//! data path.
+//! [`SharedBuf`].  For a user CQ it is owned by the `rdma_user_mmap_entry`
+//! through which user space maps it, so the memory outlives any `mmap`
+//! racing with `destroy_cq`; the driver's producer index is private and the
+//! user's consumer index is validated on every read.  A kernel consumer's
+//! CQ has the same ring, private to the kernel, which [`poll_cq`] consumes.
+//!
+//! Completion handlers are not called while a CQE is pushed (that happens
+//! under the QP lock, and a kernel consumer may post from its handler):
+//! [`push`] says whether the handler is due and the caller runs
+//! [`notify`] once it dropped its locks.
 
 use core::mem::size_of;
-use core::ptr::NonNull;
+use core::ptr;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::bindings;
 use kernel::error::from_result;
@@ -24,10 +28,10 @@ use crate::device::RroceDev;
 use crate::glue;
 use crate::lock::{new_spinlock_bh, SpinLockBh};
 use crate::proto::abi::{CreateCqCmd, CreateCqResp};
-use crate::proto::ring::{Producer, RingLayout};
-use crate::proto::wqe::{Cqe, CQE_BYTES};
+use crate::proto::ring::{Consumer, Producer, RingLayout};
+use crate::proto::wqe::{self, Cqe, CQE_BYTES};
 use crate::shm::SharedBuf;
-use crate::verbs::{self, MmapEntry};
+use crate::verbs::{self, RingMem};
 
 /// First index of every ring: close to the 2^32 wrap, so that the wrap is
 /// exercised within the first few thousand completions of every CQ.
@@ -50,12 +54,14 @@ pub(crate) const CQ_SIZE: usize = size_of::<RroceCq>();
 
 struct CqState {
     prod: Producer,
+    /// The consumer side of a kernel CQ ([`poll_cq`]).
+    cons: Option<Consumer>,
 }
 
 struct CqPriv {
-    /// The mapped ring; ib_core owns the entry and frees the memory when
-    /// the last mapping and our reference are gone.
-    entry: NonNull<MmapEntry>,
+    /// The ring (for a user CQ, ib_core owns the mmap entry and frees the
+    /// memory when the last mapping and our reference are gone).
+    mem: RingMem,
     state: Pin<KBox<SpinLockBh<CqState>>>,
     /// `IB_CQ_SOLICITED`/`IB_CQ_NEXT_COMP` armed by `req_notify_cq`.
     armed: AtomicU32,
@@ -63,19 +69,14 @@ struct CqPriv {
 
 impl CqPriv {
     fn ring(&self) -> &SharedBuf {
-        // SAFETY: we hold the entry's initial reference until `destroy_cq`.
-        unsafe { self.entry.as_ref() }.buf()
+        self.mem.buf()
     }
 }
 
-/// `create_cq` for a user CQ.
+/// `create_cq` for a user CQ (`udata` set) or a kernel consumer's.
 fn create(cq: &mut RroceCq, attr: &bindings::ib_cq_init_attr, udata: *mut bindings::ib_udata) -> Result {
     // SAFETY: `cq.ib.device` is set by ib_core to one of our devices.
     let dev = unsafe { RroceDev::from_ib(cq.ib.device) };
-    if udata.is_null() {
-        // Kernel CQs come with the kernel verbs of the data path.
-        return Err(verbs::eopnotsupp());
-    }
     if attr.flags != 0 {
         return Err(verbs::eopnotsupp());
     }
@@ -86,54 +87,69 @@ fn create(cq: &mut RroceCq, attr: &bindings::ib_cq_init_attr, udata: *mut bindin
     if attr.comp_vector >= dev.ib.num_comp_vectors as u32 {
         return Err(EINVAL);
     }
-    let mut cmd = [0u8; CreateCqCmd::SIZE];
-    verbs::copy_from_udata(udata, &mut cmd)?;
-    if !CreateCqCmd::from_bytes(&cmd).is_valid() {
-        return Err(EINVAL);
-    }
+    let uctx = if udata.is_null() {
+        ptr::null_mut()
+    } else {
+        let mut cmd = [0u8; CreateCqCmd::SIZE];
+        verbs::copy_from_udata(udata, &mut cmd)?;
+        if !CreateCqCmd::from_bytes(&cmd).is_valid() {
+            return Err(EINVAL);
+        }
+        // SAFETY: `udata` belongs to a user call, so it has a live context.
+        let uctx = unsafe { glue::rroce_udata_ucontext(udata) };
+        if uctx.is_null() {
+            return Err(EINVAL);
+        }
+        uctx
+    };
     let layout = RingLayout::new(attr.cqe, CQE_BYTES as u32, (max_cqe + 1).next_power_of_two())
         .map_err(|_| EINVAL)?;
     let buf = SharedBuf::new(layout.bytes_total())?;
     layout.init_header(&buf, RING_START).map_err(|_| EINVAL)?;
+    let cons = uctx.is_null().then(|| Consumer::new(layout, RING_START));
     let state = KBox::pin_init(
-        new_spinlock_bh!(CqState { prod: Producer::new(layout, RING_START) }, "rroce_cq"),
+        new_spinlock_bh!(CqState { prod: Producer::new(layout, RING_START), cons }, "rroce_cq"),
         GFP_KERNEL,
     )?;
-    // SAFETY: `udata` belongs to a user call, so it has a live context.
-    let uctx = unsafe { glue::rroce_udata_ucontext(udata) };
-    if uctx.is_null() {
-        return Err(EINVAL);
-    }
-    // SAFETY: `uctx` is the caller's live context.
-    let (entry, offset) = unsafe { MmapEntry::insert(uctx, buf)? };
-    // From here on failures must give the entry back.
-    let resp = CreateCqResp {
-        mmap_offset: offset,
-        ring_bytes: layout.bytes_total_u32(),
-        entries: layout.entries(),
-        entry_size: CQE_BYTES as u32,
-        cqn: 0,
-    };
-    if let Err(e) = verbs::copy_to_udata(udata, &resp.to_bytes()) {
-        // SAFETY: `entry` was inserted above and is ours to remove.
-        unsafe { MmapEntry::remove(entry) };
-        return Err(e);
+    // SAFETY: `uctx` is null or the caller's live context.
+    let (mem, offset) = unsafe { RingMem::new(uctx, buf)? };
+    // From here on dropping `mem` gives the entry back.
+    if !udata.is_null() {
+        let resp = CreateCqResp {
+            mmap_offset: offset,
+            ring_bytes: layout.bytes_total_u32(),
+            entries: layout.entries(),
+            entry_size: CQE_BYTES as u32,
+            cqn: 0,
+        };
+        verbs::copy_to_udata(udata, &resp.to_bytes())?;
     }
     cq.ib.cqe = layout.entries() as c_int;
     // INVARIANT: initialised on success only.
-    cq.p.write(CqPriv { entry, state, armed: AtomicU32::new(0) });
+    cq.p.write(CqPriv { mem, state, armed: AtomicU32::new(0) });
     Ok(())
 }
 
-/// Writes `cqe` into the CQ and, if it is armed for it, calls its
-/// completion handler.  Returns `false` if the CQ overflowed (the entry is
-/// lost and the CQ's owner gets `IB_EVENT_CQ_ERR`).
+/// What [`push`] did.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    /// The CQ overflowed: the entry is lost (the owner got
+    /// `IB_EVENT_CQ_ERR`).
+    Lost,
+    /// Stored; the CQ was not armed for it.
+    Stored,
+    /// Stored and the CQ was armed for it: call [`notify`] once no lock is
+    /// held.
+    Notify,
+}
+
+/// Writes `cqe` into the CQ and disarms it if it was armed for it.
 ///
 /// # Safety
 ///
 /// `cq` must be a live CQ of ours (e.g. the send or receive CQ of a live
 /// QP, which holds a use count on it).
-pub(crate) unsafe fn push(cq: *mut bindings::ib_cq, cqe: &Cqe, solicited: bool) -> bool {
+pub(crate) unsafe fn push(cq: *mut bindings::ib_cq, cqe: &Cqe, solicited: bool) -> Pushed {
     // SAFETY: per the requirements `cq` is a created CQ of ours.
     let (ib, p) = unsafe { (&*cq, (*cq.cast::<RroceCq>()).p.assume_init_ref()) };
     let ok = {
@@ -151,7 +167,7 @@ pub(crate) unsafe fn push(cq: *mut bindings::ib_cq, cqe: &Cqe, solicited: bool) 
             // SAFETY: the handler and its context were set by ib_core.
             unsafe { h(&mut ev, ib.cq_context) };
         }
-        return false;
+        return Pushed::Lost;
     }
     let want = if solicited {
         bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK
@@ -161,15 +177,27 @@ pub(crate) unsafe fn push(cq: *mut bindings::ib_cq, cqe: &Cqe, solicited: bool) 
     // Disarm exactly once per event.
     let armed = p.armed.fetch_and(!bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK, Ordering::AcqRel);
     if armed & want != 0 {
-        if let Some(h) = ib.comp_handler {
-            // SAFETY: ib_core set the handler and context for this CQ.
-            unsafe { h(cq, ib.cq_context) };
-        }
+        Pushed::Notify
     } else {
         // Not for us: put the arming back.
         p.armed.fetch_or(armed, Ordering::AcqRel);
+        Pushed::Stored
     }
-    true
+}
+
+/// Calls the completion handler of `cq` (after [`Pushed::Notify`]).
+///
+/// # Safety
+///
+/// As for [`push`]; no spinlock of ours may be held (the handler of a
+/// kernel consumer may post work or poll).
+pub(crate) unsafe fn notify(cq: *mut bindings::ib_cq) {
+    // SAFETY: per the requirements `cq` is live.
+    let ib = unsafe { &*cq };
+    if let Some(h) = ib.comp_handler {
+        // SAFETY: ib_core set the handler and context for this CQ.
+        unsafe { h(cq, ib.cq_context) };
+    }
 }
 
 /// # Safety
@@ -196,10 +224,9 @@ pub(crate) unsafe extern "C" fn create_cq(
 /// `ib_device_ops::destroy_cq` contract: `cq` was created successfully.
 pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> c_int {
     // SAFETY: by the invariant `p` is initialised; this is its one drop.
-    let p = unsafe { (*cq.cast::<RroceCq>()).p.assume_init_read() };
-    // SAFETY: the entry is ours; after this the ring may be freed.
-    unsafe { MmapEntry::remove(p.entry) };
-    drop(p);
+    // Dropping the ring gives a user mapping back (the memory goes when
+    // the last mapping does).
+    drop(unsafe { (*cq.cast::<RroceCq>()).p.assume_init_read() });
     0
 }
 
@@ -226,15 +253,64 @@ pub(crate) unsafe extern "C" fn req_notify_cq(
     0
 }
 
+/// `ib_wc_flags` of a CQE's `WC_*` flags (the uverbs bit order differs).
+fn ib_wc_flags(f: u8) -> c_int {
+    let map = [
+        (wqe::WC_GRH, bindings::ib_wc_flags_IB_WC_GRH),
+        (wqe::WC_WITH_IMM, bindings::ib_wc_flags_IB_WC_WITH_IMM),
+        (wqe::WC_WITH_INV, bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE),
+        (wqe::WC_IP_CSUM_OK, bindings::ib_wc_flags_IB_WC_IP_CSUM_OK),
+    ];
+    map.iter().filter(|(w, _)| f & w != 0).fold(0, |acc, (_, b)| acc | *b as c_int)
+}
+
+/// Fills a work completion from a CQE.
+fn fill_wc(dev: &RroceDev, c: &Cqe, wc: &mut bindings::ib_wc) {
+    *wc = bindings::ib_wc::default();
+    wc.__bindgen_anon_1.wr_id = c.wr_id;
+    wc.status = u32::from(c.status as u8);
+    wc.opcode = u32::from(c.opcode as u8);
+    wc.vendor_err = c.vendor_err;
+    wc.byte_len = c.byte_len;
+    // The QP of a completion outlives it for kernel consumers (they drain
+    // before destroying); a QP already gone gives a null pointer.
+    wc.qp = dev.p.qpns.load(c.qp_num).cast();
+    wc.ex.imm_data = c.imm_or_inv;
+    wc.src_qp = c.src_qp;
+    wc.wc_flags = ib_wc_flags(c.wc_flags);
+    wc.pkey_index = c.pkey_index;
+    wc.sl = c.sl;
+    wc.dlid_path_bits = c.dlid_path_bits;
+    wc.port_num = 1;
+}
+
 /// `poll_cq` for kernel consumers; user CQs are polled in user space.
 ///
 /// # Safety
 ///
-/// `ib_device_ops::poll_cq` contract.
-pub(crate) unsafe extern "C" fn poll_cq(
-    _cq: *mut bindings::ib_cq,
-    _num: c_int,
-    _wc: *mut bindings::ib_wc,
-) -> c_int {
-    -(bindings::EINVAL as c_int)
+/// `ib_device_ops::poll_cq` contract: `wc` has room for `num` entries.
+pub(crate) unsafe extern "C" fn poll_cq(cq: *mut bindings::ib_cq, num: c_int, wc: *mut bindings::ib_wc) -> c_int {
+    // SAFETY: `cq` was created successfully, so `p` is initialised.
+    let (ib, p) = unsafe { (&*cq, (*cq.cast::<RroceCq>()).p.assume_init_ref()) };
+    // SAFETY: ib_core set `device` to one of our devices.
+    let dev = unsafe { RroceDev::from_ib(ib.device) };
+    let Ok(num) = usize::try_from(num) else { return -(bindings::EINVAL as c_int) };
+    let ring = p.ring();
+    let mut st = p.state.lock();
+    let Some(cons) = st.cons.as_mut() else { return -(bindings::EINVAL as c_int) };
+    let mut n = 0usize;
+    let mut buf = [0u8; CQE_BYTES];
+    while n < num {
+        match cons.read_next(ring, &mut buf) {
+            Ok(true) => {}
+            _ => break,
+        }
+        let _ = cons.release_all(ring);
+        // Our own entries, in kernel memory: they always decode.
+        let Ok(c) = Cqe::decode(&buf) else { continue };
+        // SAFETY: `n < num`, so the entry is inside the caller's array.
+        fill_wc(dev, &c, unsafe { &mut *wc.add(n) });
+        n += 1;
+    }
+    n as c_int
 }

@@ -97,6 +97,37 @@ pub(crate) struct Ctx<'a> {
     pub(crate) work: *mut bindings::work_struct,
     /// Route cache (null if it could not be allocated).
     pub(crate) dst: *mut bindings::dst_cache,
+    /// Completion handlers due ([`NOTIFY_SEND`], [`NOTIFY_RECV`]), run by
+    /// [`Ctx::fire`] once the QP lock is dropped.
+    pub(crate) notify: core::cell::Cell<u8>,
+}
+
+/// [`Ctx::notify`] bit: the send CQ's handler is due.
+pub(crate) const NOTIFY_SEND: u8 = 1;
+/// [`Ctx::notify`] bit: the receive CQ's handler is due.
+pub(crate) const NOTIFY_RECV: u8 = 2;
+
+impl Ctx<'_> {
+    fn pushed(&self, r: cq::Pushed, bit: u8) {
+        if r == cq::Pushed::Notify {
+            self.notify.set(self.notify.get() | bit);
+        }
+    }
+
+    /// Runs the completion handlers that became due.  Call without the QP
+    /// lock held.
+    pub(crate) fn fire(&self) {
+        let n = self.notify.replace(0);
+        if n & NOTIFY_SEND != 0 {
+            // SAFETY: the QP holds a use count on its CQs.
+            unsafe { cq::notify(self.send_cq) };
+        }
+        // One handler call per CQ, even if both queues share it.
+        if n & NOTIFY_RECV != 0 && (n & NOTIFY_SEND == 0 || self.recv_cq != self.send_cq) {
+            // SAFETY: as above.
+            unsafe { cq::notify(self.recv_cq) };
+        }
+    }
 }
 
 /// Per-QP data path state (under the QP lock).
@@ -292,6 +323,11 @@ impl Dp {
             let wr_id = recv_wr_id(&self.cur_recv);
             push_recv(ctx, &Cqe::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, ctx.qpn), false);
         }
+        self.flush_rq(ctx);
+    }
+
+    /// Completes every WQE in the RQ ring with `WR_FLUSH_ERR` (error state).
+    pub(crate) fn flush_rq(&mut self, ctx: &Ctx<'_>) {
         let mut buf = [0u8; RECV_HDR_BYTES];
         while let Ok(true) = self.rq.read_next(ctx.rq_ring, &mut buf) {
             let wr_id = recv_wr_id(&buf);
@@ -693,7 +729,7 @@ fn push_send(ctx: &Ctx<'_>, cqe: &Cqe) {
         ctx.dev.p.stats.inc(Counter::CompletionErrors);
     }
     // SAFETY: the QP holds a use count on its CQs.
-    unsafe { cq::push(ctx.send_cq, cqe, false) };
+    ctx.pushed(unsafe { cq::push(ctx.send_cq, cqe, false) }, NOTIFY_SEND);
 }
 
 fn push_recv(ctx: &Ctx<'_>, cqe: &Cqe, solicited: bool) {
@@ -701,7 +737,7 @@ fn push_recv(ctx: &Ctx<'_>, cqe: &Cqe, solicited: bool) {
         ctx.dev.p.stats.inc(Counter::CompletionErrors);
     }
     // SAFETY: the QP holds a use count on its CQs.
-    unsafe { cq::push(ctx.recv_cq, cqe, solicited) };
+    ctx.pushed(unsafe { cq::push(ctx.recv_cq, cqe, solicited) }, NOTIFY_RECV);
 }
 
 /// Monotonic time in nanoseconds.

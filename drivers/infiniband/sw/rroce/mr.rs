@@ -39,7 +39,8 @@ const ACCESS_ALLOWED: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
 #[repr(C)]
 pub(crate) struct RroceMr {
     ib: bindings::ib_mr,
-    /// Pinned user pages; `None` for a kernel DMA MR.
+    /// Pinned user pages; `None` for a kernel DMA MR (addresses are kernel
+    /// virtual addresses, see [`Self::walk_dma`]).
     umem: Option<NonNull<bindings::ib_umem>>,
     /// The PD it was registered in.
     pd: *mut bindings::ib_pd,
@@ -176,7 +177,7 @@ impl RroceMr {
         // SAFETY: the key table only holds live regions of this device;
         // see above for the lifetime.
         let mr = unsafe { p.as_ref() }.ok_or(MrError::BadKey)?;
-        if mr.ib.lkey != key || mr.pd != pd || mr.umem.is_none() {
+        if mr.ib.lkey != key || mr.pd != pd {
             return Err(MrError::BadKey);
         }
         Ok(mr)
@@ -193,6 +194,11 @@ impl RroceMr {
             return Err(MrError::Access);
         }
         let end = va.checked_add(u64::from(len)).ok_or(MrError::Range)?;
+        if self.umem.is_none() {
+            // A DMA MR spans the kernel's direct map; `walk` checks each
+            // page of it.
+            return Ok(());
+        }
         let mr_end = self.ib.iova.checked_add(self.ib.length).ok_or(MrError::Range)?;
         if len != 0 && (va < self.ib.iova || end > mr_end) {
             return Err(MrError::Range);
@@ -204,6 +210,9 @@ impl RroceMr {
     /// `f(page, offset in page, offset in the range, length)`.
     fn walk(&self, va: u64, len: u32, mut f: impl FnMut(*mut bindings::page, u32, usize, u32)) -> Result<(), MrError> {
         let ps = bindings::PAGE_SIZE as u64;
+        if self.umem.is_none() {
+            return Self::walk_dma(va, len, f);
+        }
         let mut off = va.wrapping_sub(self.ib.iova).checked_add(self.page_off).ok_or(MrError::Range)?;
         let mut done = 0u32;
         while done < len {
@@ -218,11 +227,36 @@ impl RroceMr {
         Ok(())
     }
 
+    /// [`Self::walk`] for a DMA MR: under virtual DMA (`ib_uses_virt_dma`)
+    /// the addresses kernel consumers get from `ib_dma_map_*` are kernel
+    /// virtual addresses of the direct map.  Each page is checked with
+    /// `virt_addr_valid`, so a wild address (say, a remote peer's guess
+    /// through an unsafe global rkey) is refused instead of dereferenced.
+    fn walk_dma(va: u64, len: u32, mut f: impl FnMut(*mut bindings::page, u32, usize, u32)) -> Result<(), MrError> {
+        let ps = bindings::PAGE_SIZE as u64;
+        let mut done = 0u32;
+        while done < len {
+            let a = va.checked_add(u64::from(done)).ok_or(MrError::Range)?;
+            // SAFETY: only computes the page of a direct-map address after
+            // checking that it is one; no memory is accessed.
+            let page = unsafe { glue::rroce_virt_to_page(a) };
+            if page.is_null() {
+                return Err(MrError::Range);
+            }
+            let in_page = (a % ps) as u32;
+            let n = (len - done).min(ps as u32 - in_page);
+            f(page, in_page, done as usize, n);
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Copies `dst.len()` bytes at `va` out of the region.
     pub(crate) fn read(&self, va: u64, dst: &mut [u8]) -> Result<(), MrError> {
         let len = u32::try_from(dst.len()).map_err(|_| MrError::Range)?;
         self.walk(va, len, |page, poff, at, n| {
-            // SAFETY: `page` is pinned by this region; `poff + n` is within
+            // SAFETY: `page` is pinned by this region (or, for a DMA MR, a
+            // direct-map page of the kernel consumer); `poff + n` is within
             // the page; `dst[at..at + n]` is in bounds (walk never exceeds
             // `len`).
             unsafe { glue::rroce_page_copy(page, poff, dst.as_mut_ptr().add(at).cast(), n, false) }
@@ -245,7 +279,7 @@ impl RroceMr {
         let mut orig = None;
         self.walk(va, 8, |page, poff, _, n| {
             if n == 8 {
-                // SAFETY: pinned page, aligned word inside it.
+                // SAFETY: pinned (or direct-map) page, aligned word inside it.
                 orig = Some(unsafe { glue::rroce_page_atomic(page, poff, cas, a, b) });
             }
         })?;

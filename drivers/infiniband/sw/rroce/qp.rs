@@ -13,7 +13,6 @@
 //! and the retransmission timer in [`timer_fn`].
 
 use core::mem::{offset_of, size_of, MaybeUninit};
-use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
 use kernel::error::from_result;
@@ -30,10 +29,10 @@ use crate::proto::link;
 use crate::lock::{new_spinlock_bh, SpinLockBh};
 use crate::proto::abi::{CreateQpCmd, CreateQpResp};
 use crate::proto::qp::{AttrMask, DeviceLimits, QpAttrs, QpState, QpType};
-use crate::proto::ring::RingLayout;
-use crate::proto::wqe;
+use crate::proto::ring::{Producer, RingLayout};
+use crate::proto::wqe::{self, SendOpcode, SendPayload, SendWqe, Sge};
 use crate::shm::SharedBuf;
-use crate::verbs::{self, MmapEntry};
+use crate::verbs::{self, RingMem};
 
 /// First index of every ring (near the 2^32 wrap, as for CQs).
 const RING_START: u32 = u32::MAX - 1023;
@@ -62,37 +61,41 @@ struct QpStateInner {
     attrs: QpAttrs,
     av: Option<AddressVector>,
     dp: Dp,
+    /// The producer side of a kernel consumer's rings.
+    kq: Option<KernelQueues>,
 }
 
-/// A mapped ring of a user QP.
+/// The rings of a kernel QP are filled by [`post_send`]/[`post_recv`]
+/// (under the QP lock) instead of by a user process.
+struct KernelQueues {
+    sq: Producer,
+    rq: Producer,
+    /// One entry being built.
+    staging: KVVec<u8>,
+}
+
+/// A ring of a QP: mapped into the user process, or the kernel's own.
 struct Ring {
-    entry: NonNull<MmapEntry>,
+    mem: RingMem,
     layout: RingLayout,
 }
 
 impl Ring {
-    fn new(uctx: *mut bindings::ib_ucontext, entries: u32, entry_size: u32) -> Result<(Ring, u64)> {
+    /// # Safety
+    ///
+    /// `uctx` must be null (kernel QP) or a live user context.
+    unsafe fn new(uctx: *mut bindings::ib_ucontext, entries: u32, entry_size: u32) -> Result<(Ring, u64)> {
         let layout = RingLayout::new(entries, entry_size, verbs::max_qp_wr().next_power_of_two())
             .map_err(|_| EINVAL)?;
         let buf = SharedBuf::new(layout.bytes_total())?;
         layout.init_header(&buf, RING_START).map_err(|_| EINVAL)?;
-        // SAFETY: `uctx` is the caller's live context.
-        let (entry, off) = unsafe { MmapEntry::insert(uctx, buf)? };
-        Ok((Ring { entry, layout }, off))
+        // SAFETY: per the requirements.
+        let (mem, off) = unsafe { RingMem::new(uctx, buf)? };
+        Ok((Ring { mem, layout }, off))
     }
-}
 
-impl Ring {
     fn buf(&self) -> &SharedBuf {
-        // SAFETY: we hold the entry's reference until `drop`.
-        unsafe { self.entry.as_ref() }.buf()
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: inserted in `Ring::new`, removed once here.
-        unsafe { MmapEntry::remove(self.entry) };
+        self.mem.buf()
     }
 }
 
@@ -172,6 +175,7 @@ impl RroceQp {
             timer: self.timer.get(),
             work: self.work.get(),
             dst: p.dst,
+            notify: core::cell::Cell::new(0),
         }
     }
 }
@@ -185,10 +189,6 @@ impl QpPriv {
 fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bindings::ib_udata) -> Result {
     let ty = QpType::from_ib(init.qp_type).ok_or_else(verbs::eopnotsupp)?;
     if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) {
-        return Err(verbs::eopnotsupp());
-    }
-    if udata.is_null() {
-        // Kernel QPs come with the kernel verbs of the data path.
         return Err(verbs::eopnotsupp());
     }
     if init.create_flags != 0 || !init.srq.is_null() {
@@ -211,20 +211,27 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     {
         return Err(EINVAL);
     }
-    let mut cmd = [0u8; CreateQpCmd::SIZE];
-    verbs::copy_from_udata(udata, &mut cmd)?;
-    if !CreateQpCmd::from_bytes(&cmd).is_valid() {
-        return Err(EINVAL);
-    }
-    // SAFETY: a user call's `udata` has a live context.
-    let uctx = unsafe { glue::rroce_udata_ucontext(udata) };
-    if uctx.is_null() {
-        return Err(EINVAL);
-    }
+    let uctx = if udata.is_null() {
+        core::ptr::null_mut()
+    } else {
+        let mut cmd = [0u8; CreateQpCmd::SIZE];
+        verbs::copy_from_udata(udata, &mut cmd)?;
+        if !CreateQpCmd::from_bytes(&cmd).is_valid() {
+            return Err(EINVAL);
+        }
+        // SAFETY: a user call's `udata` has a live context.
+        let uctx = unsafe { glue::rroce_udata_ucontext(udata) };
+        if uctx.is_null() {
+            return Err(EINVAL);
+        }
+        uctx
+    };
     let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
     let rq_size = wqe::recv_entry_size(cap.max_recv_sge.max(1)).ok_or(EINVAL)?;
-    let (sq, sq_off) = Ring::new(uctx, cap.max_send_wr, sq_size)?;
-    let (rq, rq_off) = Ring::new(uctx, cap.max_recv_wr, rq_size)?;
+    // SAFETY: `uctx` is null or the caller's live context.
+    let (sq, sq_off) = unsafe { Ring::new(uctx, cap.max_send_wr, sq_size)? };
+    // SAFETY: as above.
+    let (rq, rq_off) = unsafe { Ring::new(uctx, cap.max_recv_wr, rq_size)? };
     // What the rounded entries really hold, never more than the device max.
     let (sq_sge, sq_data) = wqe::send_caps(sq_size);
     let max_send_sge = u32::from(sq_sge).min(max_sge);
@@ -233,9 +240,18 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
 
     let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
     let dp = Dp::new(sq.layout, rq.layout, RING_START, max_send_sge as u16, max_inline, max_msg)?;
+    let kq = if sq.mem.is_kernel() {
+        Some(KernelQueues {
+            sq: Producer::new(sq.layout, RING_START),
+            rq: Producer::new(rq.layout, RING_START),
+            staging: KVVec::from_elem(0u8, sq_size.max(rq_size) as usize, GFP_KERNEL)?,
+        })
+    } else {
+        None
+    };
     let inner = KBox::pin_init(
         new_spinlock_bh!(
-            QpStateInner { state: QpState::Reset, attrs: QpAttrs::default(), av: None, dp },
+            QpStateInner { state: QpState::Reset, attrs: QpAttrs::default(), av: None, dp, kq },
             "rroce_qp"
         ),
         GFP_KERNEL,
@@ -258,9 +274,11 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         flags: 0,
         reserved: 0,
     };
-    if let Err(e) = verbs::copy_to_udata(udata, &resp.to_bytes()) {
-        dev.p.qpns.remove(qpn);
-        return Err(e);
+    if !udata.is_null() {
+        if let Err(e) = verbs::copy_to_udata(udata, &resp.to_bytes()) {
+            dev.p.qpns.remove(qpn);
+            return Err(e);
+        }
     }
     cap.max_send_wr = sq.layout.entries();
     cap.max_recv_wr = rq.layout.entries();
@@ -390,6 +408,8 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
         inner.attrs = QpAttrs::default();
         inner.av = None;
     }
+    drop(g);
+    ctx.fire();
     Ok(())
 }
 
@@ -408,8 +428,141 @@ fn path_of(av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
     }
 }
 
-/// `post_send`: for user QPs the doorbell (no work requests; the WQEs are
-/// in the mapped SQ).
+/// The send WQE of a kernel work request, written into `out`; `EINVAL`
+/// for what the QP cannot take.
+///
+/// # Safety
+///
+/// `wr` must be a valid work request of a kernel consumer (the container
+/// of its opcode, e.g. `ib_rdma_wr`, and its SGE list valid; inline SGE
+/// addresses are kernel virtual addresses of `length` readable bytes).
+unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8]) -> Result {
+    let op = u8::try_from(wr.opcode).ok().and_then(SendOpcode::from_u8).ok_or(EINVAL)?;
+    if op.is_local() || wr.num_sge < 0 || wr.num_sge as u32 > p.max_send_sge {
+        return Err(EINVAL);
+    }
+    let n = wr.num_sge as usize;
+    let sgl: &[bindings::ib_sge] = if n == 0 {
+        &[]
+    } else {
+        // SAFETY: per the requirements `sg_list` has `num_sge` entries.
+        unsafe { core::slice::from_raw_parts(wr.sg_list, n) }
+    };
+    let flags = wr.send_flags as u32;
+    // SAFETY: plain-old-data union.
+    let mut h = SendWqe::new(unsafe { wr.__bindgen_anon_1.wr_id }, op);
+    h.flags = (flags & u32::from(wqe::SEND_FLAGS_ALL)) as u8;
+    if op.has_imm() || op.has_inv() {
+        // SAFETY: plain-old-data union (immediate data or an rkey).
+        h.imm_or_inv = unsafe { wr.ex.imm_data };
+    }
+    match op {
+        SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm | SendOpcode::RdmaRead => {
+            // SAFETY: per the requirements, RDMA work requests are the
+            // `wr` member of an `ib_rdma_wr`.
+            let r = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_rdma_wr>() };
+            h.remote_addr = r.remote_addr;
+            h.rkey = r.rkey;
+        }
+        SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
+            // SAFETY: atomics are the `wr` member of an `ib_atomic_wr`.
+            let a = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_atomic_wr>() };
+            h.remote_addr = a.remote_addr;
+            h.rkey = a.rkey;
+            h.compare_add = a.compare_add;
+            h.swap = a.swap;
+        }
+        _ => {}
+    }
+    let inline = flags & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0 && op.allows_inline();
+    if inline {
+        let total = sgl.iter().try_fold(0u32, |t, s| t.checked_add(s.length)).ok_or(EINVAL)?;
+        if total > p.max_inline {
+            return Err(EINVAL);
+        }
+        let (head, data) = out.split_at_mut_checked(wqe::SEND_HDR_BYTES).ok_or(EINVAL)?;
+        let mut at = 0usize;
+        for s in sgl {
+            let len = s.length as usize;
+            let dst = data.get_mut(at..at + len).ok_or(EINVAL)?;
+            if len != 0 {
+                // SAFETY: per the requirements an inline SGE is `len`
+                // readable bytes at a kernel virtual address.
+                let src = unsafe { core::slice::from_raw_parts(s.addr as usize as *const u8, len) };
+                dst.copy_from_slice(src);
+            }
+            at += len;
+        }
+        h.flags |= wqe::SEND_INLINE;
+        h.inline_len = total;
+        head.copy_from_slice(&h.to_bytes());
+        return Ok(());
+    }
+    let mut sges = [Sge::default(); verbs::MAX_SGE as usize];
+    for (d, s) in sges.iter_mut().zip(sgl) {
+        *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+    }
+    let sges = sges.get(..n).ok_or(EINVAL)?;
+    wqe::write_send_wqe(out, &h, SendPayload::Sges(sges)).map_err(|_| EINVAL)?;
+    Ok(())
+}
+
+/// `post_send` of a kernel QP: each work request becomes a WQE in the SQ
+/// ring, then the doorbell runs.  Returns the first request not posted on
+/// error (`ENOMEM` for a full queue, `EINVAL` for a bad request or state).
+///
+/// # Safety
+///
+/// `wr` heads a valid chain of kernel work requests.
+unsafe fn post_send_kernel(
+    q: &RroceQp,
+    p: &QpPriv,
+    mut wr: *const bindings::ib_send_wr,
+) -> (c_int, *const bindings::ib_send_wr) {
+    let ctx = q.ctx(p);
+    let mut g = p.lock_dp();
+    let inner = &mut *g;
+    let mut err = 0;
+    if matches!(inner.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+        return (-(bindings::EINVAL as c_int), wr);
+    }
+    if let Some(kq) = inner.kq.as_mut() {
+        let ring = p.sq.buf();
+        // SAFETY: per the requirements each `wr` is valid.
+        while let Some(w) = unsafe { wr.as_ref() } {
+            match kq.sq.is_full(ring) {
+                Ok(false) => {}
+                _ => {
+                    err = -(bindings::ENOMEM as c_int);
+                    break;
+                }
+            }
+            kq.staging.fill(0);
+            // SAFETY: per the requirements.
+            if let Err(e) = unsafe { kernel_send_wqe(p, w, &mut kq.staging) } {
+                err = e.to_errno();
+                break;
+            }
+            let esz = p.sq.layout.entry_size() as usize;
+            let entry = kq.staging.get(..esz).unwrap_or(&[]);
+            if kq.sq.write_next(ring, entry).is_err() {
+                err = -(bindings::ENOMEM as c_int);
+                break;
+            }
+            wr = w.next;
+        }
+        let _ = kq.sq.publish(ring);
+    } else {
+        err = -(bindings::EINVAL as c_int);
+    }
+    let _ = inner.dp.doorbell(&ctx, &mut inner.state);
+    drop(g);
+    ctx.fire();
+    (err, if err == 0 { core::ptr::null() } else { wr })
+}
+
+/// `post_send`: for a kernel QP the work requests; for a user QP the
+/// doorbell (no work requests: the WQEs are in the mapped SQ).
 ///
 /// # Safety
 ///
@@ -419,24 +572,104 @@ pub(crate) unsafe extern "C" fn post_send(
     wr: *const bindings::ib_send_wr,
     bad_wr: *mut *const bindings::ib_send_wr,
 ) -> c_int {
-    if !wr.is_null() {
-        // Work requests through the kernel: only the doorbell form exists
-        // for user QPs, and kernel QPs are not supported yet.
-        if !bad_wr.is_null() {
+    // SAFETY: `qp` was created by us and its owner holds it for the call.
+    let (q, p) = unsafe { RroceQp::from_ib(qp) };
+    if p.sq.mem.is_kernel() {
+        // SAFETY: a kernel caller passes a valid chain.
+        let (err, bad) = unsafe { post_send_kernel(q, p, wr) };
+        if err != 0 && !bad_wr.is_null() {
             // SAFETY: ib_core passes a writable `bad_wr`.
+            unsafe { *bad_wr = bad };
+        }
+        return err;
+    }
+    if !wr.is_null() {
+        // A user QP's work requests are in its mapped ring.
+        if !bad_wr.is_null() {
+            // SAFETY: as above.
             unsafe { *bad_wr = wr };
         }
         return -(bindings::EINVAL as c_int);
     }
-    // SAFETY: `qp` was created by us and ib_uverbs holds it for the call.
+    let ctx = q.ctx(p);
+    let mut g = p.lock_dp();
+    let inner = &mut *g;
+    let r = match inner.dp.doorbell(&ctx, &mut inner.state) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    };
+    drop(g);
+    ctx.fire();
+    r
+}
+
+/// `post_recv` of a kernel QP (user QPs post into their mapped RQ).
+///
+/// # Safety
+///
+/// `ib_device_ops::post_recv` contract.
+pub(crate) unsafe extern "C" fn post_recv(
+    qp: *mut bindings::ib_qp,
+    mut wr: *const bindings::ib_recv_wr,
+    bad_wr: *mut *const bindings::ib_recv_wr,
+) -> c_int {
+    // SAFETY: `qp` was created by us and its owner holds it for the call.
     let (q, p) = unsafe { RroceQp::from_ib(qp) };
     let ctx = q.ctx(p);
     let mut g = p.lock_dp();
     let inner = &mut *g;
-    match inner.dp.doorbell(&ctx, &mut inner.state) {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
+    let mut err = 0;
+    match inner.kq.as_mut() {
+        Some(_) if inner.state == QpState::Reset => err = -(bindings::EINVAL as c_int),
+        Some(kq) => {
+            let ring = p.rq.buf();
+            // SAFETY: ib_core passes a valid chain of work requests.
+            while let Some(w) = unsafe { wr.as_ref() } {
+                if w.num_sge < 0 || w.num_sge as u32 > p.max_recv_sge {
+                    err = -(bindings::EINVAL as c_int);
+                    break;
+                }
+                let n = w.num_sge as usize;
+                let mut sges = [Sge::default(); verbs::MAX_SGE as usize];
+                if n != 0 {
+                    // SAFETY: the request has `num_sge` SGEs.
+                    let sgl = unsafe { core::slice::from_raw_parts(w.sg_list, n) };
+                    for (d, s) in sges.iter_mut().zip(sgl) {
+                        *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+                    }
+                }
+                kq.staging.fill(0);
+                let esz = p.rq.layout.entry_size() as usize;
+                // SAFETY: plain-old-data union.
+                let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
+                let built = sges
+                    .get(..n)
+                    .and_then(|s| wqe::write_recv_wqe(&mut kq.staging, wr_id, s).ok())
+                    .and_then(|_| kq.staging.get(..esz));
+                let Some(entry) = built else {
+                    err = -(bindings::EINVAL as c_int);
+                    break;
+                };
+                if kq.rq.write_next(ring, entry).is_err() {
+                    err = -(bindings::ENOMEM as c_int);
+                    break;
+                }
+                wr = w.next;
+            }
+            let _ = kq.rq.publish(ring);
+            if inner.state == QpState::Err {
+                inner.dp.flush_rq(&ctx);
+            }
+        }
+        None => err = -(bindings::EINVAL as c_int),
     }
+    drop(g);
+    ctx.fire();
+    if err != 0 && !bad_wr.is_null() {
+        // SAFETY: ib_core passes a writable `bad_wr`.
+        unsafe { *bad_wr = wr };
+    }
+    err
 }
 
 /// Runs `f` on the data path of `q` under its lock, if `q` is live.
@@ -449,6 +682,8 @@ fn with_live(q: &RroceQp, f: impl FnOnce(&Ctx<'_>, &mut QpStateInner)) {
     let ctx = q.ctx(p);
     let mut g = p.lock_dp();
     f(&ctx, &mut g);
+    drop(g);
+    ctx.fire();
 }
 
 /// The retransmission timer of a QP.
@@ -499,21 +734,19 @@ pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: 
     let mut g = p.lock_dp();
     let inner = &mut *g;
     let st = inner.state;
-    if is_rc_request(op) {
-        if !matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) {
-            return false;
-        }
+    let taken = if is_rc_request(op) && matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) {
         let access = inner.attrs.access_flags;
         inner.dp.on_request(&ctx, &mut inner.state, access, &InRequest::from_parsed(parsed), payload);
-    } else if is_rc_response(op) {
-        if !matches!(st, QpState::Rts | QpState::Sqd) {
-            return false;
-        }
+        true
+    } else if is_rc_response(op) && matches!(st, QpState::Rts | QpState::Sqd) {
         inner.dp.on_response(&ctx, &mut inner.state, &InResponse::from_parsed(parsed), payload);
+        true
     } else {
-        return false;
-    }
-    true
+        false
+    };
+    drop(g);
+    ctx.fire();
+    taken
 }
 
 /// # Safety

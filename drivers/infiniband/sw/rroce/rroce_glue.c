@@ -372,6 +372,19 @@ unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
 	return i;
 }
 
+/*
+ * The page of a kernel virtual address of the direct map (what ib_dma_map_*
+ * returns under virtual DMA), or NULL if @addr is not one.
+ */
+struct page *rroce_virt_to_page(u64 addr)
+{
+	const void *p = (const void *)(uintptr_t)addr;
+
+	if (!virt_addr_valid(p))
+		return NULL;
+	return virt_to_page(p);
+}
+
 /* Copy @len bytes between @buf and @page at @off (within the page). */
 void rroce_page_copy(struct page *page, unsigned int off, void *buf,
 		     unsigned int len, bool to_page)

@@ -30,7 +30,7 @@ mod limits {
     pub(super) const MAX_PD: u32 = 0x1_0000;
     pub(super) const MAX_QP: u32 = 0x1_0000;
     pub(super) const MAX_QP_WR: u32 = 0x4000;
-    pub(super) const MAX_SGE: u32 = 32;
+    pub(crate) const MAX_SGE: u32 = 32;
     pub(super) const MAX_CQ: u32 = 0x1_0000;
     pub(super) const MAX_CQE: u32 = 0x1_0000 - 1;
     pub(super) const MAX_MR: u32 = 0x1_0000;
@@ -44,6 +44,9 @@ mod limits {
 }
 
 /// Largest work-queue depth (`max_qp_wr`).
+/// SGEs per work request (send and receive).
+pub(crate) const MAX_SGE: u32 = limits::MAX_SGE;
+
 pub(crate) fn max_qp_wr() -> u32 {
     limits::MAX_QP_WR
 }
@@ -72,6 +75,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         req_notify_cq: Some(cq::req_notify_cq),
         poll_cq: Some(cq::poll_cq),
         post_send: Some(qp::post_send),
+        post_recv: Some(qp::post_recv),
         alloc_hw_port_stats: Some(crate::stats::alloc_hw_port_stats),
         get_hw_stats: Some(crate::stats::get_hw_stats),
         size_ib_cq: cq::CQ_SIZE,
@@ -189,6 +193,67 @@ impl MmapEntry {
     /// The ring memory.
     pub(crate) fn buf(&self) -> &SharedBuf {
         &self.buf
+    }
+}
+
+/// The memory of a queue's ring: mapped into a user process (user queues)
+/// or private to the kernel (queues of kernel consumers).
+pub(crate) enum RingMem {
+    /// Offered to user space; the entry is removed on drop.
+    ///
+    /// # Invariants
+    ///
+    /// The entry came from [`MmapEntry::insert`] and is removed only by
+    /// `Drop`.
+    Mapped(NonNull<MmapEntry>),
+    /// Kernel-only.
+    Kernel(SharedBuf),
+}
+
+// SAFETY: the entry pointer is only used to reach its `SharedBuf`, which is
+// `Send + Sync`; ib_core keeps the entry alive while we hold it.
+unsafe impl Send for RingMem {}
+// SAFETY: as above.
+unsafe impl Sync for RingMem {}
+
+impl RingMem {
+    /// A ring of `buf`: offered to `uctx`'s process if there is one (then
+    /// with its mmap offset), kernel-private otherwise.
+    ///
+    /// # Safety
+    ///
+    /// `uctx` must be null or a live user context.
+    pub(crate) unsafe fn new(uctx: *mut bindings::ib_ucontext, buf: SharedBuf) -> Result<(RingMem, u64)> {
+        if uctx.is_null() {
+            return Ok((RingMem::Kernel(buf), 0));
+        }
+        // SAFETY: per the requirements.
+        let (e, off) = unsafe { MmapEntry::insert(uctx, buf)? };
+        // INVARIANT: inserted just now.
+        Ok((RingMem::Mapped(e), off))
+    }
+
+    /// The ring memory.
+    pub(crate) fn buf(&self) -> &SharedBuf {
+        match self {
+            // SAFETY: we hold the entry's initial reference until `drop`.
+            RingMem::Mapped(e) => unsafe { e.as_ref() }.buf(),
+            RingMem::Kernel(b) => b,
+        }
+    }
+
+    /// Whether the ring belongs to a kernel consumer.
+    pub(crate) fn is_kernel(&self) -> bool {
+        matches!(self, RingMem::Kernel(_))
+    }
+}
+
+impl Drop for RingMem {
+    fn drop(&mut self) {
+        if let RingMem::Mapped(e) = self {
+            // SAFETY: by the invariant, inserted and removed once here.
+            unsafe { MmapEntry::remove(*e) };
+        }
     }
 }
 

@@ -537,9 +537,13 @@ impl<S: SlotStore> Requester<S> {
         } else {
             self.pkt = k.wrapping_add(1);
         }
-        if self.deadline.is_none() {
-            self.deadline = self.timeout_ns().map(|t| now.saturating_add(t));
-        }
+        // The transport timer restarts with every packet sent: it fires
+        // only after a whole timeout with neither progress nor sending.  A
+        // host slower than the timeout (an emulated or debug kernel) then
+        // still completes long messages instead of rewinding to the first
+        // unacknowledged packet again and again; losses in the middle of a
+        // burst are reported sooner by the responder's sequence NAK.
+        self.deadline = self.timeout_ns().map(|t| now.saturating_add(t));
         self.counters.packets = self.counters.packets.wrapping_add(1);
         if d.retransmit {
             self.counters.retransmitted = self.counters.retransmitted.wrapping_add(1);
@@ -654,6 +658,31 @@ mod tests {
             v.push(p);
         }
         v
+    }
+
+    /// The timer restarts with every packet: a burst sent more slowly
+    /// than the timeout does not time out while it is being sent, only a
+    /// whole timeout after its last packet.
+    #[test]
+    fn timer_restarts_per_packet() {
+        let mut r: Requester<[Slot; 4]> = Requester::new(cfg(PathMtu::Mtu1024));
+        r.post(wqe(SendOpcode::Send), 64 * 1024).unwrap();
+        let t = r.timeout_ns().unwrap();
+        let step = t / 4;
+        let mut now = 0;
+        let mut sent = 0;
+        while let Some(p) = r.next_packet(now) {
+            assert!(!p.retransmit);
+            sent += 1;
+            now += step;
+            assert!(!r.on_timer(now), "timed out while sending packet {sent}");
+        }
+        assert_eq!(sent, 64);
+        let last = now - step;
+        assert_eq!(r.next_deadline(), Some(last + t));
+        assert!(r.on_timer(last + t));
+        assert_eq!(r.counters().timeouts, 1);
+        assert!(r.next_packet(last + t).is_some_and(|p| p.retransmit));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 #
 #   make run      build what is needed, boot a VM, show rroce at work
 #   make check    install what is missing, build, run host tests and the
-#                 VM selftests (debug kernel); ends with "N passed, N failed"
+#                 VM selftests (plain kernel); ends with "N passed, N failed"
+#   make check-debug   the same on the debug kernel (KASAN, lockdep, ...;
+#                 several times slower)
 #
 # Other targets: deps, kernel, module, provider, host-test, lint, vm, clean.
 # FLAVOR=plain|debug picks the kernel for `module`/`vm` (default plain).
@@ -19,7 +21,7 @@ TOP := $(CURDIR)
 BUILD := $(TOP)/build
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: bench all deps kernel module provider host-test lint vm run check clean
+.PHONY: bench all deps kernel module provider host-test lint vm run check check-debug clean
 
 all: module provider
 
@@ -58,7 +60,10 @@ bench: deps
 	@python3 bench/report.py $(BUILD)/bench-logs bench/results/$$(date +%Y-%m-%d).json
 
 check: deps
-	@scripts/check.sh
+	@scripts/check.sh plain
+
+check-debug: deps
+	@scripts/check.sh debug
 
 clean:
 	rm -rf $(BUILD) target

@@ -504,6 +504,9 @@ pub const MAX_TIMEOUT: u8 = 31;
 pub const MAX_RETRY: u8 = 7;
 /// `rnr_retry` value that means "retry RNR NAKs forever".
 pub const RNR_RETRY_INFINITE: u8 = 7;
+/// `retry_cnt` that never runs out (rdma_rxe's convention, see
+/// [`RetryState::on_timeout`]).
+pub const RETRY_CNT_INFINITE: u8 = 7;
 /// Largest RNR NAK timer code.
 pub const MAX_RNR_TIMER: u8 = 31;
 /// Largest QP number (24 bits).
@@ -815,7 +818,14 @@ impl RetryState {
 
     /// A local ACK timeout or a sequence-error NAK: `true` to retransmit,
     /// `false` when the budget is spent (`IB_WC_RETRY_EXC_ERR`).
+    /// `retry_cnt == 7` never runs out: the IBA reserves the infinite value
+    /// for `rnr_retry` only, but rdma_rxe treats a transport retry count of
+    /// 7 the same way, and so do we, so that a QP behaves alike on both
+    /// (tools such as ibv_rc_pingpong and perftest ask for 7).
     pub fn on_timeout(&mut self) -> bool {
+        if self.retry_cnt == RETRY_CNT_INFINITE {
+            return true;
+        }
         match self.retry_left.checked_sub(1) {
             Some(left) => {
                 self.retry_left = left;
@@ -1841,12 +1851,16 @@ mod tests {
         assert_eq!((r.retry_left(), r.rnr_left()), (3, 2));
         assert!(r.on_timeout());
 
-        // retry_cnt 7 is seven retries, not infinity.
-        let mut r = RetryState::new(7, 0);
-        for _ in 0..7 {
+        // retry_cnt 6 is six retries; 7 never runs out (as in rxe).
+        let mut r = RetryState::new(6, 0);
+        for _ in 0..6 {
             assert!(r.on_timeout());
         }
         assert!(!r.on_timeout());
+        let mut r = RetryState::new(RETRY_CNT_INFINITE, 0);
+        for _ in 0..1000 {
+            assert!(r.on_timeout());
+        }
         // rnr_retry 0: the first RNR NAK is fatal.
         assert!(!r.on_rnr_nak());
 

@@ -83,6 +83,15 @@
 //! and release its slot only when the WQE completes, so user space can
 //! never have more than `entries` send WQEs outstanding; the CQ consumer of
 //! the provider releases right after copying (or at `end_poll`).
+//!
+//! # Resizing
+//!
+//! A CQ is resized by moving its ring: [`Producer::transfer`] copies the
+//! entries between the (validated) consumer index and the producer index
+//! into a fresh ring at the same free-running indices and hands back the
+//! producer of the new ring.  The consumer then attaches to the new ring
+//! ([`Consumer::attach`]) and picks up exactly where it stopped; the old
+//! ring gets no new entries.
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -457,6 +466,95 @@ impl Producer {
         self.write_next(region, bytes)?;
         self.publish(region)
     }
+
+    /// Copies the entries the consumer still has to read into a fresh ring
+    /// `dst` of geometry `layout` (a CQ resize; this side produces).
+    ///
+    /// The consumer index is loaded from `src` once and validated as
+    /// [`Self::refresh`] does (between the last accepted one and the
+    /// published index).  Entries `c .. prod` are copied slot by slot to the
+    /// same free-running indices in `dst`, whose header then gets `c` and
+    /// the published index: the indices simply continue in the new ring.
+    /// `self` is left unchanged whatever happens, so the caller swaps in
+    /// [`Transferred::producer`] only on success; `src` is only read.
+    ///
+    /// Errors: the sticky fault of `self`; [`RingError::BadEntrySize`] if
+    /// the entry sizes differ; [`RingError::Access`] if a region refuses an
+    /// access or `dst` is smaller than `layout`; [`RingError::InvalidIndex`]
+    /// for an impossible consumer index; [`RingError::Full`] if the entries
+    /// do not fit into `layout`.
+    pub fn transfer<S, D>(
+        &self,
+        src: &S,
+        layout: RingLayout,
+        dst: &D,
+    ) -> Result<Transferred, RingError>
+    where
+        S: SharedRegion + ?Sized,
+        D: SharedRegion + ?Sized,
+    {
+        self.check()?;
+        if layout.entry_size != self.layout.entry_size {
+            return Err(RingError::BadEntrySize);
+        }
+        if dst.len() < layout.bytes_total() {
+            return Err(RingError::Access);
+        }
+        let c = src.load_u32_acquire(CONS_OFFSET).ok_or(RingError::Access)?;
+        if c.wrapping_sub(self.seen_cons) > self.published.wrapping_sub(self.seen_cons) {
+            return Err(RingError::InvalidIndex);
+        }
+        let count = self.prod.wrapping_sub(c);
+        if count > layout.entries {
+            return Err(RingError::Full);
+        }
+        let esz = self.layout.entry_size as usize;
+        let mut chunk = [0u8; 64];
+        for i in 0..count {
+            let idx = c.wrapping_add(i);
+            let (from, to) = (self.layout.slot_offset(idx), layout.slot_offset(idx));
+            let mut done = 0usize;
+            while done < esz {
+                let n = esz.wrapping_sub(done).min(chunk.len());
+                let buf = chunk.get_mut(..n).ok_or(RingError::BadLength)?;
+                if !src.read(from.wrapping_add(done), buf) || !dst.write(to.wrapping_add(done), buf)
+                {
+                    return Err(RingError::Access);
+                }
+                done = done.wrapping_add(n);
+            }
+        }
+        // Entries first, then the indices (release): a consumer that
+        // attaches to `dst` sees every entry below the producer index.
+        if !dst.store_u32_release(CONS_OFFSET, c)
+            || !dst.store_u32_release(PROD_OFFSET, self.published)
+        {
+            return Err(RingError::Access);
+        }
+        Ok(Transferred {
+            producer: Producer {
+                layout,
+                prod: self.prod,
+                published: self.published,
+                seen_cons: c,
+                fault: None,
+            },
+            cons: c,
+            count,
+        })
+    }
+}
+
+/// A ring moved by [`Producer::transfer`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transferred {
+    /// The producer of the new ring (same private and published indices).
+    pub producer: Producer,
+    /// The new ring's consumer index (the old ring's, validated): where a
+    /// [`Consumer`] of the new ring starts ([`Consumer::new`]).
+    pub cons: u32,
+    /// Entries copied: written and not yet released by the consumer.
+    pub count: u32,
 }
 
 /// The consuming side of a ring: the kernel for SQ/RQ/SRQ, the provider
@@ -1171,6 +1269,252 @@ mod tests {
         assert!(rn.is_empty());
         let mut c = Consumer::new(l, 0);
         assert_eq!(c.peek(&rn), Err(RingError::Access));
+    }
+
+    /// A ring of `entries` slots of `esz` bytes whose indices start at
+    /// `start`, with `pushed` entries produced (all published) and `popped`
+    /// of them consumed and released.
+    fn filled(
+        buf: &[Cell<u8>],
+        entries: u32,
+        esz: usize,
+        start: u32,
+        pushed: u64,
+        popped: u64,
+    ) -> (RingLayout, Producer, Consumer) {
+        let l = RingLayout::new(entries, esz as u32, 1 << 16).unwrap();
+        let r = CellRegion::new(buf);
+        l.init_header(&r, start).unwrap();
+        let mut p = Producer::new(l, start);
+        let mut c = Consumer::new(l, start);
+        let mut out = std::vec![0u8; esz];
+        let (mut w, mut rd) = (0u64, 0u64);
+        // Interleave so that the slots wrap inside the old ring too.
+        while w < pushed || rd < popped {
+            if w < pushed && (w - rd) < u64::from(entries) {
+                p.push(&r, &entry(w, esz)).unwrap();
+                w += 1;
+            } else {
+                assert_eq!(c.pop(&r, &mut out), Ok(true));
+                assert_eq!(out, entry(rd, esz));
+                rd += 1;
+            }
+        }
+        (l, p, c)
+    }
+
+    #[test]
+    fn transfer_moves_outstanding_entries_across_the_wrap() {
+        // RING_START of the driver is u32::MAX - 1023.
+        for start in [u32::MAX - 1023, u32::MAX - 5, u32::MAX, 0, 0x8000_0000] {
+            for (old_n, new_n, esz, pushed, popped) in [
+                (8u32, 16u32, 64usize, 1030u64, 1024u64), // grow, 6 outstanding
+                (16, 8, 64, 1040, 1032),                  // shrink to exactly 8
+                (8, 8, 128, 20, 13),                      // same size, 2 chunks
+                (4, 1, 64, 7, 7),                         // empty ring
+                (1024, 2048, 64, 3000, 2000),             // a full ring of 1000
+            ] {
+                let ob = cells(
+                    RingLayout::new(old_n, esz as u32, 1 << 16)
+                        .unwrap()
+                        .bytes_total(),
+                );
+                let (_, p, c) = filled(&ob, old_n, esz, start, pushed, popped.min(pushed));
+                let old = CellRegion::new(&ob);
+                let snapshot: Vec<u8> = ob.iter().map(Cell::get).collect();
+                let nl = RingLayout::new(new_n, esz as u32, 1 << 16).unwrap();
+                let nb = cells(nl.bytes_total());
+                let new = CellRegion::new(&nb);
+                let t = p.transfer(&old, nl, &new).unwrap();
+                let outstanding = (pushed - popped) as u32;
+                assert_eq!(t.count, outstanding);
+                assert_eq!(t.cons, c.released());
+                assert_eq!(t.cons, start.wrapping_add(popped as u32));
+                assert_eq!(t.producer.index(), p.index());
+                assert_eq!(t.producer.layout(), &nl);
+                // The old ring is only read.
+                assert!(ob.iter().map(Cell::get).eq(snapshot.iter().copied()));
+                assert_eq!(new.load_u32_acquire(CONS_OFFSET), Some(t.cons));
+                assert_eq!(new.load_u32_acquire(PROD_OFFSET), Some(p.index()));
+                // A consumer attaching to the new ring (the provider) and one
+                // starting at `cons` (a kernel CQ) read the same entries, in
+                // order, then whatever the new producer adds.
+                let mut np = t.producer.clone();
+                let mut nc = Consumer::attach(nl, &new).unwrap();
+                let mut kc = Consumer::new(nl, t.cons);
+                assert_eq!(kc.refresh(&new), Ok(t.count));
+                assert_eq!(nc, kc);
+                let mut out = std::vec![0u8; esz];
+                let mut seq = popped;
+                let mut next = pushed;
+                for round in 0..3 * u64::from(new_n) {
+                    if round % 3 != 2 && np.push(&new, &entry(next, esz)).is_ok() {
+                        next += 1;
+                    }
+                    if nc.pop(&new, &mut out).unwrap() {
+                        assert_eq!(out, entry(seq, esz), "start {start:#x} seq {seq}");
+                        seq += 1;
+                    }
+                }
+                while nc.pop(&new, &mut out).unwrap() {
+                    assert_eq!(out, entry(seq, esz));
+                    seq += 1;
+                }
+                assert_eq!(seq, next);
+                assert!(next > pushed);
+            }
+        }
+    }
+
+    #[test]
+    fn transfer_refuses_and_leaves_everything_unchanged() {
+        let start = u32::MAX - 1023;
+        let ob = cells(RingLayout::new(16, 64, 16).unwrap().bytes_total());
+        let (l, p, _) = filled(&ob, 16, 64, start, 1034, 1024);
+        let old = CellRegion::new(&ob);
+        let before = p.clone();
+        let small = RingLayout::new(8, 64, 16).unwrap();
+        let sb = cells(small.bytes_total());
+        let sr = CellRegion::new(&sb);
+        // 10 outstanding entries do not fit into 8 slots.
+        assert_eq!(p.transfer(&old, small, &sr).err(), Some(RingError::Full));
+        let big = RingLayout::new(32, 64, 32).unwrap();
+        let bb = cells(big.bytes_total());
+        let br = CellRegion::new(&bb);
+        // Other entry size, destination too small.
+        let l128 = RingLayout::new(32, 128, 32).unwrap();
+        let b128 = cells(l128.bytes_total());
+        assert_eq!(
+            p.transfer(&old, l128, &CellRegion::new(&b128)).err(),
+            Some(RingError::BadEntrySize)
+        );
+        let short = cells(big.bytes_total() - 4);
+        assert_eq!(
+            p.transfer(&old, big, &CellRegion::new(&short)).err(),
+            Some(RingError::Access)
+        );
+        // Consumer index scribbles: beyond the producer, behind the last
+        // accepted one, far off.
+        let c = old.load_u32_acquire(CONS_OFFSET).unwrap();
+        for bad in [
+            c.wrapping_add(11),
+            p.seen_cons.wrapping_sub(1),
+            c ^ 0x8000_0000,
+        ] {
+            old.store_u32_release(CONS_OFFSET, bad);
+            assert_eq!(
+                p.transfer(&old, big, &br).err(),
+                Some(RingError::InvalidIndex),
+                "{bad:#x}"
+            );
+        }
+        // Consumed everything: a valid index.
+        old.store_u32_release(CONS_OFFSET, c.wrapping_add(10));
+        assert_eq!(p.transfer(&old, small, &sr).map(|t| t.count), Ok(0));
+        old.store_u32_release(CONS_OFFSET, c);
+        // Unaligned/short source region: refused.
+        let tiny = cells(8);
+        assert_eq!(
+            p.transfer(&CellRegion::new(&tiny), big, &br).err(),
+            Some(RingError::Access)
+        );
+        assert_eq!(p, before);
+        assert_eq!(p.layout(), &l);
+        // A broken producer stays broken.
+        let mut broken = p.clone();
+        old.store_u32_release(CONS_OFFSET, c.wrapping_add(12));
+        assert_eq!(broken.refresh(&old), Err(RingError::InvalidIndex));
+        old.store_u32_release(CONS_OFFSET, c);
+        assert_eq!(
+            broken.transfer(&old, big, &br).err(),
+            Some(RingError::InvalidIndex)
+        );
+        // And the intact one still works on the old ring.
+        let mut p = p;
+        assert_eq!(p.push(&old, &entry(5000, 64)), Ok(()));
+    }
+
+    #[test]
+    fn transfer_keeps_unpublished_entries_unpublished() {
+        let l = RingLayout::new(8, 64, 8).unwrap();
+        let ob = cells(l.bytes_total());
+        let old = CellRegion::new(&ob);
+        l.init_header(&old, u32::MAX - 1).unwrap();
+        let mut p = Producer::new(l, u32::MAX - 1);
+        for i in 0..3 {
+            p.push(&old, &entry(i, 64)).unwrap();
+        }
+        p.write_next(&old, &entry(3, 64)).unwrap();
+        assert_eq!(p.pending(), 1);
+        let nl = RingLayout::new(4, 64, 8).unwrap();
+        let nb = cells(nl.bytes_total());
+        let new = CellRegion::new(&nb);
+        let t = p.transfer(&old, nl, &new).unwrap();
+        assert_eq!(t.count, 4);
+        assert_eq!(new.load_u32_acquire(PROD_OFFSET), Some(1));
+        let mut np = t.producer;
+        assert_eq!(np.pending(), 1);
+        let mut c = Consumer::attach(nl, &new).unwrap();
+        let mut out = [0u8; 64];
+        for i in 0..3 {
+            assert_eq!(c.pop(&new, &mut out), Ok(true));
+            assert_eq!(out.to_vec(), entry(i, 64));
+        }
+        assert_eq!(c.pop(&new, &mut out), Ok(false));
+        np.publish(&new).unwrap();
+        assert_eq!(c.pop(&new, &mut out), Ok(true));
+        assert_eq!(out.to_vec(), entry(3, 64));
+    }
+
+    /// A CQ that is resized over and over while entries flow through it:
+    /// nothing is lost, duplicated or reordered across the index wrap.
+    #[test]
+    fn random_resizes() {
+        let mut rng = Rng(0x05EE_D0FC_0FFE);
+        let esz = 64usize;
+        let start = u32::MAX - 1023;
+        let mut layout = RingLayout::new(8, esz as u32, 1 << 12).unwrap();
+        let mut buf = cells(layout.bytes_total());
+        layout.init_header(&CellRegion::new(&buf), start).unwrap();
+        let mut p = Producer::new(layout, start);
+        let mut c = Consumer::new(layout, start);
+        let (mut written, mut read) = (0u64, 0u64);
+        let mut out = std::vec![0u8; esz];
+        for _ in 0..5_000 {
+            let r = CellRegion::new(&buf);
+            for _ in 0..rng.below(u64::from(layout.entries()) + 2) {
+                match p.push(&r, &entry(written, esz)) {
+                    Ok(()) => written += 1,
+                    Err(RingError::Full) => break,
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            for _ in 0..rng.below(u64::from(layout.entries()) + 2) {
+                if !c.pop(&r, &mut out).unwrap() {
+                    break;
+                }
+                assert_eq!(out, entry(read, esz));
+                read += 1;
+            }
+            if rng.below(3) == 0 {
+                let n = 1u32 << rng.below(9);
+                let nl = RingLayout::new(n, esz as u32, 1 << 12).unwrap();
+                let nb = cells(nl.bytes_total());
+                match p.transfer(&r, nl, &CellRegion::new(&nb)) {
+                    Ok(t) => {
+                        assert_eq!(u64::from(t.count), written - read);
+                        p = t.producer;
+                        c = Consumer::new(nl, t.cons);
+                        layout = nl;
+                        buf = nb;
+                    }
+                    Err(RingError::Full) => assert!(written - read > u64::from(n)),
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        }
+        assert!(written > 5_000 && p.index().wrapping_sub(start) == written as u32);
+        assert!(read > 4_000);
     }
 
     /// Producer and consumer alternate random batches; both sides check

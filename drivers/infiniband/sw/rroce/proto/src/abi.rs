@@ -54,9 +54,9 @@ const _: () = assert!(core::mem::size_of::<AllocUcontextResp>() == AllocUcontext
 
 use super::bytes::{ne32 as get_u32, ne64 as get_u64, put};
 
-/// Driver data of `create_cq`, `create_qp` and `create_srq` commands: no
-/// flags are defined yet; the kernel rejects non-zero `flags` or
-/// `reserved`.
+/// Driver data of `create_cq`, `create_qp`, `create_srq` and `resize_cq`
+/// commands: no flags are defined yet; the kernel rejects non-zero `flags`
+/// or `reserved`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CreateQueueCmd {
@@ -72,6 +72,8 @@ pub type CreateCqCmd = CreateQueueCmd;
 pub type CreateQpCmd = CreateQueueCmd;
 /// Driver data of `create_srq`.
 pub type CreateSrqCmd = CreateQueueCmd;
+/// Driver data of `resize_cq` (`IB_USER_VERBS_CMD_RESIZE_CQ`).
+pub type ResizeCqCmd = CreateQueueCmd;
 
 impl CreateQueueCmd {
     /// Serialized size in bytes.
@@ -145,6 +147,55 @@ impl CreateCqResp {
 }
 
 const _: () = assert!(core::mem::size_of::<CreateCqResp>() == CreateCqResp::SIZE);
+
+/// Driver data returned by `resize_cq` (after the core's
+/// `ib_uverbs_resize_cq_resp`): the CQ's new ring, which replaces the old
+/// one.  The old ring's offset stops working for new mappings; an existing
+/// mapping of it stays valid until `munmap` but gets no new CQEs.  The
+/// unpolled CQEs of the old ring are in the new one, at the same indices.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResizeCqResp {
+    /// `mmap` offset of the new ring.
+    pub mmap_offset: u64,
+    /// Bytes to map (`RingLayout::bytes_total`, page aligned).
+    pub ring_bytes: u32,
+    /// Ring slots (a power of two; the CQ now holds this many CQEs).
+    pub entries: u32,
+    /// Bytes per CQE slot (`wqe::CQE_BYTES`).
+    pub entry_size: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+impl ResizeCqResp {
+    /// Serialized size in bytes.
+    pub const SIZE: usize = 24;
+
+    /// Native byte image, as `copy_to_user` sends it.
+    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+        let mut b = [0u8; Self::SIZE];
+        put(&mut b, 0, self.mmap_offset.to_ne_bytes());
+        put(&mut b, 8, self.ring_bytes.to_ne_bytes());
+        put(&mut b, 12, self.entries.to_ne_bytes());
+        put(&mut b, 16, self.entry_size.to_ne_bytes());
+        put(&mut b, 20, self.reserved.to_ne_bytes());
+        b
+    }
+
+    /// Parse a byte image.
+    pub fn from_bytes(b: &[u8; Self::SIZE]) -> Self {
+        Self {
+            mmap_offset: get_u64(b, 0),
+            ring_bytes: get_u32(b, 8),
+            entries: get_u32(b, 12),
+            entry_size: get_u32(b, 16),
+            reserved: get_u32(b, 20),
+        }
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<ResizeCqResp>() == ResizeCqResp::SIZE);
 
 /// Driver data returned by `create_qp`: the SQ and RQ rings and the
 /// capacities their entry sizes really offer (at least what was asked).
@@ -393,6 +444,42 @@ mod queue_abi_tests {
             reserved: 0,
         };
         assert_eq!(CreateAhResp::from_bytes(&ah.to_bytes()), ah);
+    }
+
+    #[test]
+    fn resize_cq_abi() {
+        let r = ResizeCqResp {
+            mmap_offset: 0x0102_0304_0506_7000,
+            ring_bytes: 0x0001_1000,
+            entries: 1024,
+            entry_size: 64,
+            reserved: 0xA5A5_5A5A,
+        };
+        let b = r.to_bytes();
+        assert_eq!(b.len(), 24);
+        assert_eq!(&b[0..8], &0x0102_0304_0506_7000u64.to_ne_bytes());
+        assert_eq!(&b[8..12], &0x0001_1000u32.to_ne_bytes());
+        assert_eq!(&b[12..16], &1024u32.to_ne_bytes());
+        assert_eq!(&b[16..20], &64u32.to_ne_bytes());
+        assert_eq!(&b[20..24], &0xA5A5_5A5Au32.to_ne_bytes());
+        assert_eq!(ResizeCqResp::from_bytes(&b), r);
+        assert_eq!(ResizeCqResp::from_bytes(&[0; 24]), ResizeCqResp::default());
+        // The geometry fields sit where they sit in the create response,
+        // so one parser shape serves both.
+        let c = CreateCqResp {
+            mmap_offset: r.mmap_offset,
+            ring_bytes: r.ring_bytes,
+            entries: r.entries,
+            entry_size: r.entry_size,
+            cqn: 0,
+        };
+        assert_eq!(&c.to_bytes()[..20], &b[..20]);
+        // The command is the create commands' flags/reserved pair.
+        assert_eq!(ResizeCqCmd::SIZE, 8);
+        assert!(ResizeCqCmd::default().is_valid());
+        assert_eq!(ResizeCqCmd::default().to_bytes(), [0u8; 8]);
+        assert!(!ResizeCqCmd::from_bytes(&[1, 0, 0, 0, 0, 0, 0, 0]).is_valid());
+        assert!(!ResizeCqCmd::from_bytes(&[0, 0, 0, 0, 0, 0, 0, 0x80]).is_valid());
     }
 }
 

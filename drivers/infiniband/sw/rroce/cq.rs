@@ -15,6 +15,15 @@
 //! under the QP lock, and a kernel consumer may post from its handler):
 //! [`push`] says whether the handler is due and the caller runs
 //! [`notify`] once it dropped its locks.
+//!
+//! [`resize_cq`] replaces the ring: a new one is allocated (and, for a
+//! user CQ, offered through a new mmap entry) without any lock held; then,
+//! under the CQ's state lock that [`push`] also takes, the unconsumed CQEs
+//! are copied over at the same indices (`Producer::transfer`, which
+//! validates the consumer index it reads), and ring, producer and kernel
+//! consumer are swapped together.  The old ring's mmap entry goes once the
+//! lock is dropped; a user mapping of it stays valid until `munmap` (its
+//! pages are reference counted) but receives no more CQEs.
 
 use core::mem::size_of;
 use core::ptr;
@@ -27,8 +36,8 @@ use kernel::prelude::*;
 use crate::device::RroceDev;
 use crate::glue;
 use crate::lock::{new_spinlock_bh, SpinLockBh};
-use crate::proto::abi::{CreateCqCmd, CreateCqResp};
-use crate::proto::ring::{Consumer, Producer, RingLayout};
+use crate::proto::abi::{CreateCqCmd, CreateCqResp, ResizeCqCmd, ResizeCqResp};
+use crate::proto::ring::{Consumer, Producer, RingError, RingLayout};
 use crate::proto::wqe::{self, Cqe, CQE_BYTES};
 use crate::shm::SharedBuf;
 use crate::verbs::{self, RingMem};
@@ -53,24 +62,19 @@ pub(crate) struct RroceCq {
 pub(crate) const CQ_SIZE: usize = size_of::<RroceCq>();
 
 struct CqState {
+    /// The ring (for a user CQ, ib_core owns the mmap entry and frees the
+    /// memory when the last mapping and our reference are gone).  Under
+    /// the lock because [`resize_cq`] replaces it.
+    mem: RingMem,
     prod: Producer,
     /// The consumer side of a kernel CQ ([`poll_cq`]).
     cons: Option<Consumer>,
 }
 
 struct CqPriv {
-    /// The ring (for a user CQ, ib_core owns the mmap entry and frees the
-    /// memory when the last mapping and our reference are gone).
-    mem: RingMem,
     state: Pin<KBox<SpinLockBh<CqState>>>,
     /// `IB_CQ_SOLICITED`/`IB_CQ_NEXT_COMP` armed by `req_notify_cq`.
     armed: AtomicU32,
-}
-
-impl CqPriv {
-    fn ring(&self) -> &SharedBuf {
-        self.mem.buf()
-    }
 }
 
 /// `create_cq` for a user CQ (`udata` set) or a kernel consumer's.
@@ -107,13 +111,11 @@ fn create(cq: &mut RroceCq, attr: &bindings::ib_cq_init_attr, udata: *mut bindin
     let buf = SharedBuf::new(layout.bytes_total())?;
     layout.init_header(&buf, RING_START).map_err(|_| EINVAL)?;
     let cons = uctx.is_null().then(|| Consumer::new(layout, RING_START));
-    let state = KBox::pin_init(
-        new_spinlock_bh!(CqState { prod: Producer::new(layout, RING_START), cons }, "rroce_cq"),
-        GFP_KERNEL,
-    )?;
     // SAFETY: `uctx` is null or the caller's live context.
     let (mem, offset) = unsafe { RingMem::new(uctx, buf)? };
     // From here on dropping `mem` gives the entry back.
+    let prod = Producer::new(layout, RING_START);
+    let state = KBox::pin_init(new_spinlock_bh!(CqState { mem, prod, cons }, "rroce_cq"), GFP_KERNEL)?;
     if !udata.is_null() {
         let resp = CreateCqResp {
             mmap_offset: offset,
@@ -126,8 +128,118 @@ fn create(cq: &mut RroceCq, attr: &bindings::ib_cq_init_attr, udata: *mut bindin
     }
     cq.ib.cqe = layout.entries() as c_int;
     // INVARIANT: initialised on success only.
-    cq.p.write(CqPriv { mem, state, armed: AtomicU32::new(0) });
+    cq.p.write(CqPriv { state, armed: AtomicU32::new(0) });
     Ok(())
+}
+
+/// The errno for a ring that [`Producer::transfer`] refused.
+fn transfer_errno(e: RingError) -> Error {
+    match e {
+        // More unpolled CQEs than the new ring holds.
+        RingError::Full => EINVAL,
+        // The consumer index user space wrote is impossible (or the ring
+        // broke earlier): the CQ is unusable, as `push` will find too.
+        _ => EIO,
+    }
+}
+
+/// `resize_cq` for a user CQ (`udata` set) or a kernel consumer's.
+///
+/// # Safety
+///
+/// `cq` is a CQ of ours that was created successfully; `udata` is null
+/// (kernel callers) or the verb's valid udata.
+unsafe fn resize(cq: *mut bindings::ib_cq, cqe: c_int, udata: *mut bindings::ib_udata) -> Result {
+    // SAFETY: per the requirements `p` is initialised.  Only `p` is
+    // borrowed: producers read other fields of the `ib_cq` concurrently.
+    let p = unsafe { (*cq.cast::<RroceCq>()).p.assume_init_ref() };
+    // SAFETY: ib_core set `device` to one of our devices.
+    let dev = unsafe { RroceDev::from_ib((*cq).device) };
+    let max_cqe = dev.p.attrs.max_cqe as u32;
+    let want = u32::try_from(cqe).map_err(|_| EINVAL)?;
+    if want == 0 || want > max_cqe {
+        return Err(EINVAL);
+    }
+    let uctx = if udata.is_null() {
+        ptr::null_mut()
+    } else {
+        let mut cmd = [0u8; ResizeCqCmd::SIZE];
+        verbs::copy_from_udata(udata, &mut cmd)?;
+        if !ResizeCqCmd::from_bytes(&cmd).is_valid() {
+            return Err(EINVAL);
+        }
+        // SAFETY: `udata` belongs to a user call, so it has a live context.
+        let uctx = unsafe { glue::rroce_udata_ucontext(udata) };
+        if uctx.is_null() {
+            return Err(EINVAL);
+        }
+        uctx
+    };
+    // The new ring, made without any lock held (this may sleep).
+    let layout = RingLayout::new(want, CQE_BYTES as u32, (max_cqe + 1).next_power_of_two())
+        .map_err(|_| EINVAL)?;
+    let buf = SharedBuf::new(layout.bytes_total())?;
+    // SAFETY: `uctx` is null or the caller's live context.
+    let (mem, offset) = unsafe { RingMem::new(uctx, buf)? };
+    // Dropping `mem` on any error below removes the new entry again.
+    if !udata.is_null() {
+        // Sent before the swap so that a fault here leaves the CQ as it
+        // was; ib_core reports the new depth only if we succeed.
+        let resp = ResizeCqResp {
+            mmap_offset: offset,
+            ring_bytes: layout.bytes_total_u32(),
+            entries: layout.entries(),
+            entry_size: CQE_BYTES as u32,
+            reserved: 0,
+        };
+        verbs::copy_to_udata(udata, &resp.to_bytes())?;
+    }
+    let old = {
+        let mut guard = p.state.lock();
+        let st = &mut *guard;
+        // A kernel CQ stays a kernel CQ and a user CQ a user CQ.
+        if st.mem.is_kernel() != uctx.is_null() {
+            return Err(EINVAL);
+        }
+        let t = st.prod.transfer(st.mem.buf(), layout, mem.buf()).map_err(transfer_errno)?;
+        // Not smaller than what is still to be polled.
+        if t.count > want {
+            return Err(EINVAL);
+        }
+        // Nothing fails from here on.
+        st.prod = t.producer;
+        if let Some(c) = st.cons.as_mut() {
+            // The kernel consumer releases everything it reads (see
+            // `poll_cq`), so the ring's consumer index is its position.
+            *c = Consumer::new(layout, t.cons);
+        }
+        // Under the lock, so that concurrent resizes leave the depth of
+        // the ring that won.
+        // SAFETY: `cq` is live; `cqe` is a plain int that only create and
+        // resize write (a volatile store: ib_core may read it meanwhile).
+        unsafe { ptr::write_volatile(&raw mut (*cq).cqe, layout.entries() as c_int) };
+        core::mem::replace(&mut st.mem, mem)
+    };
+    // With the lock dropped: removes the old mmap entry (and frees a kernel
+    // ring).
+    drop(old);
+    Ok(())
+}
+
+/// # Safety
+///
+/// `ib_device_ops::resize_cq` contract: `cq` was created successfully;
+/// `udata` is null for kernel callers (`ib_resize_cq`).
+pub(crate) unsafe extern "C" fn resize_cq(
+    cq: *mut bindings::ib_cq,
+    cqe: c_int,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: forwarded contract.
+        unsafe { resize(cq, cqe, udata)? };
+        Ok(0)
+    })
 }
 
 /// What [`push`] did.
@@ -150,22 +262,26 @@ pub(crate) enum Pushed {
 /// `cq` must be a live CQ of ours (e.g. the send or receive CQ of a live
 /// QP, which holds a use count on it).
 pub(crate) unsafe fn push(cq: *mut bindings::ib_cq, cqe: &Cqe, solicited: bool) -> Pushed {
-    // SAFETY: per the requirements `cq` is a created CQ of ours.
-    let (ib, p) = unsafe { (&*cq, (*cq.cast::<RroceCq>()).p.assume_init_ref()) };
+    // SAFETY: per the requirements `cq` is a created CQ of ours.  Only
+    // `p` is borrowed: `resize_cq` may write `ib.cqe` meanwhile.
+    let p = unsafe { (*cq.cast::<RroceCq>()).p.assume_init_ref() };
     let ok = {
-        let mut st = p.state.lock();
-        st.prod.push(p.ring(), &cqe.to_bytes()).is_ok()
+        let mut guard = p.state.lock();
+        let st = &mut *guard;
+        st.prod.push(st.mem.buf(), &cqe.to_bytes()).is_ok()
     };
     if !ok {
-        if let Some(h) = ib.event_handler {
+        // SAFETY: `cq` is live; ib_core set these fields at creation.
+        let (handler, device, context) = unsafe { ((*cq).event_handler, (*cq).device, (*cq).cq_context) };
+        if let Some(h) = handler {
             let mut ev = bindings::ib_event {
-                device: ib.device,
+                device,
                 event: bindings::ib_event_type_IB_EVENT_CQ_ERR,
                 ..Default::default()
             };
             ev.element.cq = cq;
             // SAFETY: the handler and its context were set by ib_core.
-            unsafe { h(&mut ev, ib.cq_context) };
+            unsafe { h(&mut ev, context) };
         }
         return Pushed::Lost;
     }
@@ -192,11 +308,12 @@ pub(crate) unsafe fn push(cq: *mut bindings::ib_cq, cqe: &Cqe, solicited: bool) 
 /// As for [`push`]; no spinlock of ours may be held (the handler of a
 /// kernel consumer may post work or poll).
 pub(crate) unsafe fn notify(cq: *mut bindings::ib_cq) {
-    // SAFETY: per the requirements `cq` is live.
-    let ib = unsafe { &*cq };
-    if let Some(h) = ib.comp_handler {
+    // SAFETY: per the requirements `cq` is live (fields are read one by
+    // one: `resize_cq` may write `cqe` meanwhile).
+    let (handler, context) = unsafe { ((*cq).comp_handler, (*cq).cq_context) };
+    if let Some(h) = handler {
         // SAFETY: ib_core set the handler and context for this CQ.
-        unsafe { h(cq, ib.cq_context) };
+        unsafe { h(cq, context) };
     }
 }
 
@@ -242,9 +359,10 @@ pub(crate) unsafe extern "C" fn req_notify_cq(
     let arm = flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
     p.armed.fetch_or(arm, Ordering::AcqRel);
     if flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0 {
-        let mut st = p.state.lock();
+        let mut guard = p.state.lock();
+        let st = &mut *guard;
         let entries = st.prod.layout().entries();
-        match st.prod.free_slots(p.ring()) {
+        match st.prod.free_slots(st.mem.buf()) {
             Ok(free) if free < entries => return 1,
             Ok(_) => {}
             Err(_) => return -(bindings::EIO as c_int),
@@ -290,13 +408,15 @@ fn fill_wc(dev: &RroceDev, c: &Cqe, wc: &mut bindings::ib_wc) {
 ///
 /// `ib_device_ops::poll_cq` contract: `wc` has room for `num` entries.
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut bindings::ib_cq, num: c_int, wc: *mut bindings::ib_wc) -> c_int {
-    // SAFETY: `cq` was created successfully, so `p` is initialised.
-    let (ib, p) = unsafe { (&*cq, (*cq.cast::<RroceCq>()).p.assume_init_ref()) };
+    // SAFETY: `cq` was created successfully, so `p` is initialised; only
+    // `p` is borrowed (`resize_cq` may write `cqe` meanwhile).
+    let p = unsafe { (*cq.cast::<RroceCq>()).p.assume_init_ref() };
     // SAFETY: ib_core set `device` to one of our devices.
-    let dev = unsafe { RroceDev::from_ib(ib.device) };
+    let dev = unsafe { RroceDev::from_ib((*cq).device) };
     let Ok(num) = usize::try_from(num) else { return -(bindings::EINVAL as c_int) };
-    let ring = p.ring();
-    let mut st = p.state.lock();
+    let mut guard = p.state.lock();
+    let st = &mut *guard;
+    let ring = st.mem.buf();
     let Some(cons) = st.cons.as_mut() else { return -(bindings::EINVAL as c_int) };
     let mut n = 0usize;
     let mut buf = [0u8; CQE_BYTES];

@@ -73,6 +73,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         create_cq: Some(cq::create_cq),
         destroy_cq: Some(cq::destroy_cq),
         req_notify_cq: Some(cq::req_notify_cq),
+        resize_cq: Some(cq::resize_cq),
         poll_cq: Some(cq::poll_cq),
         post_send: Some(qp::post_send),
         post_recv: Some(qp::post_recv),

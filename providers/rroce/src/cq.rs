@@ -9,13 +9,23 @@
 //! index that the ring protocol rejects, breaks the CQ for good: that
 //! `poll_cq` call returns the completions before the bad entry (or
 //! `-EIO` if there were none), every later call returns `-EIO`.
+//!
+//! `resize_cq` holds the ring lock (so no `poll_cq` runs meanwhile) while
+//! it sends `RESIZE_CQ` with a `ResizeCqCmd`; the kernel moves the unpolled
+//! CQEs into a new ring at the same indices and answers with its geometry
+//! (`ResizeCqResp`).  The provider maps the new ring, attaches its consumer
+//! (which must continue at the index the old one reached), and only then
+//! unmaps the old ring.  If the kernel refuses, nothing changes.  If the
+//! kernel accepted but the new ring cannot be used (mmap fails, the reply
+//! breaks the ABI), the CQ is marked broken: the kernel already produces
+//! into the new ring and there is no way back.
 
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
 use core::ptr;
 use std::sync::{Mutex, PoisonError};
 
-use rroce_proto::abi::CreateCqCmd;
+use rroce_proto::abi::{CreateCqCmd, CreateCqResp, ResizeCqCmd};
 use rroce_proto::ring::{Consumer, RingLayout};
 use rroce_proto::wqe::{Cqe, CQE_BYTES};
 
@@ -51,14 +61,14 @@ unsafe fn ring_of<'a>(cq: *mut IbvCq) -> &'a Mutex<Option<CqRing>> {
     unsafe { &(*cq.cast::<RroceCq>()).ring }
 }
 
-/// Checks the kernel's `CreateCqResp` and maps the ring.
+/// Checks the ring geometry of a `CreateCqResp` (or of a `ResizeCqResp`,
+/// whose fields are the same) and maps the ring.
 fn map_cq_ring(
     cmd_fd: c_int,
-    resp: &RroceCreateCqResp,
+    drv: &CreateCqResp,
     core_cqe: c_int,
     requested: c_int,
 ) -> Result<CqRing, (c_int, &'static str)> {
-    let drv = resp.drv;
     let layout = RingLayout::from_resp(drv.entries, drv.entry_size, drv.ring_bytes)
         .map_err(|_| (EPROTO, "invalid CQ ring geometry"))?;
     if (drv.entry_size as usize) < CQE_BYTES {
@@ -142,7 +152,7 @@ pub(crate) unsafe extern "C" fn rroce_create_cq(
     let cmd_fd = unsafe { (*context).cmd_fd };
     // SAFETY: libibverbs filled `ibv` in ibv_cmd_create_cq.
     let core_cqe = unsafe { (*ibv).cqe };
-    match map_cq_ring(cmd_fd, &resp, core_cqe, cqe) {
+    match map_cq_ring(cmd_fd, &resp.drv, core_cqe, cqe) {
         Ok(ring) => {
             // SAFETY: still exclusively owned here.
             unsafe {
@@ -200,6 +210,83 @@ pub(crate) unsafe extern "C" fn rroce_req_notify_cq(
     }
     // SAFETY: `cq` is a live CQ of ours.
     unsafe { ibv_cmd_req_notify_cq(cq, solicited_only) }
+}
+
+/// `verbs_context_ops::resize_cq` (`ibv_resize_cq`): 0 or an errno value.
+///
+/// # Safety
+///
+/// `cq` must be NULL or a live CQ of ours.
+pub(crate) unsafe extern "C" fn rroce_resize_cq(cq: *mut IbvCq, cqe: c_int) -> c_int {
+    if cq.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `cq` is a live CQ of ours.
+    let lock = unsafe { ring_of(cq) };
+    // SAFETY: only the immutable cqn is read.
+    let cqn = unsafe { (*cq.cast::<RroceCq>()).cqn };
+    // Held across the command: no poll may consume from the old ring while
+    // the kernel copies what is left in it.
+    let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(ring) = guard.as_mut() else {
+        return EINVAL;
+    };
+    if ring.broken {
+        return EIO;
+    }
+
+    let mut cmd = RroceResizeCqCmd::default();
+    debug_assert!(cmd.drv == ResizeCqCmd::default());
+    let mut resp = RroceResizeCqResp::default();
+    // SAFETY: `cq` is live; `cmd`/`resp` are live locals of the sizes
+    // passed.  libibverbs sets `cq->cqe` only on success.
+    let ret = unsafe {
+        ibv_cmd_resize_cq(
+            cq,
+            cqe,
+            &raw mut cmd.core,
+            size_of::<RroceResizeCqCmd>(),
+            &raw mut resp.core,
+            size_of::<RroceResizeCqResp>(),
+        )
+    };
+    if ret != 0 {
+        return crate::errno_of(ret);
+    }
+
+    let d = resp.drv;
+    let geometry = CreateCqResp {
+        mmap_offset: d.mmap_offset,
+        ring_bytes: d.ring_bytes,
+        entries: d.entries,
+        entry_size: d.entry_size,
+        cqn,
+    };
+    // SAFETY: `cq` is live; its context is ours.
+    let (cmd_fd, core_cqe) = unsafe { ((*(*cq).context).cmd_fd, (*cq).cqe) };
+    let new = map_cq_ring(cmd_fd, &geometry, core_cqe, cqe).and_then(|new| {
+        // The kernel moved the unpolled CQEs to the same indices: the new
+        // consumer starts exactly where this one stopped.
+        if new.consumer.index() == ring.consumer.released() && ring.consumer.unreleased() == 0 {
+            Ok(new)
+        } else {
+            Err((EPROTO, "resized CQ ring does not continue the old one"))
+        }
+    });
+    match new {
+        Ok(new) => {
+            // Dropping the old ring unmaps it.
+            *ring = new;
+            0
+        }
+        Err((err, why)) => {
+            warn(format_args!(
+                "resize_cq: {why} (cqn {cqn}); the kernel resized the CQ, which is unusable now"
+            ));
+            ring.broken = true;
+            err
+        }
+    }
 }
 
 /// The `ibv_wc` for a decoded CQE.

@@ -8,7 +8,7 @@
 //!
 //! Implemented verbs: open/close device, query device, query port, alloc/
 //! dealloc PD, reg/dereg MR, create/destroy AH, create/modify/query/destroy
-//! QP (RC, UC, UD) and create/destroy/req_notify CQ through the `ibv_cmd_*`
+//! QP (RC, UC, UD) and create/destroy/req_notify/resize CQ through the `ibv_cmd_*`
 //! helpers of libibverbs; the data path (`post_send`, `post_recv`,
 //! `poll_cq`) runs on rings shared with the kernel (see [`cq`], [`qp`] and
 //! [`mapping`]).  Every other op stays NULL, so libibverbs answers it with
@@ -107,6 +107,7 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     create_cq: Some(cq::rroce_create_cq),
     poll_cq: Some(cq::rroce_poll_cq),
     req_notify_cq: Some(cq::rroce_req_notify_cq),
+    resize_cq: Some(cq::rroce_resize_cq),
     destroy_cq: Some(cq::rroce_destroy_cq),
     create_qp: Some(qp::rroce_create_qp),
     modify_qp: Some(qp::rroce_modify_qp),
@@ -585,7 +586,7 @@ mod tests {
         assert_eq!(DEVICE_OPS.match_max_abi_version, 1);
         assert!(CONTEXT_OPS.create_qp.is_some() && CONTEXT_OPS.reg_mr.is_some());
         assert!(CONTEXT_OPS.poll_cq.is_some() && CONTEXT_OPS.post_send.is_some());
-        assert!(CONTEXT_OPS.create_srq.is_none() && CONTEXT_OPS.resize_cq.is_none());
+        assert!(CONTEXT_OPS.create_srq.is_none() && CONTEXT_OPS.resize_cq.is_some());
         assert!(CONTEXT_OPS.alloc_pd.is_some() && CONTEXT_OPS.free_context.is_some());
     }
 

@@ -24,7 +24,7 @@ use core::sync::atomic::AtomicI32;
 
 use rroce_proto::abi::{
     AllocUcontextResp, CreateAhResp, CreateCqCmd, CreateCqResp, CreateQpCmd, CreateQpResp,
-    CreateQueueCmd,
+    CreateQueueCmd, ResizeCqCmd, ResizeCqResp,
 };
 
 #[cfg(not(all(
@@ -767,6 +767,8 @@ pub type PollCqFn =
 pub type ReqNotifyCqFn = unsafe extern "C" fn(cq: *mut IbvCq, solicited_only: c_int) -> c_int;
 /// `verbs_context_ops::destroy_cq`.
 pub type DestroyCqFn = unsafe extern "C" fn(cq: *mut IbvCq) -> c_int;
+/// `verbs_context_ops::resize_cq`: 0 or an errno value.
+pub type ResizeCqFn = unsafe extern "C" fn(cq: *mut IbvCq, cqe: c_int) -> c_int;
 /// `verbs_context_ops::create_qp`.
 pub type CreateQpFn = unsafe extern "C" fn(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> *mut IbvQp;
 /// `verbs_context_ops::modify_qp`.
@@ -878,7 +880,7 @@ pub struct VerbsContextOps {
     pub reg_mr: Option<RegMrFn>,
     pub req_notify_cq: Option<ReqNotifyCqFn>,
     pub rereg_mr: UnusedOp,
-    pub resize_cq: UnusedOp,
+    pub resize_cq: Option<ResizeCqFn>,
     pub set_ece: UnusedOp,
     pub unimport_dm: UnusedOp,
     pub unimport_mr: UnusedOp,
@@ -904,6 +906,7 @@ const _: () = assert!(offset_of!(VerbsContextOps, post_send) == 55 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, query_qp) == 61 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, reg_mr) == 68 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, req_notify_cq) == 69 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, resize_cq) == 71 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, unimport_pd) == 75 * 8);
 const _: () = assert!(size_of::<VerbsContextOps>() == 76 * 8);
 
@@ -1042,6 +1045,50 @@ pub struct RroceCreateCqResp {
 }
 const _: () = assert!(offset_of!(RroceCreateCqResp, drv) == 8);
 const _: () = assert!(size_of::<RroceCreateCqResp>() == 8 + CreateCqResp::SIZE);
+
+/// `struct ibv_resize_cq`: header + `struct ib_uverbs_resize_cq`
+/// (`__aligned_u64 response`, `u32 cq_handle`, `u32 cqe`); size 24.
+/// libibverbs fills it in.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvResizeCq {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub cq_handle: u32,
+    pub cqe: u32,
+}
+const _: () = assert!(offset_of!(IbvResizeCq, cq_handle) == 16);
+const _: () = assert!(size_of::<IbvResizeCq>() == 24);
+
+/// Command buffer of `ibv_cmd_resize_cq`: core command + `ResizeCqCmd`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceResizeCqCmd {
+    pub core: IbvResizeCq,
+    pub drv: ResizeCqCmd,
+}
+const _: () = assert!(offset_of!(RroceResizeCqCmd, drv) == size_of::<IbvResizeCq>());
+const _: () = assert!(size_of::<RroceResizeCqCmd>() == 24 + ResizeCqCmd::SIZE);
+
+/// `struct ib_uverbs_resize_cq_resp`: `u32 cqe`, `u32 reserved`, then
+/// `__aligned_u64 driver_data[]`; size 8.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsResizeCqResp {
+    pub cqe: u32,
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<IbUverbsResizeCqResp>() == 8);
+
+/// Response buffer of `ibv_cmd_resize_cq`: core response + `ResizeCqResp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceResizeCqResp {
+    pub core: IbUverbsResizeCqResp,
+    pub drv: ResizeCqResp,
+}
+const _: () = assert!(offset_of!(RroceResizeCqResp, drv) == 8);
+const _: () = assert!(size_of::<RroceResizeCqResp>() == 8 + ResizeCqResp::SIZE);
 
 /// `struct ibv_create_qp`: header + `struct ib_uverbs_create_qp`
 /// (`response`, `user_handle`, nine `u32` handles and caps, four `u8`
@@ -1334,6 +1381,18 @@ unsafe extern "C" {
     /// DESTROY_CQ; waits for the CQ's events to be acknowledged.
     pub fn ibv_cmd_destroy_cq(cq: *mut IbvCq) -> c_int;
 
+    /// RESIZE_CQ (write only); on success sets `cq->cqe` to the kernel's
+    /// new depth.  `cmd_size` and `resp_size` include the driver data after
+    /// the core structs.  Returns 0 or an errno value.
+    pub fn ibv_cmd_resize_cq(
+        cq: *mut IbvCq,
+        cqe: c_int,
+        cmd: *mut IbvResizeCq,
+        cmd_size: usize,
+        resp: *mut IbUverbsResizeCqResp,
+        resp_size: usize,
+    ) -> c_int;
+
     /// CREATE_QP; fills `qp` (handle, qp_num, state RESET, pointers) and
     /// copies the kernel's caps into `attr->cap`.  Returns 0 or an errno.
     pub fn ibv_cmd_create_qp(
@@ -1602,6 +1661,10 @@ mod c_layout {
             // kernel uverbs commands of the data path
             ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_create_cq)", size_of::<IbvCreateCq>()),
             ("sizeof(struct ib_uverbs_create_cq_resp)", size_of::<IbUverbsCreateCqResp>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_resize_cq)", size_of::<IbvResizeCq>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_resize_cq, cq_handle)", offset_of!(IbvResizeCq, cq_handle)),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_resize_cq, cqe)", offset_of!(IbvResizeCq, cqe)),
+            ("sizeof(struct ib_uverbs_resize_cq_resp)", size_of::<IbUverbsResizeCqResp>()),
             ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_create_qp)", size_of::<IbvCreateQp>()),
             ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_create_qp, sq_sig_all)", offset_of!(IbvCreateQp, sq_sig_all)),
             ("sizeof(struct ib_uverbs_create_qp_resp)", size_of::<IbUverbsCreateQpResp>()),

@@ -105,6 +105,7 @@ static int (*mock_qp_state)(uint32_t);
 static int (*mock_notifies)(uint32_t, int *);
 static int (*mock_live_objects)(void);
 static int (*mock_user_maps)(void);
+static int (*mock_cq_resizes)(uint32_t);
 
 static void *hook(const char *name)
 {
@@ -133,6 +134,7 @@ static void load_hooks(void)
 	mock_notifies = hook("mock_notifies");
 	mock_live_objects = hook("mock_live_objects");
 	mock_user_maps = hook("mock_user_maps");
+	mock_cq_resizes = hook("mock_cq_resizes");
 }
 
 static struct cqe make_cqe(uint64_t wr_id)
@@ -283,6 +285,114 @@ static void test_cq(struct ibv_context *ctx)
 	errno = 0;
 	CHECK(!ibv_create_cq(ctx, 0, NULL, NULL, 0));
 	CHECK_EQ(errno, EINVAL);
+}
+
+/* Polls exactly `want` completions (in batches of 3) and checks that they
+ * are wr_ids *seen, *seen + 1, ... */
+static void poll_expect(struct ibv_cq *cq, int want, uint64_t *seen)
+{
+	struct ibv_wc wc[3];
+
+	for (int got = 0; got < want;) {
+		int n = ibv_poll_cq(cq, 3, wc);
+
+		CHECK(n > 0);
+		if (n <= 0)
+			return;
+		for (int i = 0; i < n; i++)
+			check_wc(&wc[i], (*seen)++);
+		got += n;
+	}
+	CHECK_EQ(ibv_poll_cq(cq, 3, wc), 0);
+}
+
+static void test_resize_cq(struct ibv_context *ctx)
+{
+	struct ibv_wc wc[8];
+	struct ibv_cq *cq;
+	struct cqe c;
+	uint64_t next = 1, seen = 1;
+
+	/* Indices near 2^32, so the moved entries straddle the wrap. */
+	mock_set_ring_start(0xfffffffau);
+	cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	CHECK(cq);
+	if (!cq)
+		return;
+	CHECK_EQ(cq->cqe, 8);
+
+	/* No outstanding CQEs: up and down. */
+	CHECK_EQ(ibv_resize_cq(cq, 100), 0);
+	CHECK_EQ(cq->cqe, 128);
+	CHECK_EQ(mock_user_maps(), 1); /* the old ring was unmapped */
+	CHECK_EQ(ibv_resize_cq(cq, 3), 0);
+	CHECK_EQ(cq->cqe, 4);
+	CHECK_EQ(mock_user_maps(), 1);
+	CHECK_EQ(mock_cq_resizes(cq->handle), 2);
+	CHECK_EQ(ibv_poll_cq(cq, 8, wc), 0);
+
+	/* 4 of 4 slots used, 1 polled, grow: the other 3 come from the new
+	 * ring in order, and it takes 16 more. */
+	for (int i = 0; i < 4; i++) {
+		c = make_cqe(next++);
+		CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+	}
+	CHECK_EQ(ibv_poll_cq(cq, 1, wc), 1);
+	check_wc(&wc[0], seen++);
+	CHECK_EQ(ibv_resize_cq(cq, 20), 0);
+	CHECK_EQ(cq->cqe, 32);
+	for (int i = 0; i < 16; i++) {
+		c = make_cqe(next++);
+		CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+	}
+	poll_expect(cq, 19, &seen);
+	CHECK_EQ(seen, next);
+
+	/* Shrinking below the unpolled count fails and changes nothing. */
+	for (int i = 0; i < 5; i++) {
+		c = make_cqe(next++);
+		CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+	}
+	CHECK_EQ(ibv_poll_cq(cq, 1, wc), 1);
+	check_wc(&wc[0], seen++);
+	CHECK_EQ(ibv_resize_cq(cq, 3), EINVAL);
+	CHECK_EQ(cq->cqe, 32);
+	CHECK_EQ(ibv_resize_cq(cq, 0), EINVAL);
+	CHECK_EQ(ibv_resize_cq(cq, 5000), EINVAL);
+	CHECK_EQ(ibv_resize_cq(cq, -1), EINVAL);
+	CHECK_EQ(mock_cq_resizes(cq->handle), 3);
+	CHECK_EQ(cq->cqe, 32);
+	CHECK_EQ(mock_user_maps(), 1);
+	/* Exactly the unpolled count is enough. */
+	CHECK_EQ(ibv_resize_cq(cq, 4), 0);
+	CHECK_EQ(cq->cqe, 4);
+	poll_expect(cq, 4, &seen);
+	CHECK_EQ(seen, next);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	CHECK_EQ(mock_user_maps(), 0);
+
+	/* The kernel resized but its reply cannot be used: the CQ is broken
+	 * (there is no way back to the old ring). */
+	for (int k = 0; k < 3; k++) {
+		static const char *const faults[] = {
+			"resize_bad_offset", "resize_discontinuous", "resize_entry_small"
+		};
+		static const int errs[] = { EINVAL, EPROTO, EPROTO };
+
+		cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		CHECK(cq);
+		if (!cq)
+			return;
+		c = make_cqe(1);
+		CHECK_EQ(mock_cq_push(cq->handle, &c), 0);
+		mock_set_fault(faults[k]);
+		CHECK_EQ(ibv_resize_cq(cq, 16), errs[k]);
+		CHECK(ibv_poll_cq(cq, 8, wc) < 0);
+		CHECK_EQ(ibv_resize_cq(cq, 16), EIO);
+		CHECK_EQ(ibv_destroy_cq(cq), 0);
+	}
+	CHECK_EQ(mock_user_maps(), 0);
+	mock_set_ring_start(0);
 }
 
 static int to_rts(struct ibv_qp *qp)
@@ -788,6 +898,7 @@ int main(void)
 	CHECK(pd);
 
 	test_cq(ctx);
+	test_resize_cq(ctx);
 	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	CHECK(cq);
 	if (pd && cq) {

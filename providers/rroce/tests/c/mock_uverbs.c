@@ -60,6 +60,15 @@ struct mock_cq_resp {
 	uint32_t cqn;
 };
 
+/* rroce_proto::abi::ResizeCqResp */
+struct mock_resize_cq_resp {
+	uint64_t mmap_offset;
+	uint32_t ring_bytes;
+	uint32_t entries;
+	uint32_t entry_size;
+	uint32_t reserved;
+};
+
 /* rroce_proto::abi::CreateQpResp */
 struct mock_qp_resp {
 	uint64_t sq_offset;
@@ -105,6 +114,7 @@ struct obj {
 	int doorbells;
 	int notifies;
 	int last_solicited;
+	int resizes;
 };
 
 static struct obj objs[MAX_OBJS];
@@ -280,6 +290,67 @@ static int create_cq(const void *buf, size_t count, uint64_t resp, size_t room)
 	else if (take_fault("cq_bad_header"))
 		__atomic_store_n(prod_of(&o->r1), ring_start + o->r1.entries + 1,
 				 __ATOMIC_RELEASE);
+	reply(resp, room, &r, sizeof(r));
+	return 0;
+}
+
+/*
+ * RESIZE_CQ as the driver does it: a new ring that continues the old one's
+ * indices, holding the CQEs between the consumer index the provider
+ * published and the producer index; the old ring can no longer be mapped.
+ */
+static int resize_cq(const void *buf, size_t count, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_resize_cq c;
+	struct mock_queue_cmd drv;
+	struct {
+		struct ib_uverbs_resize_cq_resp core;
+		struct mock_resize_cq_resp drv;
+	} r = { 0 };
+	struct ring old, nr;
+	uint32_t cons, n, saved_start = ring_start;
+	struct obj *o;
+
+	if (count != sizeof(struct ib_uverbs_cmd_hdr) + sizeof(c) + sizeof(drv) ||
+	    room < sizeof(r))
+		return EINVAL;
+	memcpy(&c, payload(buf), sizeof(c));
+	memcpy(&drv, (const char *)payload(buf) + sizeof(c), sizeof(drv));
+	o = find_obj(OBJ_CQ, c.cq_handle);
+	if (!o || drv.flags || drv.reserved || c.cqe < 1 || c.cqe > 4096)
+		return EINVAL;
+	old = o->r1;
+	cons = __atomic_load_n(cons_of(&old), __ATOMIC_ACQUIRE);
+	n = old.idx - cons;
+	if (n > old.entries)
+		return EIO;
+	if (c.cqe < n)
+		return EINVAL;
+	ring_start = cons;
+	if (ring_alloc(&nr, pow2(c.cqe), 64)) {
+		ring_start = saved_start;
+		return ENOMEM;
+	}
+	ring_start = saved_start;
+	for (uint32_t i = cons; i != old.idx; i++)
+		memcpy(nr.kva + RING_HDR + (size_t)(i & (nr.entries - 1)) * 64,
+		       old.kva + RING_HDR + (size_t)(i & (old.entries - 1)) * 64, 64);
+	nr.idx = old.idx;
+	__atomic_store_n(prod_of(&nr), nr.idx, __ATOMIC_RELEASE);
+	o->r1 = nr;
+	o->resizes++;
+	r.core.cqe = nr.entries;
+	r.drv.mmap_offset = nr.off;
+	r.drv.ring_bytes = nr.bytes;
+	r.drv.entries = nr.entries;
+	r.drv.entry_size = nr.entry_size;
+
+	if (take_fault("resize_bad_offset"))
+		r.drv.mmap_offset += 1ull << 40;
+	else if (take_fault("resize_discontinuous"))
+		__atomic_store_n(cons_of(&nr), cons - 1, __ATOMIC_RELEASE);
+	else if (take_fault("resize_entry_small"))
+		r.drv.entry_size = 16;
 	reply(resp, room, &r, sizeof(r));
 	return 0;
 }
@@ -475,6 +546,9 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 		reply(resp, room, &r, sizeof(r));
 		break;
 	}
+	case IB_USER_VERBS_CMD_RESIZE_CQ:
+		err = resize_cq(buf, count, resp, room);
+		break;
 	case IB_USER_VERBS_CMD_REQ_NOTIFY_CQ: {
 		struct ib_uverbs_req_notify_cq c;
 		struct obj *o;
@@ -792,6 +866,14 @@ int mock_notifies(uint32_t cq_handle, int *last_solicited)
 		return -1;
 	*last_solicited = o->last_solicited;
 	return o->notifies;
+}
+
+/* RESIZE_CQ commands the CQ accepted. */
+int mock_cq_resizes(uint32_t cq_handle)
+{
+	struct obj *o = find_obj(OBJ_CQ, cq_handle);
+
+	return o ? o->resizes : -1;
 }
 
 /* Kernel objects (CQ, QP, MR, AH) alive. */

@@ -16,7 +16,9 @@ RROCE_REPO=${RROCE_REPO:-$(cd "$RROCE_SELFTESTS/.." && pwd)}
 RROCE_TYPE=${RROCE_TYPE:-rroce}
 RROCE_KO=${RROCE_KO:-$RROCE_REPO/build/${RROCE_KERNEL_FLAVOR:-plain}/rroce.ko}
 RROCE_PROVIDER=${RROCE_PROVIDER:-$RROCE_REPO/build/lib/librroce-rdmav34.so}
-export RROCE_REPO RROCE_TYPE RROCE_KO RROCE_PROVIDER
+# kernel-verbs test module (scripts/kmod.sh), loaded by rdma/kverbs.sh
+RROCE_KVERBS_KO=${RROCE_KVERBS_KO:-$RROCE_REPO/build/${RROCE_KERNEL_FLAVOR:-plain}/kmod/rroce_kverbs_test.ko}
+export RROCE_REPO RROCE_TYPE RROCE_KO RROCE_PROVIDER RROCE_KVERBS_KO
 
 KSFT_PASS=0
 KSFT_FAIL=1
@@ -329,6 +331,8 @@ our_ibdevs_exist() { [ -n "$(our_ibdevs)" ]; }
 # exactly $DEV0 and $DEV1 (unless RROCE_NO_LINKS=1).
 topo_reset() {
 	local d
+	# (An MTU below 1280, as mtu.sh sets, removes the IPv6 addresses for
+	# good: a topology without them is rebuilt.)
 	[ "$RROCE_TYPE" != rxe ] && [ -d /sys/module/rdma_rxe ] && rmmod rdma_rxe
 	drv_load || return 1
 	# stray devices of ours (other names) go away
@@ -337,6 +341,8 @@ topo_reset() {
 	done
 	if ! ip link show "$IF0" >/dev/null 2>&1 || ! ns "$NS1" ip link show "$IF1" >/dev/null 2>&1 ||
 		[ "$(ip -o -4 addr show dev "$IF0" | awk '{print $4}' | tr '\n' ' ')" != "$IP0/24 " ] ||
+		[ "$(ip -o -6 addr show dev "$IF0" scope global | awk '{print $4}')" != "$IP6_0/64" ] ||
+		[ "$(ns "$NS1" ip -o -6 addr show dev "$IF1" scope global | awk '{print $4}')" != "$IP6_1/64" ] ||
 		[ "$(cat /sys/class/net/$IF0/mtu)" != 1500 ] ||
 		[ "$(cat /sys/class/net/$IF0/operstate)" != up ]; then
 		ibdev_exists "$DEV0" && rdma link delete "$DEV0"

@@ -24,8 +24,11 @@ use core::mem::{offset_of, size_of};
 use core::ptr;
 use std::sync::{Mutex, PoisonError};
 
+use core::sync::atomic::{fence, Ordering};
 use rroce_proto::abi::{CreateQpCmd, CreateQpResp};
-use rroce_proto::ring::{Producer, RingError, RingLayout};
+use rroce_proto::ring::{
+    Producer, RingError, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_POLLING,
+};
 use rroce_proto::wqe::{
     decode_recv, decode_send, recv_max_sge, send_caps, write_recv_wqe, write_send_wqe, OpcodeSet,
     RecvLimits, SendLimits, SendOpcode, SendPayload, SendWqe, Sge, MAX_MSG_SIZE, SEND_FLAGS_ALL,
@@ -642,7 +645,17 @@ pub(crate) unsafe extern "C" fn rroce_post_send(
         unsafe { *bad_wr = wr };
         return ring_errno(e);
     }
+    // Doorbell suppression (proto::ring): after the index store, a full
+    // fence, then the kernel's hint.  While it has sends in flight it
+    // takes new WQEs by itself and the system call can be skipped.
+    fence(Ordering::SeqCst);
+    let polling = region
+        .load_u32_acquire(CONS_FLAGS_OFFSET)
+        .is_some_and(|f| f & CONS_POLLING != 0);
     drop(guard);
+    if polling {
+        return ret;
+    }
     // SAFETY: `ctx` is the QP's live context.
     let db = ring_doorbell(unsafe { (*ctx).cmd_fd }, handle);
     if ret != 0 {

@@ -29,7 +29,7 @@ use crate::proto::rc::{
     AccessError, Action, Access, AtomicOp, ReadResponder, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
     RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, SlotStore,
 };
-use crate::proto::ring::{Consumer, RingLayout};
+use crate::proto::ring::{Consumer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_POLLING};
 use crate::proto::wqe::{
     self, Cqe, OpcodeSet, RecvLimits, RecvWqe, SendLimits, SendOpcode, SendWqe, SgeIter, WcOpcode, WcStatus,
     RECV_HDR_BYTES, SEND_SIGNALED,
@@ -158,6 +158,8 @@ pub(crate) struct Dp {
     /// Engine counters already added to the device's.
     seen_req: ReqCounters,
     seen_resp: RespCounters,
+    /// `CONS_POLLING` as last published in the SQ ring.
+    polling: bool,
 }
 
 fn zeroed(n: usize) -> Result<KVVec<u8>> {
@@ -208,6 +210,7 @@ impl Dp {
             pend_len: 0,
             seen_req: ReqCounters::default(),
             seen_resp: RespCounters::default(),
+            polling: false,
         })
     }
 
@@ -289,6 +292,7 @@ impl Dp {
 
     /// Back to RESET: engines dropped, unconsumed WQEs discarded.
     fn reset(&mut self, ctx: &Ctx<'_>) {
+        self.stop_polling(ctx);
         if let Some(r) = self.req.take() {
             self.spare = Some(r.into_store());
         }
@@ -310,6 +314,7 @@ impl Dp {
     /// `WR_FLUSH_ERR` (or the error already decided).
     pub(crate) fn to_error(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
         *st = QpState::Err;
+        self.stop_polling(ctx);
         if let Some(r) = self.req.as_mut() {
             r.flush();
         }
@@ -373,12 +378,50 @@ impl Dp {
             QpState::Reset | QpState::Init | QpState::Rtr => return Err(EINVAL),
             QpState::Err => {
                 self.drain_in_error(ctx);
+                self.update_polling(ctx, st);
                 return Ok(());
             }
             _ => {}
         }
         self.take_and_pump(ctx, st);
+        self.update_polling(ctx, st);
         Ok(())
+    }
+
+    /// From now on every post needs the doorbell (RESET, ERR).
+    fn stop_polling(&mut self, ctx: &Ctx<'_>) {
+        self.polling = false;
+        ctx.sq_ring.store_u32_release(CONS_FLAGS_OFFSET, 0);
+    }
+
+    /// Publishes whether the provider may skip its doorbell: yes while
+    /// sends are in flight (their ACKs or the timer take new WQEs), no
+    /// once idle.  Going idle re-checks the ring after a full barrier, so
+    /// a WQE published while the flag was still set is taken now (see
+    /// `proto::ring`, "Doorbell suppression").
+    pub(crate) fn update_polling(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        loop {
+            let active =
+                *st == QpState::Rts && self.req.as_ref().is_some_and(|r| r.outstanding() > 0 && !r.is_error());
+            if active == self.polling {
+                return;
+            }
+            self.polling = active;
+            ctx.sq_ring.store_u32_release(CONS_FLAGS_OFFSET, if active { CONS_POLLING } else { 0 });
+            if active {
+                return;
+            }
+            // SAFETY: a plain memory barrier.
+            unsafe { glue::rroce_smp_mb() };
+            match self.sq.refresh(ctx.sq_ring) {
+                Ok(n) if n > 0 => self.take_and_pump(ctx, st),
+                Ok(_) => return,
+                Err(_) => {
+                    self.to_error(ctx, st);
+                    return;
+                }
+            }
+        }
     }
 
     /// Takes new WQEs and sends; a broken SQ ring moves the QP to ERR.
@@ -461,6 +504,7 @@ impl Dp {
         if *st != QpState::Err {
             self.take_and_pump(ctx, st);
         }
+        self.update_polling(ctx, st);
     }
 
     fn complete_sends(&mut self, ctx: &Ctx<'_>) {
@@ -545,10 +589,12 @@ impl Dp {
             _ => {}
         }
         self.pump(ctx, st);
-        // Completions free SQ slots: take WQEs that waited for room.
+        // Completions free SQ slots: take WQEs that waited for room, and
+        // (doorbell suppression) WQEs posted while sends were in flight.
         if *st != QpState::Err {
             self.take_and_pump(ctx, st);
         }
+        self.update_polling(ctx, st);
     }
 
     /// A request for our responder.

@@ -99,6 +99,7 @@ extern "C" {
         n: core::ffi::c_ulong,
     ) -> core::ffi::c_ulong;
     pub(crate) fn rroce_page_copy(page: *mut bindings::page, off: c_uint, buf: *mut c_void, len: c_uint, to_page: bool);
+    pub(crate) fn rroce_smp_mb();
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;
     pub(crate) fn rroce_page_atomic(page: *mut bindings::page, off: c_uint, cas: bool, a: u64, b: u64) -> u64;
 }

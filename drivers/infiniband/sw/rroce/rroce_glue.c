@@ -372,6 +372,11 @@ unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
 	return i;
 }
 
+void rroce_smp_mb(void)
+{
+	smp_mb();
+}
+
 /*
  * The page of a kernel virtual address of the direct map (what ib_dma_map_*
  * returns under virtual DMA), or NULL if @addr is not one.

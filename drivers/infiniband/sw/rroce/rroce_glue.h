@@ -68,6 +68,7 @@ u64 rroce_ktime_ns(void);
 unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
 			       unsigned long n);
 struct page *rroce_virt_to_page(u64 addr);
+void rroce_smp_mb(void);
 void rroce_page_copy(struct page *page, unsigned int off, void *buf,
 		     unsigned int len, bool to_page);
 u64 rroce_page_atomic(struct page *page, unsigned int off, bool cas, u64 a,

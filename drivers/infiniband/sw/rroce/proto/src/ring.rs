@@ -9,7 +9,8 @@
 //!
 //! ```text
 //! offset 0                 u32 producer index   (cache line 0, rest reserved)
-//! offset 64                u32 consumer index   (cache line 1, rest reserved)
+//! offset 64                u32 consumer index   (cache line 1)
+//! offset 68                u32 consumer flags   (cache line 1, rest reserved)
 //! offset 128 + i*entry_size  entry i, 0 <= i < entries
 //! ... zero padding up to a multiple of 4096 bytes (RingLayout::bytes_total)
 //! ```
@@ -18,6 +19,19 @@
 //! CQE formats of `wqe` use multiples of 64, so no two entries share a
 //! cache line).  The reserved bytes of the two header lines are zero and
 //! are neither read nor written by this version.
+//!
+//! # Doorbell suppression
+//!
+//! The consumer flags word is written only by the consumer and is a hint
+//! for the producer, never read by the consumer.  [`CONS_POLLING`] set
+//! means "I am busy with this ring and will look at it again without being
+//! told" (for an SQ: the kernel has sends in flight whose ACKs or timer
+//! will make it take new WQEs), so the producer may skip its doorbell
+//! system call.  The race is closed Dekker-style: the producer publishes
+//! `p`, issues a full fence and reads the flags; the consumer clears the
+//! flag, issues a full fence and re-reads `p`.  At least one of them sees
+//! the other's store, so a WQE is never left without a doorbell.  Zero
+//! (what a consumer unaware of this word leaves there) means "ring".
 //!
 //! # Indices
 //!
@@ -104,6 +118,11 @@ pub const PROD_OFFSET: usize = 0;
 
 /// Offset of the consumer index in the ring header.
 pub const CONS_OFFSET: usize = 64;
+/// Offset of the consumer's flags word in the ring header.
+pub const CONS_FLAGS_OFFSET: usize = 68;
+/// Consumer flag: the consumer will look at the ring again by itself; the
+/// producer need not ring the doorbell (see the module documentation).
+pub const CONS_POLLING: u32 = 1;
 
 /// Granularity of ring buffers (and of `mmap`).
 pub const RING_ALIGN: u32 = 4096;

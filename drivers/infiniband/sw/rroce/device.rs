@@ -53,6 +53,8 @@ pub(crate) struct DevPriv {
     pub(crate) ahs: IdTable,
     /// Counters (`hw_counters`).
     pub(crate) stats: crate::stats::Stats,
+    /// Packets to the device's own addresses (`loopback`).
+    pub(crate) loopq: crate::loopback::LoopQueue,
 }
 
 /// An rroce device: ib_core's `ib_device` followed by ours.
@@ -321,6 +323,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
     let mac = nref.mac();
     let net = nref.net();
 
+    let loopq = crate::loopback::LoopQueue::new()?;
     let dev = {
         let mut st = g.state.lock();
         if st.devs.iter().any(|e| e.ndev == ndev.as_ptr()) {
@@ -352,6 +355,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 qpns: IdTable::new(),
                 ahs: IdTable::new(),
                 stats: crate::stats::Stats::new(),
+                loopq,
             })
         };
         // Cannot fail: capacity was reserved above.

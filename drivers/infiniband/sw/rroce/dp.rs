@@ -75,6 +75,9 @@ impl SlotStore for KSlots {
 pub(crate) struct Path {
     pub(crate) ip: IpUdp,
     pub(crate) dest_qpn: u32,
+    /// The destination address is one of the device's own: packets take
+    /// the loopback queue (`loopback`) instead of the IP stack.
+    pub(crate) local: bool,
 }
 
 impl Path {
@@ -114,9 +117,13 @@ impl Ctx<'_> {
         }
     }
 
-    /// Runs the completion handlers that became due.  Call without the QP
-    /// lock held.
+    /// Runs the completion handlers that became due and delivers the
+    /// loopback packets sent.  Call without the QP lock held.
     pub(crate) fn fire(&self) {
+        let dev = self.dev;
+        dev.p.loopq.drain(|pkt| {
+            let _ = rx_local(dev, pkt);
+        });
         let n = self.notify.replace(0);
         if n & NOTIFY_SEND != 0 {
             // SAFETY: the QP holds a use count on its CQs.
@@ -257,7 +264,7 @@ impl Dp {
     /// destination QP).
     pub(crate) fn set_path(&mut self, ctx: &Ctx<'_>, path: Option<Path>) {
         let changed = match (self.path, path) {
-            (Some(a), Some(b)) => a.ip != b.ip,
+            (Some(a), Some(b)) => a.ip != b.ip || a.local != b.local,
             (None, None) => false,
             _ => true,
         };
@@ -872,7 +879,12 @@ fn send_pkt(
             return None;
         }
         roce.get_mut(pl_end..roce_len - 4)?.fill(0);
-        icrc::write_icrc_ip(crc32, buf).ok()
+        if path.local {
+            // Never on a wire: no ICRC (see `loopback`).
+            roce.get_mut(roce_len - 4..)?.fill(0);
+            return Some(());
+        }
+        icrc::write_icrc_ip(crc32, buf).ok().map(|_| ())
     })();
     if built.is_none() {
         // SAFETY: the skb is ours and not sent.
@@ -880,8 +892,13 @@ fn send_pkt(
         ctx.dev.p.stats.inc(Counter::TxErrors);
         return false;
     }
-    // SAFETY: a complete datagram; the call consumes the skb.
-    let ok = unsafe { glue::rroce_tx_send(ndev, skb, path.ipv6(), ctx.dst) == 0 };
+    let ok = if path.local {
+        // SAFETY: a complete datagram in the skb's linear area; consumed.
+        unsafe { ctx.dev.p.loopq.put(skb) }
+    } else {
+        // SAFETY: a complete datagram; the call consumes the skb.
+        unsafe { glue::rroce_tx_send(ndev, skb, path.ipv6(), ctx.dst) == 0 }
+    };
     ctx.dev.p.stats.inc(if ok { Counter::TxPackets } else { Counter::TxErrors });
     ok
 }
@@ -975,14 +992,26 @@ pub(crate) fn rx(in_dev: *mut bindings::net_device, pkt: &[u8]) -> Result<(), Rx
     let l = icrc::ip_layout(pkt).map_err(|_| RxDrop::Malformed)?;
     let ipv6 = l.ip_hdr_len == icrc::IPV6_HDR_LEN && pkt.first().is_some_and(|b| b >> 4 == 6);
     let dst = if ipv6 { pkt.get(24..40) } else { pkt.get(16..20) }.ok_or(RxDrop::Malformed)?;
-    let roce = pkt.get(l.roce_off..l.end).ok_or(RxDrop::Malformed)?;
     let dev = crate::device::rx_device(in_dev, ipv6, dst).ok_or(RxDrop::NoDevice)?;
+    rx_on(dev, pkt, &l, true)
+}
+
+/// Receives a packet `dev` sent to itself (`loopback`): no ICRC.
+/// Bottom halves disabled.
+fn rx_local(dev: &RroceDev, pkt: &[u8]) -> Result<(), RxDrop> {
+    let l = icrc::ip_layout(pkt).map_err(|_| RxDrop::Malformed)?;
+    rx_on(dev, pkt, &l, false)
+}
+
+/// The part of [`rx`] after the device is known.
+fn rx_on(dev: &RroceDev, pkt: &[u8], l: &icrc::IpLayout, check_icrc: bool) -> Result<(), RxDrop> {
+    let roce = pkt.get(l.roce_off..l.end).ok_or(RxDrop::Malformed)?;
     let s = &dev.p.stats;
     let Ok(parsed) = hdr::parse_packet(roce) else {
         s.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     };
-    if icrc::verify_ip(crc32, pkt).is_err() {
+    if check_icrc && icrc::verify_ip(crc32, pkt).is_err() {
         s.inc(Counter::RxIcrcErrors);
         return Err(RxDrop::Icrc);
     }

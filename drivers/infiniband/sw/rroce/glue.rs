@@ -100,6 +100,13 @@ extern "C" {
     ) -> core::ffi::c_ulong;
     pub(crate) fn rroce_page_copy(page: *mut bindings::page, off: c_uint, buf: *mut c_void, len: c_uint, to_page: bool);
     pub(crate) fn rroce_smp_mb();
+    pub(crate) fn rroce_local_bh_disable();
+    pub(crate) fn rroce_local_bh_enable();
+    pub(crate) fn rroce_loopq_new() -> *mut c_void;
+    pub(crate) fn rroce_loopq_free(q: *mut c_void);
+    pub(crate) fn rroce_loopq_put(q: *mut c_void, skb: *mut bindings::sk_buff, max: u32) -> bool;
+    pub(crate) fn rroce_loopq_begin(q: *mut c_void) -> bool;
+    pub(crate) fn rroce_loopq_next(q: *mut c_void, data: *mut *mut u8, len: *mut u32) -> *mut bindings::sk_buff;
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;
     pub(crate) fn rroce_page_atomic(page: *mut bindings::page, off: c_uint, cas: bool, a: u64, b: u64) -> u64;
 }

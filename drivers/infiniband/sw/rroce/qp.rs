@@ -397,7 +397,9 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
     let ctx = qp.ctx(p);
     let inner = &mut *g;
     let path = match (inner.av, next) {
-        (Some(av), QpState::Rtr | QpState::Rts | QpState::Sqd) => Some(path_of(&av, qp.ib.qp_num, inner.attrs.dest_qpn)),
+        (Some(av), QpState::Rtr | QpState::Rts | QpState::Sqd) => {
+            Some(path_of(dev, &av, qp.ib.qp_num, inner.attrs.dest_qpn))
+        }
         _ => None,
     };
     inner.dp.set_path(&ctx, path);
@@ -414,8 +416,16 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
 }
 
 /// The IP/UDP template of a connected QP.
-fn path_of(av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
+fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
+    let dst = IpAddr::from_gid(&av.dgid);
+    let (ipv6, addr) = match &dst {
+        IpAddr::V4(a) => (false, &a[..]),
+        IpAddr::V6(a) => (true, &a[..]),
+    };
+    // SAFETY: the device holds its netdev; `addr` has the family's length.
+    let local = unsafe { glue::rroce_ndev_has_addr(dev.p.ndev.as_ptr(), ipv6, addr.as_ptr()) };
     Path {
+        local,
         ip: IpUdp {
             src: IpAddr::from_gid(&av.sgid),
             dst: IpAddr::from_gid(&av.dgid),
@@ -427,6 +437,7 @@ fn path_of(av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
         dest_qpn,
     }
 }
+
 
 /// The send WQE of a kernel work request, written into `out`; `EINVAL`
 /// for what the QP cannot take.

@@ -377,6 +377,94 @@ void rroce_smp_mb(void)
 	smp_mb();
 }
 
+void rroce_local_bh_disable(void)
+{
+	local_bh_disable();
+}
+
+void rroce_local_bh_enable(void)
+{
+	local_bh_enable();
+}
+
+/*
+ * A device's same-device loopback queue (loopback.rs): packets in, one
+ * drainer at a time takes them out until the queue is empty.
+ */
+struct rroce_loopq {
+	spinlock_t lock;
+	struct sk_buff_head q;
+	bool draining;
+};
+
+void *rroce_loopq_new(void)
+{
+	struct rroce_loopq *q = kzalloc(sizeof(*q), GFP_KERNEL);
+
+	if (q) {
+		spin_lock_init(&q->lock);
+		__skb_queue_head_init(&q->q);
+	}
+	return q;
+}
+
+void rroce_loopq_free(void *p)
+{
+	struct rroce_loopq *q = p;
+
+	__skb_queue_purge(&q->q);
+	kfree(q);
+}
+
+/* Consumes @skb; false if the queue already held @max packets. */
+bool rroce_loopq_put(void *p, struct sk_buff *skb, u32 max)
+{
+	struct rroce_loopq *q = p;
+	bool ok;
+
+	spin_lock_bh(&q->lock);
+	ok = skb_queue_len(&q->q) < max;
+	if (ok)
+		__skb_queue_tail(&q->q, skb);
+	spin_unlock_bh(&q->lock);
+	if (!ok)
+		kfree_skb(skb);
+	return ok;
+}
+
+/* Become the drainer: false if the queue is empty or someone drains. */
+bool rroce_loopq_begin(void *p)
+{
+	struct rroce_loopq *q = p;
+	bool ok;
+
+	if (skb_queue_empty_lockless(&q->q))
+		return false;
+	spin_lock_bh(&q->lock);
+	ok = !q->draining;
+	q->draining = true;
+	spin_unlock_bh(&q->lock);
+	return ok;
+}
+
+/* The drainer's next packet; NULL (and no drainer any more) when empty. */
+struct sk_buff *rroce_loopq_next(void *p, u8 **data, u32 *len)
+{
+	struct rroce_loopq *q = p;
+	struct sk_buff *skb;
+
+	spin_lock_bh(&q->lock);
+	skb = __skb_dequeue(&q->q);
+	if (!skb)
+		q->draining = false;
+	spin_unlock_bh(&q->lock);
+	if (skb) {
+		*data = skb_network_header(skb);
+		*len = skb_tail_pointer(skb) - skb_network_header(skb);
+	}
+	return skb;
+}
+
 /*
  * The page of a kernel virtual address of the direct map (what ib_dma_map_*
  * returns under virtual DMA), or NULL if @addr is not one.

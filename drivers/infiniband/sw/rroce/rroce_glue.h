@@ -69,6 +69,13 @@ unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
 			       unsigned long n);
 struct page *rroce_virt_to_page(u64 addr);
 void rroce_smp_mb(void);
+void rroce_local_bh_disable(void);
+void rroce_local_bh_enable(void);
+void *rroce_loopq_new(void);
+void rroce_loopq_free(void *q);
+bool rroce_loopq_put(void *q, struct sk_buff *skb, u32 max);
+bool rroce_loopq_begin(void *q);
+struct sk_buff *rroce_loopq_next(void *q, u8 **data, u32 *len);
 void rroce_page_copy(struct page *page, unsigned int off, void *buf,
 		     unsigned int len, bool to_page);
 u64 rroce_page_atomic(struct page *page, unsigned int off, bool cas, u64 a,

@@ -36,6 +36,7 @@ mod dp;
 mod glue;
 mod idtable;
 mod lock;
+mod loopback;
 mod mr;
 mod netdev;
 mod parent;

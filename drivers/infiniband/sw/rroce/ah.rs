@@ -26,8 +26,35 @@ const AH_MAX: u32 = 0x00ff_ffff;
 
 struct AhPriv {
     num: u32,
-    #[expect(dead_code, reason = "read by the UD requester of the data path")]
     av: AddressVector,
+}
+
+/// The address vector of AH number `num` of `dev`, if it belongs to `pd`.
+///
+/// Call with bottom halves disabled (the data path under a QP lock):
+/// `destroy_ah` unpublishes the number and waits for a grace period.
+pub(crate) fn lookup(dev: &RroceDev, pd: *mut bindings::ib_pd, num: u32) -> Option<AddressVector> {
+    let a = dev.p.ahs.load(num).cast::<RroceAh>();
+    // SAFETY: the table only holds created AHs of this device, valid
+    // during the read-side section (see above).
+    let a = unsafe { a.as_ref() }?;
+    if a.ib.pd != pd {
+        return None;
+    }
+    // SAFETY: published only after `p` was written.
+    Some(unsafe { a.p.assume_init_ref() }.av)
+}
+
+/// The number of AH `ah` (a kernel consumer's work request).
+///
+/// # Safety
+///
+/// `ah` must be null or a created AH of ours.
+pub(crate) unsafe fn num_of(ah: *mut bindings::ib_ah) -> Option<u32> {
+    // SAFETY: per the requirements.
+    let a = unsafe { ah.cast::<RroceAh>().as_ref() }?;
+    // SAFETY: created, so `p` is initialised.
+    Some(unsafe { a.p.assume_init_ref() }.num)
 }
 
 /// Our part of an AH (allocated by ib_core, `ib` first).
@@ -52,8 +79,17 @@ fn create(ah: &mut RroceAh, init: &bindings::rdma_ah_init_attr, udata: *mut bind
     let attr = unsafe { init.ah_attr.as_ref() }.ok_or(EINVAL)?;
     let av = qp::address_vector(attr)?;
     let max = dev.p.attrs.max_ah as u32;
+    // Written before the number is published, so that `lookup` never
+    // sees it uninitialised (plain data: nothing to undo on failure).
+    ah.p.write(AhPriv { num: 0, av });
+    // Kernel consumers may create AHs in atomic context.
+    let gfp = if init.flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0 {
+        bindings::GFP_KERNEL
+    } else {
+        bindings::GFP_ATOMIC
+    };
     let self_ptr: *mut RroceAh = ah;
-    let num = dev.p.ahs.insert(self_ptr.cast(), AH_MIN, AH_MAX, max)?;
+    let num = dev.p.ahs.insert_gfp(self_ptr.cast(), AH_MIN, AH_MAX, max, gfp)?;
     if !udata.is_null() {
         let resp = CreateAhResp { ah_num: num, reserved: 0 };
         if let Err(e) = verbs::copy_to_udata(udata, &resp.to_bytes()) {
@@ -61,8 +97,9 @@ fn create(ah: &mut RroceAh, init: &bindings::rdma_ah_init_attr, udata: *mut bind
             return Err(e);
         }
     }
-    // INVARIANT: initialised on success only.
-    ah.p.write(AhPriv { num, av });
+    // SAFETY: written above; `lookup` only reads `av`.
+    unsafe { (*self_ptr).p.assume_init_mut() }.num = num;
+    // INVARIANT: initialised on success (and harmlessly on failure).
     Ok(())
 }
 
@@ -86,12 +123,17 @@ pub(crate) unsafe extern "C" fn create_ah(
 /// # Safety
 ///
 /// `ib_device_ops::destroy_ah` contract: `ah` was created successfully.
-pub(crate) unsafe extern "C" fn destroy_ah(ah: *mut bindings::ib_ah, _flags: u32) -> c_int {
+pub(crate) unsafe extern "C" fn destroy_ah(ah: *mut bindings::ib_ah, flags: u32) -> c_int {
     // SAFETY: by the invariant `p` is initialised; this is its one drop.
     let (p, dev) = unsafe {
         let a = &mut *ah.cast::<RroceAh>();
         (a.p.assume_init_read(), RroceDev::from_ib(a.ib.device))
     };
     dev.p.ahs.remove(p.num);
+    // UD senders look AHs up under RCU.
+    if flags & bindings::rdma_destroy_ah_flags_RDMA_DESTROY_AH_SLEEPABLE != 0 {
+        // SAFETY: the caller may sleep.
+        unsafe { bindings::synchronize_rcu() };
+    }
     0
 }

@@ -400,6 +400,11 @@ fn fill_wc(dev: &RroceDev, c: &Cqe, wc: &mut bindings::ib_wc) {
     wc.sl = c.sl;
     wc.dlid_path_bits = c.dlid_path_bits;
     wc.port_num = 1;
+    if c.network_hdr_type != 0 {
+        // UD receives: how to read the GRH area (ib_init_ah_attr_from_wc).
+        wc.network_hdr_type = c.network_hdr_type;
+        wc.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as c_int;
+    }
 }
 
 /// `poll_cq` for kernel consumers; user CQs are polled in user space.

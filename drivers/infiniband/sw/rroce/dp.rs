@@ -23,6 +23,8 @@ use crate::glue;
 use crate::mr::{MrError, Need, RroceMr};
 use crate::proto::hdr::{self, Bth, Ext, DEFAULT_PKEY};
 use crate::proto::icrc;
+use crate::proto::link;
+use crate::proto::ud;
 use crate::proto::net::{self, IpUdp};
 use crate::proto::qp::{QpAttrs, QpState};
 use crate::proto::rc::{
@@ -167,6 +169,11 @@ pub(crate) struct Dp {
     seen_resp: RespCounters,
     /// `CONS_POLLING` as last published in the SQ ring.
     polling: bool,
+    /// UD/GSI QP (no RC engines; [`Dp::ud_send_all`], [`Dp::on_ud`]).
+    ud: bool,
+    /// The QP's Q_Key and next PSN (UD).
+    qkey: u32,
+    ud_psn: u32,
 }
 
 fn zeroed(n: usize) -> Result<KVVec<u8>> {
@@ -183,6 +190,7 @@ impl Dp {
         max_sge: u16,
         max_inline: u32,
         max_msg: u32,
+        ud: bool,
     ) -> Result<Dp> {
         let entries = sq_layout.entries() as usize;
         let esz = sq_layout.entry_size() as usize;
@@ -208,8 +216,8 @@ impl Dp {
                 max_sge,
                 max_inline,
                 max_msg_size: max_msg,
-                opcodes: OpcodeSet::RC,
-                ud: false,
+                opcodes: if ud { OpcodeSet::UD } else { OpcodeSet::RC },
+                ud,
             },
             recv_lim: RecvLimits { max_sge, max_msg_size: max_msg },
             pending: [None; PENDING_MAX],
@@ -218,6 +226,9 @@ impl Dp {
             seen_req: ReqCounters::default(),
             seen_resp: RespCounters::default(),
             polling: false,
+            ud,
+            qkey: 0,
+            ud_psn: 0,
         })
     }
 
@@ -278,12 +289,14 @@ impl Dp {
     /// A state change made by `modify_qp` (`prev` → `next`, both legal).
     pub(crate) fn on_modify(&mut self, ctx: &Ctx<'_>, st: &mut QpState, attrs: &QpAttrs, prev: QpState, next: QpState) {
         match next {
+            QpState::Rtr if prev == QpState::Init && self.ud => {}
             QpState::Rtr if prev == QpState::Init => {
                 self.seen_resp = RespCounters::default();
                 let mut cfg = RespConfig::from_attrs(attrs);
                 cfg.max_dest_rd_atomic = cfg.max_dest_rd_atomic.min(MAX_RD_RES as u8);
                 self.resp = Some(Responder::new(cfg));
             }
+            QpState::Rts if prev == QpState::Rtr && self.ud => self.ud_psn = attrs.sq_psn,
             QpState::Rts if prev == QpState::Rtr => {
                 if let Some(slots) = self.spare.take() {
                     self.sq_base = self.sq.index();
@@ -379,8 +392,26 @@ impl Dp {
         }
     }
 
+    /// The QP's Q_Key (after every `modify_qp`).
+    pub(crate) fn set_qkey(&mut self, qkey: u32) {
+        self.qkey = qkey;
+    }
+
     /// The doorbell: take new send WQEs and start sending.
     pub(crate) fn doorbell(&mut self, ctx: &Ctx<'_>, st: &mut QpState) -> Result {
+        if self.ud {
+            return match *st {
+                QpState::Reset | QpState::Init | QpState::Rtr => Err(EINVAL),
+                QpState::Rts | QpState::Sqd => {
+                    self.ud_send_all(ctx, st);
+                    Ok(())
+                }
+                _ => {
+                    self.flush_sq_ring(ctx);
+                    Ok(())
+                }
+            };
+        }
         match *st {
             QpState::Reset | QpState::Init | QpState::Rtr => return Err(EINVAL),
             QpState::Err => {
@@ -684,6 +715,109 @@ impl Dp {
             self.to_error(ctx, st);
         }
         self.sync_counters(ctx);
+    }
+
+    /// Sends every WQE in the SQ ring of a UD/GSI QP: one packet each,
+    /// completed once handed to the network.  A WQE that cannot be sent
+    /// completes with an error and the QP enters the error state.
+    fn ud_send_all(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        let mtu = link::active_mtu(ctx.dev.p.ndev.mtu()).map_or(256, |m| m.bytes());
+        loop {
+            let idx = self.sq.index();
+            let r = self.shadow_range(idx);
+            let Some(entry) = self.sq_shadow.get_mut(r.clone()) else { return };
+            match self.sq.read_next(ctx.sq_ring, entry) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(_) => {
+                    self.to_error(ctx, st);
+                    return;
+                }
+            }
+            let entry = self.sq_shadow.get(r).unwrap_or(&[]);
+            let res = self.ud_send_one(ctx, entry, mtu);
+            self.ud_psn = self.ud_psn.wrapping_add(1) & 0x00FF_FFFF;
+            let _ = self.sq.release(ctx.sq_ring, 1);
+            let (wr_id, signaled, status, len) = match res {
+                Ok((w, len)) => (w.wr_id, w.flags & SEND_SIGNALED != 0, WcStatus::Success, len),
+                Err(status) => (raw_wr_id(entry), true, status, 0),
+            };
+            if signaled || ctx.sig_all {
+                let mut cqe = Cqe::new(wr_id, status, WcOpcode::Send, ctx.qpn);
+                cqe.byte_len = len;
+                push_send(ctx, &cqe);
+            }
+            if status != WcStatus::Success {
+                self.to_error(ctx, st);
+                return;
+            }
+        }
+    }
+
+    /// Builds and sends the packet of one UD WQE.
+    fn ud_send_one(&self, ctx: &Ctx<'_>, entry: &[u8], mtu: u32) -> Result<(SendWqe, u32), WcStatus> {
+        let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| WcStatus::LocQpOpErr)?;
+        let (w, len) = (view.wqe, view.length);
+        let av = crate::ah::lookup(ctx.dev, ctx.pd, w.ah).ok_or(WcStatus::LocQpOpErr)?;
+        let pkt = ud::send_packet(&w, len, ctx.qpn, self.qkey, self.ud_psn, mtu)?;
+        let path = crate::qp::path_of(ctx.dev, &av, ctx.qpn, w.remote_qpn);
+        let mut local = Ok(());
+        send_pkt(ctx, &path, &pkt.bth, &pkt.ext, len, |buf| {
+            let r = match view.inline_data() {
+                Some(inl) => inl.get(..buf.len()).map(|s| buf.copy_from_slice(s)).ok_or(WcStatus::LocLenErr),
+                None => gather(ctx, view.sges(), 0, buf).map_err(|_| WcStatus::LocProtErr),
+            };
+            local = r;
+            local.is_ok()
+        });
+        local.map(|()| (w, len))
+    }
+
+    /// A UD packet for this UD/GSI QP (`ip`: the IP header it came with).
+    pub(crate) fn on_ud(&mut self, ctx: &Ctx<'_>, parsed: &hdr::Parsed, ip: &[u8], payload: &[u8]) -> bool {
+        let Ok(r) = ud::accept(&parsed.bth, &parsed.ext, self.qkey) else { return false };
+        let Some((grh, net)) = ud::grh_area(ip) else { return false };
+        let mut rq = Rq {
+            ring: ctx.rq_ring,
+            cons: &mut self.rq,
+            scratch: &mut self.rq_scratch,
+            ok: &mut self.scratch_ok,
+            lim: &self.recv_lim,
+        };
+        // No receive posted: UD has no RNR, the datagram is dropped.
+        let Some(room) = rq.peek_len() else { return false };
+        let _ = self.rq.consume();
+        let _ = self.rq.release_all(ctx.rq_ring);
+        let total = payload.len() + ud::GRH_BYTES;
+        let placed = self.scratch_ok
+            && total <= room as usize
+            && wqe::decode_recv(&self.rq_scratch, &self.recv_lim)
+                .map_err(|_| MrError::Range)
+                .and_then(|v| {
+                    scatter(ctx, v.sges(), 0, &grh)?;
+                    scatter(ctx, v.sges(), ud::GRH_BYTES as u32, payload)
+                })
+                .is_ok();
+        let status = if placed {
+            WcStatus::Success
+        } else if self.scratch_ok && total > room as usize {
+            WcStatus::LocLenErr
+        } else {
+            WcStatus::LocProtErr
+        };
+        let mut cqe = Cqe::new(recv_wr_id(&self.rq_scratch), status, WcOpcode::Recv, ctx.qpn);
+        if placed {
+            cqe.byte_len = total as u32;
+            cqe.src_qp = r.src_qp;
+            cqe.wc_flags = wqe::WC_GRH;
+            if let Some(imm) = r.imm {
+                cqe.wc_flags |= wqe::WC_WITH_IMM;
+                cqe.imm_or_inv = imm;
+            }
+            cqe.network_hdr_type = net;
+        }
+        push_recv(ctx, &cqe, r.solicited);
+        true
     }
 
     fn queue_reply(&mut self, p: Pending) {
@@ -1019,7 +1153,8 @@ fn rx_on(dev: &RroceDev, pkt: &[u8], l: &icrc::IpLayout, check_icrc: bool) -> Re
         s.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     }
-    if crate::qp::deliver(dev, &parsed, roce) {
+    let ip = pkt.get(..l.roce_off.saturating_sub(8)).unwrap_or(&[]);
+    if crate::qp::deliver(dev, &parsed, roce, ip) {
         s.inc(Counter::RxPackets);
         Ok(())
     } else {

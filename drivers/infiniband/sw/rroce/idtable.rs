@@ -49,13 +49,19 @@ impl IdTable {
     /// Stores `obj` under a free id in `[min, max]`, if fewer than `limit`
     /// ids are in use (`ENOMEM` otherwise, like hardware out of contexts).
     pub(crate) fn insert(&self, obj: *mut c_void, min: u32, max: u32, limit: u32) -> Result<u32> {
+        self.insert_gfp(obj, min, max, limit, bindings::GFP_KERNEL)
+    }
+
+    /// [`Self::insert`] with the allocation flags `gfp` (`GFP_ATOMIC` in
+    /// atomic context).
+    pub(crate) fn insert_gfp(&self, obj: *mut c_void, min: u32, max: u32, limit: u32, gfp: bindings::gfp_t) -> Result<u32> {
         self.count
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1))
             .map_err(|_| ENOMEM)?;
         let mut id = 0u32;
         // SAFETY: the xarray is initialised (type invariant); `obj` stays
         // valid until its owner calls `remove`.
-        let err = unsafe { glue::rroce_xa_alloc(self.xa(), &mut id, obj, min, max, bindings::GFP_KERNEL) };
+        let err = unsafe { glue::rroce_xa_alloc(self.xa(), &mut id, obj, min, max, gfp) };
         if err != 0 {
             self.count.fetch_sub(1, Ordering::Relaxed);
             return Err(Error::from_errno(err));

@@ -40,6 +40,8 @@ const RING_START: u32 = u32::MAX - 1023;
 pub(crate) const MAX_INLINE: u32 = 512;
 /// QP numbers handed out (0 and 1 are the special QPs).
 const QPN_MIN: u32 = 16;
+/// The GSI QP's number.
+const GSI_QPN: u32 = 1;
 const QPN_MAX: u32 = 0x00ff_ffff;
 /// `IB_GID_TYPE_ROCE_UDP_ENCAP`: RoCEv2, the only GID type rroce speaks.
 const GID_TYPE_ROCE_V2: u32 = bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP;
@@ -188,7 +190,8 @@ impl QpPriv {
 
 fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bindings::ib_udata) -> Result {
     let ty = QpType::from_ib(init.qp_type).ok_or_else(verbs::eopnotsupp)?;
-    if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) {
+    // The GSI QP (QP1) belongs to ib_core's MAD layer: kernel only.
+    if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && !(ty == QpType::Gsi && udata.is_null()) {
         return Err(verbs::eopnotsupp());
     }
     if init.create_flags != 0 || !init.srq.is_null() {
@@ -239,7 +242,8 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     let max_recv_sge = u32::from(wqe::recv_max_sge(rq_size)).min(max_sge);
 
     let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
-    let dp = Dp::new(sq.layout, rq.layout, RING_START, max_send_sge as u16, max_inline, max_msg)?;
+    let ud = matches!(ty, QpType::Ud | QpType::Gsi);
+    let dp = Dp::new(sq.layout, rq.layout, RING_START, max_send_sge as u16, max_inline, max_msg, ud)?;
     let kq = if sq.mem.is_kernel() {
         Some(KernelQueues {
             sq: Producer::new(sq.layout, RING_START),
@@ -257,7 +261,11 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         GFP_KERNEL,
     )?;
     let max_qp = dev.p.attrs.max_qp as u32;
-    let qpn = dev.p.qpns.insert(self_ptr.cast(), QPN_MIN, QPN_MAX, max_qp)?;
+    let qpn = if ty == QpType::Gsi {
+        dev.p.qpns.insert(self_ptr.cast(), GSI_QPN, GSI_QPN, max_qp)?
+    } else {
+        dev.p.qpns.insert(self_ptr.cast(), QPN_MIN, QPN_MAX, max_qp)?
+    };
     let resp = CreateQpResp {
         sq_offset: sq_off,
         rq_offset: rq_off,
@@ -403,6 +411,7 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
         _ => None,
     };
     inner.dp.set_path(&ctx, path);
+    inner.dp.set_qkey(inner.attrs.qkey);
     if next != cur {
         inner.dp.on_modify(&ctx, &mut inner.state, &inner.attrs, cur, next);
     }
@@ -415,8 +424,8 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
     Ok(())
 }
 
-/// The IP/UDP template of a connected QP.
-fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
+/// The IP/UDP template of a connected QP (or of one UD destination).
+pub(crate) fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
     let dst = IpAddr::from_gid(&av.dgid);
     let (ipv6, addr) = match &dst {
         IpAddr::V4(a) => (false, &a[..]),
@@ -474,6 +483,15 @@ unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8])
             let r = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_rdma_wr>() };
             h.remote_addr = r.remote_addr;
             h.rkey = r.rkey;
+        }
+        _ if matches!(p.ty, QpType::Ud | QpType::Gsi) => {
+            // SAFETY: a UD QP's work requests are the `wr` member of an
+            // `ib_ud_wr`.
+            let u = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_ud_wr>() };
+            // SAFETY: `ah` is an AH of this device, alive for the call.
+            h.ah = unsafe { crate::ah::num_of(u.ah) }.ok_or(EINVAL)?;
+            h.remote_qpn = u.remote_qpn;
+            h.remote_qkey = u.remote_qkey;
         }
         SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
             // SAFETY: atomics are the `wr` member of an `ib_atomic_wr`.
@@ -726,7 +744,7 @@ unsafe extern "C" fn work_fn(w: *mut bindings::work_struct) {
 ///
 /// Called in the receive softirq (RCU read side): `destroy_qp` waits for a
 /// grace period after unpublishing the QP.
-pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8]) -> bool {
+pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
     let q = dev.p.qpns.load(parsed.bth.dest_qpn).cast::<RroceQp>();
     // SAFETY: QPN table entries are QPs of this device, valid during the
     // RCU read-side section (see above).
@@ -736,11 +754,20 @@ pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: 
     }
     // SAFETY: live implies `p` is initialised.
     let p = unsafe { q.p.assume_init_ref() };
+    let ctx = q.ctx(p);
+    let payload = parsed.payload(roce);
+    if matches!(p.ty, QpType::Ud | QpType::Gsi) {
+        let mut g = p.lock_dp();
+        let inner = &mut *g;
+        let taken = matches!(inner.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe)
+            && inner.dp.on_ud(&ctx, parsed, ip, payload);
+        drop(g);
+        ctx.fire();
+        return taken;
+    }
     if p.ty != QpType::Rc {
         return false;
     }
-    let ctx = q.ctx(p);
-    let payload = parsed.payload(roce);
     let op = parsed.bth.opcode;
     let mut g = p.lock_dp();
     let inner = &mut *g;

@@ -383,12 +383,15 @@ unsafe extern "C" fn get_port_immutable(
         let imm = unsafe { &mut *imm };
         imm.pkey_tbl_len = attr.pkey_tbl_len.into();
         imm.gid_tbl_len = attr.gid_tbl_len;
-        // GSI/MAD and the CM come with the GSI QP; until then ib_core's MAD
-        // and CM clients leave the port alone (and a port without the MAD
-        // capability must not announce a MAD size).
-        imm.core_cap_flags =
-            bindings::RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP | bindings::RDMA_CORE_CAP_ETH_AH;
-        imm.max_mad_size = 0;
+        // RoCEv2 with the GSI QP: ib_core's MAD layer opens QP1 on the port
+        // and the CM (and so rdma_cm) runs over it.
+        imm.core_cap_flags = bindings::RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP
+            | bindings::RDMA_CORE_CAP_IB_MAD
+            | bindings::RDMA_CORE_CAP_IB_CM
+            | bindings::RDMA_CORE_CAP_AF_IB
+            | bindings::RDMA_CORE_CAP_ETH_AH;
+        // IB_MGMT_MAD_SIZE
+        imm.max_mad_size = 256;
         Ok(0)
     })
 }

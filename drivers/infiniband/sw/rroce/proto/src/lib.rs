@@ -23,4 +23,5 @@ pub mod psn;
 pub mod qp;
 pub mod rc;
 pub mod ring;
+pub mod ud;
 pub mod wqe;

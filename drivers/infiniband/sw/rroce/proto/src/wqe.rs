@@ -90,7 +90,9 @@
 //!  32   2  slid
 //!  34   2  pkey_index
 //!  36   1  dlid_path_bits
-//!  37  27  reserved        zero
+//!  37   1  network_hdr_type  UD receives: enum rdma_network_type (2 IPv4,
+//!                          3 IPv6), for kernel consumers; else 0
+//!  38  26  reserved        zero
 //! ```
 //!
 //! 64 rather than 48 bytes: one CQE per cache line (the kernel writes CQE
@@ -904,6 +906,9 @@ pub struct Cqe {
     pub pkey_index: u16,
     /// DLID path bits (0 on RoCE).
     pub dlid_path_bits: u8,
+    /// `enum rdma_network_type` of the packet a UD receive came with (0
+    /// otherwise); for kernel consumers, who parse the GRH area with it.
+    pub network_hdr_type: u8,
 }
 
 impl Cqe {
@@ -924,6 +929,7 @@ impl Cqe {
             slid: 0,
             pkey_index: 0,
             dlid_path_bits: 0,
+            network_hdr_type: 0,
         }
     }
 
@@ -943,6 +949,7 @@ impl Cqe {
         wr(&mut b, 32, self.slid.to_ne_bytes());
         wr(&mut b, 34, self.pkey_index.to_ne_bytes());
         wr(&mut b, 36, [self.dlid_path_bits]);
+        wr(&mut b, 37, [self.network_hdr_type]);
         b
     }
 
@@ -966,6 +973,7 @@ impl Cqe {
             slid: rd16(b, 32),
             pkey_index: rd16(b, 34),
             dlid_path_bits: rd8(b, 36),
+            network_hdr_type: rd8(b, 37),
         })
     }
 }

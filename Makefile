@@ -33,6 +33,7 @@ kernel: deps
 
 module: kernel
 	@scripts/module.sh $(FLAVOR)
+	@scripts/kmod.sh $(FLAVOR)
 
 provider: deps
 	@scripts/provider.sh

@@ -34,9 +34,12 @@ count build/host-test.log
 built=1
 "$here/module.sh" "$flavor" || { built=0; fail=$((fail + 1)); echo "not ok: module build ($flavor)"; }
 "$here/provider.sh" || { built=0; fail=$((fail + 1)); echo "not ok: provider build"; }
+# without its module the kverbs selftest skips; the others still run
+"$here/kmod.sh" "$flavor" || { fail=$((fail + 1)); echo "not ok: kverbs test module build ($flavor)"; }
 if [ $built = 1 ]; then
 	step "VM selftests ($flavor kernel)"
-	RROCE_KO=$RROCE_TOP/build/$flavor/rroce.ko "$here/vm" --kernel "$flavor" selftests/run.sh 2>&1 | tee build/selftests.log
+	RROCE_KO=$RROCE_TOP/build/$flavor/rroce.ko RROCE_KVERBS_KO=$RROCE_TOP/build/$flavor/kmod/rroce_kverbs_test.ko \
+		"$here/vm" --kernel "$flavor" selftests/run.sh 2>&1 | tee build/selftests.log
 	count build/selftests.log
 	done_step
 fi

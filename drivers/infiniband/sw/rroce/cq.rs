@@ -91,21 +91,7 @@ fn create(cq: &mut RroceCq, attr: &bindings::ib_cq_init_attr, udata: *mut bindin
     if attr.comp_vector >= dev.ib.num_comp_vectors as u32 {
         return Err(EINVAL);
     }
-    let uctx = if udata.is_null() {
-        ptr::null_mut()
-    } else {
-        let mut cmd = [0u8; CreateCqCmd::SIZE];
-        verbs::copy_from_udata(udata, &mut cmd)?;
-        if !CreateCqCmd::from_bytes(&cmd).is_valid() {
-            return Err(EINVAL);
-        }
-        // SAFETY: `udata` belongs to a user call, so it has a live context.
-        let uctx = unsafe { glue::rroce_udata_ucontext(udata) };
-        if uctx.is_null() {
-            return Err(EINVAL);
-        }
-        uctx
-    };
+    let uctx = verbs::user_call::<{ CreateCqCmd::SIZE }>(udata, |c| CreateCqCmd::from_bytes(c).is_valid())?;
     let layout = RingLayout::new(attr.cqe, CQE_BYTES as u32, (max_cqe + 1).next_power_of_two())
         .map_err(|_| EINVAL)?;
     let buf = SharedBuf::new(layout.bytes_total())?;
@@ -160,21 +146,7 @@ unsafe fn resize(cq: *mut bindings::ib_cq, cqe: c_int, udata: *mut bindings::ib_
     if want == 0 || want > max_cqe {
         return Err(EINVAL);
     }
-    let uctx = if udata.is_null() {
-        ptr::null_mut()
-    } else {
-        let mut cmd = [0u8; ResizeCqCmd::SIZE];
-        verbs::copy_from_udata(udata, &mut cmd)?;
-        if !ResizeCqCmd::from_bytes(&cmd).is_valid() {
-            return Err(EINVAL);
-        }
-        // SAFETY: `udata` belongs to a user call, so it has a live context.
-        let uctx = unsafe { glue::rroce_udata_ucontext(udata) };
-        if uctx.is_null() {
-            return Err(EINVAL);
-        }
-        uctx
-    };
+    let uctx = verbs::user_call::<{ ResizeCqCmd::SIZE }>(udata, |c| ResizeCqCmd::from_bytes(c).is_valid())?;
     // The new ring, made without any lock held (this may sleep).
     let layout = RingLayout::new(want, CQE_BYTES as u32, (max_cqe + 1).next_power_of_two())
         .map_err(|_| EINVAL)?;

@@ -214,21 +214,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     {
         return Err(EINVAL);
     }
-    let uctx = if udata.is_null() {
-        core::ptr::null_mut()
-    } else {
-        let mut cmd = [0u8; CreateQpCmd::SIZE];
-        verbs::copy_from_udata(udata, &mut cmd)?;
-        if !CreateQpCmd::from_bytes(&cmd).is_valid() {
-            return Err(EINVAL);
-        }
-        // SAFETY: a user call's `udata` has a live context.
-        let uctx = unsafe { glue::rroce_udata_ucontext(udata) };
-        if uctx.is_null() {
-            return Err(EINVAL);
-        }
-        uctx
-    };
+    let uctx = verbs::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
     let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
     let rq_size = wqe::recv_entry_size(cap.max_recv_sge.max(1)).ok_or(EINVAL)?;
     // SAFETY: `uctx` is null or the caller's live context.

@@ -266,6 +266,29 @@ pub(crate) fn eopnotsupp() -> Error {
 
 /// Copies the driver command of a verb into `dst`.  Fails unless user
 /// space sent at least `dst.len()` bytes.
+/// The caller of a create/resize verb: for a user call (`udata` set) its
+/// driver command of `N` bytes is read and checked with `valid`, and its
+/// live user context returned; a kernel call gives null.
+pub(crate) fn user_call<const N: usize>(
+    udata: *mut bindings::ib_udata,
+    valid: impl FnOnce(&[u8; N]) -> bool,
+) -> Result<*mut bindings::ib_ucontext> {
+    if udata.is_null() {
+        return Ok(core::ptr::null_mut());
+    }
+    let mut cmd = [0u8; N];
+    copy_from_udata(udata, &mut cmd)?;
+    if !valid(&cmd) {
+        return Err(EINVAL);
+    }
+    // SAFETY: `udata` belongs to a user call, so it has a live context.
+    let uctx = unsafe { crate::glue::rroce_udata_ucontext(udata) };
+    if uctx.is_null() {
+        return Err(EINVAL);
+    }
+    Ok(uctx)
+}
+
 pub(crate) fn copy_from_udata(udata: *mut bindings::ib_udata, dst: &mut [u8]) -> Result {
     // SAFETY: callers pass the verb's valid `udata`.
     let inlen = unsafe { (*udata).inlen };

@@ -36,7 +36,14 @@ pub struct UdPacket {
 /// The packet of UD send WQE `w` of `len` bytes, from QP `src_qpn` whose
 /// Q_Key is `qp_qkey`, at PSN `psn`, for a path MTU of `mtu` bytes; or
 /// the status it completes with.
-pub fn send_packet(w: &SendWqe, len: u32, src_qpn: u32, qp_qkey: u32, psn: u32, mtu: u32) -> Result<UdPacket, WcStatus> {
+pub fn send_packet(
+    w: &SendWqe,
+    len: u32,
+    src_qpn: u32,
+    qp_qkey: u32,
+    psn: u32,
+    mtu: u32,
+) -> Result<UdPacket, WcStatus> {
     let opcode = match w.opcode {
         SendOpcode::Send => UD_SEND_ONLY,
         SendOpcode::SendWithImm => UD_SEND_ONLY_WITH_IMMEDIATE,
@@ -46,7 +53,11 @@ pub fn send_packet(w: &SendWqe, len: u32, src_qpn: u32, qp_qkey: u32, psn: u32, 
         return Err(WcStatus::LocLenErr);
     }
     // A Q_Key with the high bit set means "use the QP's" (IBA 10.2.5).
-    let qkey = if w.remote_qkey & 0x8000_0000 != 0 { qp_qkey } else { w.remote_qkey };
+    let qkey = if w.remote_qkey & 0x8000_0000 != 0 {
+        qp_qkey
+    } else {
+        w.remote_qkey
+    };
     let bth = Bth {
         opcode,
         se: w.flags & SEND_SOLICITED != 0,
@@ -57,7 +68,10 @@ pub fn send_packet(w: &SendWqe, len: u32, src_qpn: u32, qp_qkey: u32, psn: u32, 
         ..Bth::default()
     };
     let ext = Ext {
-        deth: Some(Deth { qkey, src_qpn: src_qpn & 0x00FF_FFFF }),
+        deth: Some(Deth {
+            qkey,
+            src_qpn: src_qpn & 0x00FF_FFFF,
+        }),
         immdt: (w.opcode == SendOpcode::SendWithImm).then(|| imm_from_wqe(w.imm_or_inv)),
         ..Ext::default()
     };
@@ -122,8 +136,8 @@ pub fn grh_area(ip: &[u8]) -> Option<([u8; GRH_BYTES], u8)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hdr::{build_headers, packet_len, parse_packet};
     use super::*;
-    use super::super::hdr::{build_headers, parse_packet, packet_len};
 
     fn wqe(op: SendOpcode) -> SendWqe {
         let mut w = SendWqe::new(9, op);
@@ -139,9 +153,18 @@ mod tests {
         let w = wqe(SendOpcode::SendWithImm);
         let p = send_packet(&w, 5, 77, 0x5555, 0x1FF_FFFF, 1024).unwrap();
         assert_eq!(p.bth.opcode, UD_SEND_ONLY_WITH_IMMEDIATE);
-        assert_eq!((p.bth.dest_qpn, p.bth.psn, p.bth.pad), (0x12_3456, 0xFF_FFFF, 3));
+        assert_eq!(
+            (p.bth.dest_qpn, p.bth.psn, p.bth.pad),
+            (0x12_3456, 0xFF_FFFF, 3)
+        );
         assert!(!p.bth.ack_req && p.bth.se);
-        assert_eq!(p.ext.deth, Some(Deth { qkey: 0x1111_2222, src_qpn: 77 }));
+        assert_eq!(
+            p.ext.deth,
+            Some(Deth {
+                qkey: 0x1111_2222,
+                src_qpn: 77
+            })
+        );
         // Round trip through the wire format.
         let mut buf = [0u8; 128];
         let n = build_headers(&mut buf, &p.bth, &p.ext).unwrap();
@@ -149,8 +172,18 @@ mod tests {
         assert!(n + 5 + 3 + 4 == total);
         let parsed = parse_packet(&buf[..total]).unwrap();
         let r = accept(&parsed.bth, &parsed.ext, 0x1111_2222).unwrap();
-        assert_eq!(r, UdRecv { src_qp: 77, imm: Some(0x0403_0201), solicited: true });
-        assert_eq!(accept(&parsed.bth, &parsed.ext, 0x1111_2223), Err(UdDrop::Qkey));
+        assert_eq!(
+            r,
+            UdRecv {
+                src_qp: 77,
+                imm: Some(0x0403_0201),
+                solicited: true
+            }
+        );
+        assert_eq!(
+            accept(&parsed.bth, &parsed.ext, 0x1111_2223),
+            Err(UdDrop::Qkey)
+        );
     }
 
     #[test]
@@ -161,11 +194,23 @@ mod tests {
         assert_eq!(p.ext.deth.unwrap().qkey, GSI_QKEY);
         assert_eq!(p.bth.opcode, UD_SEND_ONLY);
         assert!(p.ext.immdt.is_none());
-        assert_eq!(send_packet(&w, 1025, 1, 0, 0, 1024), Err(WcStatus::LocLenErr));
-        assert_eq!(send_packet(&wqe(SendOpcode::RdmaWrite), 1, 1, 0, 0, 1024), Err(WcStatus::LocQpOpErr));
-        let rc = Bth { opcode: 0x04, ..Bth::default() };
+        assert_eq!(
+            send_packet(&w, 1025, 1, 0, 0, 1024),
+            Err(WcStatus::LocLenErr)
+        );
+        assert_eq!(
+            send_packet(&wqe(SendOpcode::RdmaWrite), 1, 1, 0, 0, 1024),
+            Err(WcStatus::LocQpOpErr)
+        );
+        let rc = Bth {
+            opcode: 0x04,
+            ..Bth::default()
+        };
         assert_eq!(accept(&rc, &Ext::default(), 0), Err(UdDrop::Opcode));
-        let ud = Bth { opcode: UD_SEND_ONLY, ..Bth::default() };
+        let ud = Bth {
+            opcode: UD_SEND_ONLY,
+            ..Bth::default()
+        };
         assert_eq!(accept(&ud, &Ext::default(), 0), Err(UdDrop::NoDeth));
     }
 

@@ -4,6 +4,7 @@
 #   make run      build what is needed, boot a VM, show rroce at work
 #   make check    install what is missing, build, run host tests and the
 #                 VM selftests (plain kernel); ends with "N passed, N failed"
+#   make bench    perftest: rroce vs rdma_rxe vs TCP (QUICK=1: a short run)
 #   make check-debug   the same on the debug kernel (KASAN, lockdep, ...;
 #                 several times slower)
 #
@@ -52,13 +53,14 @@ run: deps
 	@$(MAKE) --no-print-directory FLAVOR=plain module provider
 	@RROCE_KO=$(BUILD)/plain/rroce.ko scripts/vm --kernel plain scripts/demo.sh
 
-# Quick benchmark: perftest on rroce and rdma_rxe in the same VM, interleaved
-# (bench/in-vm.sh), summarised by bench/report.py into a table and JSON.
+# Benchmark (bench/run.sh): perftest on rroce and rdma_rxe, interleaved, and
+# iperf3 TCP.  `make bench`: loopback in one VM and two VMs joined by
+# virtio-net, all metrics (about an hour); `make bench QUICK=1`: loopback, a
+# few metrics (about 5 minutes).  Prints a table, writes
+# bench/results/DATE.json and DATE.png.
 bench: deps
 	@$(MAKE) --no-print-directory FLAVOR=plain module provider
-	@mkdir -p bench/results
-	@RROCE_KO=$(BUILD)/plain/rroce.ko scripts/vm --kernel plain bench/in-vm.sh $(BUILD)/bench-logs
-	@python3 bench/report.py $(BUILD)/bench-logs bench/results/$$(date +%Y-%m-%d).json
+	@RROCE_KO=$(BUILD)/plain/rroce.ko bench/run.sh $(if $(filter 1 y yes true,$(QUICK)),--quick)
 
 check: deps
 	@scripts/check.sh plain

@@ -1,63 +1,70 @@
 #!/usr/bin/env bash
 # Runs inside the VM (scripts/vm): perftest against rroce and rdma_rxe on the
-# same veth, interleaved, BENCH_REPEATS times.  Saves every client log as
-# $1/DRIVER.METRIC.ROUND.log (bench/report.py parses them).
+# same netdev, interleaved, BENCH_REPEATS times; then (full suite) iperf3
+# over the same address.  Saves every client log as $1/DRV.NAME.ROUND.log
+# and the CPU time around each run as $1/DRV.NAME.ROUND.cpu (bench/lib.sh
+# has the list of tests; bench/report.py reads the files).
 #
 # Topology per driver: loopback on one device on rr0 (rroce0, or rxe0 after
 # rroce0 is deleted, since both want UDP 4791 in init_net), server and
 # client in init_net: rxe has no netns support, so this is the one setup
-# both drivers can run identically.
+# both drivers can run identically in one VM.  Server and client share the
+# guest, so the CPU time is that of both ends together.
 mkdir -p "$1" && out=$(realpath "$1")
-. "$(dirname "$0")/../selftests/lib.sh"
-mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../selftests/lib.sh"
+. "$here/lib.sh"
 repeats=${BENCH_REPEATS:-3}
-dur=${BENCH_DURATION:-3}
 round=0
 port=19000
 
-use_rroce() {
-	rdma link delete rxe0 2>/dev/null
-	modprobe -r rdma_rxe 2>/dev/null
-	ibdev_exists rroce0 || rdma link add rroce0 type rroce netdev rr0
-	DEV=rroce0
-}
-use_rxe() {
-	rdma link delete rroce0 2>/dev/null
-	wait_for 10 bash -c '! ss -Hlun "sport = :4791" | grep -q .'
-	modprobe rdma_rxe
-	ibdev_exists rxe0 || rdma link add rxe0 type rxe netdev rr0
-	DEV=rxe0
+# run DRIVER NAME TOOL ARGS...: one server/client pair on $DEV, on $IP0
+run() {
+	local drv=$1 name=$2 tool=$3 idx=$GIDX spid
+	shift 3
+	stamp "$drv $name"
+	port=$((port + 1))
+	cpu_mark
+	timeout "$BENCH_TMO" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@" >/tmp/bs.log 2>&1 &
+	spid=$!
+	wait_for 20 bash -c "ss -Hltn 'sport = :$port' | grep -q ." || { echo "# $drv $name: server did not start" >&2; kill $spid; return; }
+	timeout "$BENCH_TMO" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@" "$IP0" >/tmp/bc.log 2>&1
+	wait $spid
+	cpu_write "$out/$drv.$name.$round.cpu" both
+	cp /tmp/bc.log "$out/$drv.$name.$round.log"
+	cp /tmp/bs.log "$out/$drv.$name.$round.srv.log"
+	is_result /tmp/bc.log || { echo "# $drv $name: no result" >&2; tail -3 /tmp/bc.log >&2; }
 }
 
-# run DRIVER TOOL METRIC-NAME ARGS...: one perftest pair, appends a result.
-run() {
-	local drv=$1 tool=$2 name=$3 idx val
-	shift 3
+# tcp NAME LEN: iperf3 over $IP0 (the loopback reference)
+tcp() {
+	local name=$1 len=$2 spid
+	stamp "tcp $name"
 	port=$((port + 1))
-	idx=$(gid_index "$DEV" "$(gid_v4 "$IP0")")
-	timeout 120 "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@" >/tmp/bs.log 2>&1 &
-	local spid=$!
-	wait_for 20 bash -c "ss -Hltn 'sport = :$port' | grep -q ." || { echo "# $drv $name: server did not start" >&2; kill $spid; return; }
-	timeout 120 "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@" "$IP0" >/tmp/bc.log 2>&1
+	cpu_mark
+	timeout "$BENCH_TMO" iperf3 -s -1 -p "$port" >/tmp/ts.log 2>&1 &
+	spid=$!
+	wait_for 20 bash -c "ss -Hltn 'sport = :$port' | grep -q ." || { echo "# tcp $name: server did not start" >&2; kill $spid; return; }
+	timeout "$BENCH_TMO" iperf3 -c "$IP0" -p "$port" -l "$len" -t $((BENCH_DURATION - 2 * BENCH_MARGIN)) \
+		-O "$BENCH_MARGIN" -J >/tmp/tc.log 2>&1
 	wait $spid
-	cp /tmp/bc.log "$out/$drv.$name.$round.log"
-	grep -q '^ *[0-9]' /tmp/bc.log || { echo "# $drv $name: no result" >&2; tail -3 /tmp/bc.log >&2; }
+	cpu_write "$out/tcp.$name.$round.cpu" both
+	cp /tmp/tc.log "$out/tcp.$name.$round.log"
+	is_result /tmp/tc.log || { echo "# tcp $name: no result" >&2; tail -3 /tmp/tc.log >&2; }
 }
 
 suite() {
-	local d=$1
-	run "$d" ib_write_bw write_bw_64K -s 65536 -D "$dur"
-	run "$d" ib_send_bw send_bw_64K -s 65536 -D "$dur"
-	run "$d" ib_read_bw read_bw_64K -s 65536 -D "$dur"
-	run "$d" ib_write_bw write_bw_64B -s 64 -D "$dur"
-	run "$d" ib_send_lat send_lat_8B -s 8 -n 300
-	run "$d" ib_write_lat write_lat_8B -s 8 -n 300
-	run "$d" ib_read_lat read_lat_8B -s 8 -n 300
+	local d=$1 name tool args
+	while read -r name tool args; do
+		# shellcheck disable=SC2086  # ARGS are several words
+		run "$d" "$name" "$tool" $args
+	done < <(bench_tests)
 }
 
 for round in $(seq "$repeats"); do
-	echo "# round $round" >&2
-	use_rroce; suite rroce
-	use_rxe; suite rxe
+	echo "# loopback round $round/$repeats" >&2
+	bench_use rroce "$IF0" "$IP0" && suite rroce
+	bench_use rxe "$IF0" "$IP0" && suite rxe
+	while read -r name len; do tcp "$name" "$len"; done < <(tcp_tests)
 done
-use_rroce
+bench_use rroce "$IF0" "$IP0"

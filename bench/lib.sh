@@ -1,0 +1,127 @@
+# Guest-side helpers of the benchmark (sourced by bench/in-vm.sh and
+# bench/pair.sh, after selftests/lib.sh).
+# shellcheck shell=bash
+#
+# What is measured (BENCH_SUITE):
+#   full   ib_{write,read,send}_bw at 64 B, 4 KiB, 64 KiB, 1 MiB (-D, the
+#          64 B runs give the message rate); ib_{write,send,read}_lat at
+#          8 B and 4 KiB (-n BENCH_LAT_ITERS: t_typical = median, and p99);
+#          iperf3 TCP with -l of the same four sizes (BENCH_TCP=1).
+#   quick  write/read/send_bw 64 KiB, write_bw 64 B, write_lat 8 B.
+# Every run leaves in $BENCH_OUT: DRV.NAME.ROUND.log (the client's output,
+# what bench/report.py parses) and DRV.NAME.ROUND.cpu ("busy_s wall_s ncpu
+# side": busy CPU seconds of this guest, from /proc/stat, around the run).
+
+# stamp WHAT: progress line on stderr, seconds since the start
+_bench_t0=$(date +%s)
+stamp() { echo "# [$(($(date +%s) - _bench_t0))s] $*" >&2; }
+
+BENCH_SUITE=${BENCH_SUITE:-full}
+BENCH_DURATION=${BENCH_DURATION:-5}    # perftest -D (seconds)
+BENCH_MARGIN=${BENCH_MARGIN:-1}        # perftest --margin: measured window is D - 2*margin
+BENCH_LAT_ITERS=${BENCH_LAT_ITERS:-300}
+BENCH_TMO=${BENCH_TMO:-120}            # one perftest/iperf3 side is killed after this
+
+# bench_tests: "NAME TOOL ARGS..." lines, in run order (only the names
+# matching the extended regex BENCH_ONLY, if set).
+bench_tests() { _bench_tests | _only; }
+tcp_tests() { _tcp_tests | _only; }
+_only() { if [ -n "${BENCH_ONLY:-}" ]; then grep -E "^($BENCH_ONLY) "; else cat; fi; }
+_bench_tests() {
+	local op s
+	if [ "$BENCH_SUITE" = quick ]; then
+		for op in write read send; do
+			echo "${op}_bw_64K ib_${op}_bw -s 65536 -D $BENCH_DURATION --margin $BENCH_MARGIN"
+		done
+		echo "write_bw_64B ib_write_bw -s 64 -D $BENCH_DURATION --margin $BENCH_MARGIN"
+		echo "write_lat_8B ib_write_lat -s 8 -n $BENCH_LAT_ITERS"
+		return
+	fi
+	for op in write read send; do
+		for s in 64 4096 65536 1048576; do
+			echo "${op}_bw_$(size_label "$s") ib_${op}_bw -s $s -D $BENCH_DURATION --margin $BENCH_MARGIN"
+		done
+	done
+	for op in write send read; do
+		for s in 8 4096; do
+			echo "${op}_lat_$(size_label "$s") ib_${op}_lat -s $s -n $BENCH_LAT_ITERS"
+		done
+	done
+}
+
+# tcp_tests: "NAME LEN" lines for iperf3 (-l LEN), or nothing in quick mode.
+_tcp_tests() {
+	local s
+	[ "$BENCH_SUITE" = quick ] && return
+	[ "${BENCH_TCP:-1}" = 1 ] || return
+	for s in 64 4096 65536 1048576; do echo "tcp_bw_$(size_label "$s") $s"; done
+}
+
+size_label() {
+	case $1 in
+	*[!0-9]*) echo "$1" ;;
+	1048576) echo 1M ;;
+	*) if [ $(($1 % 1024)) = 0 ]; then echo "$(($1 / 1024))K"; else echo "${1}B"; fi ;;
+	esac
+}
+
+# bench_use DRIVER NETDEV ADDR: make DRIVER's device (rroce0 or rxe0) the
+# only RDMA device on NETDEV in init_net; sets DEV and GIDX (the RoCE v2 GID
+# index of IPv4 ADDR on it).  rroce and rdma_rxe both want UDP 4791 in
+# init_net, so the other one is deleted (and rdma_rxe unloaded).
+bench_use() {
+	local drv=$1 nd=$2 addr=$3
+	stamp "device: $drv on $nd"
+	case $drv in
+	rroce)
+		rdma link delete rxe0 2>/dev/null
+		modprobe -r rdma_rxe 2>/dev/null
+		[ -d /sys/module/rroce ] || insmod "$RROCE_KO" || return 1
+		ibdev_exists rroce0 || rdma link add rroce0 type rroce netdev "$nd" || return 1
+		DEV=rroce0
+		;;
+	rxe)
+		rdma link delete rroce0 2>/dev/null
+		wait_for 10 bash -c '! ss -Hlun "sport = :4791" | grep -q .'
+		modprobe rdma_rxe || return 1
+		ibdev_exists rxe0 || rdma link add rxe0 type rxe netdev "$nd" || return 1
+		DEV=rxe0
+		;;
+	*) echo "bench_use: unknown driver $drv" >&2; return 1 ;;
+	esac
+	wait_for 10 port_active "$DEV"
+	wait_for 10 gid_idx "$DEV" "$addr" || { echo "no RoCE v2 GID of $addr on $DEV" >&2; return 1; }
+	GIDX=$(gid_idx "$DEV" "$addr")
+}
+
+# cpu_busy: busy jiffies of this guest so far (user+nice+system+irq+softirq
+# of all CPUs; USER_HZ units).
+cpu_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
+now_ns() { date +%s%N; }
+_cpu_b0=0 _cpu_t0=0
+cpu_mark() { _cpu_b0=$(cpu_busy); _cpu_t0=$(now_ns); }
+# cpu_write FILE SIDE: the busy CPU seconds and wall seconds since cpu_mark
+cpu_write() {
+	local b1 t1 hz
+	b1=$(cpu_busy)
+	t1=$(now_ns)
+	hz=$(getconf CLK_TCK)
+	awk -v b="$((b1 - _cpu_b0))" -v hz="$hz" -v t="$((t1 - _cpu_t0))" -v n="$(nproc)" -v s="$2" \
+		'BEGIN { printf "%.3f %.3f %d %s\n", b / hz, t / 1e9, n, s }' >"$1"
+}
+
+# gid_idx DEV ADDR: the RoCE v2 GID index of IPv4 ADDR on DEV (one grep
+# over the 1024 sysfs entries: a shell loop over them takes seconds in TCG)
+gid_idx() {
+	local g f i t
+	g=$(gid_v4 "$2")
+	for f in $(grep -lx "$g" "$SYS_IB/$1/ports/1/gids/"* 2>/dev/null); do
+		i=${f##*/}
+		read -r t <"$SYS_IB/$1/ports/1/gid_attrs/types/$i" 2>/dev/null
+		[ "$t" = "RoCE v2" ] && { echo "$i"; return 0; }
+	done
+	return 1
+}
+
+# is_result FILE: FILE has a perftest result line (or an iperf3 JSON end)
+is_result() { grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$1" || grep -q '"sum_received"' "$1"; }

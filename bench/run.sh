@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# `make bench`: rroce against rdma_rxe (and TCP) with perftest, in VMs.
+#
+#   bench/run.sh [--quick] [--setups "loopback pair"] [--repeats N] [--cpus N]
+#
+#   loopback  one VM (2 vCPUs): server and client on one device on the veth
+#             end rr0 (bench/in-vm.sh), rroce and rxe interleaved.
+#   pair      two VMs (scripts/vm-pair) joined by virtio-net: rroce0<->rroce0,
+#             rxe0<->rxe0, then iperf3 TCP on the same link (bench/pair.sh).
+#             1 vCPU each (--cpus N to change), not pinned (BENCH_PIN=1 pins
+#             them to host CPUs 0 and 1): on the 2-core machine this was
+#             faster and steadier than 2 vCPUs each or pinning.
+# Full mode (default): both setups, all metrics of bench/lib.sh, 3 rounds.
+# --quick (or QUICK=1): loopback only, 2 rounds of write/read/send_bw 64 KiB,
+# write_bw 64 B (message rate) and write_lat 8 B, shorter runs (-D 3).
+# BENCH_ONLY=REGEX runs only the tests whose names match (e.g. 'write_bw_.*').
+# Then bench/report.py prints the table and writes
+# bench/results/DATE.json and bench/results/DATE.png.  Needs rroce.ko and
+# the provider built (the Makefile's bench target does that first).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../scripts/lib.sh"
+top=$RROCE_TOP
+
+case ${QUICK:-0} in 1|y|yes|true) quick=1 ;; *) quick=0 ;; esac
+setups= repeats= cpus_pair=1 cpus_loop=2
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=1; shift ;;
+	--setups) setups=$2; shift 2 ;;
+	--repeats) repeats=$2; shift 2 ;;
+	--cpus) cpus_pair=$2; shift 2 ;;
+	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument $1" ;;
+	esac
+done
+if [ "$quick" = 1 ]; then
+	suite=quick duration=3 margin=1
+	: "${setups:=loopback}" "${repeats:=2}"
+else
+	suite=full duration=5 margin=1
+	: "${setups:=loopback pair}" "${repeats:=3}"
+fi
+
+ko=${RROCE_KO:-$top/build/plain/rroce.ko}
+[ -f "$ko" ] || die "$ko not built (scripts/module.sh plain)"
+[ -f "$top/build/lib/librroce-rdmav34.so" ] || die "provider not built (scripts/provider.sh)"
+export RROCE_KO=$ko
+
+logs=$top/build/bench-logs
+results=$top/bench/results
+date=$(date +%Y-%m-%d)
+mkdir -p "$logs" "$results"
+rm -rf "$logs/loopback" "$logs/pair" "$logs/pair-vms" "$logs"/*.log "$logs/meta.json"
+
+# Other QEMU processes (not ours) compete for the 2 host cores: sample how
+# many there are, every 15 s, for the record.
+others() {
+	local p q n=0
+	for p in $(pgrep -f '^[^ ]*qemu-system' || true); do
+		q=$p
+		while [ "$q" -gt 1 ] && [ "$q" != $$ ]; do
+			q=$(awk '{ print $4 }' "/proc/$q/stat" 2>/dev/null || echo 1)
+		done
+		[ "$q" = $$ ] || n=$((n + 1))
+	done
+	echo $n
+}
+(while :; do echo "$(date +%s) $(others)"; sleep 15; done) >"$logs/others.txt" &
+sampler=$!
+trap 'kill $sampler 2>/dev/null || true' EXIT
+
+genv=(env BENCH_SUITE=$suite BENCH_REPEATS=$repeats BENCH_DURATION=$duration BENCH_MARGIN=$margin
+	BENCH_ONLY=${BENCH_ONLY:-} BENCH_TCP=${BENCH_TCP:-1})
+t_start=$(date +%s)
+declare -A took
+for s in $setups; do
+	t0=$(date +%s)
+	case $s in
+	loopback)
+		step "bench: loopback, one VM, $repeats rounds ($suite)"
+		"$top/scripts/vm" --kernel plain --cpus "$cpus_loop" "${genv[@]}" "$here/in-vm.sh" "$logs/loopback" ||
+			echo "bench: the loopback VM exited $?" >&2
+		;;
+	pair)
+		step "bench: two VMs over virtio-net, $cpus_pair vCPU each, $repeats rounds ($suite)"
+		pin=()
+		[ "${BENCH_PIN:-0}" = 1 ] && pin=(--pin)
+		RROCE_NO_LINKS=1 "$top/scripts/vm-pair" --kernel plain --cpus "$cpus_pair" --logs "$logs/pair-vms" "${pin[@]}" \
+			"${genv[@]}" "$here/pair.sh" "$logs/pair" -- "${genv[@]}" "$here/pair.sh" "$logs/pair" ||
+			echo "bench: the two-VM run exited $?" >&2
+		;;
+	*) die "unknown setup $s (loopback, pair)" ;;
+	esac
+	took[$s]=$(($(date +%s) - t0))
+	done_step
+done
+kill $sampler 2>/dev/null || true
+
+# What the report needs to say how this was measured.
+/usr/bin/python3 - "$logs/meta.json" <<EOF
+import json, sys
+o = [int(l.split()[1]) for l in open("$logs/others.txt") if len(l.split()) == 2]
+json.dump({
+    "date": "$date", "mode": "$suite", "setups": "$setups".split(), "repeats": $repeats,
+    "perftest_duration_s": $duration, "perftest_margin_s": $margin,
+    "vcpus": {"loopback": $cpus_loop, "pair": $cpus_pair}, "pair_pinned": ${BENCH_PIN:-0} == 1,
+    "seconds": {$(for s in $setups; do printf '"%s": %s, ' "$s" "${took[$s]}"; done) "total": $(($(date +%s) - t_start))},
+    "host_cpus": $(nproc), "host": "$(uname -r)",
+    "git": "$(cd "$top" && git describe --always --dirty 2>/dev/null || echo unknown)",
+    "other_qemu_max": max(o) if o else 0,
+    "other_qemu_mean": round(sum(o) / len(o), 2) if o else 0,
+}, open(sys.argv[1], "w"), indent=1)
+EOF
+/usr/bin/python3 "$here/report.py" "$logs" "$results/$date.json" --png "$results/$date.png"

@@ -29,6 +29,17 @@ fi
 if grep -E 'warning|error' "$log" >&2; then
 	die "module build produced warnings (see above)"
 fi
+# rustc has no -Wframe-larger-than: check the frames the way CONFIG_FRAME_WARN
+# does for C.  Verbs can run deep inside ib_core (create_qp of the GSI QP
+# runs under ib_register_device under netlink) on a 16 KiB stack.
+frame_max=2048
+big=$(objdump -d --no-show-raw-insn "$out/rroce/rroce.ko" | perl -ne '
+	$f = $1 if /^[0-9a-f]+ <(.*)>:$/;
+	print hex($1), " $f\n" if /sub\s+\$0x([0-9a-f]+),%rsp/ && hex($1) > '"$frame_max"';')
+if [ -n "$big" ]; then
+	echo "$big" >&2
+	die "stack frames larger than $frame_max bytes in rroce.ko (see above)"
+fi
 cp "$out/rroce/rroce.ko" "$out/rroce.ko"
 done_step
 echo "$out/rroce.ko"

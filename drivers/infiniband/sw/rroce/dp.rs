@@ -161,7 +161,9 @@ pub(crate) struct Dp {
     send_lim: SendLimits,
     recv_lim: RecvLimits,
     /// Responses not sent yet (FIFO in `pending[..]` from `pend_head`).
-    pending: [Option<Pending>; PENDING_MAX],
+    /// Heap-allocated, `PENDING_MAX` long: keeps `Dp` small (it is built
+    /// on the stack of `create_qp`, which may run deep in `ib_register_device`).
+    pending: KVVec<Option<Pending>>,
     pend_head: usize,
     pend_len: usize,
     /// Engine counters already added to the device's.
@@ -191,13 +193,13 @@ impl Dp {
         max_inline: u32,
         max_msg: u32,
         ud: bool,
-    ) -> Result<Dp> {
+    ) -> Result<KBox<Dp>> {
         let entries = sq_layout.entries() as usize;
         let esz = sq_layout.entry_size() as usize;
         let shadow = zeroed(entries.checked_mul(esz).ok_or(EINVAL)?)?;
         let slots = KVVec::from_elem(Slot::EMPTY, entries, GFP_KERNEL)?;
         let resz = rq_layout.entry_size() as usize;
-        Ok(Dp {
+        let dp = Dp {
             sq: Consumer::new(sq_layout, start),
             rq: Consumer::new(rq_layout, start),
             sq_layout,
@@ -220,7 +222,7 @@ impl Dp {
                 ud,
             },
             recv_lim: RecvLimits { max_sge, max_msg_size: max_msg },
-            pending: [None; PENDING_MAX],
+            pending: KVVec::from_elem(None, PENDING_MAX, GFP_KERNEL)?,
             pend_head: 0,
             pend_len: 0,
             seen_req: ReqCounters::default(),
@@ -229,7 +231,8 @@ impl Dp {
             ud,
             qkey: 0,
             ud_psn: 0,
-        })
+        };
+        Ok(KBox::new(dp, GFP_KERNEL)?)
     }
 
     fn shadow_range(&self, ring_idx: u32) -> core::ops::Range<usize> {

@@ -62,7 +62,7 @@ struct QpStateInner {
     state: QpState,
     attrs: QpAttrs,
     av: Option<AddressVector>,
-    dp: Dp,
+    dp: KBox<Dp>,
     /// The producer side of a kernel consumer's rings.
     kq: Option<KernelQueues>,
 }

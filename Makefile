@@ -47,6 +47,8 @@ host-test: deps
 lint: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	cargo fmt --manifest-path drivers/infiniband/sw/rroce/proto/fuzz/Cargo.toml -- --check
+	cargo clippy --manifest-path drivers/infiniband/sw/rroce/proto/fuzz/Cargo.toml --no-default-features --all-targets -- -D warnings
 
 vm: module provider
 	@RROCE_KO=$(BUILD)/$(FLAVOR)/rroce.ko scripts/vm --kernel $(FLAVOR)

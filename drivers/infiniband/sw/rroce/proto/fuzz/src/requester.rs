@@ -44,6 +44,9 @@ struct Posted {
     /// READ bytes received contiguously from offset 0.
     got: u64,
     atomic_done: bool,
+    /// The packet that ends the message (or the READ/atomic request) was
+    /// sent at least once.
+    sent_last: bool,
 }
 
 struct H {
@@ -121,6 +124,7 @@ impl H {
                     len,
                     got: 0,
                     atomic_done: false,
+                    sent_last: false,
                 });
             }
             Err(PostError::Full) => assert_eq!(before as usize, SLOTS),
@@ -139,11 +143,11 @@ impl H {
             let Some(d) = self.req.next_packet(self.now) else {
                 break;
             };
+            let ends = lookup(d.opcode).is_some_and(|i| i.position.is_end());
             let p = self
-                .posted
-                .iter()
-                .find(|p| p.idx == d.wqe)
+                .posted_mut(d.wqe)
                 .expect("packet for a WQE not outstanding");
+            p.sent_last |= ends;
             if let Some((off, len)) = d.payload {
                 let end = u64::from(off) + u64::from(len);
                 assert!(end <= u64::from(p.len), "payload beyond the message");
@@ -317,6 +321,7 @@ impl H {
             assert_eq!(c.wr_id, p.wqe.wr_id);
             assert_eq!(c.opcode, p.wqe.opcode.wc_opcode());
             if c.status == WcStatus::Success {
+                assert!(p.sent_last, "completed before its last packet was sent");
                 match p.wqe.opcode {
                     SendOpcode::RdmaRead => {
                         assert!(p.got >= u64::from(p.len), "READ completed without its data");

@@ -21,12 +21,12 @@
 //! * `qp_error` iff the responder is in the error state from then on.
 
 use crate::{build_packet, pmtu_from, psn_near, Reader};
-use rroce_proto::hdr::{pad_count, parse_packet, AtomicEth, Ieth, ImmDt, Reth, MAX_24};
-use rroce_proto::opcode::{self, lookup, ExtHdrs, Position};
-use rroce_proto::psn::{PathMtu, Psn};
+use rroce_proto::hdr::{pad_count, parse_packet, AtomicEth, Ieth, ImmDt, Reth, Syndrome, MAX_24};
+use rroce_proto::opcode::{self, lookup, ExtHdrs, Operation, Position};
+use rroce_proto::psn::{npkts, PathMtu, Psn};
 use rroce_proto::qp::{ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
 use rroce_proto::rc::{
-    Access, AccessError, Action, AtomicOp, InRequest, MemCheck, Place, RecvSource, Reply,
+    Access, AccessError, Action, AtomicOp, InRequest, MemCheck, Outcome, Place, RecvSource, Reply,
     RespConfig, RespDesc, Responder,
 };
 use rroce_proto::wqe::{WcOpcode, WcStatus};
@@ -378,10 +378,40 @@ impl Glue {
 
     fn feed(&mut self, q: &InRequest) {
         let was_error = self.resp.is_error();
+        let (epsn, msn) = (self.resp.expected_psn(), self.resp.msn());
         let a = self.resp.on_request(q, &mut self.mem, &mut self.rq);
         if was_error {
             assert_eq!(a.reply, Reply::None);
             assert!(!a.take_recv && a.recv_done.is_none() && a.place == Place::None);
+        }
+        // The expected PSN moves only for an executed request: by the
+        // READ's response count, or by one.
+        let (epsn2, msn2) = (self.resp.expected_psn(), self.resp.msn());
+        if a.outcome == Outcome::Executed {
+            assert_eq!(q.psn, epsn, "executed a request at another PSN");
+            let n = match (lookup(q.opcode).map(|i| i.operation), q.reth) {
+                (Some(Operation::RdmaReadRequest), Some(r)) => npkts(r.len, self.pmtu),
+                _ => 1,
+            };
+            assert_eq!(epsn2, epsn.add(n));
+            assert!(msn2 == msn || msn2 == (msn + 1) & MAX_24);
+        } else {
+            assert_eq!(epsn2, epsn, "ePSN moved for {:?}", a.outcome);
+            assert_eq!(msn2, msn);
+        }
+        // Never acknowledge a PSN that was not executed: a positive ACK
+        // (or atomic ACK) is for a PSN before the new ePSN.
+        if let Reply::Packet(d) = a.reply {
+            if d.aeth
+                .is_some_and(|x| matches!(x.decoded(), Syndrome::Ack { .. }))
+            {
+                assert!(
+                    d.psn.diff(epsn2) < 0,
+                    "ACK for PSN {:#x} with ePSN {:#x}",
+                    d.psn.get(),
+                    epsn2.get()
+                );
+            }
         }
         self.apply(q, &a);
     }

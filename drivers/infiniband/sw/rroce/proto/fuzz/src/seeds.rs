@@ -135,6 +135,7 @@ fn wqe_seeds(out: &mut Vec<Seed>) {
     let lim = |w: &mut Writer, set: u8, ud: bool| {
         w.u8(set).u8(0).u8(16).u8(0).u8(0).u16(1024).bool(ud);
         w.u32(4).u32(256);
+        w.u32(50).u32(58);
     };
     let sges = [
         Sge {

@@ -10,6 +10,7 @@
 
 use crate::Reader;
 use rroce_proto::abi;
+use rroce_proto::net::chunks;
 use rroce_proto::wqe::{
     decode_recv, decode_send, recv_entry_size, recv_max_sge, send_caps, send_entry_size,
     write_recv_wqe, write_send_wqe, Cqe, OpcodeSet, RecvLimits, SendLimits, SendPayload, Sge,
@@ -53,6 +54,7 @@ pub fn run(data: &[u8]) {
     let mut r = Reader::new(data);
     let (sl, rl) = limits(&mut r);
     let sizes = (r.u32(), r.u32());
+    let range = (r.u32(), r.u32());
     let entry = r.rest();
 
     if let Ok(v) = decode_send(entry, &sl) {
@@ -87,6 +89,7 @@ pub fn run(data: &[u8]) {
             if w.opcode.is_atomic() {
                 assert!(sges.len() == 1 && v.length == 8);
             }
+            check_chunks(&sges, range.0, range.1);
             let n = write_send_wqe(&mut out, &w, SendPayload::Sges(&sges)).expect("re-encode");
             let v2 = decode_send(&out[..n], &sl).expect("re-encoded WQE must decode");
             assert_eq!((v2.wqe, v2.length), (w, v.length));
@@ -101,6 +104,7 @@ pub fn run(data: &[u8]) {
         assert_eq!(sges.len(), usize::from(v.wqe.num_sge));
         let sum: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
         assert_eq!(sum, u64::from(v.length));
+        check_chunks(&sges, range.0, range.1);
         let mut out = vec![0u8; entry.len().max(RECV_HDR_BYTES)];
         let n = write_recv_wqe(&mut out, v.wqe.wr_id, &sges).expect("re-encode");
         let v2 = decode_recv(&out[..n], &rl).expect("re-encoded WQE must decode");
@@ -128,6 +132,33 @@ pub fn run(data: &[u8]) {
     let _ = recv_max_sge(sizes.1);
     let _ = send_entry_size(sizes.0, sizes.1);
     let _ = recv_entry_size(sizes.1);
+}
+
+/// `net::chunks` (the SGE walk of the data path): pieces are contiguous,
+/// non-empty, in SGE order, each inside one SGE, and cover `len` bytes from
+/// `offset` as far as the SGEs reach.
+fn check_chunks(sges: &[Sge], offset: u32, len: u32) {
+    let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
+    let want = total.saturating_sub(u64::from(offset)).min(u64::from(len));
+    let mut at = 0u64;
+    let mut si = 0usize;
+    for c in chunks(sges.iter().copied(), offset, len) {
+        assert!(c.len > 0);
+        assert_eq!(u64::from(c.at), at);
+        let inside = |s: &Sge| {
+            let off = c.addr.wrapping_sub(s.addr);
+            s.lkey == c.lkey
+                && off < u64::from(s.length)
+                && off + u64::from(c.len) <= u64::from(s.length)
+        };
+        while si < sges.len() && !inside(&sges[si]) {
+            si += 1;
+        }
+        assert!(si < sges.len(), "chunk {c:?} outside every SGE");
+        si += 1;
+        at += u64::from(c.len);
+    }
+    assert_eq!(at, want);
 }
 
 macro_rules! roundtrip {

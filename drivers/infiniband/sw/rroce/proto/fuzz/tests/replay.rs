@@ -5,8 +5,8 @@
 //!     cargo test --manifest-path drivers/infiniband/sw/rroce/proto/fuzz/Cargo.toml \
 //!         --no-default-features --release
 //!
-//! `-- --ignored write_seeds` (re)writes `seeds/<target>/` from
-//! `rroce_proto_fuzz::seeds`.
+//! `-- --ignored write_seeds` (re)writes the generated files of
+//! `seeds/<target>/` from `rroce_proto_fuzz::seeds`.
 
 use rroce_proto_fuzz::seeds::{self, TARGETS};
 use std::fs;
@@ -62,10 +62,10 @@ fn empty_and_tiny_inputs() {
 #[test]
 #[ignore = "writes seeds/"]
 fn write_seeds() {
+    // Files of other names (minimized fuzzer finds, named by their SHA-1)
+    // are kept.
     for t in TARGETS {
-        let d = root().join("seeds").join(t);
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
+        fs::create_dir_all(root().join("seeds").join(t)).unwrap();
     }
     for (t, name, data) in seeds::all() {
         fs::write(root().join("seeds").join(t).join(name), data).unwrap();

@@ -7,6 +7,8 @@
 #   make bench    perftest: rroce vs rdma_rxe vs TCP (QUICK=1: a short run)
 #   make check-debug   the same on the debug kernel (KASAN, lockdep, ...;
 #                 several times slower)
+#   make fuzz     cargo fuzz every protocol-core target for FUZZ_SECONDS
+#                 (default 60) each; a crash fails it
 #
 # Other targets: deps, kernel, module, provider, host-test, lint, vm, clean.
 # FLAVOR=plain|debug picks the kernel for `module`/`vm` (default plain).
@@ -22,7 +24,7 @@ TOP := $(CURDIR)
 BUILD := $(TOP)/build
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: bench all deps kernel module provider host-test lint vm run check check-debug clean
+.PHONY: bench all deps kernel module provider host-test lint vm run check check-debug fuzz clean
 
 all: module provider
 
@@ -45,6 +47,8 @@ host-test: deps
 lint: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	cargo fmt --manifest-path drivers/infiniband/sw/rroce/proto/fuzz/Cargo.toml -- --check
+	cargo clippy --manifest-path drivers/infiniband/sw/rroce/proto/fuzz/Cargo.toml --no-default-features --all-targets -- -D warnings
 
 vm: module provider
 	@RROCE_KO=$(BUILD)/$(FLAVOR)/rroce.ko scripts/vm --kernel $(FLAVOR)
@@ -64,6 +68,11 @@ bench: deps
 
 check: deps
 	@scripts/check.sh plain
+
+# Fuzzing (scripts/fuzz.sh): installs cargo-fuzz if missing, stable rustc.
+# FUZZ_SECONDS=N per target; TARGETS="packet ud" for a subset.
+fuzz:
+	@FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) scripts/fuzz.sh $(TARGETS)
 
 check-debug: deps
 	@scripts/check.sh debug

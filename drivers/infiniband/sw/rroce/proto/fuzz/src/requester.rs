@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! Target `requester`: the RC requester and completer fed arbitrary
+//! responses.
+//!
+//! Input: a requester configuration, then steps: posting send WQEs,
+//! pulling packets (`next_packet`), responses (structured ACK/NAK/READ
+//! response/ATOMIC ACK with PSNs near the window and arbitrary syndromes
+//! and MSNs, or raw bytes through `parse_packet`), timer expiries, polls,
+//! `restart_from`, window changes, local errors and flushes.  Requests can
+//! also go through a real `Responder` ("echo") over a lossy, duplicating
+//! wire, whose responses come back the same way.  Checked:
+//!
+//! * every request packet builds and parses, belongs to a posted WQE and
+//!   carries payload only inside that WQE's message;
+//! * `ReadData`/`AtomicData` verdicts name an outstanding READ/atomic WQE
+//!   and a range inside its message, in order;
+//! * completions come in posting order, each WQE exactly once, with the
+//!   right `wr_id`; a successful READ got all its data first, a successful
+//!   atomic its original value;
+//! * after a final `flush` every posted WQE has completed.
+
+use crate::responder::{check_reply, Mem, Mr, Rq};
+use crate::{build_packet, pmtu_from, psn_near, Reader};
+use rroce_proto::hdr::{parse_packet, Aeth, MAX_24};
+use rroce_proto::opcode::{self, lookup, ExtHdrs};
+use rroce_proto::psn::Psn;
+use rroce_proto::qp::{ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
+use rroce_proto::rc::{
+    InRequest, InResponse, PostError, Reply, ReqConfig, Requester, RespConfig, RespVerdict,
+    Responder, Slot,
+};
+use rroce_proto::wqe::{SendOpcode, SendWqe, WcStatus, MAX_MSG_SIZE};
+use std::collections::VecDeque;
+
+const SLOTS: usize = 8;
+const RKEY: u32 = 0x100;
+const VA: u64 = 0x1_0000;
+const MR_LEN: usize = 1 << 16;
+
+struct Posted {
+    idx: u32,
+    wqe: SendWqe,
+    len: u32,
+    /// READ bytes received contiguously from offset 0.
+    got: u64,
+    atomic_done: bool,
+    /// The packet that ends the message (or the READ/atomic request) was
+    /// sent at least once.
+    sent_last: bool,
+}
+
+struct H {
+    req: Requester<[Slot; SLOTS]>,
+    mtu: u32,
+    posted: VecDeque<Posted>,
+    next_idx: u32,
+    now: u64,
+    wr_id: u64,
+    echo: Responder<16>,
+    echo_mem: Mem,
+    echo_rq: Rq,
+    echo_recv_open: bool,
+    to_resp: VecDeque<InRequest>,
+    to_req: VecDeque<InResponse>,
+}
+
+const RC_RESPONSES: [u8; 7] = [
+    opcode::RC_ACKNOWLEDGE,
+    opcode::RC_ACKNOWLEDGE,
+    opcode::RC_RDMA_READ_RESPONSE_FIRST,
+    opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+    opcode::RC_RDMA_READ_RESPONSE_LAST,
+    opcode::RC_RDMA_READ_RESPONSE_ONLY,
+    opcode::RC_ATOMIC_ACKNOWLEDGE,
+];
+
+fn syndrome(r: &mut Reader<'_>) -> u8 {
+    match r.u8() % 8 {
+        0..=2 => 0x1F,             // ACK
+        3 => 0x60,                 // NAK PSN sequence error
+        4 => 0x20 | r.u8() & 0x1F, // RNR NAK
+        5 => 0x60 | (r.u8() % 6),  // other NAKs
+        _ => r.u8(),
+    }
+}
+
+impl H {
+    fn posted_mut(&mut self, idx: u32) -> Option<&mut Posted> {
+        self.posted.iter_mut().find(|p| p.idx == idx)
+    }
+
+    fn post(&mut self, r: &mut Reader<'_>) {
+        let Some(op) = SendOpcode::from_u8(r.u8() % 10) else {
+            return;
+        };
+        let len = match r.u8() % 6 {
+            0 => u32::from(r.u8()),
+            1 => self.mtu * u32::from(r.u8() % 6) + u32::from(r.u8() % 4),
+            2 => u32::from(r.u16()),
+            3 => 8,
+            4 => 0,
+            _ => r.u32(),
+        };
+        self.wr_id += 1;
+        let mut w = SendWqe::new(self.wr_id, op);
+        w.flags = r.u8() & 0x0F;
+        w.imm_or_inv = r.u32();
+        w.rkey = if r.u8() < 240 { RKEY } else { r.u32() };
+        w.remote_addr = if r.u8() < 240 {
+            (VA + u64::from(r.u16() % 0x8000)) & !7
+        } else {
+            r.u64()
+        };
+        w.compare_add = r.u64();
+        w.swap = r.u64();
+        let before = self.req.outstanding();
+        match self.req.post(w, len) {
+            Ok(idx) => {
+                assert_eq!(idx, self.next_idx, "WQE indices are assigned in order");
+                self.next_idx = idx.wrapping_add(1);
+                self.posted.push_back(Posted {
+                    idx,
+                    wqe: w,
+                    len,
+                    got: 0,
+                    atomic_done: false,
+                    sent_last: false,
+                });
+            }
+            Err(PostError::Full) => assert_eq!(before as usize, SLOTS),
+            Err(PostError::Unsupported) => assert!(op.is_local()),
+            Err(PostError::TooLong) => assert!(len > MAX_MSG_SIZE),
+            Err(PostError::NoRdAtomic) => {
+                assert_eq!(self.req.config().max_rd_atomic, 0);
+            }
+        }
+        assert!(self.req.outstanding() as usize <= SLOTS);
+        assert_eq!(self.req.outstanding() as usize, self.posted.len());
+    }
+
+    fn send(&mut self, max: u32) {
+        for _ in 0..max {
+            let Some(d) = self.req.next_packet(self.now) else {
+                break;
+            };
+            let ends = lookup(d.opcode).is_some_and(|i| i.position.is_end());
+            let p = self
+                .posted_mut(d.wqe)
+                .expect("packet for a WQE not outstanding");
+            p.sent_last |= ends;
+            if let Some((off, len)) = d.payload {
+                let end = u64::from(off) + u64::from(len);
+                assert!(end <= u64::from(p.len), "payload beyond the message");
+                assert!(len <= self.mtu);
+            }
+            assert!(d.psn.get() <= MAX_24);
+            let n = d.payload_len() as usize;
+            let pkt = build_packet(&d.bth(0x11, 0xFFFF), &d.ext(), n)
+                .expect("request headers must build");
+            let parsed = parse_packet(&pkt).expect("request must parse");
+            assert_eq!(parsed.bth.opcode, d.opcode);
+            assert_eq!(parsed.payload_len, n);
+            if self.to_resp.len() < 256 {
+                self.to_resp.push_back(InRequest::from_parsed(&parsed));
+            }
+        }
+    }
+
+    fn deliver_request(&mut self, mode: u8) {
+        let Some(q) = self.to_resp.pop_front() else {
+            return;
+        };
+        match mode % 8 {
+            0 => return, // lost
+            1 => self.to_resp.push_front(q),
+            2 => {
+                // reordered with the next one
+                if let Some(n) = self.to_resp.pop_front() {
+                    self.to_resp.push_front(q);
+                    self.to_resp.push_front(n);
+                    return;
+                }
+            }
+            _ => {}
+        }
+        let a = self
+            .echo
+            .on_request(&q, &mut self.echo_mem, &mut self.echo_rq);
+        if a.take_recv {
+            self.echo_recv_open = true;
+        }
+        if a.recv_done.is_some() || a.qp_error {
+            self.echo_recv_open = false;
+        }
+        let mut push = |x: InResponse| {
+            if self.to_req.len() < 256 {
+                self.to_req.push_back(x);
+            }
+        };
+        match a.reply {
+            Reply::None => {}
+            Reply::Packet(d) => {
+                check_reply(&d);
+                push(InResponse {
+                    opcode: d.opcode,
+                    psn: d.psn,
+                    aeth: d.aeth,
+                    atomic_orig: d.atomic_orig,
+                    payload_len: 0,
+                });
+            }
+            Reply::Read(s) => {
+                for d in s {
+                    push(InResponse {
+                        opcode: d.opcode,
+                        psn: d.psn,
+                        aeth: d.aeth,
+                        atomic_orig: None,
+                        payload_len: d.payload_len(),
+                    });
+                }
+            }
+        }
+    }
+
+    fn deliver_response(&mut self, mode: u8) {
+        let Some(x) = self.to_req.pop_front() else {
+            return;
+        };
+        match mode % 8 {
+            0 => {}
+            1 => {
+                self.to_req.push_front(x);
+                self.respond(&x);
+            }
+            2 => {
+                if let Some(n) = self.to_req.pop_front() {
+                    self.to_req.push_front(x);
+                    self.respond(&n);
+                } else {
+                    self.respond(&x);
+                }
+            }
+            _ => self.respond(&x),
+        }
+    }
+
+    fn respond(&mut self, x: &InResponse) {
+        let was_error = self.req.is_error();
+        let v = self.req.on_response(x, self.now);
+        if was_error {
+            assert!(matches!(v, RespVerdict::Ignored(_)));
+        }
+        match v {
+            RespVerdict::ReadData { wqe, offset } => {
+                let mtu = self.mtu;
+                let p = self
+                    .posted_mut(wqe)
+                    .expect("READ data for a WQE not outstanding");
+                assert_eq!(p.wqe.opcode, SendOpcode::RdmaRead);
+                let end = u64::from(offset) + u64::from(x.payload_len);
+                assert!(end <= u64::from(p.len), "READ data beyond the message");
+                assert_eq!(offset % mtu, 0);
+                assert!(u64::from(offset) <= p.got, "READ data with a gap");
+                p.got = p.got.max(end);
+            }
+            RespVerdict::AtomicData { wqe, .. } => {
+                let p = self
+                    .posted_mut(wqe)
+                    .expect("atomic data for a WQE not outstanding");
+                assert!(p.wqe.opcode.is_atomic());
+                p.atomic_done = true;
+            }
+            RespVerdict::Fatal(_) => assert!(self.req.is_error()),
+            RespVerdict::Ack | RespVerdict::Retry | RespVerdict::Ignored(_) => {}
+        }
+    }
+
+    fn structured_response(&mut self, r: &mut Reader<'_>) {
+        let sel = r.u8();
+        let op = if sel < 240 {
+            RC_RESPONSES[usize::from(sel) % RC_RESPONSES.len()]
+        } else {
+            r.u8()
+        };
+        let base = if r.bool() {
+            self.req.unacked_psn()
+        } else {
+            self.req.next_psn().prev()
+        };
+        let hdrs = lookup(op).map_or(ExtHdrs::NONE, |i| i.hdrs);
+        let x = InResponse {
+            opcode: op,
+            psn: psn_near(r, base),
+            aeth: hdrs.contains(ExtHdrs::AETH).then(|| Aeth {
+                syndrome: syndrome(r),
+                msn: r.u32() & MAX_24,
+            }),
+            atomic_orig: hdrs.contains(ExtHdrs::ATOMIC_ACK_ETH).then(|| r.u64()),
+            payload_len: if lookup(op).is_some_and(|i| i.payload) {
+                match r.u8() % 4 {
+                    0 => self.mtu,
+                    1 => u32::from(r.u16()),
+                    2 => u32::from(r.u8()),
+                    _ => r.u32(),
+                }
+            } else {
+                0
+            },
+        };
+        self.respond(&x);
+    }
+
+    fn poll(&mut self) {
+        while let Some(c) = self.req.poll_completion() {
+            let p = self
+                .posted
+                .pop_front()
+                .expect("completion with nothing outstanding");
+            assert_eq!(c.wqe, p.idx, "completion out of order");
+            assert_eq!(c.wr_id, p.wqe.wr_id);
+            assert_eq!(c.opcode, p.wqe.opcode.wc_opcode());
+            if c.status == WcStatus::Success {
+                assert!(p.sent_last, "completed before its last packet was sent");
+                match p.wqe.opcode {
+                    SendOpcode::RdmaRead => {
+                        assert!(p.got >= u64::from(p.len), "READ completed without its data");
+                        assert_eq!(c.byte_len, p.len);
+                    }
+                    SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
+                        assert!(p.atomic_done, "atomic completed without its value");
+                        assert_eq!(c.byte_len, 8);
+                    }
+                    _ => assert_eq!(c.byte_len, p.len),
+                }
+            } else {
+                assert_eq!(c.byte_len, 0);
+            }
+        }
+    }
+}
+
+/// The harness.
+pub fn run(data: &[u8]) {
+    let mut r = Reader::new(data);
+    let pmtu = pmtu_from(r.u8());
+    let sq_psn = Psn::new(match r.u8() % 3 {
+        0 => 0,
+        1 => MAX_24 - u32::from(r.u8()),
+        _ => r.u32(),
+    });
+    let cfg = ReqConfig {
+        sq_psn,
+        pmtu,
+        max_rd_atomic: r.u8() % 17,
+        timeout: r.u8() % 32,
+        retry_cnt: r.u8() % 8,
+        rnr_retry: r.u8() % 8,
+        max_unacked: match r.u8() % 3 {
+            0 => ReqConfig::DEFAULT_MAX_UNACKED,
+            1 => u32::from(r.u8()),
+            _ => r.u32(),
+        },
+        ack_every: match r.u8() % 3 {
+            0 => ReqConfig::DEFAULT_ACK_EVERY,
+            1 => u32::from(r.u8()),
+            _ => r.u32(),
+        },
+    };
+    let echo_cfg = RespConfig {
+        rq_psn: sq_psn,
+        pmtu,
+        max_dest_rd_atomic: r.u8() % 17,
+        min_rnr_timer: r.u8() & 0x1F,
+    };
+    let mut h = H {
+        req: Requester::new(cfg),
+        mtu: pmtu.bytes(),
+        posted: VecDeque::new(),
+        next_idx: 0,
+        now: r.u64() >> 8,
+        wr_id: 0,
+        echo: Responder::new(echo_cfg),
+        echo_mem: Mem {
+            mrs: vec![Mr {
+                rkey: RKEY,
+                va: VA,
+                access: ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC,
+                data: vec![0; MR_LEN],
+            }],
+            write_grant: None,
+            atomics: 0,
+        },
+        echo_rq: Rq::default(),
+        echo_recv_open: false,
+        to_resp: VecDeque::new(),
+        to_req: VecDeque::new(),
+    };
+    let mut steps = 0;
+    while !r.is_empty() && steps < 1000 {
+        steps += 1;
+        match r.u8() % 16 {
+            0 | 1 => h.post(&mut r),
+            2 => {
+                let n = u32::from(r.u8() % 64);
+                h.send(n)
+            }
+            3 | 4 => {
+                let m = r.u8();
+                h.deliver_request(m)
+            }
+            5 | 6 => {
+                let m = r.u8();
+                h.deliver_response(m)
+            }
+            7 | 8 => h.structured_response(&mut r),
+            9 => {
+                let pkt = r.chunk(4200);
+                if let Ok(p) = parse_packet(pkt) {
+                    h.respond(&InResponse::from_parsed(&p));
+                }
+            }
+            10 => {
+                h.now = match r.u8() % 4 {
+                    0 => h.req.next_deadline().unwrap_or(h.now).max(h.now),
+                    1 => h.now.saturating_add(u64::from(r.u32())),
+                    2 => h.now.saturating_add(u64::from(r.u16()) << 20),
+                    _ => h.now.saturating_add(r.u64()),
+                };
+                let was_error = h.req.is_error();
+                let changed = h.req.on_timer(h.now);
+                if was_error {
+                    assert!(!changed);
+                }
+            }
+            11 => h.poll(),
+            12 => {
+                // The echo's receive queue.
+                let n = r.u8() % 4;
+                if n == 0 {
+                    h.echo_rq.q.clear();
+                } else if h.echo_rq.q.len() < 64 {
+                    for _ in 0..n {
+                        h.echo_rq
+                            .q
+                            .push_back(if r.bool() { u32::MAX } else { r.u32() });
+                    }
+                }
+            }
+            13 => {
+                let base = h.req.unacked_psn();
+                let p = psn_near(&mut r, base);
+                h.req.restart_from(p);
+            }
+            14 => {
+                let (a, b) = (u32::from(r.u8()), u32::from(r.u8()));
+                h.req.set_window(a, b);
+            }
+            _ => match r.u8() {
+                0 => h.req.flush(),
+                1 => {
+                    let idx = h.posted.front().map_or(0, |p| p.idx);
+                    h.req.local_error(
+                        idx.wrapping_add(u32::from(r.u8() % 4)),
+                        WcStatus::LocProtErr,
+                    );
+                }
+                _ => {}
+            },
+        }
+        assert!(h.req.outstanding() as usize <= SLOTS);
+        assert!(h.req.next_psn().get() <= MAX_24 && h.req.unacked_psn().get() <= MAX_24);
+    }
+    // Whatever happened, a flush returns every WQE exactly once.
+    h.req.flush();
+    h.poll();
+    assert!(h.posted.is_empty(), "WQEs lost after flush");
+    assert!(h.req.is_idle());
+    assert!(h.req.next_packet(h.now).is_none());
+}

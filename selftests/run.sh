@@ -65,7 +65,11 @@ for t in "${tests[@]}"; do
 	log=$results/$name.tap
 	echo "# selftests: rdma: $name"
 	start=$(date +%s)
-	TEST_NAME=$name timeout --kill-after=10 "$timeout" "$t" </dev/null >"$log" 2>&1
+	# a script may ask for more time with a "# selftest-timeout=SECONDS" line
+	tmo=$(sed -n 's/^# selftest-timeout=\([0-9]*\)$/\1/p' "$t" | head -1)
+	tmo=$((${tmo:-$timeout} * ${RROCE_TIMEOUT_SCALE:-1}))
+	[ "$tmo" -lt "$timeout" ] && tmo=$timeout
+	TEST_NAME=$name timeout --kill-after=10 "$tmo" "$t" </dev/null >"$log" 2>&1
 	rc=$?
 	sed 's/^/# /' "$log"
 	# count subtests
@@ -76,7 +80,7 @@ for t in "${tests[@]}"; do
 	plan=$(sed -n 's/^1\.\.\([0-9]*\).*/\1/p' "$log" | head -1)
 	extra=
 	if [ $rc = 124 ] || [ $rc = 137 ]; then
-		extra="timed out after ${timeout}s"
+		extra="timed out after ${tmo}s"
 	elif [ $rc != 0 ] && [ $rc != 4 ] && [ "$f" = 0 ]; then
 		extra="exited $rc without a failing subtest"
 	elif [ -n "$plan" ] && [ $((p + s + f)) -lt "$plan" ]; then

@@ -11,8 +11,8 @@
 //! QP (RC, UC, UD), create/modify/query/destroy SRQ and
 //! create/destroy/req_notify/resize CQ through the `ibv_cmd_*`
 //! helpers of libibverbs; the data path (`post_send`, `post_recv`,
-//! `post_srq_recv`, `poll_cq`) runs on rings shared with the kernel (see [`cq`], [`qp`] and
-//! [`mapping`]).  Every other op stays NULL, so libibverbs answers it with
+//! `post_srq_recv`, `poll_cq`) runs on rings shared with the kernel (see
+//! [`cq`], [`qp`], [`srq`] and [`mapping`]).  Every other op stays NULL, so libibverbs answers it with
 //! `EOPNOTSUPP`.
 //!
 //! Error conventions (those of libibverbs): ops returning a pointer return

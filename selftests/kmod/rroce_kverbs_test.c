@@ -436,9 +436,13 @@ static void kv_note_err(const char *call, struct kv_side *s, int err)
 	kv_fail("%s on %s (%s): %d", call, s->tag, s->dev->name, err);
 }
 
+/* If set, QPs created on side B take their receives from this SRQ. */
+static struct ib_srq *kv_srq_b;
+
 static int kv_end_create(struct kv_end *e, struct kv_side *s, enum ib_poll_context poll,
 			 u32 wr)
 {
+	struct ib_srq *srq = s == &kv_b ? kv_srq_b : NULL;
 	struct ib_qp_init_attr init = {};
 	u32 inl = KV_INLINE;
 	int err;
@@ -465,6 +469,11 @@ again:
 	init.sq_sig_type = IB_SIGNAL_REQ_WR;
 	init.qp_type = IB_QPT_RC;
 	init.port_num = KV_PORT;
+	init.srq = srq;
+	if (srq) {
+		init.cap.max_recv_wr = 0;
+		init.cap.max_recv_sge = 0;
+	}
 	e->qp = ib_create_qp(s->pd, &init);
 	if (IS_ERR(e->qp) && PTR_ERR(e->qp) == -EINVAL && inl) {
 		kv_diag("ib_create_qp on %s with max_inline_data %u: -EINVAL; again without inline data",
@@ -479,8 +488,8 @@ again:
 		return err;
 	}
 	e->cap = init.cap;
-	if (e->cap.max_send_wr < wr || e->cap.max_recv_wr < wr ||
-	    e->cap.max_send_sge < KV_SGE || e->cap.max_recv_sge < KV_SGE) {
+	if (e->cap.max_send_wr < wr || (!srq && e->cap.max_recv_wr < wr) ||
+	    e->cap.max_send_sge < KV_SGE || (!srq && e->cap.max_recv_sge < KV_SGE)) {
 		kv_fail("ib_create_qp on %s granted wr %u/%u sge %u/%u, asked for %u/%u %u/%u",
 			s->tag, e->cap.max_send_wr, e->cap.max_recv_wr, e->cap.max_send_sge,
 			e->cap.max_recv_sge, wr, wr, KV_SGE, KV_SGE);
@@ -1308,6 +1317,150 @@ out:
 	kv_pair_close(p);
 }
 
+static struct ib_srq *kv_srq_cur;
+static atomic_t kv_srq_events;
+
+static void kv_srq_event(struct ib_event *ev, void *ctx)
+{
+	if (ev->event == IB_EVENT_SRQ_LIMIT_REACHED && ev->element.srq == kv_srq_cur)
+		atomic_inc(&kv_srq_events);
+	else
+		pr_info("# unexpected SRQ event: %s\n", ib_event_msg(ev->event));
+}
+
+/*
+ * 19: an SRQ on B: bad attributes (max_wr 0, limit above the capacity) ->
+ * -EINVAL; limit 2 armed; QP B (with the SRQ) gets 3 SENDs of 3000 B from A
+ * into 3 of 4 buffers posted with ib_post_srq_recv (ib_post_recv on QP B ->
+ * -EINVAL): data, wr_ids in order and qp checked; IB_EVENT_SRQ_LIMIT_REACHED
+ * once, limit disarmed; QP B to ERR flushes nothing of the SRQ.
+ */
+static void kv_t_srq(void)
+{
+	struct ib_srq_init_attr init = {
+		.event_handler = kv_srq_event,
+		.attr = { .max_wr = 0, .max_sge = 1 },
+		.srq_type = IB_SRQT_BASIC,
+	};
+	struct kv_side *src = &kv_a, *dst = &kv_b;
+	struct ib_srq_attr at = {};
+	struct ib_qp_attr qa = { .qp_state = IB_QPS_ERR };
+	struct ib_recv_wr rwr[4] = {}, bwr = {};
+	struct ib_sge rs[8];
+	const struct ib_recv_wr *bad = NULL;
+	struct kv_pair *p = NULL;
+	const u32 len = 3000;
+	const char *what = "SRQ: 3 SENDs A->B";
+	unsigned long deadline;
+	struct ib_srq *srq;
+	int i, err;
+
+	srq = ib_create_srq(dst->pd, &init);
+	if (!IS_ERR(srq)) {
+		kv_fail("ib_create_srq with max_wr 0 succeeded");
+		ib_destroy_srq(srq);
+		return;
+	}
+	if (PTR_ERR(srq) == -EOPNOTSUPP) {
+		kv_note_err("ib_create_srq", dst, -EOPNOTSUPP);
+		return;
+	}
+	if (PTR_ERR(srq) != -EINVAL)
+		kv_fail("ib_create_srq with max_wr 0: %ld, want -EINVAL", PTR_ERR(srq));
+	init.attr.max_wr = 4;
+	srq = ib_create_srq(dst->pd, &init);
+	if (IS_ERR(srq)) {
+		kv_note_err("ib_create_srq", dst, (int)PTR_ERR(srq));
+		return;
+	}
+	kv_srq_cur = srq;
+	atomic_set(&kv_srq_events, 0);
+	if (init.attr.max_wr < 4 || init.attr.max_sge < 1)
+		kv_fail("ib_create_srq granted max_wr %u max_sge %u, asked for 4/1",
+			init.attr.max_wr, init.attr.max_sge);
+	at.srq_limit = init.attr.max_wr + 1;
+	err = ib_modify_srq(srq, &at, IB_SRQ_LIMIT);
+	if (err != -EINVAL)
+		kv_fail("ib_modify_srq limit %u (capacity %u): %d, want -EINVAL", at.srq_limit,
+			init.attr.max_wr, err);
+	at.srq_limit = 2;
+	err = ib_modify_srq(srq, &at, IB_SRQ_LIMIT);
+	if (err)
+		kv_fail("ib_modify_srq limit 2: %d", err);
+	memset(&at, 0, sizeof(at));
+	err = ib_query_srq(srq, &at);
+	if (err || at.srq_limit != 2 || at.max_wr != init.attr.max_wr)
+		kv_fail("ib_query_srq: %d, limit %u max_wr %u (want 2, %u)", err, at.srq_limit,
+			at.max_wr, init.attr.max_wr);
+	if (kv_err)
+		goto out;
+	kv_srq_b = srq;
+	p = kv_pair_open(&kv_direct);
+	kv_srq_b = NULL;
+	if (!p)
+		goto out;
+
+	kv_fill_tx(src);
+	kv_clear_rx(dst);
+	for (i = 0; i < ARRAY_SIZE(rs); i++)
+		rs[i] = kv_sge(dst, &dst->rx, i * 8192, 8192);
+	bwr = (struct ib_recv_wr){ .wr_id = 1, .sg_list = rs, .num_sge = 1 };
+	err = ib_post_recv(p->b.qp, &bwr, &bad);
+	if (err != -EINVAL)
+		kv_fail("ib_post_recv on QP B (with an SRQ): %d, want -EINVAL", err);
+	if (init.attr.max_sge < ARRAY_SIZE(rs)) {
+		bwr.num_sge = init.attr.max_sge + 1;
+		err = ib_post_srq_recv(srq, &bwr, &bad);
+		if (err != -EINVAL || bad != &bwr)
+			kv_fail("ib_post_srq_recv with %d SGEs (max %u): %d, want -EINVAL",
+				bwr.num_sge, init.attr.max_sge, err);
+	}
+	for (i = 0; i < 4; i++)
+		rwr[i] = (struct ib_recv_wr){ .wr_id = 0x5300 + i, .sg_list = &rs[i], .num_sge = 1,
+					      .next = i < 3 ? &rwr[i + 1] : NULL };
+	err = ib_post_srq_recv(srq, rwr, &bad);
+	if (err)
+		kv_fail("ib_post_srq_recv of 4: %d", err);
+	for (i = 0; i < 3 && !kv_err; i++) {
+		struct ib_sge ss = kv_sge(src, &src->tx, i * len, len);
+		struct ib_send_wr swr = { .wr_id = 0x5e50 + i, .sg_list = &ss, .num_sge = 1,
+					  .opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED };
+
+		kv_img_put(i * 8192, (u8 *)src->tx.va + i * len, len);
+		kv_post_send(&p->a, &swr, what);
+	}
+	for (i = 0; i < 3; i++)
+		kv_expect(&p->a, what, KV_OK(0x5e50 + i, IB_WC_SEND, KV_ANY));
+	for (i = 0; i < 3; i++)
+		kv_expect(&p->b, what, KV_OK(0x5300 + i, IB_WC_RECV, len));
+	if (kv_err)
+		goto out;
+	kv_check_rx(dst, what);
+	deadline = kv_deadline();
+	while (atomic_read(&kv_srq_events) == 0 && !kv_expired(deadline))
+		kv_nap();
+	if (atomic_read(&kv_srq_events) != 1)
+		kv_fail("%d IB_EVENT_SRQ_LIMIT_REACHED events with 1 of 4 left (limit 2), want 1",
+			atomic_read(&kv_srq_events));
+	err = ib_query_srq(srq, &at);
+	if (err || at.srq_limit != 0)
+		kv_fail("ib_query_srq after the event: %d, limit %u (want 0: disarmed)", err,
+			at.srq_limit);
+	kv_cq_empty(&p->a, what);
+	kv_cq_empty(&p->b, what);
+	err = ib_modify_qp(p->b.qp, &qa, IB_QP_STATE);
+	if (err)
+		kv_fail("QP B to ERR: %d", err);
+	msleep(100);
+	kv_cq_empty(&p->b, "QP B in ERR (the SRQ's last receive is not flushed)");
+	if (atomic_read(&kv_srq_events) != 1)
+		kv_fail("%d limit events, want 1", atomic_read(&kv_srq_events));
+out:
+	kv_pair_close(p);
+	ib_destroy_srq(srq);
+	kv_srq_cur = NULL;
+}
+
 struct kv_test {
 	const char *name;
 	void (*fn)(void);
@@ -1332,9 +1485,10 @@ static const struct kv_test kv_tests[] = {
 	{ "SEND from a bad lkey -> LOC_PROT_ERR, next WR flushed, QP in ERR, later RECVs flushed", kv_t_bad_lkey_send },
 	{ "RDMA READ into a bad lkey -> LOC_PROT_ERR, next WR flushed, QP in ERR, later RECVs flushed", kv_t_bad_lkey_read },
 	{ "posting beyond max_send_wr/max_recv_wr -> -ENOMEM with *bad_wr at the first WR not posted; ERR flushes all", kv_t_depth },
+	{ "SRQ on B: bad attributes, ib_post_srq_recv, 3 SENDs into it (data, qp), limit event once, ERR flushes nothing of it", kv_t_srq },
 };
 
-#define KV_NTESTS 18
+#define KV_NTESTS 19
 static_assert(ARRAY_SIZE(kv_tests) == KV_NTESTS);
 /* selftests/rdma/kverbs.sh reads the plan with modinfo -F ktap_plan */
 MODULE_INFO(ktap_plan, __stringify(KV_NTESTS));

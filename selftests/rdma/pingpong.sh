@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Data path smoke test with the libibverbs examples: RC loopback on one
 # device, then RC/UD between rroce0 (init_net) and rroce1 (netns peer) over
-# the veth pair.  (The cross-namespace cases fail on rxe: no netns support.)
+# the veth pair; SRQ (ibv_srq_pingpong -c: several QPs share one SRQ, the
+# receiver checks the data) at three message sizes.  (The cross-namespace
+# cases fail on rxe: no netns support.)
 . "$(dirname "$0")/../lib.sh"
-test_init 6
+test_init 8
 
 why=$(provider_unavailable)
 command -v ibv_rc_pingpong >/dev/null || why=${why:-ibv_rc_pingpong missing}
@@ -19,7 +21,8 @@ if [ -z "$why" ] && [ "$RROCE_TYPE" = rroce ]; then
 	esac
 fi
 if [ -n "$why" ]; then
-	for d in "RC loopback" "RC $DEV0 <-> $DEV1" "RC 64 KiB messages" "UD $DEV0 <-> $DEV1" "SRQ $DEV0 <-> $DEV1"; do
+	for d in "RC loopback" "RC $DEV0 <-> $DEV1" "RC 64 KiB messages" "UD $DEV0 <-> $DEV1" \
+		"SRQ 64 B" "SRQ 4 KiB" "SRQ 64 KiB"; do
 		ktap_skip "$d" "$why"
 	done
 	test_done
@@ -70,13 +73,16 @@ t_begin "UD $DEV0 <-> $DEV1 (ibv_ud_pingpong -n 200)"
 pp ibv_ud_pingpong "$NS1" "$DEV1" "$DEV0" "$IP1" -n 200 -s 512
 t_end
 
-if [ "$RROCE_TYPE" = rroce ]; then
-	# Issue 5 (complete verbs) brings SRQs.
-	ktap_skip "SRQ $DEV0 <-> $DEV1" "rroce has no SRQ yet (issue 5)"
-else
-	t_begin "SRQ $DEV0 <-> $DEV1 (ibv_srq_pingpong -n 100)"
-	pp ibv_srq_pingpong "$NS1" "$DEV1" "$DEV0" "$IP1" -n 100
-	t_end
-fi
+t_begin "SRQ 64 B $DEV0 <-> $DEV1 (ibv_srq_pingpong -c, 16 QPs on one SRQ, -n 20)"
+pp ibv_srq_pingpong "$NS1" "$DEV1" "$DEV0" "$IP1" -c -s 64 -n 20
+t_end
+
+t_begin "SRQ 4 KiB $DEV0 <-> $DEV1 (ibv_srq_pingpong -c, 8 QPs, -n 20)"
+pp ibv_srq_pingpong "$NS1" "$DEV1" "$DEV0" "$IP1" -c -s 4096 -q 8 -n 20
+t_end
+
+t_begin "SRQ 64 KiB $DEV0 <-> $DEV1 (ibv_srq_pingpong -c, 4 QPs, -r 64, -n 10, MTU 1024)"
+pp ibv_srq_pingpong "$NS1" "$DEV1" "$DEV0" "$IP1" -c -s 65536 -q 4 -r 64 -n 10 -m 1024
+t_end
 
 test_done

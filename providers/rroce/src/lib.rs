@@ -8,10 +8,11 @@
 //!
 //! Implemented verbs: open/close device, query device, query port, alloc/
 //! dealloc PD, reg/dereg MR, create/destroy AH, create/modify/query/destroy
-//! QP (RC, UC, UD) and create/destroy/req_notify/resize CQ through the `ibv_cmd_*`
+//! QP (RC, UC, UD), create/modify/query/destroy SRQ and
+//! create/destroy/req_notify/resize CQ through the `ibv_cmd_*`
 //! helpers of libibverbs; the data path (`post_send`, `post_recv`,
-//! `poll_cq`) runs on rings shared with the kernel (see [`cq`], [`qp`] and
-//! [`mapping`]).  Every other op stays NULL, so libibverbs answers it with
+//! `post_srq_recv`, `poll_cq`) runs on rings shared with the kernel (see
+//! [`cq`], [`qp`], [`srq`] and [`mapping`]).  Every other op stays NULL, so libibverbs answers it with
 //! `EOPNOTSUPP`.
 //!
 //! Error conventions (those of libibverbs): ops returning a pointer return
@@ -26,6 +27,7 @@ mod cq;
 mod mapping;
 mod mr;
 mod qp;
+mod srq;
 mod verbs_abi;
 
 use core::ffi::{c_char, c_int, c_void};
@@ -115,6 +117,11 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     destroy_qp: Some(qp::rroce_destroy_qp),
     post_send: Some(qp::rroce_post_send),
     post_recv: Some(qp::rroce_post_recv),
+    create_srq: Some(srq::rroce_create_srq),
+    modify_srq: Some(srq::rroce_modify_srq),
+    query_srq: Some(srq::rroce_query_srq),
+    destroy_srq: Some(srq::rroce_destroy_srq),
+    post_srq_recv: Some(srq::rroce_post_srq_recv),
     reg_mr: Some(mr::rroce_reg_mr),
     dereg_mr: Some(mr::rroce_dereg_mr),
     create_ah: Some(mr::rroce_create_ah),
@@ -586,7 +593,7 @@ mod tests {
         assert_eq!(DEVICE_OPS.match_max_abi_version, 1);
         assert!(CONTEXT_OPS.create_qp.is_some() && CONTEXT_OPS.reg_mr.is_some());
         assert!(CONTEXT_OPS.poll_cq.is_some() && CONTEXT_OPS.post_send.is_some());
-        assert!(CONTEXT_OPS.create_srq.is_none() && CONTEXT_OPS.resize_cq.is_some());
+        assert!(CONTEXT_OPS.create_srq.is_some() && CONTEXT_OPS.resize_cq.is_some());
         assert!(CONTEXT_OPS.alloc_pd.is_some() && CONTEXT_OPS.free_context.is_some());
     }
 

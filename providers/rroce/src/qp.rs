@@ -41,9 +41,9 @@ use crate::verbs_abi::*;
 use crate::{last_errno, set_errno, warn};
 
 /// The producer side of an SQ or RQ ring plus scratch space.
-struct WorkQueue {
-    map: RingMap,
-    producer: Producer,
+pub(crate) struct WorkQueue {
+    pub(crate) map: RingMap,
+    pub(crate) producer: Producer,
     /// One entry, built and validated here before it is copied.
     staging: Vec<u8>,
     /// SGEs of the request being encoded.
@@ -53,7 +53,7 @@ struct WorkQueue {
 }
 
 impl WorkQueue {
-    fn new(map: RingMap, producer: Producer, max_sge: u16, max_inline: u32) -> Self {
+    pub(crate) fn new(map: RingMap, producer: Producer, max_sge: u16, max_inline: u32) -> Self {
         let entry = map.layout().entry_size() as usize;
         Self {
             map,
@@ -87,7 +87,7 @@ const _: () = assert!(offset_of!(RroceQp, vqp) == 0);
 const _: () = assert!(offset_of!(VerbsQp, qp) == 0);
 
 /// Maps a ring error of a producer to the errno of a post verb.
-fn ring_errno(e: RingError) -> c_int {
+pub(crate) fn ring_errno(e: RingError) -> c_int {
     match e {
         RingError::Full => ENOMEM,
         _ => EIO,
@@ -105,7 +105,11 @@ fn opcodes_for(qp_type: c_int) -> Option<OpcodeSet> {
 }
 
 /// Validates one ring of a `CreateQpResp`; returns its layout.
-fn check_ring(entries: u32, entry_size: u32, bytes: u32) -> Result<RingLayout, &'static str> {
+pub(crate) fn check_ring(
+    entries: u32,
+    entry_size: u32,
+    bytes: u32,
+) -> Result<RingLayout, &'static str> {
     let l =
         RingLayout::from_resp(entries, entry_size, bytes).map_err(|_| "invalid ring geometry")?;
     if !entry_size.is_multiple_of(WQE_ALIGN) {
@@ -665,20 +669,25 @@ pub(crate) unsafe extern "C" fn rroce_post_send(
     }
 }
 
-/// Encodes one receive work request into the next RQ slot (unpublished).
+/// Encodes one receive work request into the next RQ/SRQ slot
+/// (unpublished).
 ///
 /// # Safety
 ///
 /// `wr` must be a valid work request per the verbs API.
-unsafe fn post_one_recv(info: &QpInfo, rq: &mut WorkQueue, wr: &IbvRecvWr) -> Result<(), c_int> {
+pub(crate) unsafe fn post_one_recv(
+    lim: &RecvLimits,
+    rq: &mut WorkQueue,
+    wr: &IbvRecvWr,
+) -> Result<(), c_int> {
     // SAFETY: the verbs API requires `sg_list` to hold `num_sge` SGEs.
-    unsafe { gather_sges(wr.sg_list, wr.num_sge, info.recv.max_sge, &mut rq.sges)? };
+    unsafe { gather_sges(wr.sg_list, wr.num_sge, lim.max_sge, &mut rq.sges)? };
     let region = rq.map.region();
     if rq.producer.is_full(&region).map_err(ring_errno)? {
         return Err(ENOMEM);
     }
     let len = write_recv_wqe(&mut rq.staging, wr.wr_id, &rq.sges).map_err(|_| EINVAL)?;
-    decode_recv(&rq.staging, &info.recv).map_err(|_| EINVAL)?;
+    decode_recv(&rq.staging, lim).map_err(|_| EINVAL)?;
     let bytes = rq.staging.get(..len).ok_or(EINVAL)?;
     rq.producer.write_next(&region, bytes).map_err(ring_errno)
 }
@@ -723,7 +732,7 @@ pub(crate) unsafe extern "C" fn rroce_post_recv(
         // SAFETY: `cur` is an element of the caller's valid list.
         let w = unsafe { &*cur };
         // SAFETY: `w` is a valid work request.
-        if let Err(e) = unsafe { post_one_recv(&info, rq, w) } {
+        if let Err(e) = unsafe { post_one_recv(&info.recv, rq, w) } {
             // SAFETY: as above.
             unsafe { *bad_wr = cur };
             ret = e;

@@ -24,7 +24,7 @@ use core::sync::atomic::AtomicI32;
 
 use rroce_proto::abi::{
     AllocUcontextResp, CreateAhResp, CreateCqCmd, CreateCqResp, CreateQpCmd, CreateQpResp,
-    CreateQueueCmd, ResizeCqCmd, ResizeCqResp,
+    CreateQueueCmd, CreateSrqCmd, CreateSrqResp, ResizeCqCmd, ResizeCqResp,
 };
 
 #[cfg(not(all(
@@ -467,6 +467,50 @@ pub struct IbvRecvWr {
 const _: () = assert!(offset_of!(IbvRecvWr, num_sge) == 24);
 const _: () = assert!(size_of::<IbvRecvWr>() == 32);
 
+/// `struct ibv_srq`.
+///
+/// Fields: `context` @0, `srq_context` @8, `pd` @16 (pointers),
+/// `uint32_t handle` @24, `pthread_mutex_t mutex` @32, `pthread_cond_t
+/// cond`, `uint32_t events_completed`; size 128 on x86_64.
+#[repr(C)]
+pub struct IbvSrq {
+    pub context: *mut IbvContext,
+    pub srq_context: *mut c_void,
+    pub pd: *mut IbvPd,
+    pub handle: u32,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub events_completed: u32,
+}
+const _: () = assert!(offset_of!(IbvSrq, handle) == 24);
+const _: () = assert!(offset_of!(IbvSrq, mutex) == 32);
+const _: () = assert!(offset_of!(IbvSrq, events_completed) == 32 + PTHREAD_MUTEX_SIZE + 48);
+
+/// Bytes of `struct verbs_srq` (driver.h) after its `struct ibv_srq`:
+/// `uint32_t comp_mask`, `enum ibv_srq_type srq_type`, `struct
+/// verbs_xrcd *xrcd`, `struct ibv_cq *cq`, `uint32_t srq_num` (+ padding).
+pub const VERBS_SRQ_TAIL: usize = 32;
+
+/// `struct ibv_srq_attr`: `max_wr`, `max_sge`, `srq_limit`; size 12.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IbvSrqAttr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+const _: () = assert!(size_of::<IbvSrqAttr>() == 12);
+
+/// `struct ibv_srq_init_attr`: `void *srq_context` @0, `struct
+/// ibv_srq_attr attr` @8; size 24.
+#[repr(C)]
+pub struct IbvSrqInitAttr {
+    pub srq_context: *mut c_void,
+    pub attr: IbvSrqAttr,
+}
+const _: () = assert!(offset_of!(IbvSrqInitAttr, attr) == 8);
+const _: () = assert!(size_of::<IbvSrqInitAttr>() == 24);
+
 /// `struct ibv_wc`.
 ///
 /// Fields: `uint64_t wr_id` @0, `enum ibv_wc_status status` @8,
@@ -789,6 +833,22 @@ pub type PostSendFn =
 /// `verbs_context_ops::post_recv`.
 pub type PostRecvFn =
     unsafe extern "C" fn(qp: *mut IbvQp, wr: *mut IbvRecvWr, bad_wr: *mut *mut IbvRecvWr) -> c_int;
+/// `verbs_context_ops::create_srq`.
+pub type CreateSrqFn =
+    unsafe extern "C" fn(pd: *mut IbvPd, attr: *mut IbvSrqInitAttr) -> *mut IbvSrq;
+/// `verbs_context_ops::modify_srq`.
+pub type ModifySrqFn =
+    unsafe extern "C" fn(srq: *mut IbvSrq, attr: *mut IbvSrqAttr, attr_mask: c_int) -> c_int;
+/// `verbs_context_ops::query_srq`.
+pub type QuerySrqFn = unsafe extern "C" fn(srq: *mut IbvSrq, attr: *mut IbvSrqAttr) -> c_int;
+/// `verbs_context_ops::destroy_srq`.
+pub type DestroySrqFn = unsafe extern "C" fn(srq: *mut IbvSrq) -> c_int;
+/// `verbs_context_ops::post_srq_recv`.
+pub type PostSrqRecvFn = unsafe extern "C" fn(
+    srq: *mut IbvSrq,
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+) -> c_int;
 /// `verbs_context_ops::reg_mr`.
 pub type RegMrFn = unsafe extern "C" fn(
     pd: *mut IbvPd,
@@ -831,7 +891,7 @@ pub struct VerbsContextOps {
     pub create_qp: Option<CreateQpFn>,
     pub create_qp_ex: UnusedOp,
     pub create_rwq_ind_table: UnusedOp,
-    pub create_srq: UnusedOp,
+    pub create_srq: Option<CreateSrqFn>,
     pub create_srq_ex: UnusedOp,
     pub create_wq: UnusedOp,
     pub dealloc_mw: UnusedOp,
@@ -845,7 +905,7 @@ pub struct VerbsContextOps {
     pub destroy_flow_action: UnusedOp,
     pub destroy_qp: Option<DestroyQpFn>,
     pub destroy_rwq_ind_table: UnusedOp,
-    pub destroy_srq: UnusedOp,
+    pub destroy_srq: Option<DestroySrqFn>,
     pub destroy_wq: UnusedOp,
     pub detach_mcast: UnusedOp,
     pub free_context: Option<FreeContextFn>,
@@ -858,7 +918,7 @@ pub struct VerbsContextOps {
     pub modify_flow_action_esp: UnusedOp,
     pub modify_qp: Option<ModifyQpFn>,
     pub modify_qp_rate_limit: UnusedOp,
-    pub modify_srq: UnusedOp,
+    pub modify_srq: Option<ModifySrqFn>,
     pub modify_wq: UnusedOp,
     pub open_qp: UnusedOp,
     pub open_xrcd: UnusedOp,
@@ -866,14 +926,14 @@ pub struct VerbsContextOps {
     pub post_recv: Option<PostRecvFn>,
     pub post_send: Option<PostSendFn>,
     pub post_srq_ops: UnusedOp,
-    pub post_srq_recv: UnusedOp,
+    pub post_srq_recv: Option<PostSrqRecvFn>,
     pub query_device_ex: Option<QueryDeviceExFn>,
     pub query_ece: UnusedOp,
     pub query_port: Option<QueryPortFn>,
     pub query_qp: Option<QueryQpFn>,
     pub query_qp_data_in_order: UnusedOp,
     pub query_rt_values: UnusedOp,
-    pub query_srq: UnusedOp,
+    pub query_srq: Option<QuerySrqFn>,
     pub read_counters: UnusedOp,
     pub reg_dm_mr: UnusedOp,
     pub reg_dmabuf_mr: UnusedOp,
@@ -898,6 +958,11 @@ const _: () = assert!(offset_of!(VerbsContextOps, create_qp) == 19 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, dereg_mr) == 28 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, destroy_ah) == 29 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, destroy_cq) == 31 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, create_srq) == 22 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, destroy_srq) == 36 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, modify_srq) == 49 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, post_srq_recv) == 57 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, query_srq) == 64 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, destroy_qp) == 34 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, modify_qp) == 47 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, poll_cq) == 53 * 8);
@@ -1151,6 +1216,79 @@ pub struct RroceCreateQpResp {
 }
 const _: () = assert!(offset_of!(RroceCreateQpResp, drv) == 32);
 const _: () = assert!(size_of::<RroceCreateQpResp>() == 32 + CreateQpResp::SIZE);
+
+/// `struct ibv_create_srq`: header + `struct ib_uverbs_create_srq`
+/// (`response`, `user_handle`, `u32 pd_handle`, `max_wr`, `max_sge`,
+/// `srq_limit`); size 40.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvCreateSrq {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub user_handle: u64,
+    pub pd_handle: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+const _: () = assert!(size_of::<IbvCreateSrq>() == 40);
+
+/// Command buffer of `ibv_cmd_create_srq`: core command + `CreateSrqCmd`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateSrqCmd {
+    pub core: IbvCreateSrq,
+    pub drv: CreateSrqCmd,
+}
+const _: () = assert!(offset_of!(RroceCreateSrqCmd, drv) == 40);
+const _: () = assert!(size_of::<RroceCreateSrqCmd>() == 40 + CreateQueueCmd::SIZE);
+
+/// `struct ib_uverbs_create_srq_resp`: `srq_handle`, `max_wr`, `max_sge`,
+/// `srqn` (`u32`), then `driver_data[]`; size 16.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsCreateSrqResp {
+    pub srq_handle: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srqn: u32,
+}
+const _: () = assert!(size_of::<IbUverbsCreateSrqResp>() == 16);
+
+/// Response buffer of `ibv_cmd_create_srq`: core response + `CreateSrqResp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateSrqResp {
+    pub core: IbUverbsCreateSrqResp,
+    pub drv: CreateSrqResp,
+}
+const _: () = assert!(offset_of!(RroceCreateSrqResp, drv) == 16);
+const _: () = assert!(size_of::<RroceCreateSrqResp>() == 16 + CreateSrqResp::SIZE);
+
+/// `struct ibv_modify_srq`: header + `struct ib_uverbs_modify_srq`
+/// (`srq_handle`, `attr_mask`, `max_wr`, `srq_limit`); size 24.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvModifySrq {
+    pub hdr: IbUverbsCmdHdr,
+    pub srq_handle: u32,
+    pub attr_mask: u32,
+    pub max_wr: u32,
+    pub srq_limit: u32,
+}
+const _: () = assert!(size_of::<IbvModifySrq>() == 24);
+
+/// `struct ibv_query_srq`: header + `struct ib_uverbs_query_srq`
+/// (`response`, `srq_handle`, `reserved`); size 24.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvQuerySrq {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub srq_handle: u32,
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<IbvQuerySrq>() == 24);
 
 /// Size of `struct ib_uverbs_modify_qp` (two 32-byte `ib_uverbs_qp_dest`,
 /// handle, mask and attributes).
@@ -1455,6 +1593,38 @@ unsafe extern "C" {
 
     /// DESTROY_AH.  Returns 0 or an errno value.
     pub fn ibv_cmd_destroy_ah(ah: *mut IbvAh) -> c_int;
+
+    /// CREATE_SRQ; fills `srq` (handle, context, pd) and writes the real
+    /// capacities into `attr->attr`.  Returns 0 or an errno value.
+    pub fn ibv_cmd_create_srq(
+        pd: *mut IbvPd,
+        srq: *mut IbvSrq,
+        attr: *mut IbvSrqInitAttr,
+        cmd: *mut IbvCreateSrq,
+        cmd_size: usize,
+        resp: *mut IbUverbsCreateSrqResp,
+        resp_size: usize,
+    ) -> c_int;
+
+    /// MODIFY_SRQ (write only).  Returns 0 or an errno value.
+    pub fn ibv_cmd_modify_srq(
+        srq: *mut IbvSrq,
+        attr: *mut IbvSrqAttr,
+        attr_mask: c_int,
+        cmd: *mut IbvModifySrq,
+        cmd_size: usize,
+    ) -> c_int;
+
+    /// QUERY_SRQ (write only).  Returns 0 or an errno value.
+    pub fn ibv_cmd_query_srq(
+        srq: *mut IbvSrq,
+        attr: *mut IbvSrqAttr,
+        cmd: *mut IbvQuerySrq,
+        cmd_size: usize,
+    ) -> c_int;
+
+    /// DESTROY_SRQ; waits for the SRQ's events to be acknowledged.
+    pub fn ibv_cmd_destroy_srq(srq: *mut IbvSrq) -> c_int;
 }
 
 #[cfg(test)]
@@ -1542,6 +1712,20 @@ mod c_layout {
             ("offsetof(struct ibv_cq, cond)", offset_of!(IbvCq, cond)),
             ("offsetof(struct ibv_cq, comp_events_completed)", offset_of!(IbvCq, comp_events_completed)),
             ("offsetof(struct ibv_cq, async_events_completed)", offset_of!(IbvCq, async_events_completed)),
+            // struct ibv_srq and its verbs
+            ("sizeof(struct ibv_srq)", size_of::<IbvSrq>()),
+            ("offsetof(struct ibv_srq, pd)", offset_of!(IbvSrq, pd)),
+            ("offsetof(struct ibv_srq, handle)", offset_of!(IbvSrq, handle)),
+            ("offsetof(struct ibv_srq, mutex)", offset_of!(IbvSrq, mutex)),
+            ("offsetof(struct ibv_srq, cond)", offset_of!(IbvSrq, cond)),
+            ("offsetof(struct ibv_srq, events_completed)", offset_of!(IbvSrq, events_completed)),
+            ("sizeof(struct ibv_srq_attr)", size_of::<IbvSrqAttr>()),
+            ("sizeof(struct ibv_srq_init_attr)", size_of::<IbvSrqInitAttr>()),
+            ("offsetof(struct ibv_srq_init_attr, attr)", offset_of!(IbvSrqInitAttr, attr)),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_create_srq)", size_of::<IbvCreateSrq>()),
+            ("sizeof(struct ib_uverbs_create_srq_resp)", size_of::<IbUverbsCreateSrqResp>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_modify_srq)", size_of::<IbvModifySrq>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_query_srq)", size_of::<IbvQuerySrq>()),
             // struct ibv_qp, ibv_qp_ex
             ("sizeof(struct ibv_qp)", size_of::<IbvQp>()),
             ("offsetof(struct ibv_qp, pd)", offset_of!(IbvQp, pd)),

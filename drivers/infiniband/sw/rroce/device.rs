@@ -49,6 +49,8 @@ pub(crate) struct DevPriv {
     pub(crate) key_gen: AtomicU32,
     /// Queue pair numbers.
     pub(crate) qpns: IdTable,
+    /// Shared receive queue numbers.
+    pub(crate) srqns: IdTable,
     /// Address handle numbers.
     pub(crate) ahs: IdTable,
     /// Counters (`hw_counters`).
@@ -353,6 +355,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 keys: IdTable::new(),
                 key_gen: AtomicU32::new(0),
                 qpns: IdTable::new(),
+                srqns: IdTable::new(),
                 ahs: IdTable::new(),
                 stats: crate::stats::Stats::new(),
                 loopq,

@@ -97,6 +97,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) recv_cq: *mut bindings::ib_cq,
     pub(crate) sq_ring: &'a SharedBuf,
     pub(crate) rq_ring: &'a SharedBuf,
+    /// The SRQ receives come from instead of `rq_ring`, if any.
+    pub(crate) srq: Option<&'a crate::srq::SrqPriv>,
+    /// The same SRQ for ib_core (null without).
+    pub(crate) ib_srq: *mut bindings::ib_srq,
     pub(crate) sig_all: bool,
     pub(crate) timer: *mut bindings::timer_list,
     pub(crate) work: *mut bindings::work_struct,
@@ -111,6 +115,8 @@ pub(crate) struct Ctx<'a> {
 pub(crate) const NOTIFY_SEND: u8 = 1;
 /// [`Ctx::notify`] bit: the receive CQ's handler is due.
 pub(crate) const NOTIFY_RECV: u8 = 2;
+/// [`Ctx::notify`] bit: the SRQ's limit event is due.
+pub(crate) const NOTIFY_SRQ_LIMIT: u8 = 4;
 
 impl Ctx<'_> {
     fn pushed(&self, r: cq::Pushed, bit: u8) {
@@ -135,6 +141,10 @@ impl Ctx<'_> {
         if n & NOTIFY_RECV != 0 && (n & NOTIFY_SEND == 0 || self.recv_cq != self.send_cq) {
             // SAFETY: as above.
             unsafe { cq::notify(self.recv_cq) };
+        }
+        if n & NOTIFY_SRQ_LIMIT != 0 && !self.ib_srq.is_null() {
+            // SAFETY: the QP holds a use count on its SRQ; no lock is held.
+            unsafe { crate::srq::limit_event(self.ib_srq) };
         }
     }
 }
@@ -190,6 +200,7 @@ impl Dp {
         rq_layout: RingLayout,
         start: u32,
         max_sge: u16,
+        recv_max_sge: u16,
         max_inline: u32,
         max_msg: u32,
         ud: bool,
@@ -221,7 +232,7 @@ impl Dp {
                 opcodes: if ud { OpcodeSet::UD } else { OpcodeSet::RC },
                 ud,
             },
-            recv_lim: RecvLimits { max_sge, max_msg_size: max_msg },
+            recv_lim: RecvLimits { max_sge: recv_max_sge, max_msg_size: max_msg },
             pending: KVVec::from_elem(None, PENDING_MAX, GFP_KERNEL)?,
             pend_head: 0,
             pend_len: 0,
@@ -649,20 +660,24 @@ impl Dp {
     ) {
         let Some(resp) = self.resp.as_mut() else { return };
         let mut mem = Mem { ctx, qp_access };
-        let mut rq = Rq {
-            ring: ctx.rq_ring,
-            cons: &mut self.rq,
-            scratch: &mut self.rq_scratch,
-            ok: &mut self.scratch_ok,
-            lim: &self.recv_lim,
+        // The SRQ (if any) is locked from the responder's peek to the
+        // take, so no other QP takes the same WQE.
+        let mut srq_guard = ctx.srq.map(|s| s.lock());
+        let (ring, cons) = match (ctx.srq, srq_guard.as_mut()) {
+            (Some(s), Some(g)) => (s.ring(), g.consumer()),
+            _ => (ctx.rq_ring, &mut self.rq),
         };
+        let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
         let a: Action = resp.on_request(r, &mut mem, &mut rq);
         if a.take_recv {
+            take_recv(ctx, &mut self.rq, ctx.srq.zip(srq_guard.as_mut()));
+        }
+        drop(srq_guard);
+        if a.take_recv {
+            // The WQE is this QP's from now on: a private copy.
             core::mem::swap(&mut self.cur_recv, &mut self.rq_scratch);
             self.cur_ok = self.scratch_ok;
             self.has_cur = true;
-            let _ = self.rq.consume();
-            let _ = self.rq.release_all(ctx.rq_ring);
         }
         let mut local_err = false;
         match a.place {
@@ -780,17 +795,17 @@ impl Dp {
     pub(crate) fn on_ud(&mut self, ctx: &Ctx<'_>, parsed: &hdr::Parsed, ip: &[u8], payload: &[u8]) -> bool {
         let Ok(r) = ud::accept(&parsed.bth, &parsed.ext, self.qkey) else { return false };
         let Some((grh, net)) = ud::grh_area(ip) else { return false };
-        let mut rq = Rq {
-            ring: ctx.rq_ring,
-            cons: &mut self.rq,
-            scratch: &mut self.rq_scratch,
-            ok: &mut self.scratch_ok,
-            lim: &self.recv_lim,
+        // The SRQ (if any) is locked from the peek to the take.
+        let mut srq_guard = ctx.srq.map(|s| s.lock());
+        let (ring, cons) = match (ctx.srq, srq_guard.as_mut()) {
+            (Some(s), Some(g)) => (s.ring(), g.consumer()),
+            _ => (ctx.rq_ring, &mut self.rq),
         };
+        let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
         // No receive posted: UD has no RNR, the datagram is dropped.
         let Some(room) = rq.peek_len() else { return false };
-        let _ = self.rq.consume();
-        let _ = self.rq.release_all(ctx.rq_ring);
+        take_recv(ctx, &mut self.rq, ctx.srq.zip(srq_guard.as_mut()));
+        drop(srq_guard);
         let total = payload.len() + ud::GRH_BYTES;
         let placed = self.scratch_ok
             && total <= room as usize
@@ -903,6 +918,26 @@ fn bad_wqe(req: &mut Requester<KSlots>, wr_id: u64, status: WcStatus) {
         req.local_error(idx, status);
     } else {
         req.flush();
+    }
+}
+
+/// Takes the receive WQE just peeked: from the SRQ (whose lock `srq`
+/// holds; may make its limit event due) or from the QP's own RQ.
+fn take_recv(
+    ctx: &Ctx<'_>,
+    rq: &mut Consumer,
+    srq: Option<(&crate::srq::SrqPriv, &mut kernel::sync::lock::Guard<'_, crate::srq::SrqInner, crate::lock::SpinLockBhBackend>)>,
+) {
+    match srq {
+        Some((s, g)) => {
+            if g.take(s.ring()) {
+                ctx.notify.set(ctx.notify.get() | NOTIFY_SRQ_LIMIT);
+            }
+        }
+        None => {
+            let _ = rq.consume();
+            let _ = rq.release_all(ctx.rq_ring);
+        }
     }
 }
 

@@ -35,7 +35,7 @@ use crate::shm::SharedBuf;
 use crate::verbs::{self, RingMem};
 
 /// First index of every ring (near the 2^32 wrap, as for CQs).
-const RING_START: u32 = u32::MAX - 1023;
+pub(crate) const RING_START: u32 = u32::MAX - 1023;
 /// Largest inline payload a send WQE may carry.
 pub(crate) const MAX_INLINE: u32 = 512;
 /// QP numbers handed out (0 and 1 are the special QPs).
@@ -77,16 +77,16 @@ struct KernelQueues {
 }
 
 /// A ring of a QP: mapped into the user process, or the kernel's own.
-struct Ring {
-    mem: RingMem,
-    layout: RingLayout,
+pub(crate) struct Ring {
+    pub(crate) mem: RingMem,
+    pub(crate) layout: RingLayout,
 }
 
 impl Ring {
     /// # Safety
     ///
     /// `uctx` must be null (kernel QP) or a live user context.
-    unsafe fn new(uctx: *mut bindings::ib_ucontext, entries: u32, entry_size: u32) -> Result<(Ring, u64)> {
+    pub(crate) unsafe fn new(uctx: *mut bindings::ib_ucontext, entries: u32, entry_size: u32) -> Result<(Ring, u64)> {
         let layout = RingLayout::new(entries, entry_size, verbs::max_qp_wr().next_power_of_two())
             .map_err(|_| EINVAL)?;
         let buf = SharedBuf::new(layout.bytes_total())?;
@@ -96,7 +96,7 @@ impl Ring {
         Ok((Ring { mem, layout }, off))
     }
 
-    fn buf(&self) -> &SharedBuf {
+    pub(crate) fn buf(&self) -> &SharedBuf {
         self.mem.buf()
     }
 }
@@ -113,6 +113,10 @@ struct QpPriv {
     pd: *mut bindings::ib_pd,
     send_cq: *mut bindings::ib_cq,
     recv_cq: *mut bindings::ib_cq,
+    /// The SRQ receives come from, or null (then from `rq`, else `rq` is
+    /// a one-entry kernel ring that stays empty).  The QP holds a use
+    /// count on it.
+    srq: *mut bindings::ib_srq,
     /// Route cache, owned (freed on drop); may be null.
     dst: *mut bindings::dst_cache,
     inner: Pin<KBox<SpinLockBh<QpStateInner>>>,
@@ -173,6 +177,9 @@ impl RroceQp {
             recv_cq: p.recv_cq,
             sq_ring: p.sq.buf(),
             rq_ring: p.rq.buf(),
+            // SAFETY: null or an SRQ of ours the QP holds a use count on.
+            srq: unsafe { crate::srq::priv_of(p.srq) },
+            ib_srq: p.srq,
             sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
             timer: self.timer.get(),
             work: self.work.get(),
@@ -194,9 +201,15 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && !(ty == QpType::Gsi && udata.is_null()) {
         return Err(verbs::eopnotsupp());
     }
-    if init.create_flags != 0 || !init.srq.is_null() {
+    if init.create_flags != 0 {
         return Err(verbs::eopnotsupp());
     }
+    if !init.srq.is_null() && !matches!(ty, QpType::Rc | QpType::Ud) {
+        return Err(verbs::eopnotsupp());
+    }
+    // SAFETY: ib_core passes null or a live SRQ of this device, on which
+    // the QP holds a use count from now until it is destroyed.
+    let srq = unsafe { crate::srq::priv_of(init.srq) };
     let self_ptr: *mut RroceQp = qp;
     // SAFETY: ib_core set `device` to one of our devices, which outlives
     // its QPs.
@@ -204,32 +217,40 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     let cap = &mut init.cap;
     let max_wr = verbs::max_qp_wr();
     let max_sge = dev.p.attrs.max_send_sge as u32;
-    if cap.max_send_wr == 0
-        || cap.max_send_wr > max_wr
-        || cap.max_recv_wr == 0
-        || cap.max_recv_wr > max_wr
-        || cap.max_send_sge > max_sge
-        || cap.max_recv_sge > max_sge
-        || cap.max_inline_data > MAX_INLINE
-    {
+    // With an SRQ the receive capacities are the SRQ's; ignored here.
+    let rq_bad = srq.is_none() && (cap.max_recv_wr == 0 || cap.max_recv_wr > max_wr || cap.max_recv_sge > max_sge);
+    if cap.max_send_wr == 0 || cap.max_send_wr > max_wr || rq_bad || cap.max_send_sge > max_sge || cap.max_inline_data > MAX_INLINE {
         return Err(EINVAL);
     }
     let uctx = verbs::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
     let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
-    let rq_size = wqe::recv_entry_size(cap.max_recv_sge.max(1)).ok_or(EINVAL)?;
     // SAFETY: `uctx` is null or the caller's live context.
     let (sq, sq_off) = unsafe { Ring::new(uctx, cap.max_send_wr, sq_size)? };
-    // SAFETY: as above.
-    let (rq, rq_off) = unsafe { Ring::new(uctx, cap.max_recv_wr, rq_size)? };
     // What the rounded entries really hold, never more than the device max.
     let (sq_sge, sq_data) = wqe::send_caps(sq_size);
     let max_send_sge = u32::from(sq_sge).min(max_sge);
     let max_inline = sq_data.min(MAX_INLINE);
-    let max_recv_sge = u32::from(wqe::recv_max_sge(rq_size)).min(max_sge);
+    let (rq, rq_off, max_recv_sge, recv_lim_sge) = match srq {
+        Some(s) => {
+            // A placeholder RQ with the SRQ's entry size (which sizes the
+            // data path's receive scratch), never posted to or mapped.
+            // SAFETY: null context: a kernel ring.
+            let (rq, _) = unsafe { Ring::new(core::ptr::null_mut(), 1, s.entry_size())? };
+            (rq, 0, 0, u32::from(s.recv_limits().max_sge))
+        }
+        None => {
+            let rq_size = wqe::recv_entry_size(cap.max_recv_sge.max(1)).ok_or(EINVAL)?;
+            // SAFETY: as above.
+            let (rq, rq_off) = unsafe { Ring::new(uctx, cap.max_recv_wr, rq_size)? };
+            let n = u32::from(wqe::recv_max_sge(rq_size)).min(max_sge);
+            (rq, rq_off, n, n)
+        }
+    };
+    let rq_size = rq.layout.entry_size();
 
     let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
     let ud = matches!(ty, QpType::Ud | QpType::Gsi);
-    let dp = Dp::new(sq.layout, rq.layout, RING_START, max_send_sge as u16, max_inline, max_msg, ud)?;
+    let dp = Dp::new(sq.layout, rq.layout, RING_START, max_send_sge as u16, recv_lim_sge as u16, max_inline, max_msg, ud)?;
     let kq = if sq.mem.is_kernel() {
         Some(KernelQueues {
             sq: Producer::new(sq.layout, RING_START),
@@ -252,15 +273,16 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     } else {
         dev.p.qpns.insert(self_ptr.cast(), QPN_MIN, QPN_MAX, max_qp)?
     };
+    let has_rq = srq.is_none();
     let resp = CreateQpResp {
         sq_offset: sq_off,
         rq_offset: rq_off,
         sq_bytes: sq.layout.bytes_total_u32(),
-        rq_bytes: rq.layout.bytes_total_u32(),
+        rq_bytes: if has_rq { rq.layout.bytes_total_u32() } else { 0 },
         sq_entries: sq.layout.entries(),
-        rq_entries: rq.layout.entries(),
+        rq_entries: if has_rq { rq.layout.entries() } else { 0 },
         sq_entry_size: sq_size,
-        rq_entry_size: rq_size,
+        rq_entry_size: if has_rq { rq_size } else { 0 },
         max_send_sge,
         max_recv_sge,
         max_inline,
@@ -275,7 +297,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         }
     }
     cap.max_send_wr = sq.layout.entries();
-    cap.max_recv_wr = rq.layout.entries();
+    cap.max_recv_wr = if has_rq { rq.layout.entries() } else { 0 };
     cap.max_send_sge = max_send_sge;
     cap.max_recv_sge = max_recv_sge;
     cap.max_inline_data = max_inline;
@@ -292,6 +314,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         pd: qp.ib.pd,
         send_cq: init.send_cq,
         recv_cq: init.recv_cq,
+        srq: init.srq,
         // SAFETY: plain allocation; a null cache just means no caching.
         dst: unsafe { glue::rroce_dst_cache_new() },
         inner,
@@ -635,6 +658,8 @@ pub(crate) unsafe extern "C" fn post_recv(
     let inner = &mut *g;
     let mut err = 0;
     match inner.kq.as_mut() {
+        // Receives of a QP with an SRQ are posted to the SRQ.
+        Some(_) if !p.srq.is_null() => err = -(bindings::EINVAL as c_int),
         Some(_) if inner.state == QpState::Reset => err = -(bindings::EINVAL as c_int),
         Some(kq) => {
             let ring = p.rq.buf();
@@ -851,9 +876,10 @@ pub(crate) unsafe extern "C" fn query_qp(
         ah.grh.flow_label = av.flow_label;
         ah.__bindgen_anon_1.roce.dmac = av.dmac;
     }
+    let has_rq = p.srq.is_null();
     let caps = bindings::ib_qp_cap {
         max_send_wr: p.sq.layout.entries(),
-        max_recv_wr: p.rq.layout.entries(),
+        max_recv_wr: if has_rq { p.rq.layout.entries() } else { 0 },
         max_send_sge: p.max_send_sge,
         max_recv_sge: p.max_recv_sge,
         max_inline_data: p.max_inline,
@@ -862,6 +888,7 @@ pub(crate) unsafe extern "C" fn query_qp(
     a.cap = caps;
     init.cap = caps;
     init.qp_type = p.ty.to_ib();
+    init.srq = p.srq;
     init.sq_sig_type = p.sq_sig_type;
     0
 }

@@ -42,6 +42,7 @@ mod netdev;
 mod parent;
 mod qp;
 mod shm;
+mod srq;
 mod stats;
 mod udp;
 mod util;

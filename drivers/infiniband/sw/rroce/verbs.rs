@@ -31,6 +31,8 @@ mod limits {
     pub(super) const MAX_QP: u32 = 0x1_0000;
     pub(super) const MAX_QP_WR: u32 = 0x4000;
     pub(crate) const MAX_SGE: u32 = 32;
+    pub(super) const MAX_SRQ: u32 = 0x1_0000;
+    pub(super) const MAX_SRQ_WR: u32 = MAX_QP_WR;
     pub(super) const MAX_CQ: u32 = 0x1_0000;
     pub(super) const MAX_CQE: u32 = 0x1_0000 - 1;
     pub(super) const MAX_MR: u32 = 0x1_0000;
@@ -89,6 +91,12 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         query_qp: Some(qp::query_qp),
         destroy_qp: Some(qp::destroy_qp),
         size_ib_qp: qp::QP_SIZE,
+        create_srq: Some(crate::srq::create_srq),
+        modify_srq: Some(crate::srq::modify_srq),
+        query_srq: Some(crate::srq::query_srq),
+        destroy_srq: Some(crate::srq::destroy_srq),
+        post_srq_recv: Some(crate::srq::post_srq_recv),
+        size_ib_srq: crate::srq::SRQ_SIZE,
         reg_user_mr: Some(mr::reg_user_mr),
         get_dma_mr: Some(mr::get_dma_mr),
         dereg_mr: Some(mr::dereg_mr),
@@ -111,6 +119,9 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.max_send_sge = MAX_SGE as c_int;
     a.max_recv_sge = MAX_SGE as c_int;
     a.max_sge_rd = MAX_SGE as c_int;
+    a.max_srq = MAX_SRQ as c_int;
+    a.max_srq_wr = MAX_SRQ_WR as c_int;
+    a.max_srq_sge = MAX_SGE as c_int;
     a.max_cq = MAX_CQ as c_int;
     a.max_cqe = MAX_CQE as c_int;
     a.max_mr = MAX_MR as c_int;

@@ -23,5 +23,6 @@ pub mod psn;
 pub mod qp;
 pub mod rc;
 pub mod ring;
+pub mod srq;
 pub mod ud;
 pub mod wqe;

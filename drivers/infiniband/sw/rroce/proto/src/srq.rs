@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! Shared receive queues: attribute checks and the limit event.
+//!
+//! An SRQ is a receive ring (same format as a QP's RQ, see `ring` and
+//! `wqe`) that several QPs consume from.  This module holds the parts
+//! that need no kernel: which `create_srq`/`modify_srq` attributes are
+//! accepted, and when `IB_EVENT_SRQ_LIMIT_REACHED` is due.
+//!
+//! Choices made here:
+//!
+//! * `max_wr` must be 1..=`max_srq_wr` and `max_sge` at most `max_srq_sge`
+//!   (0 is taken as 1); the ring holds the next power of two.
+//! * `srq_limit` at creation is checked (at most `max_wr`) but does not
+//!   arm the limit, as the verbs API says; `modify_srq(IB_SRQ_LIMIT)` arms
+//!   it with a limit of at most the SRQ's capacity (0 disarms).
+//! * Resizing (`IB_SRQ_MAX_WR`) is not supported: `EOPNOTSUPP`, after the
+//!   mask and limit were found valid.  Unknown mask bits give `EINVAL`.
+//! * The event fires once, when a receive WQE is taken and fewer than
+//!   `srq_limit` WQEs remain posted; the limit is then disarmed until the
+//!   next `modify_srq(IB_SRQ_LIMIT)`.
+
+/// `IB_SRQ_MAX_WR` / `IBV_SRQ_MAX_WR`.
+pub const SRQ_MAX_WR: u32 = 1 << 0;
+/// `IB_SRQ_LIMIT` / `IBV_SRQ_LIMIT`.
+pub const SRQ_LIMIT: u32 = 1 << 1;
+
+/// Why an SRQ attribute was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SrqError {
+    /// Bad value (`EINVAL`).
+    Invalid,
+    /// Valid but not implemented (`EOPNOTSUPP`).
+    NotSupported,
+}
+
+impl SrqError {
+    /// The positive errno value.
+    pub const fn errno(self) -> i32 {
+        match self {
+            SrqError::Invalid => 22,
+            SrqError::NotSupported => 95,
+        }
+    }
+}
+
+/// Device limits for SRQs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqLimits {
+    /// `max_srq_wr`.
+    pub max_wr: u32,
+    /// `max_srq_sge`.
+    pub max_sge: u32,
+}
+
+/// Checks `create_srq` attributes; returns the SGE count to size the
+/// entries for (at least 1).
+pub fn check_create(
+    max_wr: u32,
+    max_sge: u32,
+    srq_limit: u32,
+    lim: &SrqLimits,
+) -> Result<u32, SrqError> {
+    if max_wr == 0 || max_wr > lim.max_wr || max_sge > lim.max_sge || srq_limit > max_wr {
+        return Err(SrqError::Invalid);
+    }
+    Ok(max_sge.max(1))
+}
+
+/// Checks `modify_srq` for an SRQ of `entries` slots; returns the limit
+/// to arm (`Some(0)` disarms) or `None` if the limit is not touched.
+pub fn check_modify(
+    mask: u32,
+    max_wr: u32,
+    srq_limit: u32,
+    entries: u32,
+) -> Result<Option<u32>, SrqError> {
+    if mask & !(SRQ_MAX_WR | SRQ_LIMIT) != 0 {
+        return Err(SrqError::Invalid);
+    }
+    if mask & SRQ_LIMIT != 0 && srq_limit > entries {
+        return Err(SrqError::Invalid);
+    }
+    if mask & SRQ_MAX_WR != 0 {
+        if max_wr == 0 {
+            return Err(SrqError::Invalid);
+        }
+        return Err(SrqError::NotSupported);
+    }
+    Ok((mask & SRQ_LIMIT != 0).then_some(srq_limit))
+}
+
+/// The limit watch of one SRQ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitWatch {
+    limit: u32,
+}
+
+impl LimitWatch {
+    /// Arms the watch with `limit` (0 disarms).
+    pub fn arm(&mut self, limit: u32) {
+        self.limit = limit;
+    }
+
+    /// The armed limit, 0 if disarmed (what `query_srq` reports).
+    pub const fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// A WQE was taken and `remaining` are still posted: whether the limit
+    /// event is due now (then the watch is disarmed).
+    pub fn on_taken(&mut self, remaining: u32) -> bool {
+        if self.limit != 0 && remaining < self.limit {
+            self.limit = 0;
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: SrqLimits = SrqLimits {
+        max_wr: 1024,
+        max_sge: 32,
+    };
+
+    #[test]
+    fn create_checks() {
+        assert_eq!(check_create(16, 1, 0, &LIM), Ok(1));
+        assert_eq!(check_create(16, 0, 0, &LIM), Ok(1));
+        assert_eq!(check_create(1024, 32, 1024, &LIM), Ok(32));
+        assert_eq!(check_create(0, 1, 0, &LIM), Err(SrqError::Invalid));
+        assert_eq!(check_create(1025, 1, 0, &LIM), Err(SrqError::Invalid));
+        assert_eq!(check_create(16, 33, 0, &LIM), Err(SrqError::Invalid));
+        assert_eq!(check_create(16, 1, 17, &LIM), Err(SrqError::Invalid));
+        assert_eq!(check_create(u32::MAX, 1, 0, &LIM), Err(SrqError::Invalid));
+    }
+
+    #[test]
+    fn modify_checks() {
+        assert_eq!(check_modify(0, 0, 0, 16), Ok(None));
+        assert_eq!(check_modify(SRQ_LIMIT, 0, 5, 16), Ok(Some(5)));
+        assert_eq!(check_modify(SRQ_LIMIT, 0, 0, 16), Ok(Some(0)));
+        assert_eq!(check_modify(SRQ_LIMIT, 0, 16, 16), Ok(Some(16)));
+        assert_eq!(check_modify(SRQ_LIMIT, 0, 17, 16), Err(SrqError::Invalid));
+        assert_eq!(check_modify(4, 0, 0, 16), Err(SrqError::Invalid));
+        assert_eq!(
+            check_modify(SRQ_MAX_WR, 32, 0, 16),
+            Err(SrqError::NotSupported)
+        );
+        assert_eq!(check_modify(SRQ_MAX_WR, 0, 0, 16), Err(SrqError::Invalid));
+        assert_eq!(
+            check_modify(SRQ_MAX_WR | SRQ_LIMIT, 32, 99, 16),
+            Err(SrqError::Invalid)
+        );
+        assert_eq!(SrqError::Invalid.errno(), 22);
+        assert_eq!(SrqError::NotSupported.errno(), 95);
+    }
+
+    #[test]
+    fn limit_fires_once_then_disarms() {
+        let mut w = LimitWatch::default();
+        // Disarmed: never fires.
+        assert!(!w.on_taken(0));
+        w.arm(4);
+        assert_eq!(w.limit(), 4);
+        assert!(!w.on_taken(6));
+        assert!(!w.on_taken(4));
+        assert!(w.on_taken(3));
+        assert_eq!(w.limit(), 0);
+        assert!(!w.on_taken(2));
+        assert!(!w.on_taken(0));
+        // Re-armed below the current count: fires at the next take.
+        w.arm(10);
+        assert!(w.on_taken(2));
+        w.arm(0);
+        assert!(!w.on_taken(0));
+    }
+}

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Data path smoke test with the libibverbs examples: RC loopback on one
 # device, then RC/UD between rroce0 (init_net) and rroce1 (netns peer) over
-# the veth pair.  (The cross-namespace cases fail on rxe: no netns support.)
+# the veth pair, then UC with buffer validation (ibv_uc_pingpong -c: the
+# server checks every page it received) in single- and multi-packet sizes.
+# (The cross-namespace cases fail on rxe: no netns support.)
 . "$(dirname "$0")/../lib.sh"
-test_init 6
+# SIZE ITERS of the UC cases between the two devices (MTU 1024: 1, 4 and
+# 64 packets per message)
+UC_CASES=("1 200" "4096 100" "65536 30")
+test_init $((7 + ${#UC_CASES[@]}))
 
 why=$(provider_unavailable)
 command -v ibv_rc_pingpong >/dev/null || why=${why:-ibv_rc_pingpong missing}
@@ -19,7 +24,8 @@ if [ -z "$why" ] && [ "$RROCE_TYPE" = rroce ]; then
 	esac
 fi
 if [ -n "$why" ]; then
-	for d in "RC loopback" "RC $DEV0 <-> $DEV1" "RC 64 KiB messages" "UD $DEV0 <-> $DEV1" "SRQ $DEV0 <-> $DEV1"; do
+	for d in "RC loopback" "RC $DEV0 <-> $DEV1" "RC 64 KiB messages" "UD $DEV0 <-> $DEV1" "SRQ $DEV0 <-> $DEV1" \
+		"UC loopback" "${UC_CASES[@]/#/UC }"; do
 		ktap_skip "$d" "$why"
 	done
 	test_done
@@ -69,6 +75,17 @@ t_end
 t_begin "UD $DEV0 <-> $DEV1 (ibv_ud_pingpong -n 200)"
 pp ibv_ud_pingpong "$NS1" "$DEV1" "$DEV0" "$IP1" -n 200 -s 512
 t_end
+
+t_begin "UC loopback on $DEV0 (ibv_uc_pingpong -c -s 4096 -n 100)"
+PP_PROG=ibv_uc_pingpong rc_pingpong_chk 60 "" "$DEV0" "$IP0" "" "$DEV0" "$IP0" 4096 100
+t_end
+
+for c in "${UC_CASES[@]}"; do
+	read -r size iters <<<"$c"
+	t_begin "UC -c $size B x $iters: $DEV0 (init_net) client -> $DEV1 (netns $NS1) server (ibv_uc_pingpong, MTU 1024)"
+	PP_PROG=ibv_uc_pingpong rc_pingpong_chk 90 "$NS1" "$DEV1" "$IP1" "" "$DEV0" "$IP0" "$size" "$iters" -m 1024
+	t_end
+done
 
 if [ "$RROCE_TYPE" = rroce ]; then
 	# Issue 5 (complete verbs) brings SRQs.

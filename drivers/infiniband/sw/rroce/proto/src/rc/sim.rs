@@ -1008,11 +1008,96 @@ fn remote_access_error_flushes() {
 
 #[test]
 fn misaligned_atomic_is_invalid_request() {
-    let s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 10);
+    for (k, op) in [
+        Op::FetchAdd { add: 1 },
+        Op::CmpSwap {
+            compare: 0,
+            swap: 9,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 10 + k as u64);
+        let mut w = World::new(&s, 1 << 12, 1 << 12);
+        w.b.mem[0..16].fill(0);
+        w.op(op, 0, 4); // B_BASE + 4: not 8-byte aligned
+        w.op(Op::Send { len: 4, imm: None }, 64, 0);
+        w.run(1_000_000_000);
+        assert_eq!(w.send_done.len(), 2);
+        assert_eq!(w.send_done[0].status, WcStatus::RemInvReqErr);
+        assert_eq!(w.send_done[0].byte_len, 0);
+        assert_eq!(w.send_done[1].status, WcStatus::WrFlushErr);
+        // Not executed; NAK invalid request; both ends in error.
+        assert!(w.b.mem[0..16].iter().all(|&b| b == 0));
+        assert_eq!(w.resp.counters().get(Outcome::InvalidRequest), 1);
+        assert_eq!(w.resp.counters().naks, 1);
+        assert!(w.resp.is_error() && w.req.is_error());
+        assert_eq!(w.req.counters().fatal_naks, 1);
+    }
+}
+
+/// The responder keeps atomic results for duplicates: a repeated request
+/// (same PSN, R_Key and VA) gets the saved original value back without
+/// executing again; one that does not match is dropped.
+#[test]
+fn atomic_replay_returns_saved_value() {
+    use super::super::hdr::AtomicEth;
+    use super::super::opcode::{RC_ATOMIC_ACKNOWLEDGE, RC_COMPARE_SWAP, RC_FETCH_ADD};
+    let s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 13);
     let mut w = World::new(&s, 1 << 12, 1 << 12);
-    w.op(Op::FetchAdd { add: 1 }, 0, 4);
-    w.run(1_000_000_000);
-    assert_eq!(w.send_done[0].status, WcStatus::RemInvReqErr);
+    w.b.mem[8..16].copy_from_slice(&100u64.to_le_bytes());
+    let va = B_BASE + 8;
+    let req = |opcode, psn: u32, va, compare, swap_add| InRequest {
+        opcode,
+        psn: Psn::new(psn),
+        ack_req: true,
+        atomic: Some(AtomicEth {
+            va,
+            rkey: RKEY,
+            swap_add,
+            compare,
+        }),
+        ..InRequest::default()
+    };
+    let cell = |w: &World| u64::from_le_bytes(w.b.mem[8..16].try_into().unwrap());
+    let orig_of = |a: &Action| match a.reply {
+        Reply::Packet(d) if d.opcode == RC_ATOMIC_ACKNOWLEDGE => d.atomic_orig,
+        _ => None,
+    };
+    let p0 = s.sq_psn;
+    let rq = VecDeque::new();
+    let fa = req(RC_FETCH_ADD, p0, va, 0, 5);
+    let a = w.resp.on_request(&fa, &mut w.b, &mut Rq(&rq));
+    assert_eq!((a.outcome, orig_of(&a)), (Outcome::Executed, Some(100)));
+    assert_eq!(cell(&w), 105);
+    let cs = req(RC_COMPARE_SWAP, p0 + 1, va, 105, 7);
+    let a = w.resp.on_request(&cs, &mut w.b, &mut Rq(&rq));
+    assert_eq!((a.outcome, orig_of(&a)), (Outcome::Executed, Some(105)));
+    assert_eq!(cell(&w), 7);
+    // Replays: the saved values, memory untouched.
+    for _ in 0..3 {
+        let a = w.resp.on_request(&fa, &mut w.b, &mut Rq(&rq));
+        assert_eq!(
+            (a.outcome, orig_of(&a)),
+            (Outcome::DuplicateAtomic, Some(100))
+        );
+        let a = w.resp.on_request(&cs, &mut w.b, &mut Rq(&rq));
+        assert_eq!(
+            (a.outcome, orig_of(&a)),
+            (Outcome::DuplicateAtomic, Some(105))
+        );
+    }
+    assert_eq!(cell(&w), 7);
+    // A "duplicate" for another address is not ours: dropped.
+    let other = req(RC_FETCH_ADD, p0, va + 8, 0, 5);
+    let a = w.resp.on_request(&other, &mut w.b, &mut Rq(&rq));
+    assert_eq!(
+        (a.outcome, a.reply),
+        (Outcome::DuplicateUnknown, Reply::None)
+    );
+    assert_eq!(cell(&w), 7);
+    assert_eq!(w.resp.expected_psn(), Psn::new(p0 + 2));
 }
 
 #[test]

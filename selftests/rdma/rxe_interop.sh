@@ -3,14 +3,14 @@
 # on rr0 in init_net talks RC to rroce1 on rr1 in netns peer across the veth,
 # with ibv_rc_pingpong -c (the server validates what it received), rxe as
 # server and as client, 4 KiB and 64 KiB messages (64 packets each at path
-# MTU 1024).
+# MTU 1024); and UC with ibv_uc_pingpong -c, 64 KiB, both directions.
 # rxe and rroce both want UDP 4791 in init_net, so rroce0 is deleted for the
 # test (rroce then closes its init_net socket) and re-added at the end.
 # rroce only: skipped with RROCE_TYPE=rxe.  Before rroce has a data path
 # only the driver swap (subtests 1 and 6) runs.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-PLAN=7
+PLAN=9
 if [ "$RROCE_TYPE" != rroce ]; then
 	ktap_header
 	ktap_plan $PLAN
@@ -74,6 +74,21 @@ for c in "${CASES[@]}"; do
 		t_end
 	fi
 done
+
+t_begin "UC -c 65536 B x 30: $DEV1 (netns $NS1) client -> $RXE (init_net) server"
+if [ -n "$skip" ]; then
+	t_skip "$skip"
+else
+	PP_PROG=ibv_uc_pingpong rc_pingpong_chk 90 "" "$RXE" "$IP0" "$NS1" "$DEV1" "$IP1" 65536 30
+	t_end
+fi
+t_begin "UC -c 65536 B x 30: $RXE (init_net) client -> $DEV1 (netns $NS1) server"
+if [ -n "$skip" ]; then
+	t_skip "$skip"
+else
+	PP_PROG=ibv_uc_pingpong rc_pingpong_chk 90 "$NS1" "$DEV1" "$IP1" "" "$RXE" "$IP0" 65536 30
+	t_end
+fi
 
 t_begin "$RXE deleted, rdma_rxe unloaded, $DEV0 back on $IF0"
 if ibdev_exists "$RXE"; then

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The RC data path of one QP: taking WQEs from the mapped rings, building
-//! and sending packets, applying the decisions of the `proto::rc` engine to
-//! received packets, writing completions.
+//! The RC and UC data path of one QP: taking WQEs from the mapped rings,
+//! building and sending packets, applying the decisions of the `proto::rc`
+//! engines (RC, or the unreliable requester mode and `UcResponder` for UC)
+//! to received packets, writing completions.  UD/GSI QPs use the `ud_*`
+//! and [`Dp::on_ud`] paths.
 //!
 //! Everything here runs under the QP's lock with bottom halves disabled
 //! (doorbell in process context, receive in softirq, retransmission timer),

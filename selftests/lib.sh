@@ -560,7 +560,8 @@ pair_run() {
 # it received) between two devices, each on the RoCE v2 GID of its IPv4
 # address, over TCP port $RC_PORT (incremented first).  A t_fail unless both
 # exit 0, both report ITERS exchanges of SIZE bytes, the client got the
-# server's GID, and the server found no invalid data.
+# server's GID, and the server found no invalid data.  With PP_PROG set
+# (e.g. ibv_uc_pingpong, which has the same -c), that program instead.
 RC_PORT=${RC_PORT:-18700}
 rc_pingpong_chk() {
 	local tmo=$1 sns=$2 sdev=$3 sip=$4 cns=$5 cdev=$6 cip=$7 size=$8 iters=$9 sidx cidx bytes
@@ -574,8 +575,8 @@ rc_pingpong_chk() {
 		return 1
 	fi
 	pair_run "$tmo" "$sns" "$cns" "$RC_PORT" \
-		ibv_rc_pingpong -c -d "$sdev" -g "$sidx" -p "$RC_PORT" -s "$size" -n "$iters" "$@" -- \
-		ibv_rc_pingpong -c -d "$cdev" -g "$cidx" -p "$RC_PORT" -s "$size" -n "$iters" "$@" "$sip"
+		"${PP_PROG:-ibv_rc_pingpong}" -c -d "$sdev" -g "$sidx" -p "$RC_PORT" -s "$size" -n "$iters" "$@" -- \
+		"${PP_PROG:-ibv_rc_pingpong}" -c -d "$cdev" -g "$cidx" -p "$RC_PORT" -s "$size" -n "$iters" "$@" "$sip"
 	diag "client: $(grep -E '(bytes|iters) in' "$PAIR_CLI" | tr '\n' ' ')"
 	grep -q "remote address: .* GID ::ffff:$sip\$" "$PAIR_CLI" ||
 		t_fail "client did not get the server's GID ::ffff:$sip"
@@ -589,7 +590,7 @@ rc_pingpong_chk() {
 # ------------------------------------------------------------- hw counters
 # The port counters of rroce (sysfs .../ports/1/hw_counters/, also shown by
 # `rdma statistic`).
-HWC_NAMES="rx_packets tx_packets rx_dropped rx_icrc_errors tx_errors retransmits ack_timeouts seq_naks_rcvd rnr_naks_rcvd retry_exceeded rnr_retry_exceeded duplicate_requests out_of_sequence rnr_naks_sent completion_errors"
+HWC_NAMES="rx_packets tx_packets rx_dropped rx_icrc_errors tx_errors retransmits ack_timeouts seq_naks_rcvd rnr_naks_rcvd retry_exceeded rnr_retry_exceeded duplicate_requests out_of_sequence rnr_naks_sent completion_errors uc_dropped"
 hwc_dir() { echo "$SYS_IB/$1/ports/1/hw_counters"; }
 
 # hwc_missing DEV: why DEV's counters cannot be read (missing directory or

@@ -474,6 +474,58 @@ def case_retry_cnt_7_infinite(d0, d1):
     fresh_pair_ok(d0, d1)
 
 
+def _post_atomic(p, wr_id, opcode, raddr, compare_add, swap=0, off=0):
+    wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, sg=[SGE(p.mr0.buf + off, 8, p.mr0.lkey)],
+                send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_atomic(p.mr1.rkey, raddr, compare_add, swap)
+    p.qp0.post_send(wr)
+
+
+def case_atomic_misaligned_fetch_add(d0, d1):
+    # IBA C9-31 / o9-xx: the atomic VA must be 8-byte aligned, else the
+    # responder NAKs "invalid request" (rxe check_op_valid/atomic: same).
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    _requester_error(d0, d1, p, lambda: _post_atomic(p, 1, e.IBV_WR_ATOMIC_FETCH_AND_ADD, p.mr1.buf + 4, 1),
+                     e.IBV_WC_REM_INV_REQ_ERR, "ATOMIC FETCH_AND_ADD at an address 4 bytes off alignment", c)
+
+
+def case_atomic_misaligned_cmp_swap(d0, d1):
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    _requester_error(d0, d1, p, lambda: _post_atomic(p, 1, e.IBV_WR_ATOMIC_CMP_AND_SWP, p.mr1.buf + 12, 0, 7),
+                     e.IBV_WC_REM_INV_REQ_ERR, "ATOMIC CMP_AND_SWP at an address 4 bytes off alignment", c)
+
+
+def case_atomic_results(d0, d1):
+    # The values: FETCH_AND_ADD returns the old value and adds (wrapping);
+    # CMP_AND_SWP swaps only on a match and always returns the old value.
+    p = Pair(d0, d1)
+    v0 = 0xFFFF_FFFF_FFFF_FFF0
+    p.mr1.write(b"\x5a" * 24, 24, 56)
+    p.mr1.write(v0.to_bytes(8, "little"), 8, 64)
+    p.mr0.write(bytes(64), 64, 0)
+    a = p.mr1.buf + 64
+    _post_atomic(p, 1, e.IBV_WR_ATOMIC_FETCH_AND_ADD, a, 0x20, off=0)   # -> 0x10 (wraps)
+    _post_atomic(p, 2, e.IBV_WR_ATOMIC_CMP_AND_SWP, a, 0x11, 0x99, off=8)  # no match
+    _post_atomic(p, 3, e.IBV_WR_ATOMIC_CMP_AND_SWP, a, 0x10, 0xABCD, off=16)  # match
+    _post_atomic(p, 4, e.IBV_WR_ATOMIC_FETCH_AND_ADD, a, 1, off=24)
+    got = expect_wcs(p.cq0, [(i, e.IBV_WC_SUCCESS, op) for i, op in
+                             ((1, e.IBV_WC_FETCH_ADD), (2, e.IBV_WC_COMP_SWAP), (3, e.IBV_WC_COMP_SWAP),
+                              (4, e.IBV_WC_FETCH_ADD))], "requester, four atomics")
+    check(all(w.byte_len == 8 for w in got), "every atomic completion has byte_len 8",
+          "; ".join(wc_str(w) for w in got))
+    olds = [int.from_bytes(p.mr0.read(8, 8 * i), "little") for i in range(4)]
+    check(olds == [v0, 0x10, 0x10, 0xABCD], "the original values returned",
+          " ".join(hex(x) for x in olds))
+    final = int.from_bytes(p.mr1.read(8, 64), "little")
+    check(final == 0xABCE, "the remote value after FETCH_AND_ADD, failed and successful CMP_AND_SWP, FETCH_AND_ADD",
+          hex(final))
+    check(p.mr1.read(8, 56) == b"\x5a" * 8 and p.mr1.read(8, 72) == b"\x5a" * 8,
+          "the 8 bytes before and after are untouched")
+    fresh_pair_ok(d0, d1)
+
+
 CASES = {n[5:]: f for n, f in list(globals().items()) if n.startswith("case_")}
 
 

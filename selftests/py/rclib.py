@@ -82,10 +82,10 @@ class Dev:
     def mr(self, size, access=ALL_ACCESS):
         return MR(self.pd, size, access)
 
-    def qp(self, scq, rcq, send_wr=16, recv_wr=16, sge=1, inline=0):
+    def qp(self, scq, rcq, send_wr=16, recv_wr=16, sge=1, inline=0, qp_type=e.IBV_QPT_RC):
         cap = QPCap(max_send_wr=send_wr, max_recv_wr=recv_wr, max_send_sge=sge, max_recv_sge=sge,
                     max_inline_data=inline)
-        return QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=scq, rcq=rcq, cap=cap))
+        return QP(self.pd, QPInitAttr(qp_type=qp_type, scq=scq, rcq=rcq, cap=cap))
 
 
 def qp_attr(state, **fields):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # perftest over RC: ib_{send,write,read}_{bw,lat} with 4 KiB messages and
-# 200 iterations between $DEV0 (init_net, client) and $DEV1 (netns peer,
+# 200 iterations, over UC: ib_write_bw, ib_send_lat and ib_write_lat, and
+# the atomics ib_atomic_{bw,lat} with FETCH_AND_ADD and CMP_AND_SWAP, between $DEV0 (init_net, client) and $DEV1 (netns peer,
 # server), each on the RoCE v2 GID of its address.  A tool passes when both
 # sides exit 0 and the client prints its result line; the figures go to the
 # log as diagnostics (TCG-emulated, so they only show relative cost).
@@ -8,11 +9,16 @@
 # Everything is skipped while rroce has no data path yet.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-PLAN=7
+PLAN=14
 test_init $PLAN
 trap 'rm -f "$PAIR_SRV" "$PAIR_CLI"' EXIT
 
-TOOLS=(ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat)
+# "TOOL[ ARGS...]": RC by default; UC (no READ/atomics there) with -c UC;
+# atomics move 8 bytes (FETCH_AND_ADD unless -A CMP_AND_SWAP).
+CASES=(ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat
+	"ib_write_bw -c UC" "ib_send_lat -c UC" "ib_write_lat -c UC"
+	ib_atomic_bw "ib_atomic_bw -A CMP_AND_SWAP" ib_atomic_lat "ib_atomic_lat -A CMP_AND_SWAP")
+TOOLS=(ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat ib_atomic_bw ib_atomic_lat)
 SIZE=4096 ITERS=200 TMO=120 PORT=18900
 
 why=$(provider_unavailable)
@@ -21,7 +27,7 @@ for t in "${TOOLS[@]}"; do
 done
 [ -n "$why" ] || why=$(datapath_unavailable "$DEV0" "$IP0")
 if [ -n "$why" ]; then
-	for t in "${TOOLS[@]}"; do ktap_skip "$t" "$why"; done
+	for t in "${CASES[@]}"; do ktap_skip "$t" "$why"; done
 	test_done
 fi
 
@@ -35,28 +41,34 @@ CDEV=$DEV0 CIP=$IP0
 sidx=$(gid_index "$SDEV" "$(gid_v4 "$SIP")")
 cidx=$(gid_index "$CDEV" "$(gid_v4 "$CIP")")
 
-for t in "${TOOLS[@]}"; do
-	t_begin "$t -s $SIZE -n $ITERS: $CDEV (init_net) -> $SDEV (${SNS:-init_net})"
+for c in "${CASES[@]}"; do
+	read -r t extra <<<"$c"
+	# shellcheck disable=SC2206  # the extra arguments are words
+	extra=($extra)
+	size=$SIZE
+	case $t in ib_atomic_*) size=8 ;; esac
+	t_begin "$c -s $size -n $ITERS: $CDEV (init_net) -> $SDEV (${SNS:-init_net})"
 	PORT=$((PORT + 1))
 	if [ -z "$sidx" ] || [ -z "$cidx" ]; then
 		t_fail "no RoCE v2 GID of $SIP on $SDEV ('$sidx') or of $CIP on $CDEV ('$cidx')"
 		t_end
 		continue
 	fi
-	common=(-i 1 -s "$SIZE" -n "$ITERS" -p "$PORT" -F)
+	common=(-i 1 -n "$ITERS" -p "$PORT" -F "${extra[@]}")
+	case $t in ib_atomic_*) ;; *) common+=(-s "$SIZE") ;; esac
 	pair_run "$TMO" "$SNS" "" "$PORT" \
 		"$t" -d "$SDEV" -x "$sidx" "${common[@]}" -- \
 		"$t" -d "$CDEV" -x "$cidx" "${common[@]}" "$SIP"
 	# the result row: " #bytes #iterations" then the figures
-	res=$(grep -E "^ *$SIZE +[0-9]+ +[0-9.]+ +[0-9.]+" "$PAIR_CLI" | tail -1)
+	res=$(grep -E "^ *$size +[0-9]+ +[0-9.]+ +[0-9.]+" "$PAIR_CLI" | tail -1)
 	if [ -z "$res" ]; then
 		t_fail "client printed no result line: $(tail -5 "$PAIR_CLI" | tr '\n' ' ')"
 	else
 		# shellcheck disable=SC2086  # split the row into fields
 		set -- $res
 		case $t in
-		*_bw) diag "$t: BW average $4 MB/s (peak $3 MB/s), $5 Mpps" ;;
-		*_lat) diag "$t: latency typical $5 us, avg $6 us, min $3 us, max $4 us" ;;
+		*_bw) diag "$c: BW average $4 MB/s (peak $3 MB/s), $5 Mpps" ;;
+		*_lat) diag "$c: latency typical $5 us, avg $6 us, min $3 us, max $4 us" ;;
 		esac
 		[ "$2" = "$ITERS" ] || t_fail "client ran $2 iterations, not $ITERS"
 	fi

@@ -2,10 +2,15 @@
 # Data path smoke test with the libibverbs examples: RC loopback on one
 # device, then RC/UD between rroce0 (init_net) and rroce1 (netns peer) over
 # the veth pair; SRQ (ibv_srq_pingpong -c: several QPs share one SRQ, the
-# receiver checks the data) at three message sizes.  (The cross-namespace
-# cases fail on rxe: no netns support.)
+# receiver checks the data) at three message sizes; then UC with buffer
+# validation (ibv_uc_pingpong -c: the server checks every page it received)
+# in single- and multi-packet sizes.
+# (The cross-namespace cases fail on rxe: no netns support.)
 . "$(dirname "$0")/../lib.sh"
-test_init 8
+# SIZE ITERS of the UC cases between the two devices (MTU 1024: 1, 4 and
+# 64 packets per message)
+UC_CASES=("1 200" "4096 100" "65536 30")
+test_init $((9 + ${#UC_CASES[@]}))
 
 why=$(provider_unavailable)
 command -v ibv_rc_pingpong >/dev/null || why=${why:-ibv_rc_pingpong missing}
@@ -22,7 +27,7 @@ if [ -z "$why" ] && [ "$RROCE_TYPE" = rroce ]; then
 fi
 if [ -n "$why" ]; then
 	for d in "RC loopback" "RC $DEV0 <-> $DEV1" "RC 64 KiB messages" "UD $DEV0 <-> $DEV1" \
-		"SRQ 64 B" "SRQ 4 KiB" "SRQ 64 KiB"; do
+		"SRQ 64 B" "SRQ 4 KiB" "SRQ 64 KiB" "UC loopback" "${UC_CASES[@]/#/UC }"; do
 		ktap_skip "$d" "$why"
 	done
 	test_done
@@ -84,5 +89,16 @@ t_end
 t_begin "SRQ 64 KiB $DEV0 <-> $DEV1 (ibv_srq_pingpong -c, 4 QPs, -r 64, -n 10, MTU 1024)"
 pp ibv_srq_pingpong "$NS1" "$DEV1" "$DEV0" "$IP1" -c -s 65536 -q 4 -r 64 -n 10 -m 1024
 t_end
+
+t_begin "UC loopback on $DEV0 (ibv_uc_pingpong -c -s 4096 -n 100)"
+PP_PROG=ibv_uc_pingpong rc_pingpong_chk 60 "" "$DEV0" "$IP0" "" "$DEV0" "$IP0" 4096 100
+t_end
+
+for c in "${UC_CASES[@]}"; do
+	read -r size iters <<<"$c"
+	t_begin "UC -c $size B x $iters: $DEV0 (init_net) client -> $DEV1 (netns $NS1) server (ibv_uc_pingpong, MTU 1024)"
+	PP_PROG=ibv_uc_pingpong rc_pingpong_chk 90 "$NS1" "$DEV1" "$IP1" "" "$DEV0" "$IP0" "$size" "$iters" -m 1024
+	t_end
+done
 
 test_done

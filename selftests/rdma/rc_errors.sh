@@ -18,6 +18,10 @@
 #     (unknown destination QP) -> IBV_WC_RETRY_EXC_ERR with retry_cnt 2, but
 #     never with retry_cnt 7 (7 = infinite: README, as rxe; IBA makes only
 #     rnr_retry 7 infinite)
+#   - atomics: FETCH_AND_ADD and CMP_AND_SWP return the original value and
+#     leave the right result (wrap-around, compare mismatch); at an address
+#     that is not 8-byte aligned -> IBV_WC_REM_INV_REQ_ERR (NAK invalid
+#     request), remote memory unchanged, the WRs behind flushed
 # and the matching hw_counters.  After each case a fresh QP pair on the same
 # devices must move data intact (the device keeps working).
 #
@@ -48,6 +52,9 @@ CASES=(
 	"rnr_retry_exceeded|SEND without a receive, rnr_retry 0 -> RNR_RETRY_EXC_ERR"
 	"retry_exceeded|no ACK (unknown destination QP), retry_cnt 2 -> RETRY_EXC_ERR"
 	"retry_cnt_7_infinite|no ACK, retry_cnt 7: keeps retrying (7 = infinite, as documented), ERR flushes"
+	"atomic_results|ATOMIC FETCH_AND_ADD / CMP_AND_SWP (match and mismatch): returned and remote values"
+	"atomic_misaligned_fetch_add|ATOMIC FETCH_AND_ADD at a misaligned address -> REM_INV_REQ_ERR, nothing changed"
+	"atomic_misaligned_cmp_swap|ATOMIC CMP_AND_SWP at a misaligned address -> REM_INV_REQ_ERR, nothing changed"
 )
 test_init $((${#CASES[@]} + 1))
 

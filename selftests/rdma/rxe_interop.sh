@@ -4,14 +4,14 @@
 # with ibv_rc_pingpong -c (the server validates what it received), rxe as
 # server and as client, 4 KiB and 64 KiB messages (64 packets each at path
 # MTU 1024); then ibv_srq_pingpong -c (4 QPs sharing one SRQ on each side,
-# 4 KiB) both ways.
+# 4 KiB) both ways; and UC with ibv_uc_pingpong -c, 64 KiB, both directions.
 # rxe and rroce both want UDP 4791 in init_net, so rroce0 is deleted for the
 # test (rroce then closes its init_net socket) and re-added at the end.
 # rroce only: skipped with RROCE_TYPE=rxe.  Before rroce has a data path
-# only the driver swap (subtests 1 and 6) runs.
+# only the driver swap (the first and the last-but-one subtest) runs.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-PLAN=9
+PLAN=11
 if [ "$RROCE_TYPE" != rroce ]; then
 	ktap_header
 	ktap_plan $PLAN
@@ -109,6 +109,20 @@ if [ -n "$skip" ]; then
 	t_skip "$skip"
 else
 	srq_pingpong_chk 90 "$NS1" "$DEV1" "$IP1" "" "$RXE" "$IP0"
+	t_end
+fi
+t_begin "UC -c 65536 B x 30: $DEV1 (netns $NS1) client -> $RXE (init_net) server"
+if [ -n "$skip" ]; then
+	t_skip "$skip"
+else
+	PP_PROG=ibv_uc_pingpong rc_pingpong_chk 90 "" "$RXE" "$IP0" "$NS1" "$DEV1" "$IP1" 65536 30
+	t_end
+fi
+t_begin "UC -c 65536 B x 30: $RXE (init_net) client -> $DEV1 (netns $NS1) server"
+if [ -n "$skip" ]; then
+	t_skip "$skip"
+else
+	PP_PROG=ibv_uc_pingpong rc_pingpong_chk 90 "$NS1" "$DEV1" "$IP1" "" "$RXE" "$IP0" 65536 30
 	t_end
 fi
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The RC data path of one QP: taking WQEs from the mapped rings, building
-//! and sending packets, applying the decisions of the `proto::rc` engine to
-//! received packets, writing completions.
+//! The RC and UC data path of one QP: taking WQEs from the mapped rings,
+//! building and sending packets, applying the decisions of the `proto::rc`
+//! engines (RC, or the unreliable requester mode and `UcResponder` for UC)
+//! to received packets, writing completions.  UD/GSI QPs use the `ud_*`
+//! and [`Dp::on_ud`] paths.
 //!
 //! Everything here runs under the QP's lock with bottom halves disabled
 //! (doorbell in process context, receive in softirq, retransmission timer),
@@ -29,7 +31,7 @@ use crate::proto::net::{self, IpUdp};
 use crate::proto::qp::{QpAttrs, QpState};
 use crate::proto::rc::{
     AccessError, Action, Access, AtomicOp, ReadResponder, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
-    RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, SlotStore,
+    RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, SlotStore, UcResponder,
 };
 use crate::proto::ring::{Consumer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_POLLING};
 use crate::proto::wqe::{
@@ -59,6 +61,10 @@ const PENDING_MAX: usize = 2 * MAX_RD_RES;
 /// Response packets sent per run from the receive path / the work item.
 const RESP_BUDGET_RX: u32 = 32;
 const RESP_BUDGET_WORK: u32 = 128;
+/// UC request packets sent per run: UC has no ACK clock, so a long burst
+/// is cut into runs of the work item (letting the receive side, e.g. a
+/// veth peer's backlog, drain in between) instead of overflowing queues.
+const UC_BURST: u32 = 64;
 
 /// The requester's WQE storage, one slot per SQ entry.
 pub(crate) struct KSlots(KVVec<Slot>);
@@ -160,6 +166,8 @@ pub(crate) struct Dp {
     req: Option<Requester<KSlots>>,
     spare: Option<KSlots>,
     resp: Option<Responder<MAX_RD_RES>>,
+    /// The responder of a UC QP (instead of `resp`).
+    uc_resp: Option<UcResponder>,
     /// The RQ head as last peeked, and whether it decoded.
     rq_scratch: KVVec<u8>,
     scratch_ok: bool,
@@ -183,6 +191,8 @@ pub(crate) struct Dp {
     polling: bool,
     /// UD/GSI QP (no RC engines; [`Dp::ud_send_all`], [`Dp::on_ud`]).
     ud: bool,
+    /// UC QP: the requester in its unreliable mode and `uc_resp`.
+    uc: bool,
     /// The QP's Q_Key and next PSN (UD).
     qkey: u32,
     ud_psn: u32,
@@ -204,6 +214,7 @@ impl Dp {
         max_inline: u32,
         max_msg: u32,
         ud: bool,
+        uc: bool,
     ) -> Result<KBox<Dp>> {
         let entries = sq_layout.entries() as usize;
         let esz = sq_layout.entry_size() as usize;
@@ -219,6 +230,7 @@ impl Dp {
             req: None,
             spare: Some(KSlots(slots)),
             resp: None,
+            uc_resp: None,
             rq_scratch: zeroed(resz)?,
             scratch_ok: false,
             cur_recv: zeroed(resz)?,
@@ -229,7 +241,13 @@ impl Dp {
                 max_sge,
                 max_inline,
                 max_msg_size: max_msg,
-                opcodes: if ud { OpcodeSet::UD } else { OpcodeSet::RC },
+                opcodes: if ud {
+                    OpcodeSet::UD
+                } else if uc {
+                    OpcodeSet::UC
+                } else {
+                    OpcodeSet::RC
+                },
                 ud,
             },
             recv_lim: RecvLimits { max_sge: recv_max_sge, max_msg_size: max_msg },
@@ -240,6 +258,7 @@ impl Dp {
             seen_resp: RespCounters::default(),
             polling: false,
             ud,
+            uc,
             qkey: 0,
             ud_psn: 0,
         };
@@ -271,6 +290,12 @@ impl Dp {
             s.add(Counter::RetryExceeded, n.retry_exceeded.wrapping_sub(o.retry_exceeded));
             s.add(Counter::RnrRetryExceeded, n.rnr_retry_exceeded.wrapping_sub(o.rnr_retry_exceeded));
             self.seen_req = *n;
+        }
+        if let Some(r) = self.uc_resp.as_ref() {
+            let (n, o) = (r.counters(), &self.seen_resp);
+            let d = |x: Outcome| n.get(x).wrapping_sub(o.get(x));
+            s.add(Counter::UcDropped, d(Outcome::SeqDrop) + d(Outcome::MsgDrop) + d(Outcome::AccessError));
+            self.seen_resp = *n;
         }
         if let Some(r) = self.resp.as_ref() {
             let (n, o) = (r.counters(), &self.seen_resp);
@@ -304,6 +329,10 @@ impl Dp {
     pub(crate) fn on_modify(&mut self, ctx: &Ctx<'_>, st: &mut QpState, attrs: &QpAttrs, prev: QpState, next: QpState) {
         match next {
             QpState::Rtr if prev == QpState::Init && self.ud => {}
+            QpState::Rtr if prev == QpState::Init && self.uc => {
+                self.seen_resp = RespCounters::default();
+                self.uc_resp = Some(UcResponder::from_attrs(attrs));
+            }
             QpState::Rtr if prev == QpState::Init => {
                 self.seen_resp = RespCounters::default();
                 let mut cfg = RespConfig::from_attrs(attrs);
@@ -315,7 +344,12 @@ impl Dp {
                 if let Some(slots) = self.spare.take() {
                     self.sq_base = self.sq.index();
                     self.seen_req = ReqCounters::default();
-                    self.req = Some(Requester::with_store(ReqConfig::from_attrs(attrs), slots));
+                    let cfg = if self.uc {
+                        ReqConfig::uc_from_attrs(attrs)
+                    } else {
+                        ReqConfig::from_attrs(attrs)
+                    };
+                    self.req = Some(Requester::with_store(cfg, slots));
                 }
             }
             QpState::Err => self.to_error(ctx, st),
@@ -331,6 +365,7 @@ impl Dp {
             self.spare = Some(r.into_store());
         }
         self.resp = None;
+        self.uc_resp = None;
         self.pend_len = 0;
         self.has_cur = false;
         self.path = None;
@@ -354,6 +389,9 @@ impl Dp {
         }
         self.drain_in_error(ctx);
         if let Some(r) = self.resp.as_mut() {
+            r.flush();
+        }
+        if let Some(r) = self.uc_resp.as_mut() {
             r.flush();
         }
         self.pend_len = 0;
@@ -525,7 +563,15 @@ impl Dp {
         let now = now();
         self.complete_sends(ctx);
         if let Some(path) = self.path {
+            let mut sent = 0u32;
             loop {
+                if self.uc && sent >= UC_BURST {
+                    // SAFETY: the work item was set up at QP creation and
+                    // is cancelled only after the QP stopped taking events.
+                    unsafe { glue::rroce_work_queue(ctx.work) };
+                    break;
+                }
+                sent += 1;
                 let Some(d) = self.req.as_mut().and_then(|r| r.next_packet(now)) else { break };
                 if let Err(status) = self.send_request(ctx, &path, &d) {
                     if let Some(r) = self.req.as_mut() {
@@ -658,7 +704,6 @@ impl Dp {
         r: &crate::proto::rc::InRequest,
         payload: &[u8],
     ) {
-        let Some(resp) = self.resp.as_mut() else { return };
         let mut mem = Mem { ctx, qp_access };
         // The SRQ (if any) is locked from the responder's peek to the
         // take, so no other QP takes the same WQE.
@@ -668,7 +713,13 @@ impl Dp {
             _ => (ctx.rq_ring, &mut self.rq),
         };
         let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
-        let a: Action = resp.on_request(r, &mut mem, &mut rq);
+        let a: Action = if let Some(uc) = self.uc_resp.as_mut() {
+            uc.on_request(r, &mut mem, &mut rq)
+        } else if let Some(resp) = self.resp.as_mut() {
+            resp.on_request(r, &mut mem, &mut rq)
+        } else {
+            return;
+        };
         if a.take_recv {
             take_recv(ctx, &mut self.rq, ctx.srq.zip(srq_guard.as_mut()));
         }
@@ -891,8 +942,16 @@ impl Dp {
         self.pend_len > 0
     }
 
-    /// The work item: continue sending queued responses.
-    pub(crate) fn on_work(&mut self, ctx: &Ctx<'_>, st: &QpState) {
+    /// The work item: continue sending queued responses (RC) or the
+    /// next burst of requests (UC).
+    pub(crate) fn on_work(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if self.uc {
+            if matches!(*st, QpState::Rts | QpState::Sqd) {
+                self.take_and_pump(ctx, st);
+                self.update_polling(ctx, st);
+            }
+            return;
+        }
         if matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) && self.send_pending(ctx, RESP_BUDGET_WORK) {
             // SAFETY: as in `on_request`.
             unsafe { glue::rroce_work_queue(ctx.work) };

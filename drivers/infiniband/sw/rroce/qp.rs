@@ -23,7 +23,7 @@ use crate::device::RroceDev;
 use crate::dp::{Ctx, Dp, Path};
 use crate::glue;
 use crate::proto::net::{udp_sport, IpAddr, IpUdp};
-use crate::proto::rc::{is_rc_request, is_rc_response, InRequest, InResponse};
+use crate::proto::rc::{is_rc_request, is_rc_response, is_uc_request, InRequest, InResponse};
 use kernel::types::Opaque;
 use crate::proto::link;
 use crate::lock::{new_spinlock_bh, SpinLockBh};
@@ -250,7 +250,18 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
 
     let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
     let ud = matches!(ty, QpType::Ud | QpType::Gsi);
-    let dp = Dp::new(sq.layout, rq.layout, RING_START, max_send_sge as u16, recv_lim_sge as u16, max_inline, max_msg, ud)?;
+    let uc = ty == QpType::Uc;
+    let dp = Dp::new(
+        sq.layout,
+        rq.layout,
+        RING_START,
+        max_send_sge as u16,
+        recv_lim_sge as u16,
+        max_inline,
+        max_msg,
+        ud,
+        uc,
+    )?;
     let kq = if sq.mem.is_kernel() {
         Some(KernelQueues {
             sq: Producer::new(sq.layout, RING_START),
@@ -467,6 +478,10 @@ pub(crate) fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u3
 /// addresses are kernel virtual addresses of `length` readable bytes).
 unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8]) -> Result {
     let op = u8::try_from(wr.opcode).ok().and_then(SendOpcode::from_u8).ok_or(EINVAL)?;
+    // READ, atomics and SEND with invalidate do not exist on UC.
+    if p.ty == QpType::Uc && !wqe::OpcodeSet::UC.contains(op) {
+        return Err(EINVAL);
+    }
     if op.is_local() || wr.num_sge < 0 || wr.num_sge as u32 > p.max_send_sge {
         return Err(EINVAL);
     }
@@ -747,7 +762,7 @@ unsafe extern "C" fn work_fn(w: *mut bindings::work_struct) {
     // SAFETY: the work is the `work` field of an `RroceQp`; `destroy_qp`
     // cancels it before the QP goes away.
     let q = unsafe { &*w.cast::<u8>().sub(offset_of!(RroceQp, work)).cast::<RroceQp>() };
-    with_live(q, |ctx, inner| inner.dp.on_work(ctx, &inner.state));
+    with_live(q, |ctx, inner| inner.dp.on_work(ctx, &mut inner.state));
 }
 
 /// Hands a received, validated RC packet to QP `qpn` of `dev`.  Returns
@@ -776,18 +791,22 @@ pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: 
         ctx.fire();
         return taken;
     }
-    if p.ty != QpType::Rc {
-        return false;
-    }
     let op = parsed.bth.opcode;
+    // The transport of the opcode must be the QP's (IBA 9.6.1.1: else
+    // the packet is dropped).
+    let request = match p.ty {
+        QpType::Rc => is_rc_request(op),
+        QpType::Uc => is_uc_request(op),
+        _ => return false,
+    };
     let mut g = p.lock_dp();
     let inner = &mut *g;
     let st = inner.state;
-    let taken = if is_rc_request(op) && matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+    let taken = if request && matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) {
         let access = inner.attrs.access_flags;
         inner.dp.on_request(&ctx, &mut inner.state, access, &InRequest::from_parsed(parsed), payload);
         true
-    } else if is_rc_response(op) && matches!(st, QpState::Rts | QpState::Sqd) {
+    } else if p.ty == QpType::Rc && is_rc_response(op) && matches!(st, QpState::Rts | QpState::Sqd) {
         inner.dp.on_response(&ctx, &mut inner.state, &InResponse::from_parsed(parsed), payload);
         true
     } else {

@@ -46,9 +46,12 @@ pub(crate) enum Counter {
     RnrNaksSent,
     /// Completions with an error status (both directions).
     CompletionErrors,
+    /// UC request packets dropped by the responder (PSN gap, no First, no
+    /// receive WQE, bad R_Key, malformed): their messages are lost.
+    UcDropped,
 }
 
-const N: usize = Counter::CompletionErrors as usize + 1;
+const N: usize = Counter::UcDropped as usize + 1;
 
 /// Names, NUL-terminated, in [`Counter`] order.
 const NAMES: [&[u8]; N] = [
@@ -67,6 +70,7 @@ const NAMES: [&[u8]; N] = [
     b"out_of_sequence\0",
     b"rnr_naks_sent\0",
     b"completion_errors\0",
+    b"uc_dropped\0",
 ];
 
 /// Descriptors handed to ib_core (must outlive every device).

@@ -296,15 +296,15 @@ pub struct OpcodeSet(pub u16);
 impl OpcodeSet {
     /// Opcodes of an RC QP: all.
     pub const RC: Self = Self(0x03FF);
-    /// Opcodes of a UC QP: no RDMA READ, no atomics.
+    /// Opcodes of a UC QP: no RDMA READ, no atomics, and no SEND with
+    /// invalidate (UC has no opcode for it on the wire).
     pub const UC: Self = Self(
         SendOpcode::RdmaWrite.bit()
             | SendOpcode::RdmaWriteWithImm.bit()
             | SendOpcode::Send.bit()
             | SendOpcode::SendWithImm.bit()
             | SendOpcode::LocalInv.bit()
-            | SendOpcode::BindMw.bit()
-            | SendOpcode::SendWithInv.bit(),
+            | SendOpcode::BindMw.bit(),
     );
     /// Opcodes of a UD/GSI QP.
     pub const UD: Self = Self(SendOpcode::Send.bit() | SendOpcode::SendWithImm.bit());
@@ -1094,7 +1094,8 @@ mod tests {
         }
         assert!(!OpcodeSet::UC.contains(SendOpcode::RdmaRead));
         assert!(!OpcodeSet::UC.contains(SendOpcode::AtomicFetchAndAdd));
-        assert!(OpcodeSet::UC.contains(SendOpcode::SendWithInv));
+        assert!(!OpcodeSet::UC.contains(SendOpcode::SendWithInv));
+        assert!(OpcodeSet::UC.contains(SendOpcode::RdmaWriteWithImm));
         assert!(OpcodeSet::UD.contains(SendOpcode::SendWithImm));
         assert!(!OpcodeSet::UD.contains(SendOpcode::RdmaWrite));
         assert_eq!(

@@ -126,6 +126,10 @@ impl<S: SlotStore> Requester<S> {
         if self.error {
             return self.ignore(IgnoreReason::QpError);
         }
+        if self.cfg.unreliable {
+            // UC has no responses.
+            return self.ignore(IgnoreReason::NotResponse);
+        }
         let Some(info) =
             lookup(r.opcode).filter(|i| i.transport == Transport::Rc && i.kind == Kind::Response)
         else {
@@ -299,7 +303,7 @@ impl<S: SlotStore> Requester<S> {
     }
 
     /// Mark WQE `done_upto` complete with `status` and move past it.
-    fn complete_next(&mut self, status: WcStatus) {
+    pub(super) fn complete_next(&mut self, status: WcStatus) {
         let idx = self.done_upto;
         let before_cursor = self.cursor.wrapping_sub(idx) != 0
             && self.cursor.wrapping_sub(idx) <= self.tail.wrapping_sub(idx);

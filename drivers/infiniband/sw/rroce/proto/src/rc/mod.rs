@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //! The Reliable Connected (RC) protocol engine: pure, deterministic decision
 //! logic for the requester, the completer and the responder of one QP.
+//! Unreliable Connected (UC) QPs use the same requester in its unreliable
+//! mode ([`ReqConfig::unreliable`]: UC opcodes, no ACKs, no timers, a WQE
+//! completes once sent) and the [`UcResponder`] (no replies, silent
+//! message drops on PSN gaps, resynchronisation on the next First/Only).
 //!
 //! # Division of labour
 //!
@@ -42,6 +46,7 @@
 pub mod comp;
 pub mod req;
 pub mod resp;
+pub mod uc;
 
 #[cfg(test)]
 mod sim;
@@ -52,6 +57,7 @@ pub use resp::{
     Access, AccessError, Action, AtomicOp, MemCheck, Outcome, Place, ReadResponder, RecvCompletion,
     RecvSource, Reply, RespConfig, RespCounters, Responder,
 };
+pub use uc::{is_uc_request, UcResponder};
 
 use super::hdr::{Aeth, AtomicAckEth, AtomicEth, Bth, Ext, Ieth, ImmDt, Parsed, Reth};
 use super::opcode::{self, Kind, Transport};

@@ -49,6 +49,11 @@ pub struct ReqConfig {
     pub max_unacked: u32,
     /// Set AckReq at least every `ack_every` packets (≥ 1).
     pub ack_every: u32,
+    /// Unreliable Connected (UC) service: UC opcodes, no AckReq, no
+    /// window, no timers, and a WQE completes as soon as its last packet
+    /// has been produced (nothing is ever retransmitted).  RDMA READ,
+    /// atomics and SEND with invalidate are refused at post time.
+    pub unreliable: bool,
 }
 
 impl ReqConfig {
@@ -68,6 +73,15 @@ impl ReqConfig {
             rnr_retry: a.rnr_retry,
             max_unacked: Self::DEFAULT_MAX_UNACKED,
             ack_every: Self::DEFAULT_ACK_EVERY,
+            unreliable: false,
+        }
+    }
+
+    /// For a UC QP from its attributes (RTS).
+    pub fn uc_from_attrs(a: &QpAttrs) -> ReqConfig {
+        ReqConfig {
+            unreliable: true,
+            ..Self::from_attrs(a)
         }
     }
 }
@@ -85,6 +99,9 @@ pub enum PostError {
     TooLong,
     /// READ/atomic with `max_rd_atomic == 0`.
     NoRdAtomic,
+    /// An operation the transport does not have (READ, atomics and SEND
+    /// with invalidate on UC).
+    NotOnTransport,
 }
 
 /// Requester and completer counters.
@@ -344,6 +361,17 @@ impl<S: SlotStore> Requester<S> {
         if length > MAX_MSG_SIZE {
             return Err(PostError::TooLong);
         }
+        if self.cfg.unreliable
+            && matches!(
+                wqe.opcode,
+                SendOpcode::RdmaRead
+                    | SendOpcode::AtomicCmpAndSwp
+                    | SendOpcode::AtomicFetchAndAdd
+                    | SendOpcode::SendWithInv
+            )
+        {
+            return Err(PostError::NotOnTransport);
+        }
         let n = match wqe.opcode {
             SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
                 if self.cfg.max_rd_atomic == 0 {
@@ -390,6 +418,9 @@ impl<S: SlotStore> Requester<S> {
             return Some(Blocked::Empty);
         }
         let s = self.slot(self.cursor)?;
+        if self.cfg.unreliable {
+            return None;
+        }
         if self.psn.distance_from(self.una) >= self.cfg.max_unacked {
             return Some(Blocked::Window);
         }
@@ -437,6 +468,11 @@ impl<S: SlotStore> Requester<S> {
             atomic: None,
             retransmit: psn.distance_from(self.una) < self.hi_psn.distance_from(self.una),
         };
+        let transport = if self.cfg.unreliable {
+            Transport::Uc
+        } else {
+            Transport::Rc
+        };
         let used; // PSNs consumed by this packet
         let finished; // the WQE is fully sent
         match w.opcode {
@@ -480,7 +516,7 @@ impl<S: SlotStore> Requester<S> {
                 };
                 let pos = super::super::opcode::position_of(k, s.npkts);
                 let len = s.len.checked_sub(offset)?.min(mtu);
-                d.opcode = request_opcode(Transport::Rc, r, pos)?;
+                d.opcode = request_opcode(transport, r, pos)?;
                 d.payload = Some((offset, len));
                 d.pad = pad_count(len as usize);
                 if pos.is_start() && matches!(r, RequestOp::RdmaWrite | RequestOp::RdmaWriteWithImm)
@@ -513,6 +549,23 @@ impl<S: SlotStore> Requester<S> {
             }
         }
         let next = psn.add(used);
+        if self.cfg.unreliable {
+            // No ACKs will come: every packet is "acknowledged" once
+            // produced, and the WQE completes with its last packet.
+            d.ack_req = false;
+            self.psn = next;
+            self.una = next;
+            self.hi_psn = next;
+            if finished {
+                self.cursor = idx.wrapping_add(1);
+                self.pkt = 0;
+                self.complete_next(WcStatus::Success);
+            } else {
+                self.pkt = k.wrapping_add(1);
+            }
+            self.counters.packets = self.counters.packets.wrapping_add(1);
+            return Some(d);
+        }
         if self.since_ack.wrapping_add(1) >= self.cfg.ack_every
             || next.distance_from(self.una) >= self.cfg.max_unacked
         {
@@ -628,7 +681,10 @@ pub enum Blocked {
 mod tests {
     extern crate std;
     use super::super::super::opcode::*;
+    use super::super::super::wqe::SEND_SIGNALED;
+    use super::super::SendCompletion;
     use super::*;
+    use std::vec;
     use std::vec::Vec;
 
     fn cfg(pmtu: PathMtu) -> ReqConfig {
@@ -641,6 +697,7 @@ mod tests {
             rnr_retry: 3,
             max_unacked: 1 << 20,
             ack_every: 1 << 20,
+            unreliable: false,
         }
     }
 
@@ -819,6 +876,71 @@ mod tests {
             r.post(wqe(SendOpcode::Send), MAX_MSG_SIZE + 1),
             Err(PostError::TooLong)
         );
+    }
+
+    /// UC: UC opcodes, no AckReq, no window, no timer; each WQE completes
+    /// as soon as its last packet is produced; READ/atomics/SEND with
+    /// invalidate are refused.
+    #[test]
+    fn unreliable_requester() {
+        let mut c = cfg(PathMtu::Mtu256);
+        c.unreliable = true;
+        c.max_unacked = 2; // ignored by UC
+        let mut r: Requester<[Slot; 8]> = Requester::new(c);
+        for op in [
+            SendOpcode::RdmaRead,
+            SendOpcode::AtomicCmpAndSwp,
+            SendOpcode::AtomicFetchAndAdd,
+            SendOpcode::SendWithInv,
+        ] {
+            assert_eq!(r.post(wqe(op), 8), Err(PostError::NotOnTransport));
+        }
+        let mut s = wqe(SendOpcode::SendWithImm);
+        s.flags = SEND_SIGNALED | SEND_SOLICITED;
+        r.post(s, 600).unwrap(); // 3 packets
+        r.post(wqe(SendOpcode::RdmaWrite), 256 * 10).unwrap(); // 10 packets
+        r.post(wqe(SendOpcode::RdmaWriteWithImm), 0).unwrap();
+        // Nothing completes before it is sent.
+        assert!(r.poll_completion().is_none());
+        let p = r.next_packet(0).unwrap();
+        assert_eq!(p.opcode, 0x20); // UC SEND First
+        assert!(r.poll_completion().is_none());
+        let mut v = vec![p];
+        v.extend(drain(&mut r));
+        let ops: Vec<u8> = v.iter().map(|p| p.opcode).collect();
+        let mut want = vec![0x20, 0x21, 0x23, 0x26];
+        want.extend([0x27; 8]);
+        want.extend([0x28, 0x2B]);
+        assert_eq!(ops, want);
+        for (i, p) in v.iter().enumerate() {
+            assert_eq!(p.psn, Psn::new(0xFF_FFF0).add(i as u32));
+            assert!(!p.ack_req && !p.retransmit);
+            assert_eq!(lookup(p.opcode).unwrap().transport, Transport::Uc);
+        }
+        assert!(v[2].solicited && v[2].imm.is_some());
+        assert_eq!(v[3].reth.unwrap().len, 2560);
+        assert_eq!(v[13].reth.unwrap().len, 0);
+        assert_eq!(r.next_deadline(), None);
+        assert!(!r.on_timer(u64::MAX));
+        let done: Vec<SendCompletion> = core::iter::from_fn(|| r.poll_completion()).collect();
+        assert_eq!(done.len(), 3);
+        assert!(done.iter().all(|c| c.status == WcStatus::Success));
+        assert_eq!(
+            done.iter().map(|c| c.byte_len).collect::<Vec<_>>(),
+            [600, 2560, 0]
+        );
+        assert!(done[0].needs_cqe() && !done[1].needs_cqe());
+        assert!(r.is_idle());
+        // Responses are not for UC.
+        let ack = super::super::InResponse {
+            opcode: RC_ACKNOWLEDGE,
+            psn: Psn::new(0xFF_FFF0),
+            ..Default::default()
+        };
+        assert!(matches!(
+            r.on_response(&ack, 0),
+            super::super::RespVerdict::Ignored(_)
+        ));
     }
 
     #[test]

@@ -230,19 +230,26 @@ pub enum Outcome {
     /// Invalid request (opcode sequence, length, header, alignment): NAK,
     /// QP error.
     InvalidRequest = 8,
-    /// Remote access error: NAK, QP error.
+    /// Remote access error: NAK, QP error (UC: the message is dropped).
     AccessError = 9,
-    /// Receive buffer too short: NAK invalid request, QP error.
+    /// Receive buffer too short: NAK invalid request (none on UC), QP
+    /// error.
     LengthError = 10,
     /// The QP is in the error state: dropped.
     QpError = 11,
     /// Not an RC request opcode: dropped.
     NotRequest = 12,
+    /// UC: a PSN gap, or a Middle/Last packet without its First: the
+    /// message in progress is dropped silently.
+    SeqDrop = 13,
+    /// UC: no receive WQE, or a malformed packet: the message is dropped
+    /// silently.
+    MsgDrop = 14,
 }
 
 impl Outcome {
     /// Number of variants.
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 15;
 
     /// Index in `0..COUNT`.
     pub const fn index(self) -> usize {
@@ -273,7 +280,7 @@ pub struct Action {
 }
 
 impl Action {
-    const fn drop(outcome: Outcome) -> Action {
+    pub(super) const fn drop(outcome: Outcome) -> Action {
         Action {
             outcome,
             take_recv: false,

@@ -262,6 +262,7 @@ struct World {
     now: u64,
     req: Requester<[Slot; 32]>,
     resp: Responder<8>,
+    uc: Option<UcResponder>,
     ab: Link,
     ba: Link,
     a_mem: Vec<u8>,
@@ -286,6 +287,8 @@ struct Setup {
     timeout: u8,
     max_rd_atomic: u8,
     sq_psn: u32,
+    /// UC instead of RC.
+    uc: bool,
 }
 
 impl Setup {
@@ -300,6 +303,7 @@ impl Setup {
             timeout: 8, // ~1 ms
             max_rd_atomic: 4,
             sq_psn: 0xFF_FF00, // wraps early
+            uc: false,
         }
     }
 }
@@ -315,6 +319,7 @@ impl World {
             rnr_retry: s.rnr_retry,
             max_unacked: ReqConfig::DEFAULT_MAX_UNACKED,
             ack_every: ReqConfig::DEFAULT_ACK_EVERY,
+            unreliable: s.uc,
         };
         let pc = RespConfig {
             rq_psn: Psn::new(s.sq_psn),
@@ -329,6 +334,7 @@ impl World {
             now: 0,
             req: Requester::new(rc),
             resp: Responder::new(pc),
+            uc: s.uc.then(|| UcResponder::new(Psn::new(s.sq_psn), s.pmtu)),
             ab: Link::new(s.link, s.seed.wrapping_mul(3)),
             ba: Link::new(s.link, s.seed.wrapping_mul(7).wrapping_add(1)),
             a_mem,
@@ -420,6 +426,20 @@ impl World {
     }
 
     fn a_send(&mut self) {
+        loop {
+            let before = (self.to_post.len(), self.send_done.len());
+            self.a_send_once();
+            // UC completes WQEs as they are sent: poll, then post more.
+            while let Some(c) = self.req.poll_completion() {
+                self.send_done.push(c);
+            }
+            if (self.to_post.len(), self.send_done.len()) == before {
+                return;
+            }
+        }
+    }
+
+    fn a_send_once(&mut self) {
         while let Some((w, len, _)) = self.to_post.front() {
             match self.req.post(*w, *len) {
                 Ok(idx) => {
@@ -450,7 +470,15 @@ impl World {
         let r = InRequest::from_parsed(&p);
         let payload = p.payload(pkt).to_vec();
         assert_eq!(payload.len(), r.payload_len as usize);
-        let a = self.resp.on_request(&r, &mut self.b, &mut Rq(&self.b_rq));
+        let a = match self.uc.as_mut() {
+            Some(uc) => {
+                let a = uc.on_request(&r, &mut self.b, &mut Rq(&self.b_rq));
+                assert_eq!(a.reply, Reply::None, "UC never replies");
+                assert!(!a.take_recv || self.b_cur.is_none(), "held WQE reused");
+                a
+            }
+            None => self.resp.on_request(&r, &mut self.b, &mut Rq(&self.b_rq)),
+        };
         if a.take_recv {
             assert!(self.b_cur.is_none() || a.recv_done.is_some());
             self.b_cur = Some(self.b_rq.pop_front().expect("recv WQE"));
@@ -980,11 +1008,96 @@ fn remote_access_error_flushes() {
 
 #[test]
 fn misaligned_atomic_is_invalid_request() {
-    let s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 10);
+    for (k, op) in [
+        Op::FetchAdd { add: 1 },
+        Op::CmpSwap {
+            compare: 0,
+            swap: 9,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 10 + k as u64);
+        let mut w = World::new(&s, 1 << 12, 1 << 12);
+        w.b.mem[0..16].fill(0);
+        w.op(op, 0, 4); // B_BASE + 4: not 8-byte aligned
+        w.op(Op::Send { len: 4, imm: None }, 64, 0);
+        w.run(1_000_000_000);
+        assert_eq!(w.send_done.len(), 2);
+        assert_eq!(w.send_done[0].status, WcStatus::RemInvReqErr);
+        assert_eq!(w.send_done[0].byte_len, 0);
+        assert_eq!(w.send_done[1].status, WcStatus::WrFlushErr);
+        // Not executed; NAK invalid request; both ends in error.
+        assert!(w.b.mem[0..16].iter().all(|&b| b == 0));
+        assert_eq!(w.resp.counters().get(Outcome::InvalidRequest), 1);
+        assert_eq!(w.resp.counters().naks, 1);
+        assert!(w.resp.is_error() && w.req.is_error());
+        assert_eq!(w.req.counters().fatal_naks, 1);
+    }
+}
+
+/// The responder keeps atomic results for duplicates: a repeated request
+/// (same PSN, R_Key and VA) gets the saved original value back without
+/// executing again; one that does not match is dropped.
+#[test]
+fn atomic_replay_returns_saved_value() {
+    use super::super::hdr::AtomicEth;
+    use super::super::opcode::{RC_ATOMIC_ACKNOWLEDGE, RC_COMPARE_SWAP, RC_FETCH_ADD};
+    let s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 13);
     let mut w = World::new(&s, 1 << 12, 1 << 12);
-    w.op(Op::FetchAdd { add: 1 }, 0, 4);
-    w.run(1_000_000_000);
-    assert_eq!(w.send_done[0].status, WcStatus::RemInvReqErr);
+    w.b.mem[8..16].copy_from_slice(&100u64.to_le_bytes());
+    let va = B_BASE + 8;
+    let req = |opcode, psn: u32, va, compare, swap_add| InRequest {
+        opcode,
+        psn: Psn::new(psn),
+        ack_req: true,
+        atomic: Some(AtomicEth {
+            va,
+            rkey: RKEY,
+            swap_add,
+            compare,
+        }),
+        ..InRequest::default()
+    };
+    let cell = |w: &World| u64::from_le_bytes(w.b.mem[8..16].try_into().unwrap());
+    let orig_of = |a: &Action| match a.reply {
+        Reply::Packet(d) if d.opcode == RC_ATOMIC_ACKNOWLEDGE => d.atomic_orig,
+        _ => None,
+    };
+    let p0 = s.sq_psn;
+    let rq = VecDeque::new();
+    let fa = req(RC_FETCH_ADD, p0, va, 0, 5);
+    let a = w.resp.on_request(&fa, &mut w.b, &mut Rq(&rq));
+    assert_eq!((a.outcome, orig_of(&a)), (Outcome::Executed, Some(100)));
+    assert_eq!(cell(&w), 105);
+    let cs = req(RC_COMPARE_SWAP, p0 + 1, va, 105, 7);
+    let a = w.resp.on_request(&cs, &mut w.b, &mut Rq(&rq));
+    assert_eq!((a.outcome, orig_of(&a)), (Outcome::Executed, Some(105)));
+    assert_eq!(cell(&w), 7);
+    // Replays: the saved values, memory untouched.
+    for _ in 0..3 {
+        let a = w.resp.on_request(&fa, &mut w.b, &mut Rq(&rq));
+        assert_eq!(
+            (a.outcome, orig_of(&a)),
+            (Outcome::DuplicateAtomic, Some(100))
+        );
+        let a = w.resp.on_request(&cs, &mut w.b, &mut Rq(&rq));
+        assert_eq!(
+            (a.outcome, orig_of(&a)),
+            (Outcome::DuplicateAtomic, Some(105))
+        );
+    }
+    assert_eq!(cell(&w), 7);
+    // A "duplicate" for another address is not ours: dropped.
+    let other = req(RC_FETCH_ADD, p0, va + 8, 0, 5);
+    let a = w.resp.on_request(&other, &mut w.b, &mut Rq(&rq));
+    assert_eq!(
+        (a.outcome, a.reply),
+        (Outcome::DuplicateUnknown, Reply::None)
+    );
+    assert_eq!(cell(&w), 7);
+    assert_eq!(w.resp.expected_psn(), Psn::new(p0 + 2));
 }
 
 #[test]
@@ -1127,6 +1240,143 @@ fn fuzz_never_panics() {
             if let Reply::Read(rr) = a.reply {
                 assert!(rr.count() <= (1 << 23));
             }
+        }
+    }
+}
+
+/// UC over a link that loses, duplicates and reorders: every send WQE
+/// completes successfully once sent; the receiver delivers a subset of the
+/// messages, in order, each exactly once and complete (byte_len and every
+/// byte checked); receive WQEs are consumed in order with none completed
+/// in error; messages sent after the loss stops all get through.
+fn uc_run(link: LinkCfg, seed: u64, n: usize) -> (usize, usize, u64) {
+    let pmtu = PathMtu::Mtu256;
+    let mut s = Setup::new(pmtu, link, seed);
+    s.uc = true;
+    let mut rng = Rng(seed ^ 0xC0FFEE);
+    let tail = 8; // messages sent over a perfect link at the end
+    let lens: Vec<u32> = (0..n + tail)
+        .map(|i| match i % 4 {
+            0 => rng.below(16) as u32,
+            1 => rng.below(256) as u32 + 1,
+            _ => rng.below(6 * 256) as u32,
+        })
+        .collect();
+    let maxlen = 6 * 256 + 8;
+    let nrecv = n + tail + 4;
+    let a_size: usize = lens.iter().map(|&l| l as usize + 16).sum::<usize>() + 64;
+    let b_size = a_size + nrecv * (maxlen + 16) + 64;
+    let mut w = World::new(&s, a_size, b_size);
+    let a_orig = w.a_mem.clone();
+    let mut aa = Alloc(0);
+    let mut ba = Alloc(0);
+    let mut recvs = Vec::new();
+    for i in 0..nrecv {
+        let o = ba.take(maxlen);
+        w.post_recv(i as u64, o, maxlen);
+        recvs.push(o);
+    }
+    // Message i: SEND with immediate i, or WRITE (with immediate i every
+    // other time); the immediate identifies the message on delivery.
+    let mut kinds = Vec::new();
+    let mut queue = |w: &mut World, i: usize| {
+        let len = lens[i];
+        let imm = Some(0x5500_0000 + i as u32);
+        let op = match rng.below(3) {
+            0 => Op::Write { len, imm: None },
+            1 => Op::Write { len, imm },
+            _ => Op::Send { len, imm },
+        };
+        kinds.push(op);
+        let (ao, bo) = (aa.take(len as usize), ba.take(len as usize));
+        w.op(op, ao, bo);
+    };
+    for i in 0..n {
+        queue(&mut w, i);
+    }
+    w.run(60_000_000_000);
+    // Then a perfect link: everything sent now arrives.
+    w.ab.cfg = LinkCfg::PERFECT;
+    for i in n..n + tail {
+        queue(&mut w, i);
+    }
+    w.run(120_000_000_000);
+    assert!(w.ab.q.is_empty() && w.ba.q.is_empty() && w.to_post.is_empty());
+    assert_eq!(w.ba.sent, 0, "UC sends nothing back");
+    // Sender: every WQE completes, in order, successfully.
+    assert_eq!(w.send_done.len(), n + tail);
+    for (i, c) in w.send_done.iter().enumerate() {
+        assert_eq!((c.wqe as usize, c.wr_id as usize), (i, i));
+        assert_eq!(c.status, WcStatus::Success);
+        assert_eq!(c.byte_len, lens[i]);
+    }
+    // Receiver: receive WQEs complete in posting order; messages in order,
+    // once each, complete.
+    let mut last = None;
+    let mut delivered = Vec::new();
+    for (k, (wr_id, c)) in w.recv_done.iter().enumerate() {
+        assert_eq!(*wr_id as usize, k, "receive WQEs complete in order");
+        assert_eq!(c.status, WcStatus::Success, "no receive completes in error");
+        let imm = c.imm.expect("every delivered message has an immediate");
+        let i = imm.wrapping_sub(0x5500_0000) as usize; // CQE = WQE format
+        assert!(i < n + tail);
+        assert!(last.is_none_or(|l| i > l), "message {i} after {last:?}");
+        last = Some(i);
+        delivered.push(i);
+        let a = &w.a_wqes[i];
+        let src = gather(&a_orig, &a.sges, 0, lens[i] as usize);
+        assert_eq!(c.byte_len, lens[i], "byte_len of message {i}");
+        match kinds[i] {
+            Op::Send { .. } => {
+                assert_eq!(c.opcode, WcOpcode::Recv);
+                let b = &w.b.mem[recvs[k]..recvs[k] + lens[i] as usize];
+                assert!(b == &src[..], "SEND data of message {i} in recv WQE {k}");
+            }
+            Op::Write { .. } => {
+                assert_eq!(c.opcode, WcOpcode::RecvRdmaWithImm);
+                let b = &w.b.mem[a.b_off..a.b_off + lens[i] as usize];
+                assert!(b == &src[..], "WRITE data of message {i}");
+            }
+            _ => unreachable!(),
+        }
+    }
+    // Every message with an immediate sent over the perfect link arrived.
+    for i in n..n + tail {
+        if !matches!(kinds[i], Op::Write { imm: None, .. }) {
+            assert!(delivered.contains(&i), "late message {i} delivered");
+        } else {
+            let a = &w.a_wqes[i];
+            let src = gather(&a_orig, &a.sges, 0, lens[i] as usize);
+            assert!(w.b.mem[a.b_off..a.b_off + lens[i] as usize] == src[..]);
+        }
+    }
+    let with_imm = kinds
+        .iter()
+        .filter(|k| !matches!(k, Op::Write { imm: None, .. }))
+        .count();
+    let uc = w.uc.as_ref().unwrap();
+    assert!(!uc.is_error());
+    (
+        delivered.len(),
+        with_imm,
+        uc.counters().get(Outcome::SeqDrop),
+    )
+}
+
+#[test]
+fn uc_perfect_link_delivers_everything() {
+    let (got, want, drops) = uc_run(LinkCfg::PERFECT, 1, 200);
+    assert_eq!((got, drops), (want, 0));
+}
+
+#[test]
+fn uc_lossy_link_loses_whole_messages_only() {
+    for seed in 1..=6 {
+        for pct in [2, 10, 30] {
+            let (got, want, drops) = uc_run(LinkCfg::lossy(pct), seed * 100 + u64::from(pct), 300);
+            assert!(got < want, "{pct}% loss lost nothing (seed {seed})");
+            assert!(drops > 0);
+            assert!(got > want / 4, "{pct}%: only {got} of {want} delivered");
         }
     }
 }

@@ -132,7 +132,9 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.max_ah = MAX_AH as c_int;
     a.max_pkeys = 1;
     a.local_ca_ack_delay = ACK_DELAY;
-    a.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
+    // One module-wide lock serialises the responder's atomics (rroce_page_atomic),
+    // so they are atomic across all QPs of the device: IB_ATOMIC_HCA.
+    a.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
     a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
     a
 }

@@ -9,7 +9,9 @@
 //! Implemented verbs: open/close device, query device, query port, alloc/
 //! dealloc PD, reg/dereg MR, create/destroy AH, create/modify/query/destroy
 //! QP (RC, UC, UD) and create/destroy/req_notify/resize CQ through the `ibv_cmd_*`
-//! helpers of libibverbs; the data path (`post_send`, `post_recv`,
+//! helpers of libibverbs, also in their extended forms (`create_cq_ex`
+//! with `start_poll`/`next_poll`/`read_*`, `create_qp_ex` with the
+//! `ibv_wr_*` work-request API); the data path (`post_send`, `post_recv`,
 //! `poll_cq`) runs on rings shared with the kernel (see [`cq`], [`qp`] and
 //! [`mapping`]).  Every other op stays NULL, so libibverbs answers it with
 //! `EOPNOTSUPP`.
@@ -590,6 +592,7 @@ mod tests {
         assert!(CONTEXT_OPS.poll_cq.is_some() && CONTEXT_OPS.post_send.is_some());
         assert!(CONTEXT_OPS.create_srq.is_none() && CONTEXT_OPS.resize_cq.is_some());
         assert!(CONTEXT_OPS.alloc_pd.is_some() && CONTEXT_OPS.free_context.is_some());
+        assert!(CONTEXT_OPS.create_cq_ex.is_some() && CONTEXT_OPS.create_qp_ex.is_some());
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //! after the whole list, publishes the producer index and rings the
 //! doorbell: one `write()` of a zero-WR `IB_USER_VERBS_CMD_POST_SEND`
 //! command on the context's command fd.  `post_recv` does the same on the
-//! RQ without any system call.
+//! RQ without any system call.  QPs made by `create_qp_ex` with
+//! `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` also offer the `ibv_wr_*` API
+//! ([`ex`]), which encodes with the same [`encode_send`] and publishes
+//! with the same [`publish_and_ring`].
 //!
 //! Errors follow libibverbs: the errno value is returned, `*bad_wr` points
 //! at the first request not posted, the requests before it are posted.

@@ -39,12 +39,16 @@ struct CqRing {
     consumer: Consumer,
     /// Set once the ring or an entry was found corrupt.
     broken: bool,
+    /// The completion `start_poll`/`next_poll` consumed last (what the
+    /// `read_*` functions of `ibv_cq_ex` report).
+    current: IbvWc,
 }
 
-/// Provider CQ; libibverbs sees only `ibv`.
+/// Provider CQ; libibverbs sees only `ibv`: an `ibv_cq`, or for a CQ made
+/// by `create_cq_ex` the `ibv_cq_ex` (`verbs_cq`) that begins with it.
 #[repr(C)]
 pub(crate) struct RroceCq {
-    ibv: IbvCq,
+    ibv: IbvCqEx,
     cqn: u32,
     ring: Mutex<Option<CqRing>>,
 }
@@ -91,7 +95,67 @@ fn map_cq_ring(
         map,
         consumer,
         broken: false,
+        current: IbvWc::default(),
     })
+}
+
+/// Creates a CQ: allocates the provider CQ, lets `create` send the
+/// CREATE_CQ command (it returns the ret code and the driver response),
+/// and maps the ring.  Returns the CQ or an errno value (`EPROTO` if the
+/// kernel's response breaks the rroce ABI).
+///
+/// # Safety
+///
+/// `context` must be a context of ours; `create` must create the kernel
+/// CQ for the given `ibv_cq_ex` (it stays at its address for the CQ's
+/// life: it is the user_handle the kernel reports back in events) or fail.
+unsafe fn create_cq_common(
+    context: *mut IbvContext,
+    cqe: c_int,
+    create: impl FnOnce(*mut IbvCqEx) -> (c_int, CreateCqResp),
+) -> Result<*mut RroceCq, c_int> {
+    let cq = Box::into_raw(Box::new(RroceCq {
+        // SAFETY: IbvCqEx consists of pointers, integers, opaque byte
+        // blobs and optional function pointers, for all of which zero is
+        // valid; libibverbs initialises the ibv_cq part.
+        ibv: unsafe { core::mem::zeroed() },
+        cqn: 0,
+        ring: Mutex::new(None),
+    }));
+    // SAFETY: `cq` is a fresh allocation owned here.
+    let ibv = unsafe { &raw mut (*cq).ibv };
+    let (ret, drv) = create(ibv);
+    if ret != 0 {
+        // SAFETY: never handed out.
+        drop(unsafe { Box::from_raw(cq) });
+        return Err(crate::errno_of(ret));
+    }
+
+    // SAFETY: `context` is valid per the contract.
+    let cmd_fd = unsafe { (*context).cmd_fd };
+    // SAFETY: libibverbs filled `ibv` in the create command.
+    let core_cqe = unsafe { (*ibv).cq.cqe };
+    match map_cq_ring(cmd_fd, &drv, core_cqe, cqe) {
+        Ok(ring) => {
+            // SAFETY: still exclusively owned here.
+            unsafe {
+                (*cq).cqn = drv.cqn;
+                *(*cq).ring.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(ring);
+            }
+            Ok(cq)
+        }
+        Err((err, why)) => {
+            warn(format_args!("create_cq: {why} (cqn {})", drv.cqn));
+            // ibv_cmd_destroy_cq waits on cq->mutex/cond, which libibverbs
+            // only initialises after create_cq returns; all-zero is glibc's
+            // static initialiser for both, and `ibv` is zeroed.
+            // SAFETY: the kernel CQ exists and nobody else knows `ibv`.
+            let _ = unsafe { ibv_cmd_destroy_cq(ibv.cast::<IbvCq>()) };
+            // SAFETY: never handed out.
+            drop(unsafe { Box::from_raw(cq) });
+            Err(err)
+        }
+    }
 }
 
 /// `verbs_context_ops::create_cq`: NULL with errno set on failure
@@ -111,69 +175,252 @@ pub(crate) unsafe extern "C" fn rroce_create_cq(
         set_errno(EINVAL);
         return ptr::null_mut();
     }
-    let cq = Box::into_raw(Box::new(RroceCq {
-        // SAFETY: IbvCq consists of pointers, integers and opaque byte
-        // blobs, for all of which zero is valid; libibverbs initialises it.
-        ibv: unsafe { core::mem::zeroed() },
-        cqn: 0,
-        ring: Mutex::new(None),
-    }));
-    // SAFETY: `cq` is a fresh allocation owned here.
-    let ibv = unsafe { &raw mut (*cq).ibv };
-
-    // No flags are defined: the driver data is an all-zero CreateCqCmd.
-    let mut cmd = RroceCreateCqCmd::default();
-    debug_assert!(cmd.drv == CreateCqCmd::default());
-    let mut resp = RroceCreateCqResp::default();
-    // SAFETY: `context` is ours per the contract; `ibv` stays at this
-    // address for the CQ's life (it is the user_handle the kernel reports
-    // back in events); `cmd`/`resp` are live locals of the sizes passed.
-    let ret = unsafe {
-        ibv_cmd_create_cq(
-            context,
-            cqe,
-            channel,
-            comp_vector,
-            ibv,
-            &raw mut cmd.core,
-            size_of::<RroceCreateCqCmd>(),
-            &raw mut resp.core,
-            size_of::<RroceCreateCqResp>(),
-        )
+    let create = |ibv: *mut IbvCqEx| {
+        // No flags are defined: the driver data is an all-zero CreateCqCmd.
+        let mut cmd = RroceCreateCqCmd::default();
+        debug_assert!(cmd.drv == CreateCqCmd::default());
+        let mut resp = RroceCreateCqResp::default();
+        // SAFETY: `context` is ours per the contract; `ibv` is the new
+        // CQ; `cmd`/`resp` are live locals of the sizes passed.
+        let ret = unsafe {
+            ibv_cmd_create_cq(
+                context,
+                cqe,
+                channel,
+                comp_vector,
+                ibv.cast::<IbvCq>(),
+                &raw mut cmd.core,
+                size_of::<RroceCreateCqCmd>(),
+                &raw mut resp.core,
+                size_of::<RroceCreateCqResp>(),
+            )
+        };
+        (ret, resp.drv)
     };
-    if ret != 0 {
-        // SAFETY: never handed out.
-        drop(unsafe { Box::from_raw(cq) });
-        set_errno(crate::errno_of(ret));
-        return ptr::null_mut();
-    }
-
-    // SAFETY: `context` is valid per the contract.
-    let cmd_fd = unsafe { (*context).cmd_fd };
-    // SAFETY: libibverbs filled `ibv` in ibv_cmd_create_cq.
-    let core_cqe = unsafe { (*ibv).cqe };
-    match map_cq_ring(cmd_fd, &resp.drv, core_cqe, cqe) {
-        Ok(ring) => {
-            // SAFETY: still exclusively owned here.
-            unsafe {
-                (*cq).cqn = resp.drv.cqn;
-                *(*cq).ring.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(ring);
-            }
-            ibv
-        }
-        Err((err, why)) => {
-            warn(format_args!("create_cq: {why} (cqn {})", resp.drv.cqn));
-            // ibv_cmd_destroy_cq waits on cq->mutex/cond, which libibverbs
-            // only initialises after create_cq returns; all-zero is glibc's
-            // static initialiser for both, and `ibv` is zeroed.
-            // SAFETY: the kernel CQ exists and nobody else knows `ibv`.
-            let _ = unsafe { ibv_cmd_destroy_cq(ibv) };
-            // SAFETY: never handed out.
-            drop(unsafe { Box::from_raw(cq) });
-            set_errno(err);
+    // SAFETY: `context` is ours; `create` makes the kernel CQ for `ibv`.
+    match unsafe { create_cq_common(context, cqe, create) } {
+        // `ibv_cq` is the first member of the `ibv_cq_ex`.
+        Ok(cq) => cq.cast::<IbvCq>(),
+        Err(e) => {
+            set_errno(e);
             ptr::null_mut()
         }
     }
+}
+
+/// `ibv_cq_init_attr_ex.wc_flags` the extended CQ offers: every field of
+/// `ibv_wc` (`IBV_WC_STANDARD_FLAGS`).  rroce has no completion timestamps
+/// (no clock to report in `hca_core_clock`), CVLAN, flow tags or tag
+/// matching.
+pub(crate) const CQ_EX_WC_FLAGS: u64 = IBV_WC_STANDARD_FLAGS;
+
+/// Checks the attributes of `ibv_create_cq_ex`: `EOPNOTSUPP` for wc_flags
+/// beyond [`CQ_EX_WC_FLAGS`], a parent domain, unknown `comp_mask` bits or
+/// creation flags other than `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (a hint
+/// only); `EINVAL` for a depth of 0 or above `INT_MAX`.
+fn check_cq_init_attr_ex(a: &IbvCqInitAttrEx) -> Result<c_int, c_int> {
+    if a.wc_flags & !CQ_EX_WC_FLAGS != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if a.comp_mask & !IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
+        && a.flags & !IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0
+    {
+        return Err(EOPNOTSUPP);
+    }
+    match c_int::try_from(a.cqe) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(EINVAL),
+    }
+}
+
+/// `verbs_context_ops::create_cq_ex` (`ibv_create_cq_ex`): a CQ on the same
+/// mapped ring as [`rroce_create_cq`], which also works with `ibv_poll_cq`,
+/// completion channels and `ibv_req_notify_cq`.  NULL with errno set on
+/// failure (see [`check_cq_init_attr_ex`]).
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours and a valid `attr`.
+pub(crate) unsafe extern "C" fn rroce_create_cq_ex(
+    context: *mut IbvContext,
+    attr: *mut IbvCqInitAttrEx,
+) -> *mut IbvCqEx {
+    if context.is_null() || attr.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    // SAFETY: `attr` is valid per the contract.
+    let cqe = match check_cq_init_attr_ex(unsafe { &*attr }) {
+        Ok(n) => n,
+        Err(e) => {
+            set_errno(e);
+            return ptr::null_mut();
+        }
+    };
+    let create = |ibv: *mut IbvCqEx| {
+        // The same all-zero driver data as for create_cq.
+        let mut cmd = RroceCreateCqExCmd::default();
+        let mut resp = RroceCreateCqExResp::default();
+        // SAFETY: `context` and `attr` are valid per the contract; `ibv`
+        // is the new CQ; `cmd`/`resp` are live locals of the sizes passed.
+        // No timestamp flag reaches the kernel (rejected above).
+        let ret = unsafe {
+            ibv_cmd_create_cq_ex(
+                context,
+                attr,
+                ibv,
+                &raw mut cmd.core,
+                size_of::<RroceCreateCqExCmd>(),
+                &raw mut resp.core,
+                size_of::<RroceCreateCqExResp>(),
+                0,
+            )
+        };
+        (ret, resp.drv)
+    };
+    // SAFETY: `context` is ours; `create` makes the kernel CQ for `ibv`.
+    match unsafe { create_cq_common(context, cqe, create) } {
+        Ok(cq) => {
+            // SAFETY: `cq` is ours and not handed out yet.
+            let ex = unsafe { &mut (*cq).ibv };
+            ex.start_poll = Some(cq_start_poll);
+            ex.next_poll = Some(cq_next_poll);
+            ex.end_poll = Some(cq_end_poll);
+            ex.read_opcode = Some(cq_read_opcode);
+            ex.read_vendor_err = Some(cq_read_vendor_err);
+            ex.read_byte_len = Some(cq_read_byte_len);
+            ex.read_imm_data = Some(cq_read_imm_data);
+            ex.read_qp_num = Some(cq_read_qp_num);
+            ex.read_src_qp = Some(cq_read_src_qp);
+            ex.read_wc_flags = Some(cq_read_wc_flags);
+            ex.read_slid = Some(cq_read_slid);
+            ex.read_sl = Some(cq_read_sl);
+            ex.read_dlid_path_bits = Some(cq_read_dlid_path_bits);
+            ex
+        }
+        Err(e) => {
+            set_errno(e);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Consumes the next completion for `start_poll`/`next_poll`: 0 with
+/// `wr_id`/`status` of the `ibv_cq_ex` set and the completion kept for the
+/// `read_*` functions, `ENOENT` if the CQ is empty, `EIO` once it is
+/// broken.
+///
+/// # Safety
+///
+/// `cq` must be a live CQ made by [`rroce_create_cq_ex`].
+unsafe fn poll_one(cq: *mut IbvCqEx) -> c_int {
+    // SAFETY: `cq` is a live CQ of ours.
+    let lock = unsafe { ring_of(cq.cast::<IbvCq>()) };
+    // SAFETY: only the immutable cqn is read.
+    let cqn = unsafe { (*cq.cast::<RroceCq>()).cqn };
+    let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(ring) = guard.as_mut() else {
+        return EINVAL;
+    };
+    let mut got = None;
+    // A completion read before the ring turned out broken is still
+    // delivered; the next call reports EIO.
+    let _ = drain(ring, cqn, |_, w| got = Some(w), 1);
+    let Some(w) = got else {
+        return if ring.broken { EIO } else { ENOENT };
+    };
+    ring.current = w;
+    // SAFETY: `cq` is live; these two fields are the provider's to write
+    // during polling.
+    unsafe {
+        (*cq).wr_id = w.wr_id;
+        (*cq).status = w.status;
+    }
+    0
+}
+
+/// `ibv_cq_ex::start_poll`: `EINVAL` for a non-zero `attr->comp_mask`,
+/// otherwise as [`poll_one`].
+///
+/// # Safety
+///
+/// Called with a live CQ of ours made by `create_cq_ex`; `attr` NULL or
+/// valid.
+unsafe extern "C" fn cq_start_poll(cq: *mut IbvCqEx, attr: *mut IbvPollCqAttr) -> c_int {
+    // SAFETY: `attr` is NULL or valid per the contract.
+    if cq.is_null() || (!attr.is_null() && unsafe { (*attr).comp_mask } != 0) {
+        return EINVAL;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { poll_one(cq) }
+}
+
+/// `ibv_cq_ex::next_poll`, as [`poll_one`].
+///
+/// # Safety
+///
+/// As for [`cq_start_poll`].
+unsafe extern "C" fn cq_next_poll(cq: *mut IbvCqEx) -> c_int {
+    if cq.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { poll_one(cq) }
+}
+
+/// `ibv_cq_ex::end_poll`: nothing to do, each completion was released to
+/// the kernel when it was read.
+///
+/// # Safety
+///
+/// As for [`cq_start_poll`].
+unsafe extern "C" fn cq_end_poll(_cq: *mut IbvCqEx) {}
+
+/// The completion the last `start_poll`/`next_poll` returned.
+///
+/// # Safety
+///
+/// As for [`cq_start_poll`].
+unsafe fn current(cq: *mut IbvCqEx) -> IbvWc {
+    if cq.is_null() {
+        return IbvWc::default();
+    }
+    // SAFETY: `cq` is a live CQ of ours.
+    let lock = unsafe { ring_of(cq.cast::<IbvCq>()) };
+    let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    guard.as_ref().map(|r| r.current).unwrap_or_default()
+}
+
+/// Defines `ibv_cq_ex::read_*` functions returning one `ibv_wc` field.
+macro_rules! cq_readers {
+    ($($name:ident -> $ty:ty = $field:ident;)*) => {$(
+        #[doc = concat!("`ibv_cq_ex::", stringify!($name), "`-style reader of `ibv_wc.", stringify!($field), "`.")]
+        ///
+        /// # Safety
+        ///
+        /// As for [`cq_start_poll`], after a successful poll.
+        unsafe extern "C" fn $name(cq: *mut IbvCqEx) -> $ty {
+            // SAFETY: forwarded contract.
+            let w = unsafe { current(cq) };
+            <$ty>::try_from(w.$field).unwrap_or_default()
+        }
+    )*};
+}
+
+cq_readers! {
+    cq_read_opcode -> u32 = opcode;
+    cq_read_vendor_err -> u32 = vendor_err;
+    cq_read_byte_len -> u32 = byte_len;
+    cq_read_imm_data -> u32 = imm_data;
+    cq_read_qp_num -> u32 = qp_num;
+    cq_read_src_qp -> u32 = src_qp;
+    cq_read_wc_flags -> u32 = wc_flags;
+    cq_read_slid -> u32 = slid;
+    cq_read_sl -> u8 = sl;
+    cq_read_dlid_path_bits -> u8 = dlid_path_bits;
 }
 
 /// `verbs_context_ops::destroy_cq`: 0 or an errno value.
@@ -325,6 +572,7 @@ fn drain(ring: &mut CqRing, cqn: u32, out: impl FnMut(usize, IbvWc), max: usize)
         map,
         consumer,
         broken,
+        ..
     } = ring;
     drain_parts(map, consumer, broken, cqn, out, max)
 }
@@ -430,6 +678,7 @@ mod tests {
             map,
             consumer,
             broken: false,
+            current: IbvWc::default(),
         }
     }
 

@@ -9,8 +9,10 @@
 //! Implemented verbs: open/close device, query device, query port, alloc/
 //! dealloc PD, reg/dereg MR, create/destroy AH, create/modify/query/destroy
 //! QP (RC, UC, UD), create/modify/query/destroy SRQ and
-//! create/destroy/req_notify/resize CQ through the `ibv_cmd_*`
-//! helpers of libibverbs; the data path (`post_send`, `post_recv`,
+//! create/destroy/req_notify/resize CQ through the `ibv_cmd_*` helpers of
+//! libibverbs, also in their extended forms (`create_cq_ex` with
+//! `start_poll`/`next_poll`/`read_*`, `create_qp_ex` with the `ibv_wr_*`
+//! work-request API); the data path (`post_send`, `post_recv`,
 //! `post_srq_recv`, `poll_cq`) runs on rings shared with the kernel (see
 //! [`cq`], [`qp`], [`srq`] and [`mapping`]).  Every other op stays NULL, so libibverbs answers it with
 //! `EOPNOTSUPP`.
@@ -107,11 +109,13 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     query_device_ex: Some(rroce_query_device_ex),
     query_port: Some(rroce_query_port),
     create_cq: Some(cq::rroce_create_cq),
+    create_cq_ex: Some(cq::rroce_create_cq_ex),
     poll_cq: Some(cq::rroce_poll_cq),
     req_notify_cq: Some(cq::rroce_req_notify_cq),
     resize_cq: Some(cq::rroce_resize_cq),
     destroy_cq: Some(cq::rroce_destroy_cq),
     create_qp: Some(qp::rroce_create_qp),
+    create_qp_ex: Some(qp::rroce_create_qp_ex),
     modify_qp: Some(qp::rroce_modify_qp),
     query_qp: Some(qp::rroce_query_qp),
     destroy_qp: Some(qp::rroce_destroy_qp),
@@ -595,6 +599,7 @@ mod tests {
         assert!(CONTEXT_OPS.poll_cq.is_some() && CONTEXT_OPS.post_send.is_some());
         assert!(CONTEXT_OPS.create_srq.is_some() && CONTEXT_OPS.resize_cq.is_some());
         assert!(CONTEXT_OPS.alloc_pd.is_some() && CONTEXT_OPS.free_context.is_some());
+        assert!(CONTEXT_OPS.create_cq_ex.is_some() && CONTEXT_OPS.create_qp_ex.is_some());
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //! after the whole list, publishes the producer index and rings the
 //! doorbell: one `write()` of a zero-WR `IB_USER_VERBS_CMD_POST_SEND`
 //! command on the context's command fd.  `post_recv` does the same on the
-//! RQ without any system call.
+//! RQ without any system call.  QPs made by `create_qp_ex` with
+//! `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` also offer the `ibv_wr_*` API
+//! ([`ex`]), which encodes with the same [`encode_send`] and publishes
+//! with the same [`publish_and_ring`].
 //!
 //! Errors follow libibverbs: the errno value is returned, `*bad_wr` points
 //! at the first request not posted, the requests before it are posted.
@@ -22,7 +25,7 @@
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
 use core::ptr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use core::sync::atomic::{fence, Ordering};
 use rroce_proto::abi::{CreateQpCmd, CreateQpResp};
@@ -40,6 +43,10 @@ use crate::mr::ah_num_of;
 use crate::verbs_abi::*;
 use crate::{last_errno, set_errno, warn};
 
+#[path = "qp_ex.rs"]
+mod ex;
+use ex::Batch;
+
 /// The producer side of an SQ or RQ ring plus scratch space.
 pub(crate) struct WorkQueue {
     pub(crate) map: RingMap,
@@ -50,6 +57,9 @@ pub(crate) struct WorkQueue {
     sges: Vec<Sge>,
     /// Inline data of the request being encoded (SQ only).
     inline: Vec<u8>,
+    /// The work-request API's batch (SQ of a QP made with
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` only).
+    batch: Batch,
 }
 
 impl WorkQueue {
@@ -61,6 +71,7 @@ impl WorkQueue {
             staging: vec![0; entry],
             sges: Vec::with_capacity(usize::from(max_sge)),
             inline: Vec::with_capacity(max_inline as usize),
+            batch: Batch::default(),
         }
     }
 }
@@ -74,7 +85,8 @@ struct QpInfo {
     rq_entries: u32,
 }
 
-/// Provider QP; libibverbs sees only `vqp.qp`.
+/// Provider QP; libibverbs sees only `vqp` (its `ibv_qp`, and its
+/// `ibv_qp_ex` for a QP with the work-request API).
 #[repr(C)]
 pub(crate) struct RroceQp {
     vqp: VerbsQp,
@@ -84,7 +96,8 @@ pub(crate) struct RroceQp {
     rq: Mutex<Option<WorkQueue>>,
 }
 const _: () = assert!(offset_of!(RroceQp, vqp) == 0);
-const _: () = assert!(offset_of!(VerbsQp, qp) == 0);
+const _: () = assert!(offset_of!(VerbsQp, qp_ex) == 0);
+const _: () = assert!(offset_of!(IbvQpEx, qp_base) == 0);
 
 /// Maps a ring error of a producer to the errno of a post verb.
 pub(crate) fn ring_errno(e: RingError) -> c_int {
@@ -212,33 +225,32 @@ fn real_caps(info: &QpInfo, kernel: &IbvQpCap) -> IbvQpCap {
     }
 }
 
-/// `verbs_context_ops::create_qp`: NULL with errno set on failure
-/// (`EOPNOTSUPP` for QP types other than RC/UC/UD, `EPROTO` if the
-/// kernel's response breaks the rroce ABI).  On success `attr->cap` holds
-/// the capacities the QP really has.
+/// Creates a QP: allocates the provider QP, lets `create` send the
+/// CREATE_QP command (with rroce's driver data in `cmd`/`resp`), checks
+/// the response and maps the rings.  On success `(*qp).info` and the rings
+/// are set; on failure the kernel QP (if any) is destroyed again and the
+/// errno value is returned.
 ///
 /// # Safety
 ///
-/// Called by libibverbs with a PD of ours and a valid `attr`.
-pub(crate) unsafe extern "C" fn rroce_create_qp(
+/// `pd` must be a live PD of ours; `create` must create the kernel QP for
+/// the given `ibv_qp`/`verbs_qp` (it stays at its address for the QP's
+/// life: it is the kernel's user_handle) or fail.
+unsafe fn create_qp_common(
     pd: *mut IbvPd,
-    attr: *mut IbvQpInitAttr,
-) -> *mut IbvQp {
-    if pd.is_null() || attr.is_null() {
-        set_errno(EINVAL);
-        return ptr::null_mut();
-    }
-    // SAFETY: `attr` is valid per the contract.
-    let (qp_type, requested, has_srq) =
-        unsafe { ((*attr).qp_type, (*attr).cap, !(*attr).srq.is_null()) };
+    requested: &IbvQpCap,
+    qp_type: c_int,
+    has_srq: bool,
+    create: impl FnOnce(*mut VerbsQp, &mut RroceCreateQpCmd, &mut RroceCreateQpResp) -> c_int,
+) -> Result<*mut RroceQp, c_int> {
     if opcodes_for(qp_type).is_none() {
-        set_errno(EOPNOTSUPP);
-        return ptr::null_mut();
+        return Err(EOPNOTSUPP);
     }
     let qp = Box::into_raw(Box::new(RroceQp {
-        // SAFETY: VerbsQp consists of pointers, integers and byte blobs,
-        // for all of which zero is valid (and `comp_mask` 0 means "no
-        // qp_ex"); ibv_cmd_create_qp initialises the ibv_qp part.
+        // SAFETY: VerbsQp consists of pointers, integers, byte blobs and
+        // optional function pointers, for all of which zero is valid (and
+        // `comp_mask` 0 means "no qp_ex"); libibverbs initialises the
+        // ibv_qp part.
         vqp: unsafe { core::mem::zeroed() },
         info: QpInfo {
             send: SendLimits {
@@ -259,53 +271,39 @@ pub(crate) unsafe extern "C" fn rroce_create_qp(
         rq: Mutex::new(None),
     }));
     // SAFETY: `qp` is a fresh allocation owned here.
-    let ibqp = unsafe { &raw mut (*qp).vqp.qp };
+    let vqp = unsafe { &raw mut (*qp).vqp };
+    let ibqp = vqp.cast::<IbvQp>();
 
     let mut cmd = RroceCreateQpCmd::default();
     debug_assert!(cmd.drv == CreateQpCmd::default());
     let mut resp = RroceCreateQpResp::default();
-    // SAFETY: `pd` and `attr` are valid per the contract; `ibqp` stays at
-    // this address for the QP's life (it is the kernel's user_handle);
-    // `cmd`/`resp` are live locals of the sizes passed.
-    let ret = unsafe {
-        ibv_cmd_create_qp(
-            pd,
-            ibqp,
-            attr,
-            &raw mut cmd.core,
-            size_of::<RroceCreateQpCmd>(),
-            &raw mut resp.core,
-            size_of::<RroceCreateQpResp>(),
-        )
-    };
+    let ret = create(vqp, &mut cmd, &mut resp);
     if ret != 0 {
         // SAFETY: never handed out.
         drop(unsafe { Box::from_raw(qp) });
-        set_errno(crate::errno_of(ret));
-        return ptr::null_mut();
+        return Err(crate::errno_of(ret));
     }
 
     // SAFETY: `pd` is valid and belongs to a live context.
     let cmd_fd = unsafe { (*(*pd).context).cmd_fd };
     // libibverbs sets `qp_num` on both the write and the ioctl path (the
     // core part of `resp` is only written on the former).
-    // SAFETY: `ibqp` was filled by ibv_cmd_create_qp.
+    // SAFETY: `ibqp` was filled by the create command.
     let core_qpn = unsafe { (*ibqp).qp_num };
     let mapped = if resp.drv.qpn == core_qpn {
-        map_qp_rings(cmd_fd, &resp.drv, &requested, qp_type, has_srq)
+        map_qp_rings(cmd_fd, &resp.drv, requested, qp_type, has_srq)
     } else {
         Err((EPROTO, "QP numbers of core and driver response differ"))
     };
     match mapped {
         Ok((info, sq, rq)) => {
-            // SAFETY: still exclusively owned; `attr` is valid.
+            // SAFETY: still exclusively owned.
             unsafe {
                 (*qp).info = info;
                 *(*qp).sq.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(sq);
                 *(*qp).rq.get_mut().unwrap_or_else(PoisonError::into_inner) = rq;
-                (*attr).cap = real_caps(&info, &(*attr).cap);
             }
-            ibqp
+            Ok(qp)
         }
         Err((err, why)) => {
             warn(format_args!("create_qp: {why} (qpn {})", resp.drv.qpn));
@@ -313,9 +311,147 @@ pub(crate) unsafe extern "C" fn rroce_create_qp(
             let _ = unsafe { ibv_cmd_destroy_qp(ibqp) };
             // SAFETY: never handed out.
             drop(unsafe { Box::from_raw(qp) });
-            set_errno(err);
+            Err(err)
+        }
+    }
+}
+
+/// `verbs_context_ops::create_qp`: NULL with errno set on failure
+/// (`EOPNOTSUPP` for QP types other than RC/UC/UD, `EPROTO` if the
+/// kernel's response breaks the rroce ABI).  On success `attr->cap` holds
+/// the capacities the QP really has.
+///
+/// # Safety
+///
+/// Called by libibverbs with a PD of ours and a valid `attr`.
+pub(crate) unsafe extern "C" fn rroce_create_qp(
+    pd: *mut IbvPd,
+    attr: *mut IbvQpInitAttr,
+) -> *mut IbvQp {
+    if pd.is_null() || attr.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    // SAFETY: `attr` is valid per the contract.
+    let (qp_type, requested, has_srq) =
+        unsafe { ((*attr).qp_type, (*attr).cap, !(*attr).srq.is_null()) };
+    let create = |vqp: *mut VerbsQp, cmd: &mut RroceCreateQpCmd, resp: &mut RroceCreateQpResp| {
+        // SAFETY: `pd` and `attr` are valid per the contract; `vqp` is the
+        // new QP; `cmd`/`resp` are live buffers of the sizes passed.
+        unsafe {
+            ibv_cmd_create_qp(
+                pd,
+                vqp.cast::<IbvQp>(),
+                attr,
+                &raw mut cmd.core,
+                size_of::<RroceCreateQpCmd>(),
+                &raw mut resp.core,
+                size_of::<RroceCreateQpResp>(),
+            )
+        }
+    };
+    // SAFETY: `pd` is ours; `create` makes the kernel QP for `vqp`.
+    match unsafe { create_qp_common(pd, &requested, qp_type, has_srq, create) } {
+        Ok(qp) => {
+            // SAFETY: `qp` is ours and live, `attr` valid.
+            unsafe {
+                (*attr).cap = real_caps(&(*qp).info, &(*attr).cap);
+                &raw mut (*qp).vqp.qp_ex.qp_base
+            }
+        }
+        Err(e) => {
+            set_errno(e);
             ptr::null_mut()
         }
+    }
+}
+
+/// `ibv_qp_init_attr_ex.comp_mask` bits `create_qp_ex` understands.
+const QP_INIT_ATTR_SUPPORTED: u32 =
+    IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+
+/// Checks the attributes of `ibv_create_qp_ex`: `EOPNOTSUPP` for what
+/// rroce lacks (XRC, TSO, RSS, creation flags, send operations the QP type
+/// does not have), `EINVAL` without a PD.
+fn check_qp_init_attr_ex(a: &IbvQpInitAttrEx) -> Result<(), c_int> {
+    if a.comp_mask & !QP_INIT_ATTR_SUPPORTED != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
+        return Err(EINVAL);
+    }
+    if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let Some(opcodes) = opcodes_for(a.qp_type) else {
+        return Err(EOPNOTSUPP);
+    };
+    if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0
+        && a.send_ops_flags & !ex::send_ops_supported(opcodes) != 0
+    {
+        return Err(EOPNOTSUPP);
+    }
+    Ok(())
+}
+
+/// `verbs_context_ops::create_qp_ex` (`ibv_create_qp_ex` with more than
+/// `IBV_QP_INIT_ATTR_PD`): like [`rroce_create_qp`]; with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` the QP also gets the work-request API
+/// (`ibv_qp_to_qp_ex()`, `ibv_wr_*`) for the requested operations.
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours and a valid `attr`.
+pub(crate) unsafe extern "C" fn rroce_create_qp_ex(
+    context: *mut IbvContext,
+    attr: *mut IbvQpInitAttrEx,
+) -> *mut IbvQp {
+    if context.is_null() || attr.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    // SAFETY: `attr` is valid per the contract; the struct is plain data.
+    let a = unsafe { *attr };
+    if let Err(e) = check_qp_init_attr_ex(&a) {
+        set_errno(e);
+        return ptr::null_mut();
+    }
+    // ibv_cmd_create_qp_ex takes only PD/XRCD/SEND_OPS_FLAGS; creation
+    // flags are known to be 0 here.
+    let mut cmd_attr = a;
+    cmd_attr.comp_mask &= IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    let create = |vqp: *mut VerbsQp, cmd: &mut RroceCreateQpCmd, resp: &mut RroceCreateQpResp| {
+        // SAFETY: `context` is ours, `cmd_attr` a valid local copy of the
+        // caller's attributes; `vqp` is the new QP; `cmd`/`resp` are live
+        // buffers of the sizes passed.
+        unsafe {
+            ibv_cmd_create_qp_ex(
+                context,
+                vqp,
+                &mut cmd_attr,
+                &raw mut cmd.core,
+                size_of::<RroceCreateQpCmd>(),
+                &raw mut resp.core,
+                size_of::<RroceCreateQpResp>(),
+            )
+        }
+    };
+    // SAFETY: `a.pd` is a PD of this context per the verbs API; `create`
+    // makes the kernel QP for `vqp`.
+    let qp = match unsafe { create_qp_common(a.pd, &a.cap, a.qp_type, !a.srq.is_null(), create) } {
+        Ok(qp) => qp,
+        Err(e) => {
+            set_errno(e);
+            return ptr::null_mut();
+        }
+    };
+    // SAFETY: `qp` is ours, live and not yet handed out; `attr` is valid.
+    unsafe {
+        (*attr).cap = real_caps(&(*qp).info, &cmd_attr.cap);
+        if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
+            ex::install(&mut (*qp).vqp, a.send_ops_flags);
+        }
+        &raw mut (*qp).vqp.qp_ex.qp_base
     }
 }
 
@@ -501,6 +637,36 @@ unsafe fn gather_inline(sges: &[Sge], max: u32, out: &mut Vec<u8>) -> Result<(),
     Ok(())
 }
 
+/// The opcode of a request if the QP accepts it with `send_flags`.
+fn check_send(info: &QpInfo, opcode: c_int, send_flags: u32) -> Result<SendOpcode, c_int> {
+    let op = u8::try_from(opcode)
+        .ok()
+        .and_then(SendOpcode::from_u8)
+        .ok_or(EINVAL)?;
+    if !info.send.opcodes.contains(op) || op == SendOpcode::BindMw {
+        // No memory windows yet: nothing could be bound.
+        return Err(EINVAL);
+    }
+    if send_flags & !u32::from(SEND_FLAGS_ALL) != 0 {
+        return Err(EINVAL);
+    }
+    Ok(op)
+}
+
+/// Encodes a send WQE into `staging` and checks it with the kernel's own
+/// decoder (nothing the kernel would reject is ever posted); returns its
+/// length.  The one encoder of both `post_send` and the work-request API.
+fn encode_send(
+    info: &QpInfo,
+    staging: &mut [u8],
+    hdr: &SendWqe,
+    payload: SendPayload<'_>,
+) -> Result<usize, c_int> {
+    let len = write_send_wqe(staging, hdr, payload).map_err(|_| EINVAL)?;
+    decode_send(staging, &info.send).map_err(|_| EINVAL)?;
+    Ok(len)
+}
+
 /// Encodes one send work request into the next SQ slot (unpublished).
 ///
 /// # Safety
@@ -513,17 +679,7 @@ unsafe fn post_one_send(
     ctx: *mut IbvContext,
     wr: &IbvSendWr,
 ) -> Result<(), c_int> {
-    let op = u8::try_from(wr.opcode)
-        .ok()
-        .and_then(SendOpcode::from_u8)
-        .ok_or(EINVAL)?;
-    if !info.send.opcodes.contains(op) || op == SendOpcode::BindMw {
-        // No memory windows yet: nothing could be bound.
-        return Err(EINVAL);
-    }
-    if wr.send_flags & !u32::from(SEND_FLAGS_ALL) != 0 {
-        return Err(EINVAL);
-    }
+    let op = check_send(info, wr.opcode, wr.send_flags)?;
     let region = sq.map.region();
     if sq.producer.is_full(&region).map_err(ring_errno)? {
         return Err(ENOMEM);
@@ -571,11 +727,55 @@ unsafe fn post_one_send(
     } else {
         SendPayload::Sges(&sq.sges)
     };
-    let len = write_send_wqe(&mut sq.staging, &hdr, payload).map_err(|_| EINVAL)?;
-    // What the kernel will check, checked here first.
-    decode_send(&sq.staging, &info.send).map_err(|_| EINVAL)?;
+    let len = encode_send(info, &mut sq.staging, &hdr, payload)?;
     let bytes = sq.staging.get(..len).ok_or(EINVAL)?;
     sq.producer.write_next(&region, bytes).map_err(ring_errno)
+}
+
+/// Why [`publish_and_ring`] failed.
+#[derive(Debug, PartialEq, Eq)]
+enum RingFailure {
+    /// The producer index could not be published: nothing reached the
+    /// kernel.
+    Unpublished(c_int),
+    /// The WQEs are published, but the doorbell `write()` failed.
+    Doorbell(c_int),
+}
+
+/// Publishes the WQEs written to the SQ and, unless the kernel is taking
+/// new WQEs by itself, rings the doorbell.  Takes the SQ lock's guard and
+/// drops it before the system call.
+///
+/// Doorbell suppression (proto::ring): after the index store, a full
+/// fence, then the kernel's hint.  While it has sends in flight it takes
+/// new WQEs by itself and the system call can be skipped.
+fn publish_and_ring(
+    mut guard: MutexGuard<'_, Option<WorkQueue>>,
+    cmd_fd: c_int,
+    handle: u32,
+) -> Result<(), RingFailure> {
+    let Some(sq) = guard.as_mut() else {
+        return Ok(());
+    };
+    if sq.producer.pending() == 0 {
+        return Ok(());
+    }
+    let region = sq.map.region();
+    sq.producer
+        .publish(&region)
+        .map_err(|e| RingFailure::Unpublished(ring_errno(e)))?;
+    fence(Ordering::SeqCst);
+    let polling = region
+        .load_u32_acquire(CONS_FLAGS_OFFSET)
+        .is_some_and(|f| f & CONS_POLLING != 0);
+    drop(guard);
+    if polling {
+        return Ok(());
+    }
+    match ring_doorbell(cmd_fd, handle) {
+        0 => Ok(()),
+        e => Err(RingFailure::Doorbell(e)),
+    }
 }
 
 /// Reads `(*qp).state`, which libibverbs updates on modify/query.
@@ -639,33 +839,23 @@ pub(crate) unsafe extern "C" fn rroce_post_send(
         }
         cur = w.next;
     }
-    if sq.producer.pending() == 0 {
-        return ret;
-    }
-    let region = sq.map.region();
-    if let Err(e) = sq.producer.publish(&region) {
-        // Nothing of this call reached the kernel.
-        // SAFETY: as above.
-        unsafe { *bad_wr = wr };
-        return ring_errno(e);
-    }
-    // Doorbell suppression (proto::ring): after the index store, a full
-    // fence, then the kernel's hint.  While it has sends in flight it
-    // takes new WQEs by itself and the system call can be skipped.
-    fence(Ordering::SeqCst);
-    let polling = region
-        .load_u32_acquire(CONS_FLAGS_OFFSET)
-        .is_some_and(|f| f & CONS_POLLING != 0);
-    drop(guard);
-    if polling {
-        return ret;
-    }
     // SAFETY: `ctx` is the QP's live context.
-    let db = ring_doorbell(unsafe { (*ctx).cmd_fd }, handle);
-    if ret != 0 {
-        ret
-    } else {
-        db
+    let cmd_fd = unsafe { (*ctx).cmd_fd };
+    match publish_and_ring(guard, cmd_fd, handle) {
+        Ok(()) => ret,
+        Err(RingFailure::Unpublished(e)) => {
+            // Nothing of this call reached the kernel.
+            // SAFETY: as above.
+            unsafe { *bad_wr = wr };
+            e
+        }
+        Err(RingFailure::Doorbell(e)) => {
+            if ret != 0 {
+                ret
+            } else {
+                e
+            }
+        }
     }
 }
 

@@ -44,6 +44,8 @@ pub const ENOMEM: c_int = 12;
 pub const EINVAL: c_int = 22;
 /// `EIO` (asm-generic/errno-base.h).
 pub const EIO: c_int = 5;
+/// `ENOENT`: `start_poll`/`next_poll` found no completion.
+pub const ENOENT: c_int = 2;
 /// `EPROTO` (asm-generic/errno.h).
 pub const EPROTO: c_int = 71;
 /// `EOPNOTSUPP` (asm-generic/errno.h).
@@ -266,6 +268,103 @@ const _: () = assert!(offset_of!(IbvCq, cond) == 32 + PTHREAD_MUTEX_SIZE);
 const _: () = assert!(offset_of!(IbvCq, comp_events_completed) == 32 + PTHREAD_MUTEX_SIZE + 48);
 const _: () = assert!(size_of::<IbvCq>() == 40 + PTHREAD_MUTEX_SIZE + 48);
 
+/// `enum ibv_create_cq_wc_flags`: `IBV_WC_EX_WITH_BYTE_LEN`.
+pub const IBV_WC_EX_WITH_BYTE_LEN: u64 = 1 << 0;
+/// `IBV_WC_EX_WITH_IMM`.
+pub const IBV_WC_EX_WITH_IMM: u64 = 1 << 1;
+/// `IBV_WC_EX_WITH_QP_NUM`.
+pub const IBV_WC_EX_WITH_QP_NUM: u64 = 1 << 2;
+/// `IBV_WC_EX_WITH_SRC_QP`.
+pub const IBV_WC_EX_WITH_SRC_QP: u64 = 1 << 3;
+/// `IBV_WC_EX_WITH_SLID`.
+pub const IBV_WC_EX_WITH_SLID: u64 = 1 << 4;
+/// `IBV_WC_EX_WITH_SL`.
+pub const IBV_WC_EX_WITH_SL: u64 = 1 << 5;
+/// `IBV_WC_EX_WITH_DLID_PATH_BITS`.
+pub const IBV_WC_EX_WITH_DLID_PATH_BITS: u64 = 1 << 6;
+/// `IBV_WC_STANDARD_FLAGS`: the seven above.
+pub const IBV_WC_STANDARD_FLAGS: u64 = IBV_WC_EX_WITH_BYTE_LEN
+    | IBV_WC_EX_WITH_IMM
+    | IBV_WC_EX_WITH_QP_NUM
+    | IBV_WC_EX_WITH_SRC_QP
+    | IBV_WC_EX_WITH_SLID
+    | IBV_WC_EX_WITH_SL
+    | IBV_WC_EX_WITH_DLID_PATH_BITS;
+
+/// `IBV_CQ_INIT_ATTR_MASK_FLAGS` of `enum ibv_cq_init_attr_mask`.
+pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: u32 = 1 << 0;
+/// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` of `enum ibv_create_cq_attr_flags`.
+pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1 << 0;
+
+/// `struct ibv_cq_init_attr_ex`: `uint32_t cqe` @0, `cq_context` @8,
+/// `channel` @16, `uint32_t comp_vector` @24, `uint64_t wc_flags` @32,
+/// `uint32_t comp_mask` @40, `uint32_t flags` @44, `parent_domain` @48;
+/// size 56.
+#[repr(C)]
+pub struct IbvCqInitAttrEx {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut IbvCompChannel,
+    pub comp_vector: u32,
+    pub wc_flags: u64,
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut IbvPd,
+}
+const _: () = assert!(offset_of!(IbvCqInitAttrEx, wc_flags) == 32);
+const _: () = assert!(offset_of!(IbvCqInitAttrEx, flags) == 44);
+const _: () = assert!(size_of::<IbvCqInitAttrEx>() == 56);
+
+/// `struct ibv_poll_cq_attr`: `uint32_t comp_mask` (must be 0).
+#[repr(C)]
+pub struct IbvPollCqAttr {
+    pub comp_mask: u32,
+}
+
+/// `start_poll(cq, attr)`.
+pub type StartPollFn = unsafe extern "C" fn(cq: *mut IbvCqEx, attr: *mut IbvPollCqAttr) -> c_int;
+/// `next_poll(cq)`.
+pub type NextPollFn = unsafe extern "C" fn(cq: *mut IbvCqEx) -> c_int;
+/// `end_poll(cq)`.
+pub type EndPollFn = unsafe extern "C" fn(cq: *mut IbvCqEx);
+/// `read_*` returning a 32-bit value (`read_opcode` returns an enum).
+pub type ReadU32Fn = unsafe extern "C" fn(cq: *mut IbvCqEx) -> u32;
+/// `read_*` returning a 8-bit value.
+pub type ReadU8Fn = unsafe extern "C" fn(cq: *mut IbvCqEx) -> u8;
+
+/// `struct ibv_cq_ex` (verbs.h of rdma-core 44): the fields of `ibv_cq`,
+/// `uint32_t comp_mask`, `enum ibv_wc_status status`, `uint64_t wr_id`,
+/// then 18 function pointers.  Readers of fields the provider does not
+/// offer (timestamps, cvlan, flow tag, TM info) stay NULL.
+#[repr(C)]
+pub struct IbvCqEx {
+    pub cq: IbvCq,
+    pub comp_mask: u32,
+    pub status: c_int,
+    pub wr_id: u64,
+    pub start_poll: Option<StartPollFn>,
+    pub next_poll: Option<NextPollFn>,
+    pub end_poll: Option<EndPollFn>,
+    pub read_opcode: Option<ReadU32Fn>,
+    pub read_vendor_err: Option<ReadU32Fn>,
+    pub read_byte_len: Option<ReadU32Fn>,
+    pub read_imm_data: Option<ReadU32Fn>,
+    pub read_qp_num: Option<ReadU32Fn>,
+    pub read_src_qp: Option<ReadU32Fn>,
+    pub read_wc_flags: Option<ReadU32Fn>,
+    pub read_slid: Option<ReadU32Fn>,
+    pub read_sl: Option<ReadU8Fn>,
+    pub read_dlid_path_bits: Option<ReadU8Fn>,
+    pub read_completion_ts: UnusedOp,
+    pub read_cvlan: UnusedOp,
+    pub read_flow_tag: UnusedOp,
+    pub read_tm_info: UnusedOp,
+    pub read_completion_wallclock_ns: UnusedOp,
+}
+const _: () = assert!(offset_of!(IbvCqEx, comp_mask) == size_of::<IbvCq>());
+const _: () = assert!(offset_of!(IbvCqEx, start_poll) == size_of::<IbvCq>() + 16);
+const _: () = assert!(size_of::<IbvCqEx>() == size_of::<IbvCq>() + 16 + 18 * 8);
+
 /// `enum ibv_qp_type` values the provider handles.
 pub const IBV_QPT_RC: c_int = 2;
 /// `IBV_QPT_UC`.
@@ -310,19 +409,97 @@ const _: () = assert!(offset_of!(IbvQp, events_completed) == 64 + PTHREAD_MUTEX_
 const _: () = assert!(size_of::<IbvQp>() == 64 + PTHREAD_MUTEX_SIZE + 56);
 
 /// Bytes of `struct ibv_qp_ex` after its first member `struct ibv_qp
-/// qp_base`: `uint64_t comp_mask` and 23 function pointers (`wr_*`).
+/// qp_base`: `uint64_t comp_mask`, `uint64_t wr_id`, `unsigned int
+/// wr_flags` (padded to 8) and 21 function pointers (`wr_*`).
 pub const IBV_QP_EX_TAIL: usize = 8 + 23 * 8;
+
+/// `void (*)(struct ibv_qp_ex *)`: `wr_send`, `wr_start`, `wr_abort`.
+pub type WrFn = unsafe extern "C" fn(qp: *mut IbvQpEx);
+/// `wr_complete`.
+pub type WrCompleteFn = unsafe extern "C" fn(qp: *mut IbvQpEx) -> c_int;
+/// `wr_send_imm(qp, __be32 imm)`.
+pub type WrImmFn = unsafe extern "C" fn(qp: *mut IbvQpEx, imm: u32);
+/// `wr_rdma_read`/`wr_rdma_write(qp, rkey, remote_addr)`.
+pub type WrRdmaFn = unsafe extern "C" fn(qp: *mut IbvQpEx, rkey: u32, remote_addr: u64);
+/// `wr_rdma_write_imm(qp, rkey, remote_addr, __be32 imm)`.
+pub type WrRdmaImmFn =
+    unsafe extern "C" fn(qp: *mut IbvQpEx, rkey: u32, remote_addr: u64, imm: u32);
+/// `wr_atomic_cmp_swp(qp, rkey, remote_addr, compare, swap)`.
+pub type WrCmpSwpFn =
+    unsafe extern "C" fn(qp: *mut IbvQpEx, rkey: u32, remote_addr: u64, compare: u64, swap: u64);
+/// `wr_atomic_fetch_add(qp, rkey, remote_addr, add)`.
+pub type WrFetchAddFn =
+    unsafe extern "C" fn(qp: *mut IbvQpEx, rkey: u32, remote_addr: u64, add: u64);
+/// `wr_set_ud_addr(qp, ah, remote_qpn, remote_qkey)`.
+pub type WrUdAddrFn =
+    unsafe extern "C" fn(qp: *mut IbvQpEx, ah: *mut IbvAh, remote_qpn: u32, remote_qkey: u32);
+/// `wr_set_inline_data(qp, addr, length)`.
+pub type WrInlineFn = unsafe extern "C" fn(qp: *mut IbvQpEx, addr: *mut c_void, length: usize);
+/// `wr_set_inline_data_list(qp, num_buf, buf_list)`.
+pub type WrInlineListFn =
+    unsafe extern "C" fn(qp: *mut IbvQpEx, num_buf: usize, list: *const IbvDataBuf);
+/// `wr_set_sge(qp, lkey, addr, length)`.
+pub type WrSgeFn = unsafe extern "C" fn(qp: *mut IbvQpEx, lkey: u32, addr: u64, length: u32);
+/// `wr_set_sge_list(qp, num_sge, sg_list)`.
+pub type WrSgeListFn = unsafe extern "C" fn(qp: *mut IbvQpEx, num_sge: usize, list: *const IbvSge);
+
+/// `struct ibv_data_buf`: `void *addr`, `size_t length`; size 16.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct IbvDataBuf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
+/// `struct ibv_qp_ex` (verbs.h of rdma-core 44): the `ibv_qp` followed by
+/// the fields of the work-request API.  Unsupported operations
+/// (`wr_bind_mw`, `wr_local_inv`, `wr_send_inv`, `wr_send_tso`,
+/// `wr_set_xrc_srqn`, `wr_atomic_write`) stay NULL.
+#[repr(C)]
+pub struct IbvQpEx {
+    pub qp_base: IbvQp,
+    pub comp_mask: u64,
+    pub wr_id: u64,
+    pub wr_flags: u32,
+    pub wr_atomic_cmp_swp: Option<WrCmpSwpFn>,
+    pub wr_atomic_fetch_add: Option<WrFetchAddFn>,
+    pub wr_bind_mw: UnusedOp,
+    pub wr_local_inv: UnusedOp,
+    pub wr_rdma_read: Option<WrRdmaFn>,
+    pub wr_rdma_write: Option<WrRdmaFn>,
+    pub wr_rdma_write_imm: Option<WrRdmaImmFn>,
+    pub wr_send: Option<WrFn>,
+    pub wr_send_imm: Option<WrImmFn>,
+    pub wr_send_inv: UnusedOp,
+    pub wr_send_tso: UnusedOp,
+    pub wr_set_ud_addr: Option<WrUdAddrFn>,
+    pub wr_set_xrc_srqn: UnusedOp,
+    pub wr_set_inline_data: Option<WrInlineFn>,
+    pub wr_set_inline_data_list: Option<WrInlineListFn>,
+    pub wr_set_sge: Option<WrSgeFn>,
+    pub wr_set_sge_list: Option<WrSgeListFn>,
+    pub wr_start: Option<WrFn>,
+    pub wr_complete: Option<WrCompleteFn>,
+    pub wr_abort: Option<WrFn>,
+    pub wr_atomic_write: UnusedOp,
+}
+const _: () = assert!(size_of::<IbvQpEx>() == size_of::<IbvQp>() + IBV_QP_EX_TAIL);
+const _: () = assert!(offset_of!(IbvQpEx, wr_flags) == size_of::<IbvQp>() + 16);
+const _: () = assert!(offset_of!(IbvQpEx, wr_start) == size_of::<IbvQp>() + 24 + 17 * 8);
+
+/// `VERBS_QP_EX` of `enum verbs_qp_mask` (driver.h): `ibv_qp_to_qp_ex()`
+/// returns the `ibv_qp_ex` only if this bit is set in `verbs_qp.comp_mask`.
+pub const VERBS_QP_EX: u32 = 1 << 1;
 
 /// `struct verbs_qp` (driver.h): `union { struct ibv_qp qp; struct
 /// ibv_qp_ex qp_ex; }` @0, `uint32_t comp_mask`, `struct verbs_xrcd *xrcd`.
 ///
-/// The provider creates plain QPs but allocates the whole `verbs_qp`, zeroed,
-/// so `ibv_qp_to_qp_ex()` reads `comp_mask == 0` (no `qp_ex`) from our
-/// memory instead of from past the end of an `ibv_qp`.
+/// The provider always allocates the whole `verbs_qp`, zeroed, so
+/// `ibv_qp_to_qp_ex()` reads `comp_mask == 0` (no `qp_ex`) from our memory
+/// for a QP without the work-request API.
 #[repr(C)]
 pub struct VerbsQp {
-    pub qp: IbvQp,
-    pub qp_ex_tail: [u8; IBV_QP_EX_TAIL],
+    pub qp_ex: IbvQpEx,
     pub comp_mask: u32,
     pub xrcd: *mut c_void,
 }
@@ -360,6 +537,59 @@ const _: () = assert!(offset_of!(IbvQpInitAttr, cap) == 32);
 const _: () = assert!(offset_of!(IbvQpInitAttr, qp_type) == 52);
 const _: () = assert!(offset_of!(IbvQpInitAttr, sq_sig_all) == 56);
 const _: () = assert!(size_of::<IbvQpInitAttr>() == 64);
+
+/// `IBV_QP_INIT_ATTR_PD` of `enum ibv_qp_init_attr_mask`.
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
+/// `IBV_QP_INIT_ATTR_CREATE_FLAGS`.
+pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+
+/// `enum ibv_qp_create_send_ops_flags`: `IBV_QP_EX_WITH_RDMA_WRITE`.
+pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+/// `IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM`.
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+/// `IBV_QP_EX_WITH_SEND`.
+pub const IBV_QP_EX_WITH_SEND: u64 = 1 << 2;
+/// `IBV_QP_EX_WITH_SEND_WITH_IMM`.
+pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
+/// `IBV_QP_EX_WITH_RDMA_READ`.
+pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
+/// `IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP`.
+pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+/// `IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD`.
+pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+
+/// `struct ibv_qp_init_attr_ex`: the fields of `ibv_qp_init_attr` @0..60,
+/// `uint32_t comp_mask` @60, `pd` @64, `xrcd` @72, `uint32_t create_flags`
+/// @80, `uint16_t max_tso_header` @84, `rwq_ind_tbl` @88, `struct
+/// ibv_rx_hash_conf` (24 bytes) @96, `uint32_t source_qpn` @120, `uint64_t
+/// send_ops_flags` @128; size 136.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvQpInitAttrEx {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub cap: IbvQpCap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut IbvPd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    pub rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
+}
+const _: () = assert!(offset_of!(IbvQpInitAttrEx, comp_mask) == 60);
+const _: () = assert!(offset_of!(IbvQpInitAttrEx, pd) == 64);
+const _: () = assert!(offset_of!(IbvQpInitAttrEx, create_flags) == 80);
+const _: () = assert!(offset_of!(IbvQpInitAttrEx, send_ops_flags) == 128);
+const _: () = assert!(size_of::<IbvQpInitAttrEx>() == 136);
 
 /// `struct ibv_qp_attr`; opaque except for `cap`.
 #[repr(C)]
@@ -807,6 +1037,12 @@ pub type CreateCqFn = unsafe extern "C" fn(
 /// `verbs_context_ops::poll_cq`.
 pub type PollCqFn =
     unsafe extern "C" fn(cq: *mut IbvCq, num_entries: c_int, wc: *mut IbvWc) -> c_int;
+/// `verbs_context_ops::create_cq_ex`.
+pub type CreateCqExFn =
+    unsafe extern "C" fn(context: *mut IbvContext, attr: *mut IbvCqInitAttrEx) -> *mut IbvCqEx;
+/// `verbs_context_ops::create_qp_ex`.
+pub type CreateQpExFn =
+    unsafe extern "C" fn(context: *mut IbvContext, attr: *mut IbvQpInitAttrEx) -> *mut IbvQp;
 /// `verbs_context_ops::req_notify_cq`.
 pub type ReqNotifyCqFn = unsafe extern "C" fn(cq: *mut IbvCq, solicited_only: c_int) -> c_int;
 /// `verbs_context_ops::destroy_cq`.
@@ -885,11 +1121,11 @@ pub struct VerbsContextOps {
     pub create_ah: Option<CreateAhFn>,
     pub create_counters: UnusedOp,
     pub create_cq: Option<CreateCqFn>,
-    pub create_cq_ex: UnusedOp,
+    pub create_cq_ex: Option<CreateCqExFn>,
     pub create_flow: UnusedOp,
     pub create_flow_action_esp: UnusedOp,
     pub create_qp: Option<CreateQpFn>,
-    pub create_qp_ex: UnusedOp,
+    pub create_qp_ex: Option<CreateQpExFn>,
     pub create_rwq_ind_table: UnusedOp,
     pub create_srq: Option<CreateSrqFn>,
     pub create_srq_ex: UnusedOp,
@@ -955,6 +1191,8 @@ const _: () = assert!(offset_of!(VerbsContextOps, query_port) == 60 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, create_ah) == 13 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, create_cq) == 15 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, create_qp) == 19 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, create_cq_ex) == 16 * 8);
+const _: () = assert!(offset_of!(VerbsContextOps, create_qp_ex) == 20 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, dereg_mr) == 28 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, destroy_ah) == 29 * 8);
 const _: () = assert!(offset_of!(VerbsContextOps, destroy_cq) == 31 * 8);
@@ -1110,6 +1348,52 @@ pub struct RroceCreateCqResp {
 }
 const _: () = assert!(offset_of!(RroceCreateCqResp, drv) == 8);
 const _: () = assert!(size_of::<RroceCreateCqResp>() == 8 + CreateCqResp::SIZE);
+
+/// `struct ibv_create_cq_ex`: `struct ib_uverbs_cmd_hdr` + `struct
+/// ib_uverbs_ex_cmd_hdr` (`response`, `u16 provider_in_words`, `u16
+/// provider_out_words`, `u32 cmd_hdr_reserved`) + `struct
+/// ib_uverbs_ex_create_cq` (`user_handle`, `u32 cqe`, `u32 comp_vector`,
+/// `s32 comp_channel`, `u32 comp_mask`, `u32 flags`, `u32 reserved`);
+/// size 56.  libibverbs fills it in.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvCreateCqEx {
+    pub hdr: IbUverbsCmdHdr,
+    pub ex_hdr: [u64; 2],
+    pub core: [u64; 4],
+}
+const _: () = assert!(size_of::<IbvCreateCqEx>() == 56);
+
+/// Command buffer of `ibv_cmd_create_cq_ex`: the core command followed by
+/// the same driver data as [`RroceCreateCqCmd`].
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateCqExCmd {
+    pub core: IbvCreateCqEx,
+    pub drv: CreateCqCmd,
+}
+const _: () = assert!(offset_of!(RroceCreateCqExCmd, drv) == size_of::<IbvCreateCqEx>());
+
+/// `struct ib_uverbs_ex_create_cq_resp`: `struct ib_uverbs_create_cq_resp
+/// base`, `u32 comp_mask`, `u32 response_length`; size 16.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsExCreateCqResp {
+    pub base: IbUverbsCreateCqResp,
+    pub comp_mask: u32,
+    pub response_length: u32,
+}
+const _: () = assert!(size_of::<IbUverbsExCreateCqResp>() == 16);
+
+/// Response buffer of `ibv_cmd_create_cq_ex`: core response +
+/// `CreateCqResp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateCqExResp {
+    pub core: IbUverbsExCreateCqResp,
+    pub drv: CreateCqResp,
+}
+const _: () = assert!(offset_of!(RroceCreateCqExResp, drv) == 16);
 
 /// `struct ibv_resize_cq`: header + `struct ib_uverbs_resize_cq`
 /// (`__aligned_u64 response`, `u32 cq_handle`, `u32 cqe`); size 24.
@@ -1513,6 +1797,20 @@ unsafe extern "C" {
         resp_size: usize,
     ) -> c_int;
 
+    /// CREATE_CQ through the extended command (ioctl, or `EX_CREATE_CQ` /
+    /// `CREATE_CQ` write); like `ibv_cmd_create_cq`, with the attributes of
+    /// `ibv_create_cq_ex`.  `cmd_flags` 0.  Returns 0 or an errno value.
+    pub fn ibv_cmd_create_cq_ex(
+        context: *mut IbvContext,
+        cq_attr: *const IbvCqInitAttrEx,
+        cq: *mut IbvCqEx,
+        cmd: *mut IbvCreateCqEx,
+        cmd_size: usize,
+        resp: *mut IbUverbsExCreateCqResp,
+        resp_size: usize,
+        cmd_flags: u32,
+    ) -> c_int;
+
     /// REQ_NOTIFY_CQ (write only).  Returns 0 or an errno value.
     pub fn ibv_cmd_req_notify_cq(cq: *mut IbvCq, solicited_only: c_int) -> c_int;
 
@@ -1537,6 +1835,20 @@ unsafe extern "C" {
         pd: *mut IbvPd,
         qp: *mut IbvQp,
         attr: *mut IbvQpInitAttr,
+        cmd: *mut IbvCreateQp,
+        cmd_size: usize,
+        resp: *mut IbUverbsCreateQpResp,
+        resp_size: usize,
+    ) -> c_int;
+
+    /// CREATE_QP for `ibv_create_qp_ex` with the legacy command layout
+    /// (`attr_ex->comp_mask` may hold only PD, XRCD and SEND_OPS_FLAGS);
+    /// fills `qp` and `attr_ex->cap` like `ibv_cmd_create_qp` and resets
+    /// `qp->comp_mask`.  Returns 0 or an errno value.
+    pub fn ibv_cmd_create_qp_ex(
+        context: *mut IbvContext,
+        qp: *mut VerbsQp,
+        attr_ex: *mut IbvQpInitAttrEx,
         cmd: *mut IbvCreateQp,
         cmd_size: usize,
         resp: *mut IbUverbsCreateQpResp,
@@ -1758,6 +2070,96 @@ mod c_layout {
             ("offsetof(struct ibv_qp_init_attr, qp_type)", offset_of!(IbvQpInitAttr, qp_type)),
             ("offsetof(struct ibv_qp_init_attr, sq_sig_all)", offset_of!(IbvQpInitAttr, sq_sig_all)),
             ("offsetof(struct ibv_qp_attr, cap)", QP_ATTR_CAP_OFFSET),
+            ("sizeof(struct ibv_qp_init_attr_ex)", size_of::<IbvQpInitAttrEx>()),
+            ("offsetof(struct ibv_qp_init_attr_ex, comp_mask)", offset_of!(IbvQpInitAttrEx, comp_mask)),
+            ("offsetof(struct ibv_qp_init_attr_ex, pd)", offset_of!(IbvQpInitAttrEx, pd)),
+            ("offsetof(struct ibv_qp_init_attr_ex, xrcd)", offset_of!(IbvQpInitAttrEx, xrcd)),
+            ("offsetof(struct ibv_qp_init_attr_ex, create_flags)", offset_of!(IbvQpInitAttrEx, create_flags)),
+            ("offsetof(struct ibv_qp_init_attr_ex, max_tso_header)", offset_of!(IbvQpInitAttrEx, max_tso_header)),
+            ("offsetof(struct ibv_qp_init_attr_ex, rwq_ind_tbl)", offset_of!(IbvQpInitAttrEx, rwq_ind_tbl)),
+            ("offsetof(struct ibv_qp_init_attr_ex, rx_hash_conf)", offset_of!(IbvQpInitAttrEx, rx_hash_conf)),
+            ("sizeof(struct ibv_rx_hash_conf)", size_of::<[u64; 3]>()),
+            ("offsetof(struct ibv_qp_init_attr_ex, source_qpn)", offset_of!(IbvQpInitAttrEx, source_qpn)),
+            ("offsetof(struct ibv_qp_init_attr_ex, send_ops_flags)", offset_of!(IbvQpInitAttrEx, send_ops_flags)),
+            ("IBV_QP_INIT_ATTR_PD", IBV_QP_INIT_ATTR_PD as usize),
+            ("IBV_QP_INIT_ATTR_CREATE_FLAGS", IBV_QP_INIT_ATTR_CREATE_FLAGS as usize),
+            ("IBV_QP_INIT_ATTR_SEND_OPS_FLAGS", IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as usize),
+            ("IBV_QP_EX_WITH_RDMA_WRITE", IBV_QP_EX_WITH_RDMA_WRITE as usize),
+            ("IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM", IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM as usize),
+            ("IBV_QP_EX_WITH_SEND", IBV_QP_EX_WITH_SEND as usize),
+            ("IBV_QP_EX_WITH_SEND_WITH_IMM", IBV_QP_EX_WITH_SEND_WITH_IMM as usize),
+            ("IBV_QP_EX_WITH_RDMA_READ", IBV_QP_EX_WITH_RDMA_READ as usize),
+            ("IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP", IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP as usize),
+            ("IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD", IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as usize),
+            // struct ibv_qp_ex
+            ("offsetof(struct ibv_qp_ex, comp_mask)", offset_of!(IbvQpEx, comp_mask)),
+            ("offsetof(struct ibv_qp_ex, wr_id)", offset_of!(IbvQpEx, wr_id)),
+            ("offsetof(struct ibv_qp_ex, wr_flags)", offset_of!(IbvQpEx, wr_flags)),
+            ("offsetof(struct ibv_qp_ex, wr_atomic_cmp_swp)", offset_of!(IbvQpEx, wr_atomic_cmp_swp)),
+            ("offsetof(struct ibv_qp_ex, wr_atomic_fetch_add)", offset_of!(IbvQpEx, wr_atomic_fetch_add)),
+            ("offsetof(struct ibv_qp_ex, wr_bind_mw)", offset_of!(IbvQpEx, wr_bind_mw)),
+            ("offsetof(struct ibv_qp_ex, wr_local_inv)", offset_of!(IbvQpEx, wr_local_inv)),
+            ("offsetof(struct ibv_qp_ex, wr_rdma_read)", offset_of!(IbvQpEx, wr_rdma_read)),
+            ("offsetof(struct ibv_qp_ex, wr_rdma_write)", offset_of!(IbvQpEx, wr_rdma_write)),
+            ("offsetof(struct ibv_qp_ex, wr_rdma_write_imm)", offset_of!(IbvQpEx, wr_rdma_write_imm)),
+            ("offsetof(struct ibv_qp_ex, wr_send)", offset_of!(IbvQpEx, wr_send)),
+            ("offsetof(struct ibv_qp_ex, wr_send_imm)", offset_of!(IbvQpEx, wr_send_imm)),
+            ("offsetof(struct ibv_qp_ex, wr_send_inv)", offset_of!(IbvQpEx, wr_send_inv)),
+            ("offsetof(struct ibv_qp_ex, wr_send_tso)", offset_of!(IbvQpEx, wr_send_tso)),
+            ("offsetof(struct ibv_qp_ex, wr_set_ud_addr)", offset_of!(IbvQpEx, wr_set_ud_addr)),
+            ("offsetof(struct ibv_qp_ex, wr_set_xrc_srqn)", offset_of!(IbvQpEx, wr_set_xrc_srqn)),
+            ("offsetof(struct ibv_qp_ex, wr_set_inline_data)", offset_of!(IbvQpEx, wr_set_inline_data)),
+            ("offsetof(struct ibv_qp_ex, wr_set_inline_data_list)", offset_of!(IbvQpEx, wr_set_inline_data_list)),
+            ("offsetof(struct ibv_qp_ex, wr_set_sge)", offset_of!(IbvQpEx, wr_set_sge)),
+            ("offsetof(struct ibv_qp_ex, wr_set_sge_list)", offset_of!(IbvQpEx, wr_set_sge_list)),
+            ("offsetof(struct ibv_qp_ex, wr_start)", offset_of!(IbvQpEx, wr_start)),
+            ("offsetof(struct ibv_qp_ex, wr_complete)", offset_of!(IbvQpEx, wr_complete)),
+            ("offsetof(struct ibv_qp_ex, wr_abort)", offset_of!(IbvQpEx, wr_abort)),
+            ("offsetof(struct ibv_qp_ex, wr_atomic_write)", offset_of!(IbvQpEx, wr_atomic_write)),
+            ("sizeof(struct ibv_data_buf)", size_of::<IbvDataBuf>()),
+            ("offsetof(struct ibv_data_buf, length)", offset_of!(IbvDataBuf, length)),
+            // struct ibv_cq_ex, ibv_cq_init_attr_ex
+            ("sizeof(struct ibv_cq_ex)", size_of::<IbvCqEx>()),
+            ("offsetof(struct ibv_cq_ex, comp_mask)", offset_of!(IbvCqEx, comp_mask)),
+            ("offsetof(struct ibv_cq_ex, status)", offset_of!(IbvCqEx, status)),
+            ("offsetof(struct ibv_cq_ex, wr_id)", offset_of!(IbvCqEx, wr_id)),
+            ("offsetof(struct ibv_cq_ex, start_poll)", offset_of!(IbvCqEx, start_poll)),
+            ("offsetof(struct ibv_cq_ex, next_poll)", offset_of!(IbvCqEx, next_poll)),
+            ("offsetof(struct ibv_cq_ex, end_poll)", offset_of!(IbvCqEx, end_poll)),
+            ("offsetof(struct ibv_cq_ex, read_opcode)", offset_of!(IbvCqEx, read_opcode)),
+            ("offsetof(struct ibv_cq_ex, read_vendor_err)", offset_of!(IbvCqEx, read_vendor_err)),
+            ("offsetof(struct ibv_cq_ex, read_byte_len)", offset_of!(IbvCqEx, read_byte_len)),
+            ("offsetof(struct ibv_cq_ex, read_imm_data)", offset_of!(IbvCqEx, read_imm_data)),
+            ("offsetof(struct ibv_cq_ex, read_qp_num)", offset_of!(IbvCqEx, read_qp_num)),
+            ("offsetof(struct ibv_cq_ex, read_src_qp)", offset_of!(IbvCqEx, read_src_qp)),
+            ("offsetof(struct ibv_cq_ex, read_wc_flags)", offset_of!(IbvCqEx, read_wc_flags)),
+            ("offsetof(struct ibv_cq_ex, read_slid)", offset_of!(IbvCqEx, read_slid)),
+            ("offsetof(struct ibv_cq_ex, read_sl)", offset_of!(IbvCqEx, read_sl)),
+            ("offsetof(struct ibv_cq_ex, read_dlid_path_bits)", offset_of!(IbvCqEx, read_dlid_path_bits)),
+            ("offsetof(struct ibv_cq_ex, read_completion_ts)", offset_of!(IbvCqEx, read_completion_ts)),
+            ("offsetof(struct ibv_cq_ex, read_completion_wallclock_ns)", offset_of!(IbvCqEx, read_completion_wallclock_ns)),
+            ("sizeof(struct ibv_cq_init_attr_ex)", size_of::<IbvCqInitAttrEx>()),
+            ("offsetof(struct ibv_cq_init_attr_ex, cq_context)", offset_of!(IbvCqInitAttrEx, cq_context)),
+            ("offsetof(struct ibv_cq_init_attr_ex, channel)", offset_of!(IbvCqInitAttrEx, channel)),
+            ("offsetof(struct ibv_cq_init_attr_ex, comp_vector)", offset_of!(IbvCqInitAttrEx, comp_vector)),
+            ("offsetof(struct ibv_cq_init_attr_ex, wc_flags)", offset_of!(IbvCqInitAttrEx, wc_flags)),
+            ("offsetof(struct ibv_cq_init_attr_ex, comp_mask)", offset_of!(IbvCqInitAttrEx, comp_mask)),
+            ("offsetof(struct ibv_cq_init_attr_ex, flags)", offset_of!(IbvCqInitAttrEx, flags)),
+            ("offsetof(struct ibv_cq_init_attr_ex, parent_domain)", offset_of!(IbvCqInitAttrEx, parent_domain)),
+            ("sizeof(struct ibv_poll_cq_attr)", size_of::<IbvPollCqAttr>()),
+            ("IBV_WC_EX_WITH_BYTE_LEN", IBV_WC_EX_WITH_BYTE_LEN as usize),
+            ("IBV_WC_EX_WITH_IMM", IBV_WC_EX_WITH_IMM as usize),
+            ("IBV_WC_EX_WITH_QP_NUM", IBV_WC_EX_WITH_QP_NUM as usize),
+            ("IBV_WC_EX_WITH_SRC_QP", IBV_WC_EX_WITH_SRC_QP as usize),
+            ("IBV_WC_EX_WITH_SLID", IBV_WC_EX_WITH_SLID as usize),
+            ("IBV_WC_EX_WITH_SL", IBV_WC_EX_WITH_SL as usize),
+            ("IBV_WC_EX_WITH_DLID_PATH_BITS", IBV_WC_EX_WITH_DLID_PATH_BITS as usize),
+            ("IBV_WC_STANDARD_FLAGS", IBV_WC_STANDARD_FLAGS as usize),
+            ("IBV_CQ_INIT_ATTR_MASK_FLAGS", IBV_CQ_INIT_ATTR_MASK_FLAGS as usize),
+            ("IBV_CREATE_CQ_ATTR_SINGLE_THREADED", IBV_CREATE_CQ_ATTR_SINGLE_THREADED as usize),
+            ("ENOENT", ENOENT as usize),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_ex_cmd_hdr) + sizeof(struct ib_uverbs_ex_create_cq)", size_of::<IbvCreateCqEx>()),
+            ("sizeof(struct ib_uverbs_ex_create_cq_resp)", size_of::<IbUverbsExCreateCqResp>()),
             // work requests
             ("sizeof(struct ibv_sge)", size_of::<IbvSge>()),
             ("offsetof(struct ibv_sge, length)", offset_of!(IbvSge, length)),

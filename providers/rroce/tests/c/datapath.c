@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <endian.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -818,6 +819,343 @@ static void test_ud_uc(struct ibv_pd *pd, struct ibv_cq *cq)
 	CHECK_EQ(errno, EOPNOTSUPP);
 }
 
+/* ibv_create_cq_ex: same ring, polled with start/next/end_poll and the
+ * read_* functions, and with ibv_poll_cq on the same CQ. */
+static void test_cq_ex(struct ibv_context *ctx)
+{
+	struct ibv_cq_init_attr_ex ca;
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_cq_ex *cq;
+	struct ibv_wc wc[2];
+	struct cqe c;
+	uint32_t imm;
+	int live = mock_live_objects();
+
+	memset(&ca, 0, sizeof(ca));
+	ca.cqe = 4;
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	errno = 0;
+	CHECK(!ibv_create_cq_ex(ctx, &ca));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	ca.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+	errno = 0;
+	CHECK(!ibv_create_cq_ex(ctx, &ca));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	ca.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+	ca.cqe = 0;
+	errno = 0;
+	CHECK(!ibv_create_cq_ex(ctx, &ca));
+	CHECK_EQ(errno, EINVAL);
+	CHECK_EQ(mock_live_objects(), live);
+
+	ca.cqe = 4;
+	mock_set_ring_start(0xfffffffeu);
+	cq = ibv_create_cq_ex(ctx, &ca);
+	CHECK(cq);
+	if (!cq)
+		return;
+	CHECK_EQ(ibv_cq_ex_to_cq(cq)->cqe, 4);
+	CHECK(ibv_cq_ex_to_cq(cq)->context == ctx);
+	CHECK_EQ(ibv_start_poll(cq, &pa), ENOENT);
+
+	for (uint64_t id = 1; id <= 3; id++) {
+		c = make_cqe(id);
+		CHECK_EQ(mock_cq_push(ibv_cq_ex_to_cq(cq)->handle, &c), 0);
+	}
+	pa.comp_mask = 1;
+	CHECK_EQ(ibv_start_poll(cq, &pa), EINVAL);
+	pa.comp_mask = 0;
+	CHECK_EQ(ibv_start_poll(cq, &pa), 0);
+	for (uint64_t id = 1;; id++) {
+		c = make_cqe(id);
+		CHECK_EQ(cq->wr_id, id);
+		CHECK_EQ(cq->status, c.status);
+		CHECK_EQ(ibv_wc_read_opcode(cq), c.opcode);
+		CHECK_EQ(ibv_wc_read_vendor_err(cq), 0x77);
+		CHECK_EQ(ibv_wc_read_byte_len(cq), c.byte_len);
+		imm = ibv_wc_read_imm_data(cq);
+		CHECK(!memcmp(&imm, "\x11\x22\x33\x44", 4));
+		CHECK_EQ(ibv_wc_read_qp_num(cq), 0x123456);
+		CHECK_EQ(ibv_wc_read_src_qp(cq), 0xabcdef);
+		CHECK_EQ(ibv_wc_read_wc_flags(cq), IBV_WC_WITH_IMM | IBV_WC_GRH);
+		CHECK_EQ(ibv_wc_read_slid(cq), 0x1234);
+		CHECK_EQ(ibv_wc_read_sl(cq), 5);
+		CHECK_EQ(ibv_wc_read_dlid_path_bits(cq), 9);
+		if (id == 2)
+			break;
+		CHECK_EQ(ibv_next_poll(cq), 0);
+	}
+	ibv_end_poll(cq);
+	/* Every CQE read so far was released to the kernel. */
+	CHECK_EQ(mock_cq_cons(ibv_cq_ex_to_cq(cq)->handle), 0u);
+	/* The rest through the classic API. */
+	CHECK_EQ(ibv_poll_cq(ibv_cq_ex_to_cq(cq), 2, wc), 1);
+	check_wc(&wc[0], 3);
+	CHECK_EQ(ibv_start_poll(cq, NULL), ENOENT);
+	c = make_cqe(4);
+	CHECK_EQ(mock_cq_push(ibv_cq_ex_to_cq(cq)->handle, &c), 0);
+	CHECK_EQ(ibv_start_poll(cq, &pa), 0);
+	CHECK_EQ(cq->wr_id, 4);
+	CHECK_EQ(ibv_next_poll(cq), ENOENT);
+	ibv_end_poll(cq);
+	CHECK_EQ(ibv_req_notify_cq(ibv_cq_ex_to_cq(cq), 0), 0);
+	CHECK_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+	CHECK_EQ(mock_live_objects(), live);
+}
+
+static struct ibv_qp *make_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq,
+				 enum ibv_qp_type type, uint64_t ops)
+{
+	struct ibv_qp_init_attr_ex ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.qp_type = type;
+	ia.cap.max_send_wr = 6;
+	ia.cap.max_recv_wr = 3;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 2;
+	ia.cap.max_inline_data = 40;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	ia.pd = pd;
+	if (ops) {
+		ia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		ia.send_ops_flags = ops;
+	}
+	return ibv_create_qp_ex(ctx, &ia);
+}
+
+/* ibv_create_qp_ex and the ibv_wr_* API writing into the SQ ring. */
+static void test_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	static uint8_t buf[4096] __attribute__((aligned(4096)));
+	const uint64_t rc_ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+				IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+				IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+	struct ibv_sge sgl[2];
+	struct ibv_data_buf db[2];
+	struct ibv_ah_attr aa;
+	struct ibv_qp_ex *qx;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	struct wsge s[2];
+	struct swqe h;
+	uint8_t data[64];
+	int dbs;
+
+	/* Without SEND_OPS_FLAGS: a plain QP, no ibv_qp_ex. */
+	qp = make_qp_ex(ctx, pd, cq, IBV_QPT_UC, 0);
+	CHECK(qp);
+	if (!qp)
+		return;
+	CHECK(!ibv_qp_to_qp_ex(qp));
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+
+	/* Unsupported: operations the type lacks, MW binds, XRC. */
+	errno = 0;
+	CHECK(!make_qp_ex(ctx, pd, cq, IBV_QPT_UD, IBV_QP_EX_WITH_RDMA_WRITE));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	errno = 0;
+	CHECK(!make_qp_ex(ctx, pd, cq, IBV_QPT_RC, IBV_QP_EX_WITH_BIND_MW));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	errno = 0;
+	CHECK(!make_qp_ex(ctx, pd, cq, IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_WRITE));
+	CHECK_EQ(errno, EOPNOTSUPP);
+
+	mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr);
+	if (!mr)
+		return;
+	for (int i = 0; i < 64; i++)
+		buf[i] = (uint8_t)(0x30 + i);
+
+	mock_set_ring_start(0xfffffffeu);
+	qp = make_qp_ex(ctx, pd, cq, IBV_QPT_RC, rc_ops);
+	CHECK(qp);
+	if (!qp)
+		return;
+	qx = ibv_qp_to_qp_ex(qp);
+	CHECK(qx);
+	if (!qx)
+		return;
+	CHECK(qx->wr_send && qx->wr_rdma_read && qx->wr_atomic_fetch_add);
+	CHECK(!qx->wr_bind_mw && !qx->wr_local_inv && !qx->wr_send_inv);
+
+	/* Not in RTS: wr_complete fails and posts nothing. */
+	ibv_wr_start(qx);
+	qx->wr_id = 1;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 8);
+	CHECK_EQ(ibv_wr_complete(qx), EINVAL);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+	CHECK_EQ(to_rts(qp), 0);
+
+	/* Five requests in one batch, one doorbell. */
+	dbs = mock_doorbells(qp->handle);
+	ibv_wr_start(qx);
+	qx->wr_id = 0x10;
+	qx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+	ibv_wr_send_imm(qx, htobe32(0x01020304));
+	sgl[0] = (struct ibv_sge){ (uintptr_t)buf, 16, mr->lkey };
+	sgl[1] = (struct ibv_sge){ (uintptr_t)buf + 100, 200, mr->lkey };
+	ibv_wr_set_sge_list(qx, 2, sgl);
+	qx->wr_id = 0x11;
+	qx->wr_flags = 0;
+	ibv_wr_rdma_write(qx, 0xabc, 0x1000);
+	db[0] = (struct ibv_data_buf){ buf, 5 };
+	db[1] = (struct ibv_data_buf){ buf + 10, 3 };
+	ibv_wr_set_inline_data_list(qx, 2, db);
+	qx->wr_id = 0x12;
+	ibv_wr_rdma_read(qx, 0xdef, 0x2000);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf + 64, 32);
+	qx->wr_id = 0x13;
+	ibv_wr_atomic_cmp_swp(qx, 0x55, 0x3000, 7, 9);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf + 128, 8);
+	qx->wr_id = 0x14;
+	ibv_wr_atomic_fetch_add(qx, 0x66, 0x4000, 3);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf + 136, 8);
+	/* Nothing reaches the ring before wr_complete. */
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+	CHECK_EQ(ibv_wr_complete(qx), 0);
+	CHECK_EQ(mock_doorbells(qp->handle), dbs + 1);
+
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x10);
+	CHECK_EQ(h.opcode, IBV_WR_SEND_WITH_IMM);
+	CHECK_EQ(h.flags, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
+	CHECK(!memcmp(&h.imm_or_inv, "\x01\x02\x03\x04", 4));
+	CHECK_EQ(h.num_sge, 2);
+	memcpy(s, data, sizeof(s));
+	CHECK_EQ(s[0].addr, (uintptr_t)buf);
+	CHECK_EQ(s[0].length, 16);
+	CHECK_EQ(s[1].addr, (uintptr_t)buf + 100);
+	CHECK_EQ(s[1].length, 200);
+	CHECK_EQ(s[1].lkey, mr->lkey);
+
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x11);
+	CHECK_EQ(h.opcode, IBV_WR_RDMA_WRITE);
+	CHECK_EQ(h.flags, IBV_SEND_INLINE);
+	CHECK_EQ(h.rkey, 0xabc);
+	CHECK_EQ(h.remote_addr, 0x1000);
+	CHECK_EQ(h.inline_len, 8);
+	CHECK(!memcmp(data, buf, 5) && !memcmp(data + 5, buf + 10, 3));
+
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x12);
+	CHECK_EQ(h.opcode, IBV_WR_RDMA_READ);
+	CHECK_EQ(h.rkey, 0xdef);
+	CHECK_EQ(h.remote_addr, 0x2000);
+	memcpy(s, data, sizeof(s[0]));
+	CHECK_EQ(s[0].addr, (uintptr_t)buf + 64);
+	CHECK_EQ(s[0].length, 32);
+
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x13);
+	CHECK_EQ(h.opcode, IBV_WR_ATOMIC_CMP_AND_SWP);
+	CHECK_EQ(h.compare_add, 7);
+	CHECK_EQ(h.swap, 9);
+	CHECK_EQ(h.remote_addr, 0x3000);
+
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x14);
+	CHECK_EQ(h.opcode, IBV_WR_ATOMIC_FETCH_AND_ADD);
+	CHECK_EQ(h.compare_add, 3);
+	CHECK_EQ(h.rkey, 0x66);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+
+	/* An invalid request fails the whole batch: nothing posted. */
+	ibv_wr_start(qx);
+	qx->wr_id = 0x20;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 4);
+	ibv_wr_rdma_write(qx, 1, 2);
+	ibv_wr_set_inline_data(qx, buf, 65); /* > max_inline_data (64) */
+	CHECK_EQ(ibv_wr_complete(qx), EINVAL);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+	/* A setter without an operation, and wr_set_ud_addr on RC. */
+	ibv_wr_start(qx);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 4);
+	CHECK_EQ(ibv_wr_complete(qx), EINVAL);
+	ibv_wr_start(qx);
+	ibv_wr_send(qx);
+	ibv_wr_set_ud_addr(qx, NULL, 1, 1);
+	CHECK_EQ(ibv_wr_complete(qx), EINVAL);
+	/* More than the SQ holds (8 slots): ENOMEM, nothing posted. */
+	ibv_wr_start(qx);
+	for (int i = 0; i < 9; i++) {
+		qx->wr_id = 0x100 + (uint64_t)i;
+		ibv_wr_send(qx);
+		ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 1);
+	}
+	CHECK_EQ(ibv_wr_complete(qx), ENOMEM);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+	/* wr_abort drops what was built. */
+	ibv_wr_start(qx);
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 4);
+	ibv_wr_abort(qx);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+	/* Classic post_send still works on the same SQ; an empty batch too. */
+	ibv_wr_start(qx);
+	CHECK_EQ(ibv_wr_complete(qx), 0);
+	{
+		struct ibv_send_wr wr, *bad;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 0x30;
+		wr.opcode = IBV_WR_SEND;
+		CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
+		CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+		CHECK_EQ(h.wr_id, 0x30);
+	}
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+
+	/* UD: the address is required. */
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.hop_limit = 64;
+	ah = ibv_create_ah(pd, &aa);
+	CHECK(ah);
+	qp = make_qp_ex(ctx, pd, cq, IBV_QPT_UD, IBV_QP_EX_WITH_SEND);
+	CHECK(qp);
+	if (!qp || !ah)
+		return;
+	qx = ibv_qp_to_qp_ex(qp);
+	CHECK(qx && !qx->wr_send_imm);
+	CHECK_EQ(to_rts(qp), 0);
+	ibv_wr_start(qx);
+	qx->wr_id = 0x40;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 0);
+	CHECK_EQ(ibv_wr_complete(qx), EINVAL);
+	ibv_wr_start(qx);
+	qx->wr_id = 0x41;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_ud_addr(qx, ah, 0x654321, 0x11110000);
+	ibv_wr_set_inline_data(qx, buf, 4);
+	CHECK_EQ(ibv_wr_complete(qx), 0);
+	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+	CHECK_EQ(h.wr_id, 0x41);
+	CHECK_EQ(h.opcode, IBV_WR_SEND);
+	CHECK_EQ(h.remote_qpn, 0x654321);
+	CHECK_EQ(h.remote_qkey, 0x11110000);
+	CHECK(h.ah > 500);
+	CHECK_EQ(h.inline_len, 4);
+	CHECK(!memcmp(data, buf, 4));
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_destroy_ah(ah), 0);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+}
+
 static void test_hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
 {
 	static const struct {
@@ -899,11 +1237,13 @@ int main(void)
 
 	test_cq(ctx);
 	test_resize_cq(ctx);
+	test_cq_ex(ctx);
 	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	CHECK(cq);
 	if (pd && cq) {
 		test_rc(pd, cq);
 		test_ud_uc(pd, cq);
+		test_qp_ex(ctx, pd, cq);
 		test_hostile(ctx, pd, cq);
 		CHECK_EQ(ibv_destroy_cq(cq), 0);
 	}

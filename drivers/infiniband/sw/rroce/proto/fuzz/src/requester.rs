@@ -133,6 +133,9 @@ impl H {
             Err(PostError::NoRdAtomic) => {
                 assert_eq!(self.req.config().max_rd_atomic, 0);
             }
+            Err(PostError::NotOnTransport) => {
+                assert!(self.req.config().unreliable, "RC has every operation");
+            }
         }
         assert!(self.req.outstanding() as usize <= SLOTS);
         assert_eq!(self.req.outstanding() as usize, self.posted.len());
@@ -350,6 +353,7 @@ pub fn run(data: &[u8]) {
         _ => r.u32(),
     });
     let cfg = ReqConfig {
+        unreliable: false,
         sq_psn,
         pmtu,
         max_rd_atomic: r.u8() % 17,

@@ -240,6 +240,7 @@ fn ring_seeds(out: &mut Vec<Seed>) {
 /// Request packets a real requester sends for a mix of WQEs.
 fn request_packets(pmtu: PathMtu) -> Vec<Vec<u8>> {
     let mut cfg = ReqConfig {
+        unreliable: false,
         sq_psn: Psn::new(0xFF_FFF8),
         pmtu,
         max_rd_atomic: 4,

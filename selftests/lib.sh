@@ -422,6 +422,23 @@ provider_unavailable() {
 	command -v ibv_devinfo >/dev/null || echo "ibv_devinfo not installed"
 }
 
+# peer_gids: the far end of a two-device pyverbs test and the GID indexes
+# of both ends: RDEV/RIP = DEV1/IP1 (DEV0/IP0 on rxe, which has no network
+# namespace support, so both ends share DEV0), G0/G1 = the IPv4 RoCE v2
+# GID indexes of IP0 on DEV0 and RIP on RDEV.  Sets $why (if still empty)
+# when one is missing.
+peer_gids() {
+	RDEV=$DEV1 RIP=$IP1
+	if [ "$RROCE_TYPE" = rxe ]; then
+		RDEV=$DEV0 RIP=$IP0
+	fi
+	G0=$(gid_index "$DEV0" "$(gid_v4 "$IP0")")
+	G1=$(gid_index "$RDEV" "$(gid_v4 "$RIP")")
+	if [ -z "${why:-}" ] && { [ -z "$G0" ] || [ -z "$G1" ]; }; then
+		why="no RoCE v2 GID of $IP0 on $DEV0 ('$G0') or of $RIP on $RDEV ('$G1')"
+	fi
+}
+
 # ------------------------------------------------------------- test framing
 # test_init PLAN: header, plan, refuse to run outside a VM, dmesg mark and
 # the standard state.  Skips everything if the driver is unavailable.

@@ -23,16 +23,8 @@ fi
 py_checks "CQ verbs through pyverbs on $DEV0" cq_verbs.py "$DEV0"
 
 why=$(datapath_unavailable "$DEV0" "$IP0")
-RDEV=$DEV1 RIP=$IP1
-if [ "$RROCE_TYPE" = rxe ]; then
-	RDEV=$DEV0 RIP=$IP0
-fi
+peer_gids
 desc="CQ resize: empty, with CQEs outstanding ($DEV0 -> $RDEV), under arriving completions"
-G0=$(gid_index "$DEV0" "$(gid_v4 "$IP0")")
-G1=$(gid_index "$RDEV" "$(gid_v4 "$RIP")")
-if [ -z "$why" ] && { [ -z "$G0" ] || [ -z "$G1" ]; }; then
-	why="no RoCE v2 GID of $IP0 on $DEV0 ('$G0') or of $RIP on $RDEV ('$G1')"
-fi
 if [ -n "$why" ]; then
 	ktap_skip "$desc" "$why"
 else

@@ -60,16 +60,8 @@ test_init $((${#CASES[@]} + 1))
 
 why=$(provider_unavailable)
 [ -n "$why" ] || why=$(datapath_unavailable "$DEV0" "$IP0")
-RDEV=$DEV1 RIP=$IP1
-if [ "$RROCE_TYPE" = rxe ]; then
-	RDEV=$DEV0 RIP=$IP0
-	diag "$RROCE_TYPE has no network namespace support: both ends on $DEV0"
-fi
-G0=$(gid_index "$DEV0" "$(gid_v4 "$IP0")")
-G1=$(gid_index "$RDEV" "$(gid_v4 "$RIP")")
-if [ -z "$why" ] && { [ -z "$G0" ] || [ -z "$G1" ]; }; then
-	why="no RoCE v2 GID of $IP0 on $DEV0 ('$G0') or of $RIP on $RDEV ('$G1')"
-fi
+peer_gids
+[ "$RROCE_TYPE" = rxe ] && diag "$RROCE_TYPE has no network namespace support: both ends on $DEV0"
 
 # Each case gets at most this long (a hang is a failure, not a stuck test).
 PY_CHECKS_TMO=$((150 * ${RROCE_TIMEOUT_SCALE:-1}))

@@ -14,15 +14,7 @@ test_init 2
 desc="SRQ verbs, limit event and traffic ($DEV0 -> two QPs on one SRQ of $DEV1)"
 why=$(provider_unavailable)
 [ -n "$why" ] || why=$(datapath_unavailable "$DEV0" "$IP0")
-RDEV=$DEV1 RIP=$IP1
-if [ "$RROCE_TYPE" = rxe ]; then
-	RDEV=$DEV0 RIP=$IP0
-fi
-G0=$(gid_index "$DEV0" "$(gid_v4 "$IP0")")
-G1=$(gid_index "$RDEV" "$(gid_v4 "$RIP")")
-if [ -z "$why" ] && { [ -z "$G0" ] || [ -z "$G1" ]; }; then
-	why="no RoCE v2 GID of $IP0 on $DEV0 ('$G0') or of $RIP on $RDEV ('$G1')"
-fi
+peer_gids
 if [ -n "$why" ]; then
 	ktap_skip "$desc" "$why"
 else

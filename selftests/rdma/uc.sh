@@ -19,13 +19,7 @@ trap 'tc qdisc del dev "$IF0" root 2>/dev/null' EXIT
 
 why=$(provider_unavailable)
 [ -n "$why" ] || why=$(datapath_unavailable "$DEV0" "$IP0")
-RDEV=$DEV1 RIP=$IP1
-[ "$RROCE_TYPE" = rxe ] && RDEV=$DEV0 RIP=$IP0
-G0=$(gid_index "$DEV0" "$(gid_v4 "$IP0")")
-G1=$(gid_index "$RDEV" "$(gid_v4 "$RIP")")
-if [ -z "$why" ] && { [ -z "$G0" ] || [ -z "$G1" ]; }; then
-	why="no RoCE v2 GID of $IP0 on $DEV0 ('$G0') or of $RIP on $RDEV ('$G1')"
-fi
+peer_gids
 PY_CHECKS_TMO=$((300 * ${RROCE_TIMEOUT_SCALE:-1}))
 
 if [ -n "$why" ]; then

@@ -916,14 +916,32 @@ pub(crate) unsafe extern "C" fn rroce_post_recv(
         unsafe { *bad_wr = wr };
         return EINVAL;
     };
+    // SAFETY: per this function's contract.
+    unsafe { post_recv_list(&info.recv, rq, wr, bad_wr) }
+}
+
+/// Writes the receive work requests of list `wr` into `rq` (a QP's RQ or
+/// an SRQ, locked by the caller) and publishes them; on an error
+/// `*bad_wr` is the first request not posted.
+///
+/// # Safety
+///
+/// `wr` must be NULL or a valid list of work requests and `bad_wr`
+/// writable.
+pub(crate) unsafe fn post_recv_list(
+    lim: &RecvLimits,
+    rq: &mut WorkQueue,
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+) -> c_int {
     let mut ret = 0;
     let mut cur = wr;
     while !cur.is_null() {
         // SAFETY: `cur` is an element of the caller's valid list.
         let w = unsafe { &*cur };
         // SAFETY: `w` is a valid work request.
-        if let Err(e) = unsafe { post_one_recv(&info.recv, rq, w) } {
-            // SAFETY: as above.
+        if let Err(e) = unsafe { post_one_recv(lim, rq, w) } {
+            // SAFETY: `bad_wr` is writable.
             unsafe { *bad_wr = cur };
             ret = e;
             break;

@@ -19,7 +19,7 @@ use rroce_proto::ring::Producer;
 use rroce_proto::wqe::{recv_max_sge, RecvLimits, MAX_MSG_SIZE};
 
 use crate::mapping::RingMap;
-use crate::qp::{check_ring, post_one_recv, ring_errno, WorkQueue};
+use crate::qp::{check_ring, post_recv_list, WorkQueue};
 use crate::verbs_abi::*;
 use crate::{set_errno, warn};
 
@@ -226,29 +226,8 @@ pub(crate) unsafe extern "C" fn rroce_post_srq_recv(
         unsafe { *bad_wr = wr };
         return EINVAL;
     };
-    let mut ret = 0;
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: `cur` is an element of the caller's valid list.
-        let w = unsafe { &*cur };
-        // SAFETY: `w` is a valid work request.
-        if let Err(e) = unsafe { post_one_recv(&lim, rq, w) } {
-            // SAFETY: as above.
-            unsafe { *bad_wr = cur };
-            ret = e;
-            break;
-        }
-        cur = w.next;
-    }
-    if rq.producer.pending() > 0 {
-        let region = rq.map.region();
-        if let Err(e) = rq.producer.publish(&region) {
-            // SAFETY: as above.
-            unsafe { *bad_wr = wr };
-            return ring_errno(e);
-        }
-    }
-    ret
+    // SAFETY: per this function's contract.
+    unsafe { post_recv_list(&lim, rq, wr, bad_wr) }
 }
 
 #[cfg(test)]

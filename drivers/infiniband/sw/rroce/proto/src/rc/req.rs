@@ -311,10 +311,14 @@ impl<S: SlotStore> Requester<S> {
 
     /// A local error in WQE `idx` found by the glue (bad L_Key, garbage
     /// in the ring): it completes with `status` and the QP enters the error
-    /// state (later WQEs are flushed).
+    /// state (later WQEs are flushed).  The error also replaces a success
+    /// not polled yet: the last READ response or the atomic ACK completes
+    /// its WQE before the glue places the data into the local SGEs, and a
+    /// failed placement must not be reported as a success.
     pub fn local_error(&mut self, idx: u32, status: WcStatus) {
+        let unpolled = idx.wrapping_sub(self.head) < self.tail.wrapping_sub(self.head);
         if let Some(s) = self.slot_mut(idx) {
-            if s.done.is_none() {
+            if unpolled && matches!(s.done, None | Some(WcStatus::Success)) {
                 s.done = Some(status);
             }
         }
@@ -941,6 +945,48 @@ mod tests {
             r.on_response(&ack, 0),
             super::super::RespVerdict::Ignored(_)
         ));
+    }
+
+    /// The atomic ACK and the only READ response complete their WQE
+    /// before the glue writes the data into the local SGEs; a placement
+    /// that fails there (bad L_Key) turns that success into the error.
+    #[test]
+    fn local_error_after_last_response_wins() {
+        use super::super::super::hdr::{Aeth, Syndrome};
+        use super::super::{InResponse, RespVerdict};
+        let aeth = Some(Aeth {
+            syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
+            msn: 1,
+        });
+        for (op, resp) in [
+            (SendOpcode::AtomicFetchAndAdd, RC_ATOMIC_ACKNOWLEDGE),
+            (SendOpcode::RdmaRead, RC_RDMA_READ_RESPONSE_ONLY),
+        ] {
+            let mut r: Requester<[Slot; 4]> = Requester::new(cfg(PathMtu::Mtu1024));
+            let len = if op == SendOpcode::RdmaRead { 16 } else { 8 };
+            let idx = r.post(wqe(op), len).unwrap();
+            r.post(wqe(SendOpcode::Send), 1).unwrap();
+            let first = r.next_packet(0).unwrap();
+            let ack = InResponse {
+                opcode: resp,
+                psn: first.psn,
+                aeth,
+                atomic_orig: (resp == RC_ATOMIC_ACKNOWLEDGE).then_some(5),
+                payload_len: if resp == RC_ATOMIC_ACKNOWLEDGE { 0 } else { 16 },
+            };
+            assert!(matches!(
+                r.on_response(&ack, 0),
+                RespVerdict::AtomicData { .. } | RespVerdict::ReadData { .. }
+            ));
+            r.local_error(idx, WcStatus::LocProtErr);
+            let c = r.poll_completion().unwrap();
+            assert_eq!((c.status, c.byte_len), (WcStatus::LocProtErr, 0), "{op:?}");
+            let c = r.poll_completion().unwrap();
+            assert_eq!(c.status, WcStatus::WrFlushErr);
+            // An error after the WQE was polled changes nothing.
+            r.local_error(idx, WcStatus::LocAccessErr);
+            assert!(r.poll_completion().is_none());
+        }
     }
 
     #[test]

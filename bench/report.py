@@ -228,7 +228,8 @@ def tables(setup, rows, meta):
 
 
 def setup_line(setup, meta):
-    rep = meta.get("repeats", "?")
+    # "rounds" (per setup) when a run was cut short, else "repeats"
+    rep = meta.get("rounds", {}).get(setup, meta.get("repeats", "?"))
     cpus = meta.get("vcpus", {}).get(setup, "?")
     if setup == "pair":
         return f"{SETUP_TITLE[setup]}, {cpus} vCPU each, medians of {rep} rounds"

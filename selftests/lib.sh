@@ -578,7 +578,7 @@ pair_run() {
 # address, over TCP port $RC_PORT (incremented first).  A t_fail unless both
 # exit 0, both report ITERS exchanges of SIZE bytes, the client got the
 # server's GID, and the server found no invalid data.  With PP_PROG set
-# (e.g. ibv_uc_pingpong, which has the same -c), that program instead.
+# (ibv_uc_pingpong, ibv_srq_pingpong: same -c and output), that program instead.
 RC_PORT=${RC_PORT:-18700}
 rc_pingpong_chk() {
 	local tmo=$1 sns=$2 sdev=$3 sip=$4 cns=$5 cdev=$6 cip=$7 size=$8 iters=$9 sidx cidx bytes

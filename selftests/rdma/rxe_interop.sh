@@ -76,39 +76,18 @@ for c in "${CASES[@]}"; do
 	fi
 done
 
-# srq_pingpong_chk TIMEOUT SERVER_NS SERVER_DEV SERVER_IP CLIENT_NS CLIENT_DEV CLIENT_IP
-srq_pingpong_chk() {
-	local tmo=$1 sns=$2 sdev=$3 sip=$4 cns=$5 cdev=$6 cip=$7 sidx cidx
-	RC_PORT=$((RC_PORT + 1))
-	sidx=$(gid_index "$sdev" "$(gid_v4 "$sip")")
-	cidx=$(gid_index "$cdev" "$(gid_v4 "$cip")")
-	if [ -z "$sidx" ] || [ -z "$cidx" ]; then
-		t_fail "no RoCE v2 GID of $sip on $sdev ('$sidx') or of $cip on $cdev ('$cidx')"
-		return 1
-	fi
-	pair_run "$tmo" "$sns" "$cns" "$RC_PORT" \
-		ibv_srq_pingpong -c -d "$sdev" -g "$sidx" -p "$RC_PORT" -s 4096 -q 4 -n 20 -- \
-		ibv_srq_pingpong -c -d "$cdev" -g "$cidx" -p "$RC_PORT" -s 4096 -q 4 -n 20 "$sip"
-	diag "client: $(grep -E '(bytes|iters) in' "$PAIR_CLI" | tr '\n' ' ')"
-	grep -q "iters in" "$PAIR_CLI" || t_fail "client reported no result"
-	grep -q "iters in" "$PAIR_SRV" || t_fail "server reported no result"
-	if grep -qi "invalid data" "$PAIR_SRV" "$PAIR_CLI"; then
-		t_fail "bad data: $(grep -hi "invalid data" "$PAIR_SRV" "$PAIR_CLI" | head -3 | tr '\n' ' ')"
-	fi
-}
-
 t_begin "SRQ -c 4 KiB, 4 QPs: $DEV1 (netns $NS1) client -> $RXE (init_net) server"
 if [ -n "$skip" ]; then
 	t_skip "$skip"
 else
-	srq_pingpong_chk 90 "" "$RXE" "$IP0" "$NS1" "$DEV1" "$IP1"
+	PP_PROG=ibv_srq_pingpong rc_pingpong_chk 90 "" "$RXE" "$IP0" "$NS1" "$DEV1" "$IP1" 4096 20 -q 4
 	t_end
 fi
 t_begin "SRQ -c 4 KiB, 4 QPs: $RXE (init_net) client -> $DEV1 (netns $NS1) server"
 if [ -n "$skip" ]; then
 	t_skip "$skip"
 else
-	srq_pingpong_chk 90 "$NS1" "$DEV1" "$IP1" "" "$RXE" "$IP0"
+	PP_PROG=ibv_srq_pingpong rc_pingpong_chk 90 "$NS1" "$DEV1" "$IP1" "" "$RXE" "$IP0" 4096 20 -q 4
 	t_end
 fi
 t_begin "UC -c 65536 B x 30: $DEV1 (netns $NS1) client -> $RXE (init_net) server"

@@ -73,6 +73,8 @@ trap 'kill $sampler 2>/dev/null || true' EXIT
 genv=(env BENCH_SUITE=$suite BENCH_REPEATS=$repeats BENCH_DURATION=$duration BENCH_MARGIN=$margin
 	BENCH_ONLY=${BENCH_ONLY:-} BENCH_TCP=${BENCH_TCP:-1})
 t_start=$(date +%s)
+# the tree measured (recorded now: it may change while the bench runs)
+git_rev=$(cd "$top" && git describe --always --dirty 2>/dev/null || echo unknown)
 declare -A took
 for s in $setups; do
 	t0=$(date +%s)
@@ -107,7 +109,7 @@ json.dump({
     "vcpus": {"loopback": $cpus_loop, "pair": $cpus_pair}, "pair_pinned": ${BENCH_PIN:-0} == 1,
     "seconds": {$(for s in $setups; do printf '"%s": %s, ' "$s" "${took[$s]}"; done) "total": $(($(date +%s) - t_start))},
     "host_cpus": $(nproc), "host": "$(uname -r)",
-    "git": "$(cd "$top" && git describe --always --dirty 2>/dev/null || echo unknown)",
+    "git": "$git_rev",
     "other_qemu_max": max(o) if o else 0,
     "other_qemu_mean": round(sum(o) / len(o), 2) if o else 0,
 }, open(sys.argv[1], "w"), indent=1)

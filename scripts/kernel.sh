@@ -24,6 +24,12 @@ frags=("$here/kernel/rroce.config")
 [ "$flavor" = debug ] && frags+=("$here/kernel/debug.config")
 
 mkdir -p "$RROCE_CACHE"
+# Several checkouts (worktrees, a CI clone) may share the cache: one process
+# at a time unpacks/patches the source, and one at a time builds a flavor;
+# the others wait and then reuse the result.
+exec 8>"$RROCE_CACHE/.lock-source" 9>"$RROCE_CACHE/.lock-$flavor"
+flock 9
+flock 8
 src=$RROCE_CACHE/linux-$kver
 if [ ! -f "$src/.rroce-unpacked" ]; then
 	step "unpacking linux-source $kver"
@@ -45,6 +51,8 @@ if [ "$(cat "$src/.rroce-patch" 2>/dev/null)" != "$phash" ]; then
 	echo "$phash" >"$src/.rroce-patch"
 	done_step
 fi
+
+flock -u 8
 
 out=$RROCE_CACHE/build-$flavor
 mkdir -p "$out"

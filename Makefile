@@ -2,11 +2,13 @@
 # rroce — a software RoCEv2 RDMA device in Rust.
 #
 #   make run      build what is needed, boot a VM, show rroce at work
-#   make check    install what is missing, build, run host tests and the
-#                 VM selftests (plain kernel); ends with "N passed, N failed"
+#   make check    install what is missing, build, run host tests, the VM
+#                 selftests on the plain kernel, then the robustness tests
+#                 on the debug kernel (built in the background; bounded by
+#                 the CI budget); ends with "N passed, N failed"
 #   make bench    perftest: rroce vs rdma_rxe vs TCP (QUICK=1: a short run)
-#   make check-debug   the same on the debug kernel (KASAN, lockdep, ...;
-#                 several times slower)
+#   make check-debug   the whole suite on the debug kernel (KASAN, lockdep,
+#                 ...; several times slower: hours)
 #   make fuzz     cargo fuzz every protocol-core target for FUZZ_SECONDS
 #                 (default 60) each; a crash fails it
 #

@@ -128,6 +128,7 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     post_srq_recv: Some(srq::rroce_post_srq_recv),
     reg_mr: Some(mr::rroce_reg_mr),
     dereg_mr: Some(mr::rroce_dereg_mr),
+    rereg_mr: Some(mr::rroce_rereg_mr),
     create_ah: Some(mr::rroce_create_ah),
     destroy_ah: Some(mr::rroce_destroy_ah),
     ..VerbsContextOps::NONE

@@ -58,6 +58,51 @@ pub(crate) unsafe extern "C" fn rroce_reg_mr(
     unsafe { &raw mut (*vmr).ibv_mr }
 }
 
+/// `verbs_context_ops::rereg_mr`: 0 or an errno value (errno set too).
+/// libibverbs has checked `flags` and updates `ibv_mr`'s PD/address/length
+/// on success; the kernel returns the (possibly new) keys.
+///
+/// # Safety
+///
+/// `vmr` must be NULL or an MR of ours; `pd` a PD of the same context when
+/// `flags` has `IBV_REREG_MR_CHANGE_PD`.
+pub(crate) unsafe extern "C" fn rroce_rereg_mr(
+    vmr: *mut VerbsMr,
+    flags: c_int,
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    if vmr.is_null() || (flags & IBV_REREG_MR_CHANGE_PD != 0 && pd.is_null()) {
+        set_errno(EINVAL);
+        return EINVAL;
+    }
+    let mut cmd = IbvReregMr::default();
+    let mut resp = IbUverbsReregMrResp::default();
+    // SAFETY: `vmr`/`pd` valid per the contract; `cmd`/`resp` are live
+    // locals of the sizes passed.
+    let ret = unsafe {
+        ibv_cmd_rereg_mr(
+            vmr,
+            flags as u32,
+            addr,
+            length,
+            addr as u64,
+            access,
+            pd,
+            &mut cmd,
+            size_of::<IbvReregMr>(),
+            &mut resp,
+            size_of::<IbUverbsReregMrResp>(),
+        )
+    };
+    if ret != 0 {
+        set_errno(crate::errno_of(ret));
+    }
+    ret
+}
+
 /// `verbs_context_ops::dereg_mr`: 0 or an errno value.
 ///
 /// # Safety

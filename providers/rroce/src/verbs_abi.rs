@@ -1093,6 +1093,15 @@ pub type RegMrFn = unsafe extern "C" fn(
     hca_va: u64,
     access: c_int,
 ) -> *mut IbvMr;
+/// `verbs_context_ops::rereg_mr`: 0 or an errno value.
+pub type ReregMrFn = unsafe extern "C" fn(
+    vmr: *mut VerbsMr,
+    flags: c_int,
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int;
 /// `verbs_context_ops::dereg_mr`.
 pub type DeregMrFn = unsafe extern "C" fn(vmr: *mut VerbsMr) -> c_int;
 /// `verbs_context_ops::create_ah`.
@@ -1175,7 +1184,7 @@ pub struct VerbsContextOps {
     pub reg_dmabuf_mr: UnusedOp,
     pub reg_mr: Option<RegMrFn>,
     pub req_notify_cq: Option<ReqNotifyCqFn>,
-    pub rereg_mr: UnusedOp,
+    pub rereg_mr: Option<ReregMrFn>,
     pub resize_cq: Option<ResizeCqFn>,
     pub set_ece: UnusedOp,
     pub unimport_dm: UnusedOp,
@@ -1626,6 +1635,36 @@ pub struct IbUverbsRegMrResp {
 }
 const _: () = assert!(size_of::<IbUverbsRegMrResp>() == 12);
 
+/// `enum ibv_rereg_mr_flags`: `IBV_REREG_MR_CHANGE_PD`.
+pub const IBV_REREG_MR_CHANGE_PD: c_int = 1 << 1;
+
+/// `struct ibv_rereg_mr`: header + `struct ib_uverbs_rereg_mr` (`response`,
+/// `u32 mr_handle`, `u32 flags`, `start`, `length`, `hca_va`,
+/// `u32 pd_handle`, `u32 access_flags`); size 56.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvReregMr {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub mr_handle: u32,
+    pub flags: u32,
+    pub start: u64,
+    pub length: u64,
+    pub hca_va: u64,
+    pub pd_handle: u32,
+    pub access_flags: u32,
+}
+const _: () = assert!(size_of::<IbvReregMr>() == 56);
+
+/// `struct ib_uverbs_rereg_mr_resp`: `u32 lkey`, `u32 rkey`; size 8.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsReregMrResp {
+    pub lkey: u32,
+    pub rkey: u32,
+}
+const _: () = assert!(size_of::<IbUverbsReregMrResp>() == 8);
+
 /// `struct ib_uverbs_create_ah_resp`: `u32 ah_handle`, then
 /// `driver_data[]` (`u32`); size 4.
 #[repr(C)]
@@ -1891,6 +1930,22 @@ unsafe extern "C" {
         resp_size: usize,
     ) -> c_int;
 
+    /// REREG_MR (write only); updates `vmr`'s keys (and context for a PD
+    /// change).  Returns 0 or an errno value.
+    pub fn ibv_cmd_rereg_mr(
+        vmr: *mut VerbsMr,
+        flags: u32,
+        addr: *mut c_void,
+        length: usize,
+        hca_va: u64,
+        access: c_int,
+        pd: *mut IbvPd,
+        cmd: *mut IbvReregMr,
+        cmd_size: usize,
+        resp: *mut IbUverbsReregMrResp,
+        resp_size: usize,
+    ) -> c_int;
+
     /// DEREG_MR.  Returns 0 or an errno value.
     pub fn ibv_cmd_dereg_mr(vmr: *mut VerbsMr) -> c_int;
 
@@ -2148,6 +2203,7 @@ mod c_layout {
             ("offsetof(struct ibv_cq_init_attr_ex, parent_domain)", offset_of!(IbvCqInitAttrEx, parent_domain)),
             ("sizeof(struct ibv_poll_cq_attr)", size_of::<IbvPollCqAttr>()),
             ("IBV_WC_EX_WITH_BYTE_LEN", IBV_WC_EX_WITH_BYTE_LEN as usize),
+            ("IBV_REREG_MR_CHANGE_PD", IBV_REREG_MR_CHANGE_PD as usize),
             ("IBV_WC_EX_WITH_IMM", IBV_WC_EX_WITH_IMM as usize),
             ("IBV_WC_EX_WITH_QP_NUM", IBV_WC_EX_WITH_QP_NUM as usize),
             ("IBV_WC_EX_WITH_SRC_QP", IBV_WC_EX_WITH_SRC_QP as usize),
@@ -2258,6 +2314,10 @@ mod c_layout {
             ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_query_qp)", size_of::<IbvQueryQp>()),
             ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_reg_mr)", size_of::<IbvRegMr>()),
             ("sizeof(struct ib_uverbs_reg_mr_resp)", size_of::<IbUverbsRegMrResp>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_rereg_mr)", size_of::<IbvReregMr>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_rereg_mr, mr_handle)", offset_of!(IbvReregMr, mr_handle)),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_rereg_mr, access_flags)", offset_of!(IbvReregMr, access_flags)),
+            ("sizeof(struct ib_uverbs_rereg_mr_resp)", size_of::<IbUverbsReregMrResp>()),
             ("sizeof(struct ib_uverbs_create_ah_resp)", size_of::<IbUverbsCreateAhResp>()),
             ("IB_USER_VERBS_CMD_POST_SEND", IB_USER_VERBS_CMD_POST_SEND as usize),
             ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_post_send)", size_of::<IbvPostSend>()),

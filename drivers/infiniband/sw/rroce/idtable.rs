@@ -78,6 +78,23 @@ impl IdTable {
         unsafe { bindings::xa_load(self.xa(), id as _) }
     }
 
+    /// Puts `new` in place of `old` under `id` (the id stays in use);
+    /// false if `id` did not hold `old`.
+    pub(crate) fn replace(&self, id: u32, old: *mut c_void, new: *mut c_void) -> bool {
+        // SAFETY: the xarray is initialised (type invariant); replacing a
+        // present entry allocates nothing.
+        unsafe { glue::rroce_xa_replace(self.xa(), id, old, new) }
+    }
+
+    /// Frees `id` if it still holds `obj` (it may have been handed to a
+    /// successor with [`Self::replace`]).
+    pub(crate) fn remove_if(&self, id: u32, obj: *mut c_void) {
+        // SAFETY: the xarray is initialised (type invariant).
+        if unsafe { glue::rroce_xa_erase_if(self.xa(), id, obj) } {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Frees `id`.
     pub(crate) fn remove(&self, id: u32) {
         // SAFETY: the xarray is initialised (type invariant).

@@ -11,7 +11,7 @@
 //! every registration, so a stale key of a deregistered region does not
 //! match a new one at the same index.
 
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 use core::sync::atomic::Ordering;
 use kernel::bindings;
 use kernel::error::from_err_ptr;
@@ -48,6 +48,9 @@ pub(crate) struct RroceMr {
     pages: KVVec<*mut bindings::page>,
     /// Offset of the first byte in the first page.
     page_off: u64,
+    /// User virtual address of the first byte (user MRs; `rereg` pins the
+    /// same range again when the translation is kept).
+    user_start: u64,
     /// `IB_ACCESS_*` flags.
     access: u32,
     /// Index in the device's key table.
@@ -96,17 +99,18 @@ fn check_access(access: c_int) -> Result<u32> {
     Ok(access)
 }
 
-fn reg_user(
+/// Pins `length` bytes of user memory at `start` for a region of `pd`
+/// whose first byte has I/O virtual address `iova`; the region is not yet
+/// published (no keys).
+fn pin_user(
+    ib: *mut bindings::ib_device,
+    dev: &RroceDev,
     pd: *mut bindings::ib_pd,
     start: u64,
     length: u64,
     iova: u64,
     access: c_int,
-) -> Result<*mut bindings::ib_mr> {
-    // SAFETY: `pd` is a live PD of one of our devices.
-    let ib = unsafe { (*pd).device };
-    // SAFETY: as above.
-    let dev = unsafe { RroceDev::from_ib(ib) };
+) -> Result<KBox<RroceMr>> {
     let acc = check_access(access)?;
     if length == 0 || length > dev.p.attrs.max_mr_size {
         return Err(EINVAL);
@@ -143,18 +147,82 @@ fn reg_user(
             return Err(e);
         }
     };
-    let mr = match KBox::new(
-        RroceMr { ib: ibmr, umem: Some(umem), pd, pages, page_off, access: acc, index: 0 },
+    match KBox::new(
+        RroceMr { ib: ibmr, umem: Some(umem), pd, pages, page_off, user_start: start, access: acc, index: 0 },
         GFP_KERNEL,
     ) {
-        Ok(mr) => mr,
+        Ok(mr) => Ok(mr),
         Err(e) => {
             release();
-            return Err(e.into());
+            Err(e.into())
         }
-    };
+    }
+}
+
+fn reg_user(
+    pd: *mut bindings::ib_pd,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: c_int,
+) -> Result<*mut bindings::ib_mr> {
+    // SAFETY: `pd` is a live PD of one of our devices.
+    let ib = unsafe { (*pd).device };
+    // SAFETY: as above.
+    let dev = unsafe { RroceDev::from_ib(ib) };
+    let mr = pin_user(ib, dev, pd, start, length, iova, access)?;
     // On failure the box is dropped, releasing the pages (`Drop`).
     publish(dev, mr)
+}
+
+/// Re-registration: always a new region (pages pinned afresh) that takes
+/// over the old one's keys; ib_core swaps it in for the old region, which
+/// it then deregisters.  What `flags` does not change is taken from the old
+/// region.  Building a new region rather than editing the live one means
+/// the receive path, which reads regions locklessly, never sees a
+/// half-changed one; the price is that a PD- or access-only change pins the
+/// range a second time until the old region is gone.
+fn rereg_user(
+    old: &RroceMr,
+    flags: c_int,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: c_int,
+    pd: *mut bindings::ib_pd,
+) -> Result<*mut bindings::ib_mr> {
+    let flags = flags as u32;
+    if flags == 0 || flags & !bindings::ib_mr_rereg_flags_IB_MR_REREG_SUPPORTED != 0 {
+        return Err(EINVAL);
+    }
+    // Only user regions come through uverbs.
+    if old.umem.is_none() || pd.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: `pd` is a live PD of the region's device (ib_core checked).
+    let ib = unsafe { (*pd).device };
+    // SAFETY: as above.
+    let dev = unsafe { RroceDev::from_ib(ib) };
+    let access = if flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 { access } else { old.access as c_int };
+    let (start, length, iova) = if flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0 {
+        (start, length, iova)
+    } else {
+        (old.user_start, old.ib.length, old.ib.iova)
+    };
+    let mut mr = pin_user(ib, dev, pd, start, length, iova, access)?;
+    // The new region takes over the old one's keys and key-table slot, as
+    // applications expect (they keep using the keys they exchanged); ib_core
+    // then deregisters the old region, which leaves the slot alone.
+    mr.index = old.index;
+    mr.ib.lkey = old.ib.lkey;
+    mr.ib.rkey = old.ib.rkey;
+    let raw = KBox::into_raw(mr);
+    if !dev.p.keys.replace(old.index, ptr::from_ref(old).cast_mut().cast(), raw.cast()) {
+        // SAFETY: `raw` was never published; take it back to free it.
+        drop(unsafe { KBox::from_raw(raw) });
+        return Err(EINVAL);
+    }
+    Ok(raw.cast())
 }
 
 impl Drop for RroceMr {
@@ -308,6 +376,26 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
 
 /// # Safety
 ///
+/// `ib_device_ops::rereg_user_mr` contract: `ibmr` came from this module.
+pub(crate) unsafe extern "C" fn rereg_user_mr(
+    ibmr: *mut bindings::ib_mr,
+    flags: c_int,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: c_int,
+    pd: *mut bindings::ib_pd,
+    _udata: *mut bindings::ib_udata,
+) -> *mut bindings::ib_mr {
+    // SAFETY: every MR of ours is a `KBox<RroceMr>` with `ib` first; ib_core
+    // holds the old region's uobject for writing, so it stays alive and
+    // unchanged during the call.
+    let old = unsafe { &*ibmr.cast::<RroceMr>() };
+    rereg_user(old, flags, start, length, iova, access, pd).unwrap_or_else(|e| e.to_ptr())
+}
+
+/// # Safety
+///
 /// `ib_device_ops::get_dma_mr` contract.
 pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_int) -> *mut bindings::ib_mr {
     let res = (|| {
@@ -321,6 +409,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_i
                 pd,
                 pages: KVVec::new(),
                 page_off: 0,
+                user_start: 0,
                 access: acc,
                 index: 0,
             },
@@ -339,7 +428,8 @@ pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut bindings::ib_mr, _udata: *mu
     let mr = unsafe { KBox::from_raw(ibmr.cast::<RroceMr>()) };
     // SAFETY: its device is one of ours.
     let dev = unsafe { RroceDev::from_ib(mr.ib.device) };
-    dev.p.keys.remove(mr.index);
+    // A re-registered region's successor may hold the slot by now.
+    dev.p.keys.remove_if(mr.index, ptr::from_ref(&*mr).cast_mut().cast());
     // The data path looks regions up with bottom halves disabled: wait for
     // every such section that may have found it before the pages go.
     // SAFETY: process context.

@@ -161,6 +161,25 @@ int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 	return xa_alloc(xa, id, entry, XA_LIMIT(min, max), gfp);
 }
 
+/* Erase @id only if it still holds @entry; true if it did. */
+bool rroce_xa_erase_if(struct xarray *xa, u32 id, void *entry)
+{
+	bool hit;
+
+	xa_lock(xa);
+	hit = xa_load(xa, id) == entry;
+	if (hit)
+		__xa_erase(xa, id);
+	xa_unlock(xa);
+	return hit;
+}
+
+/* Replace @old by @new (both non-NULL) at @id; true if @old was there. */
+bool rroce_xa_replace(struct xarray *xa, u32 id, void *old, void *new)
+{
+	return xa_cmpxchg(xa, id, old, new, GFP_KERNEL) == old;
+}
+
 struct net_device *rroce_skb_dev(const struct sk_buff *skb)
 {
 	return skb->dev;

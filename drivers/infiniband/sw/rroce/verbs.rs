@@ -98,6 +98,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         post_srq_recv: Some(crate::srq::post_srq_recv),
         size_ib_srq: crate::srq::SRQ_SIZE,
         reg_user_mr: Some(mr::reg_user_mr),
+        rereg_user_mr: Some(mr::rereg_user_mr),
         get_dma_mr: Some(mr::get_dma_mr),
         dereg_mr: Some(mr::dereg_mr),
         size_ib_pd: size_of::<RrocePd>(),

@@ -17,8 +17,8 @@ Usage: srq_verbs.py DEV0 GID0 DEV1 GID1
     armed at 4, 5 multi-packet SENDs over both QPs: each lands in one
     SRQ buffer intact, with the receiving QP's number in its completion;
     IBV_EVENT_SRQ_LIMIT_REACHED arrives once and the limit is disarmed;
-  - one QP moved to ERR flushes nothing of the SRQ (no completion), the
-    other QP keeps receiving into the SRQ; after destroying a QP its
+  - one QP moved to ERR flushes nothing of the SRQ (no completion) and
+    raises IBV_EVENT_QP_LAST_WQE_REACHED, the other QP keeps receiving into the SRQ; after destroying a QP its
     SRQ's WQEs are still used by the remaining one.
 """
 import errno
@@ -220,6 +220,9 @@ def traffic(d0, d1, evfd):
     extra = rclib.drain(t.rcq, 0.5)
     check(not extra, f"QP {t.rx[0].qp_num} to ERR: no completion (no receive in progress, SRQ not flushed)",
           "; ".join(wc_str(w) for w in extra[:4]))
+    ev = wait_async(d1.ctx, evfd, 10) if evfd is not None else "no fd"
+    check(ev == e.IBV_EVENT_QP_LAST_WQE_REACHED, "IBV_EVENT_QP_LAST_WQE_REACHED for the QP on the SRQ moved to ERR",
+          f"got {ev!r}")
     t.round([1, 1, 1, 1], "the other QP receives into the same SRQ")
     t.rx[0].close()
     t.round([1, 1], "after destroying the QP in ERR: its SRQ's WQEs are still there")

@@ -115,6 +115,52 @@ pub(crate) struct Ctx<'a> {
     /// Completion handlers due ([`NOTIFY_SEND`], [`NOTIFY_RECV`]), run by
     /// [`Ctx::fire`] once the QP lock is dropped.
     pub(crate) notify: core::cell::Cell<u8>,
+    /// The QP for ib_core (its event handler).
+    pub(crate) ib_qp: *mut bindings::ib_qp,
+    /// Affiliated asynchronous events due ([`EV_COMM_EST`]...), raised by
+    /// [`Ctx::fire`] once the QP lock is dropped.
+    pub(crate) events: core::cell::Cell<u8>,
+}
+
+/// [`Ctx::events`] bit: `IB_EVENT_COMM_EST` (first packet received in RTR).
+pub(crate) const EV_COMM_EST: u8 = 1;
+/// [`Ctx::events`] bit: `IB_EVENT_QP_LAST_WQE_REACHED` (a QP on an SRQ
+/// entered the error state: it takes no more WQEs from the SRQ).
+pub(crate) const EV_LAST_WQE: u8 = 2;
+/// [`Ctx::events`] bit: `IB_EVENT_QP_REQ_ERR` (the responder NAKed an
+/// invalid request and entered the error state).
+pub(crate) const EV_REQ_ERR: u8 = 4;
+/// [`Ctx::events`] bit: `IB_EVENT_QP_ACCESS_ERR` (the responder refused a
+/// remote access and entered the error state).
+pub(crate) const EV_ACCESS_ERR: u8 = 8;
+/// [`Ctx::events`] bit: `IB_EVENT_QP_FATAL` (the QP's own rings are
+/// broken: its user wrote impossible indices).
+pub(crate) const EV_FATAL: u8 = 16;
+
+/// Event types of the [`Ctx::events`] bits, in the order they are raised.
+const EVENTS: [(u8, bindings::ib_event_type); 5] = [
+    (EV_COMM_EST, bindings::ib_event_type_IB_EVENT_COMM_EST),
+    (EV_FATAL, bindings::ib_event_type_IB_EVENT_QP_FATAL),
+    (EV_REQ_ERR, bindings::ib_event_type_IB_EVENT_QP_REQ_ERR),
+    (EV_ACCESS_ERR, bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR),
+    (EV_LAST_WQE, bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED),
+];
+
+/// Raises the affiliated event `event` on `qp`.  Call without locks.
+///
+/// # Safety
+///
+/// `qp` must be a live QP.
+unsafe fn qp_event(qp: *mut bindings::ib_qp, event: bindings::ib_event_type) {
+    // SAFETY: `qp` is live; ib_core set these fields after create_qp, and
+    // the data path runs only once the QP is fully created.
+    let (handler, device, context) = unsafe { ((*qp).event_handler, (*qp).device, (*qp).qp_context) };
+    if let Some(h) = handler {
+        let mut ev = bindings::ib_event { device, event, ..Default::default() };
+        ev.element.qp = qp;
+        // SAFETY: the handler and its context were set by ib_core.
+        unsafe { h(&mut ev, context) };
+    }
 }
 
 /// [`Ctx::notify`] bit: the send CQ's handler is due.
@@ -125,6 +171,11 @@ pub(crate) const NOTIFY_RECV: u8 = 2;
 pub(crate) const NOTIFY_SRQ_LIMIT: u8 = 4;
 
 impl Ctx<'_> {
+    /// Marks the affiliated event `bit` due.
+    pub(crate) fn raise(&self, bit: u8) {
+        self.events.set(self.events.get() | bit);
+    }
+
     fn pushed(&self, r: cq::Pushed, bit: u8) {
         if r == cq::Pushed::Notify {
             self.notify.set(self.notify.get() | bit);
@@ -151,6 +202,16 @@ impl Ctx<'_> {
         if n & NOTIFY_SRQ_LIMIT != 0 && !self.ib_srq.is_null() {
             // SAFETY: the QP holds a use count on its SRQ; no lock is held.
             unsafe { crate::srq::limit_event(self.ib_srq) };
+        }
+        let ev = self.events.replace(0);
+        if ev != 0 && !self.ib_qp.is_null() {
+            for (bit, event) in EVENTS {
+                if ev & bit != 0 {
+                    // SAFETY: the QP outlives its data path work; no lock
+                    // is held.
+                    unsafe { qp_event(self.ib_qp, event) };
+                }
+            }
         }
     }
 }
@@ -196,6 +257,8 @@ pub(crate) struct Dp {
     /// The QP's Q_Key and next PSN (UD).
     qkey: u32,
     ud_psn: u32,
+    /// `IB_EVENT_COMM_EST` raised since the last RESET.
+    comm_est: bool,
 }
 
 fn zeroed(n: usize) -> Result<KVVec<u8>> {
@@ -261,6 +324,7 @@ impl Dp {
             uc,
             qkey: 0,
             ud_psn: 0,
+            comm_est: false,
         };
         Ok(KBox::new(dp, GFP_KERNEL)?)
     }
@@ -352,7 +416,13 @@ impl Dp {
                     self.req = Some(Requester::with_store(cfg, slots));
                 }
             }
-            QpState::Err => self.to_error(ctx, st),
+            QpState::Err => {
+                // `st` is ERR already (set by modify_qp).
+                if ctx.srq.is_some() {
+                    ctx.raise(EV_LAST_WQE);
+                }
+                self.to_error(ctx, st);
+            }
             QpState::Reset => self.reset(ctx),
             _ => {}
         }
@@ -369,6 +439,7 @@ impl Dp {
         self.pend_len = 0;
         self.has_cur = false;
         self.path = None;
+        self.comm_est = false;
         for (c, ring) in [(&mut self.sq, ctx.sq_ring), (&mut self.rq, ctx.rq_ring)] {
             if let Ok(n) = c.refresh(ring) {
                 for _ in 0..n {
@@ -382,6 +453,9 @@ impl Dp {
     /// Enters the error state: everything outstanding completes with
     /// `WR_FLUSH_ERR` (or the error already decided).
     pub(crate) fn to_error(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if *st != QpState::Err && ctx.srq.is_some() {
+            ctx.raise(EV_LAST_WQE);
+        }
         *st = QpState::Err;
         self.stop_polling(ctx);
         if let Some(r) = self.req.as_mut() {
@@ -507,6 +581,7 @@ impl Dp {
                 Ok(n) if n > 0 => self.take_and_pump(ctx, st),
                 Ok(_) => return,
                 Err(_) => {
+                    ctx.raise(EV_FATAL);
                     self.to_error(ctx, st);
                     return;
                 }
@@ -517,6 +592,7 @@ impl Dp {
     /// Takes new WQEs and sends; a broken SQ ring moves the QP to ERR.
     fn take_and_pump(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
         if self.take_wqes(ctx).is_err() {
+            ctx.raise(EV_FATAL);
             self.to_error(ctx, st);
             return;
         }
@@ -780,6 +856,18 @@ impl Dp {
             // cancelled only after the QP stopped taking events.
             unsafe { glue::rroce_work_queue(ctx.work) };
         }
+        if *st == QpState::Rtr && !self.comm_est && !a.qp_error {
+            self.comm_est = true;
+            ctx.raise(EV_COMM_EST);
+        }
+        if a.qp_error {
+            match a.outcome {
+                Outcome::AccessError => ctx.raise(EV_ACCESS_ERR),
+                Outcome::InvalidRequest => ctx.raise(EV_REQ_ERR),
+                // A receive completion reports the others.
+                _ => {}
+            }
+        }
         if a.qp_error || local_err {
             self.to_error(ctx, st);
         }
@@ -799,6 +887,7 @@ impl Dp {
                 Ok(true) => {}
                 Ok(false) => return,
                 Err(_) => {
+                    ctx.raise(EV_FATAL);
                     self.to_error(ctx, st);
                     return;
                 }

@@ -185,6 +185,8 @@ impl RroceQp {
             work: self.work.get(),
             dst: p.dst,
             notify: core::cell::Cell::new(0),
+            ib_qp: core::ptr::from_ref(&self.ib).cast_mut(),
+            events: core::cell::Cell::new(0),
         }
     }
 }

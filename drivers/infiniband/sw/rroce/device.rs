@@ -57,6 +57,8 @@ pub(crate) struct DevPriv {
     pub(crate) stats: crate::stats::Stats,
     /// Packets to the device's own addresses (`loopback`).
     pub(crate) loopq: crate::loopback::LoopQueue,
+    /// Multicast groups of UD QPs.
+    pub(crate) mcast: crate::mcast::McastTable,
 }
 
 /// An rroce device: ib_core's `ib_device` followed by ours.
@@ -326,6 +328,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
     let net = nref.net();
 
     let loopq = crate::loopback::LoopQueue::new()?;
+    let mcast = crate::mcast::McastTable::new()?;
     let dev = {
         let mut st = g.state.lock();
         if st.devs.iter().any(|e| e.ndev == ndev.as_ptr()) {
@@ -359,6 +362,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 ahs: IdTable::new(),
                 stats: crate::stats::Stats::new(),
                 loopq,
+                mcast,
             })
         };
         // Cannot fail: capacity was reserved above.

@@ -27,6 +27,7 @@ use crate::proto::rc::{is_rc_request, is_rc_response, is_uc_request, InRequest, 
 use kernel::types::Opaque;
 use crate::proto::link;
 use crate::lock::{new_spinlock_bh, SpinLockBh};
+use crate::mcast;
 use crate::proto::abi::{CreateQpCmd, CreateQpResp};
 use crate::proto::qp::{AttrMask, DeviceLimits, QpAttrs, QpState, QpType};
 use crate::proto::ring::{Producer, RingLayout};
@@ -767,12 +768,63 @@ unsafe extern "C" fn work_fn(w: *mut bindings::work_struct) {
     with_live(q, |ctx, inner| inner.dp.on_work(ctx, &mut inner.state));
 }
 
+/// A UD datagram for UD/GSI QP `p`.  Bottom halves disabled.
+fn deliver_ud(p: &QpPriv, ctx: &Ctx<'_>, parsed: &crate::proto::hdr::Parsed, ip: &[u8], payload: &[u8]) -> bool {
+    let mut g = p.lock_dp();
+    let inner = &mut *g;
+    let taken = matches!(inner.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe)
+        && inner.dp.on_ud(ctx, parsed, ip, payload);
+    drop(g);
+    ctx.fire();
+    taken
+}
+
+/// A datagram to QP 0xFFFFFF: a copy for every UD QP attached to the group
+/// of its destination address.  Bottom halves disabled.
+fn deliver_mcast(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
+    let mgid = match ip.first().map(|b| b >> 4) {
+        Some(4) => ip.get(16..20).and_then(|a| <[u8; 4]>::try_from(a).ok()).map(|a| {
+            let mut g = [0u8; 16];
+            g[10] = 0xff;
+            g[11] = 0xff;
+            g[12..].copy_from_slice(&a);
+            g
+        }),
+        Some(6) => ip.get(24..40).and_then(|a| <[u8; 16]>::try_from(a).ok()),
+        _ => None,
+    };
+    let Some(mgid) = mgid else { return false };
+    let mut qpns = [0u32; mcast::MAX_QP_PER_GROUP];
+    let n = dev.p.mcast.members(&mgid, &mut qpns);
+    let payload = parsed.payload(roce);
+    let mut taken = false;
+    for &qpn in qpns.get(..n).unwrap_or(&[]) {
+        let q = dev.p.qpns.load(qpn).cast::<RroceQp>();
+        // SAFETY: as in `deliver`.
+        let Some(q) = (unsafe { q.as_ref() }) else { continue };
+        if !q.live.load(Ordering::Acquire) {
+            continue;
+        }
+        // SAFETY: live implies `p` is initialised.
+        let p = unsafe { q.p.assume_init_ref() };
+        if p.ty != QpType::Ud {
+            continue;
+        }
+        let ctx = q.ctx(p);
+        taken |= deliver_ud(p, &ctx, parsed, ip, payload);
+    }
+    taken
+}
+
 /// Hands a received, validated RC packet to QP `qpn` of `dev`.  Returns
 /// `false` if no QP could take it.
 ///
 /// Called in the receive softirq (RCU read side): `destroy_qp` waits for a
 /// grace period after unpublishing the QP.
 pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
+    if parsed.bth.dest_qpn == mcast::MCAST_QPN {
+        return deliver_mcast(dev, parsed, roce, ip);
+    }
     let q = dev.p.qpns.load(parsed.bth.dest_qpn).cast::<RroceQp>();
     // SAFETY: QPN table entries are QPs of this device, valid during the
     // RCU read-side section (see above).
@@ -785,13 +837,7 @@ pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: 
     let ctx = q.ctx(p);
     let payload = parsed.payload(roce);
     if matches!(p.ty, QpType::Ud | QpType::Gsi) {
-        let mut g = p.lock_dp();
-        let inner = &mut *g;
-        let taken = matches!(inner.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe)
-            && inner.dp.on_ud(&ctx, parsed, ip, payload);
-        drop(g);
-        ctx.fire();
-        return taken;
+        return deliver_ud(p, &ctx, parsed, ip, payload);
     }
     let op = parsed.bth.opcode;
     // The transport of the opcode must be the QP's (IBA 9.6.1.1: else
@@ -921,6 +967,8 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut bindings::ib_qp, _udata: *mu
     // SAFETY: `qp` is ours and created.
     let q = unsafe { &*qp.cast::<RroceQp>() };
     q.live.store(false, Ordering::Release);
+    // Attachments a kernel consumer left behind (uverbs detaches first).
+    q.dev().p.mcast.forget_qp(q.dev().p.ndev.as_ptr(), q.ib.qp_num);
     q.dev().p.qpns.remove(q.ib.qp_num);
     // Receivers that found the QP before it was unpublished are done after
     // a grace period; then no one can arm the timer any more.
@@ -935,4 +983,49 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut bindings::ib_qp, _udata: *mu
     // Dropping the rings gives their mappings back.
     drop(p);
     0
+}
+
+/// The GID of a multicast attach/detach call.
+///
+/// # Safety
+///
+/// `gid` must point to a valid `ib_gid`.
+unsafe fn mgid_of(gid: *mut bindings::ib_gid) -> Result<[u8; 16]> {
+    // SAFETY: per the requirements.
+    let raw = unsafe { gid.as_ref() }.ok_or(EINVAL)?;
+    // SAFETY: every 16-byte pattern is a valid `raw` view of the union.
+    Ok(unsafe { raw.raw })
+}
+
+/// # Safety
+///
+/// `ib_device_ops::attach_mcast` contract.
+pub(crate) unsafe extern "C" fn attach_mcast(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
+    from_result(|| {
+        // SAFETY: `qp` is ours and created.
+        let (q, p) = unsafe { RroceQp::from_ib(qp) };
+        if p.ty != QpType::Ud {
+            return Err(EINVAL);
+        }
+        // SAFETY: ib_core passes a valid GID.
+        let mgid = unsafe { mgid_of(gid) }?;
+        let dev = q.dev();
+        dev.p.mcast.attach(dev.p.ndev.as_ptr(), &mgid, q.ib.qp_num)?;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// `ib_device_ops::detach_mcast` contract.
+pub(crate) unsafe extern "C" fn detach_mcast(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
+    from_result(|| {
+        // SAFETY: `qp` is ours and created.
+        let (q, _) = unsafe { RroceQp::from_ib(qp) };
+        // SAFETY: ib_core passes a valid GID.
+        let mgid = unsafe { mgid_of(gid) }?;
+        let dev = q.dev();
+        dev.p.mcast.detach(dev.p.ndev.as_ptr(), &mgid, q.ib.qp_num)?;
+        Ok(0)
+    })
 }

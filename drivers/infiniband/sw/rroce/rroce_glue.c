@@ -10,8 +10,10 @@
 #include <linux/cpumask.h>
 #include <linux/crc32.h>
 #include <linux/highmem.h>
+#include <linux/igmp.h>
 #include <linux/inetdevice.h>
 #include <linux/netdevice.h>
+#include <linux/rtnetlink.h>
 #include <linux/timer.h>
 #include <linux/workqueue.h>
 #include <net/addrconf.h>
@@ -159,6 +161,36 @@ int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 		   gfp_t gfp)
 {
 	return xa_alloc(xa, id, entry, XA_LIMIT(min, max), gfp);
+}
+
+/*
+ * Join (or leave) the IP multicast group of @mgid (an IPv4-mapped or IPv6
+ * multicast address) on @ndev, as a UD QP attaching to it needs: the IP
+ * layer only accepts datagrams to groups the interface is a member of.
+ */
+int rroce_mcast_join(struct net_device *ndev, const u8 *mgid, bool join)
+{
+	const struct in6_addr *a = (const struct in6_addr *)mgid;
+	struct in_device *in_dev;
+	int err = 0;
+
+	if (ipv6_addr_v4mapped(a)) {
+		rtnl_lock();
+		in_dev = __in_dev_get_rtnl(ndev);
+		if (!in_dev)
+			err = -ENODEV;
+		else if (join)
+			err = ip_mc_inc_group(in_dev, a->s6_addr32[3]);
+		else
+			ip_mc_dec_group(in_dev, a->s6_addr32[3]);
+		rtnl_unlock();
+		return err;
+	}
+#if IS_ENABLED(CONFIG_IPV6)
+	return join ? ipv6_dev_mc_inc(ndev, a) : ipv6_dev_mc_dec(ndev, a);
+#else
+	return -EAFNOSUPPORT;
+#endif
 }
 
 /* Erase @id only if it still holds @entry; true if it did. */

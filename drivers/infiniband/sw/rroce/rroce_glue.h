@@ -42,6 +42,7 @@ struct xarray;
 void rroce_xa_init_alloc1(struct xarray *xa);
 int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 		   gfp_t gfp);
+int rroce_mcast_join(struct net_device *ndev, const u8 *mgid, bool join);
 bool rroce_xa_erase_if(struct xarray *xa, u32 id, void *entry);
 bool rroce_xa_replace(struct xarray *xa, u32 id, void *old, void *new);
 

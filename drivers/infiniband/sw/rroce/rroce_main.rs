@@ -37,6 +37,7 @@ mod glue;
 mod idtable;
 mod lock;
 mod loopback;
+mod mcast;
 mod mr;
 mod netdev;
 mod parent;

@@ -90,6 +90,8 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         modify_qp: Some(qp::modify_qp),
         query_qp: Some(qp::query_qp),
         destroy_qp: Some(qp::destroy_qp),
+        attach_mcast: Some(qp::attach_mcast),
+        detach_mcast: Some(qp::detach_mcast),
         size_ib_qp: qp::QP_SIZE,
         create_srq: Some(crate::srq::create_srq),
         modify_srq: Some(crate::srq::modify_srq),
@@ -131,6 +133,9 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.max_qp_init_rd_atom = MAX_RD_ATOM as c_int;
     a.max_res_rd_atom = (MAX_RD_ATOM * MAX_QP) as c_int;
     a.max_ah = MAX_AH as c_int;
+    a.max_mcast_grp = crate::mcast::MAX_GROUPS as c_int;
+    a.max_mcast_qp_attach = crate::mcast::MAX_QP_PER_GROUP as c_int;
+    a.max_total_mcast_qp_attach = (crate::mcast::MAX_GROUPS * crate::mcast::MAX_QP_PER_GROUP) as c_int;
     a.max_pkeys = 1;
     a.local_ca_ack_delay = ACK_DELAY;
     // One module-wide lock serialises the responder's atomics (rroce_page_atomic),

@@ -129,6 +129,9 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     reg_mr: Some(mr::rroce_reg_mr),
     dereg_mr: Some(mr::rroce_dereg_mr),
     rereg_mr: Some(mr::rroce_rereg_mr),
+    // Multicast needs nothing of the provider: the kernel does it all.
+    attach_mcast: Some(ibv_cmd_attach_mcast),
+    detach_mcast: Some(ibv_cmd_detach_mcast),
     create_ah: Some(mr::rroce_create_ah),
     destroy_ah: Some(mr::rroce_destroy_ah),
     ..VerbsContextOps::NONE

@@ -1049,6 +1049,9 @@ pub type ReqNotifyCqFn = unsafe extern "C" fn(cq: *mut IbvCq, solicited_only: c_
 pub type DestroyCqFn = unsafe extern "C" fn(cq: *mut IbvCq) -> c_int;
 /// `verbs_context_ops::resize_cq`: 0 or an errno value.
 pub type ResizeCqFn = unsafe extern "C" fn(cq: *mut IbvCq, cqe: c_int) -> c_int;
+/// `verbs_context_ops::attach_mcast` / `detach_mcast`; `gid` points to a
+/// 16-byte `union ibv_gid`.
+pub type McastFn = unsafe extern "C" fn(qp: *mut IbvQp, gid: *const [u8; 16], lid: u16) -> c_int;
 /// `verbs_context_ops::create_qp`.
 pub type CreateQpFn = unsafe extern "C" fn(pd: *mut IbvPd, attr: *mut IbvQpInitAttr) -> *mut IbvQp;
 /// `verbs_context_ops::modify_qp`.
@@ -1123,7 +1126,7 @@ pub struct VerbsContextOps {
     pub alloc_td: UnusedOp,
     pub async_event: UnusedOp,
     pub attach_counters_point_flow: UnusedOp,
-    pub attach_mcast: UnusedOp,
+    pub attach_mcast: Option<McastFn>,
     pub bind_mw: UnusedOp,
     pub close_xrcd: UnusedOp,
     pub cq_event: UnusedOp,
@@ -1152,7 +1155,7 @@ pub struct VerbsContextOps {
     pub destroy_rwq_ind_table: UnusedOp,
     pub destroy_srq: Option<DestroySrqFn>,
     pub destroy_wq: UnusedOp,
-    pub detach_mcast: UnusedOp,
+    pub detach_mcast: Option<McastFn>,
     pub free_context: Option<FreeContextFn>,
     pub free_dm: UnusedOp,
     pub get_srq_num: UnusedOp,
@@ -1945,6 +1948,12 @@ unsafe extern "C" {
         resp: *mut IbUverbsReregMrResp,
         resp_size: usize,
     ) -> c_int;
+
+    /// ATTACH_MCAST: the whole verb (no driver data).  0 or an errno value.
+    pub fn ibv_cmd_attach_mcast(qp: *mut IbvQp, gid: *const [u8; 16], lid: u16) -> c_int;
+
+    /// DETACH_MCAST: the whole verb.  0 or an errno value.
+    pub fn ibv_cmd_detach_mcast(qp: *mut IbvQp, gid: *const [u8; 16], lid: u16) -> c_int;
 
     /// DEREG_MR.  Returns 0 or an errno value.
     pub fn ibv_cmd_dereg_mr(vmr: *mut VerbsMr) -> c_int;

@@ -876,7 +876,7 @@ impl Dp {
 
     /// Sends every WQE in the SQ ring of a UD/GSI QP: one packet each,
     /// completed once handed to the network.  A WQE that cannot be sent
-    /// completes with an error and the QP enters the error state.
+    /// completes with an error and the QP enters the SQE state.
     fn ud_send_all(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
         let mtu = link::active_mtu(ctx.dev.p.ndev.mtu()).map_or(256, |m| m.bytes());
         loop {
@@ -906,7 +906,12 @@ impl Dp {
                 push_send(ctx, &cqe);
             }
             if status != WcStatus::Success {
-                self.to_error(ctx, st);
+                // A UD send error stops the send queue only (IBA: the QP
+                // enters SQE): what is queued behind is flushed, receives
+                // go on, and modify_qp(SQE -> RTS) resumes sending (the
+                // MAD layer does exactly that on its GSI QP).
+                *st = QpState::Sqe;
+                self.flush_sq_ring(ctx);
                 return;
             }
         }

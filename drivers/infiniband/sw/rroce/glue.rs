@@ -51,6 +51,14 @@ extern "C" {
         max: u32,
         gfp: bindings::gfp_t,
     ) -> c_int;
+    pub(crate) fn rroce_xa_erase_if(xa: *mut bindings::xarray, id: u32, entry: *mut c_void) -> bool;
+    pub(crate) fn rroce_xa_replace(
+        xa: *mut bindings::xarray,
+        id: u32,
+        old: *mut c_void,
+        new: *mut c_void,
+    ) -> bool;
+    pub(crate) fn rroce_mcast_join(ndev: *mut bindings::net_device, mgid: *const u8, join: bool) -> c_int;
     pub(crate) fn rroce_kfree_skb(skb: *mut bindings::sk_buff);
     pub(crate) fn rroce_sk_user_data(sk: *mut bindings::sock) -> *mut c_void;
     pub(crate) fn rroce_udp_tunnel_open(

@@ -180,7 +180,7 @@ int rroce_mcast_join(struct net_device *ndev, const u8 *mgid, bool join)
 		if (!in_dev)
 			err = -ENODEV;
 		else if (join)
-			err = ip_mc_inc_group(in_dev, a->s6_addr32[3]);
+			ip_mc_inc_group(in_dev, a->s6_addr32[3]);
 		else
 			ip_mc_dec_group(in_dev, a->s6_addr32[3]);
 		rtnl_unlock();

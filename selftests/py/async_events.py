@@ -11,6 +11,8 @@ the QP events are read from DEV1's context (the responder):
   - IBV_EVENT_QP_REQ_ERR: a misaligned FETCH_AND_ADD (REM_INV_REQ_ERR);
   - no event for a good transfer, and none for a QP the user moves to ERR
     (without an SRQ; SRQ QPs get LAST_WQE_REACHED, see srq_verbs.py);
+  - modify_qp to RESET removes that QP's unpolled completions from its CQ
+    (and only those), as hardware providers do;
   - with IF0 (DEV0's netdev): `ip link set IF0 down` -> IBV_EVENT_PORT_ERR
     on DEV0's context, `up` -> IBV_EVENT_PORT_ACTIVE.
 """
@@ -124,6 +126,31 @@ def main():
     p = pair()
     s, r = send_one(p, 65536)
     check(len(r) == 1 and r[0].status == 0 and r[0].byte_len == 65536, "a fresh pair still moves 64 KiB")
+
+    # RESET removes a QP's unpolled completions from its CQ (only its own).
+    cq = d0.cq(32)
+    cqb = d1.cq(32)
+    qa, qb = d0.qp(cq, cq), d0.qp(cq, cq)
+    pa, pb = d1.qp(cqb, cqb), d1.qp(cqb, cqb)
+    for q0, q1 in ((qa, pa), (qb, pb)):
+        rclib.to_init(q0)
+        rclib.to_init(q1)
+        rclib.to_rtr(q0, d0, d1, q1.qp_num, 300, mtu)
+        rclib.to_rtr(q1, d1, d0, q0.qp_num, 100, mtu)
+        rclib.to_rts(q0, 100)
+        rclib.to_rts(q1, 300)
+    for i, q in enumerate((qa, qa, qa, qb, qb)):
+        wr = SendWR(wr_id=100 + i, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(smr.buf, 64, smr.lkey)],
+                    send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_rdma(rmr.rkey, rmr.buf)
+        q.post_send(wr)
+        time.sleep(0.2)
+    time.sleep(2)
+    qa.modify(rclib.qp_attr(e.IBV_QPS_RESET), e.IBV_QP_STATE)
+    left = rclib.drain(cq, 1.0)
+    check(sorted(w.wr_id for w in left) == [103, 104] and all(w.qp_num == qb.qp_num for w in left),
+          "modify to RESET drops the QP's 3 unpolled completions, the other QP's 2 stay",
+          f"{[rclib.wc_str(w) for w in left]}")
 
     if len(sys.argv) > 5 and len(fds0) == 1:
         fd0 = fds0.pop()

@@ -628,6 +628,39 @@ fn drain_parts(
     }
 }
 
+/// Removes the unpolled completions of QP `qpn` from `cq` (the QP went to
+/// RESET: its old completions must not surface once it is reused, as on
+/// hardware providers).  A broken CQ is left alone.
+///
+/// # Safety
+///
+/// `cq` must be NULL or a live CQ of ours.
+pub(crate) unsafe fn purge_qp(cq: *mut IbvCq, qpn: u32) {
+    if cq.is_null() {
+        return;
+    }
+    // SAFETY: per the contract.
+    let lock = unsafe { ring_of(cq) };
+    let mut g = lock.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(ring) = g.as_mut() else { return };
+    if ring.broken {
+        return;
+    }
+    let region = ring.map.region();
+    let keep = |e: &[u8]| {
+        <&[u8; CQE_BYTES]>::try_from(e)
+            .ok()
+            .and_then(|b| Cqe::decode(b).ok())
+            .is_none_or(|c| c.qp_num != qpn)
+    };
+    if let Err(e) = ring.consumer.purge(&region, keep) {
+        warn(format_args!(
+            "CQ ring error {e:?} while removing QP {qpn}'s completions"
+        ));
+        ring.broken = true;
+    }
+}
+
 /// `verbs_context_ops::poll_cq` (`ibv_poll_cq`): the number of completions
 /// written to `wc` (at most `num_entries`), or a negative errno value:
 /// `-EINVAL` for bad arguments, `-EIO` once the CQ is broken.

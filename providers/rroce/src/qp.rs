@@ -471,7 +471,21 @@ pub(crate) unsafe extern "C" fn rroce_modify_qp(
     let mut cmd = IbvModifyQp::default();
     // SAFETY: pointers valid per the contract; `cmd` is a live local of the
     // size passed.
-    unsafe { ibv_cmd_modify_qp(qp, attr, attr_mask, &mut cmd, size_of::<IbvModifyQp>()) }
+    let ret = unsafe { ibv_cmd_modify_qp(qp, attr, attr_mask, &mut cmd, size_of::<IbvModifyQp>()) };
+    // SAFETY: `attr` is a `struct ibv_qp_attr`, whose `qp_state` (an
+    // enum) is at QP_ATTR_STATE_OFFSET, checked against the C header.
+    let state = unsafe { attr.byte_add(QP_ATTR_STATE_OFFSET).cast::<c_int>().read() };
+    if ret == 0 && attr_mask & IBV_QP_STATE != 0 && state == IBV_QPS_RESET {
+        // SAFETY: `qp` is live; its CQs are ours and outlive it.
+        unsafe {
+            let (scq, rcq, qpn) = ((*qp).send_cq, (*qp).recv_cq, (*qp).qp_num);
+            crate::cq::purge_qp(scq, qpn);
+            if rcq != scq {
+                crate::cq::purge_qp(rcq, qpn);
+            }
+        }
+    }
+    ret
 }
 
 /// `verbs_context_ops::query_qp` (a QUERY_QP command); the capacities are

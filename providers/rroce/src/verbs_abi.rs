@@ -597,6 +597,12 @@ pub struct IbvQpAttr {
     _opaque: [u8; 0],
 }
 
+/// `offsetof(struct ibv_qp_attr, qp_state)`: the first field (an enum).
+pub const QP_ATTR_STATE_OFFSET: usize = 0;
+
+/// `enum ibv_qp_attr_mask`: `IBV_QP_STATE`.
+pub const IBV_QP_STATE: c_int = 1;
+
 /// `offsetof(struct ibv_qp_attr, cap)`: after four enums and five
 /// `uint32_t`/`unsigned int` fields.
 pub const QP_ATTR_CAP_OFFSET: usize = 36;
@@ -2120,6 +2126,8 @@ mod c_layout {
             ("IBV_QPT_UC", IBV_QPT_UC as usize),
             ("IBV_QPT_UD", IBV_QPT_UD as usize),
             ("IBV_QPS_RESET", IBV_QPS_RESET as usize),
+            ("IBV_QP_STATE", IBV_QP_STATE as usize),
+            ("offsetof(struct ibv_qp_attr, qp_state)", QP_ATTR_STATE_OFFSET),
             ("IBV_QPS_RTS", IBV_QPS_RTS as usize),
             // struct ibv_qp_init_attr, ibv_qp_cap, ibv_qp_attr
             ("sizeof(struct ibv_qp_cap)", size_of::<IbvQpCap>()),

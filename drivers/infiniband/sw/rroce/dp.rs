@@ -846,7 +846,16 @@ impl Dp {
                 }
             }
         }
-        match a.reply {
+        let mut reply = a.reply;
+        if local_err && !a.qp_error {
+            // The payload could not be placed here: the requester gets a
+            // NAK (remote operational error) instead of what the responder
+            // decided, and this side enters the error state below.
+            if let Some(resp) = self.resp.as_mut() {
+                reply = Reply::Packet(resp.local_error(r.psn));
+            }
+        }
+        match reply {
             Reply::None => {}
             Reply::Packet(d) => self.queue_reply(Pending::Pkt(d)),
             Reply::Read(stream) => self.queue_reply(Pending::Read(stream)),

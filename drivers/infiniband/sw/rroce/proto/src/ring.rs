@@ -765,6 +765,52 @@ impl Consumer {
         self.release_all(region)
     }
 
+    /// Remove every unconsumed entry for which `keep` is false, keeping
+    /// the others in order, and release the freed slots; returns how many
+    /// were removed.  The entries consumed but not released must have been
+    /// released first (`BadLength` otherwise).
+    ///
+    /// Safe against a producer adding entries meanwhile: only slots between
+    /// the consumer and the producer index read here (which the producer
+    /// does not touch) are rewritten, compacted towards the newest one, and
+    /// the consumer index then moves past the freed slots at the old end.
+    /// `keep` sees at most one entry's bytes (`entry_size` of them, up to
+    /// 64) at a time.
+    pub fn purge<R: SharedRegion + ?Sized>(
+        &mut self,
+        region: &R,
+        mut keep: impl FnMut(&[u8]) -> bool,
+    ) -> Result<u32, RingError> {
+        self.check()?;
+        if self.unreleased() != 0 {
+            return Err(RingError::BadLength);
+        }
+        let esz = self.layout.entry_size as usize;
+        let mut buf = [0u8; 64];
+        let entry = buf.get_mut(..esz).ok_or(RingError::BadLength)?;
+        self.refresh(region)?;
+        let mut dst = self.seen_prod;
+        let mut removed = 0u32;
+        let mut i = self.seen_prod;
+        while i != self.head {
+            i = i.wrapping_sub(1);
+            if !region.read(self.layout.slot_offset(i), entry) {
+                return Err(self.fail(RingError::Access));
+            }
+            if keep(entry) {
+                dst = dst.wrapping_sub(1);
+                if dst != i && !region.write(self.layout.slot_offset(dst), entry) {
+                    return Err(self.fail(RingError::Access));
+                }
+            } else {
+                removed += 1;
+            }
+        }
+        self.head = self.head.wrapping_add(removed);
+        self.release_all(region)?;
+        Ok(removed)
+    }
+
     /// [`Self::read_next`] and, if an entry was read, [`Self::release_all`].
     pub fn pop<R: SharedRegion + ?Sized>(
         &mut self,
@@ -1246,6 +1292,51 @@ mod tests {
         c.advance(&r).unwrap();
         assert_eq!(c.released(), 12);
         assert_eq!(c.release(&r, 1), Err(RingError::BadLength));
+    }
+
+    #[test]
+    fn purge_removes_matching_entries_in_order_across_the_wrap() {
+        for start in [0u32, u32::MAX - 3, 5] {
+            let l = RingLayout::new(8, 64, 8).unwrap();
+            let buf = cells(l.bytes_total());
+            let r = CellRegion::new(&buf);
+            l.init_header(&r, start).unwrap();
+            let mut p = Producer::new(l, start);
+            let mut c = Consumer::new(l, start);
+            let mut out = [0u8; 64];
+            // Move the ring around a bit first.
+            for i in 0..5 {
+                p.push(&r, &entry(100 + i, 64)).unwrap();
+                assert_eq!(c.pop(&r, &mut out), Ok(true));
+            }
+            for i in 0..8 {
+                p.push(&r, &entry(i, 64)).unwrap();
+            }
+            // Drop the odd sequence numbers.
+            let odd = |e: &[u8]| u64::from_ne_bytes(e[..8].try_into().unwrap()) % 2 == 1;
+            assert_eq!(c.purge(&r, |e| !odd(e)), Ok(4));
+            assert_eq!(p.free_slots(&r), Ok(4));
+            for i in [0u64, 2, 4, 6] {
+                assert_eq!(c.pop(&r, &mut out), Ok(true));
+                assert_eq!(out.to_vec(), entry(i, 64));
+            }
+            assert_eq!(c.pop(&r, &mut out), Ok(false));
+            // The freed slots are usable again, in order.
+            for i in 8..16 {
+                p.push(&r, &entry(i, 64)).unwrap();
+            }
+            assert_eq!(c.purge(&r, |_| true), Ok(0));
+            assert_eq!(c.purge(&r, |e| e[0] != 9), Ok(1));
+            for i in (8..16).filter(|&i| i != 9) {
+                assert_eq!(c.pop(&r, &mut out), Ok(true));
+                assert_eq!(out.to_vec(), entry(i, 64));
+            }
+            // Unreleased consumed entries: refused, nothing changed.
+            p.push(&r, &entry(20, 64)).unwrap();
+            assert_eq!(c.read_next(&r, &mut out), Ok(true));
+            assert_eq!(c.purge(&r, |_| false), Err(RingError::BadLength));
+            assert_eq!(c.unreleased(), 1);
+        }
     }
 
     #[test]

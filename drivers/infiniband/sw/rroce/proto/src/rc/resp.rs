@@ -35,7 +35,7 @@
 
 use super::super::hdr::{
     pad_count, payload_len_ok, Aeth, Syndrome, AETH_ACK_UNLIMITED, NAK_INVALID_REQUEST,
-    NAK_PSN_SEQ_ERROR, NAK_REMOTE_ACCESS_ERROR,
+    NAK_PSN_SEQ_ERROR, NAK_REMOTE_ACCESS_ERROR, NAK_REMOTE_OPERATIONAL_ERROR,
 };
 use super::super::opcode::{
     lookup, read_response_opcode, Operation, Position, RC_ACKNOWLEDGE, RC_ATOMIC_ACKNOWLEDGE,
@@ -481,6 +481,23 @@ impl<const R: usize> Responder<R> {
         let taken = matches!(self.ctx, Ctx::Send { .. });
         self.ctx = Ctx::None;
         taken
+    }
+
+    /// The glue could not place the payload of request `psn` in the
+    /// current receive WQE (its L_Key or range is bad: a local protection
+    /// error on this side).  The requester must not see an ACK: the reply
+    /// becomes a NAK remote operational error (its WQE completes with
+    /// `REM_OP_ERR`), and the receive side enters the error state.
+    pub fn local_error(&mut self, psn: Psn) -> RespDesc {
+        self.error = true;
+        self.ctx = Ctx::None;
+        self.counters.naks = self.counters.naks.wrapping_add(1);
+        self.ack_pkt(
+            psn,
+            Syndrome::Nak {
+                code: NAK_REMOTE_OPERATIONAL_ERROR,
+            },
+        )
     }
 
     /// Decide what to do with request `pkt` (already checked for ICRC,
@@ -967,5 +984,31 @@ impl<const R: usize> Responder<R> {
                 a
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_error_naks_remote_operational_error_and_stops() {
+        let mut r: Responder<4> = Responder::new(RespConfig {
+            rq_psn: Psn::new(100),
+            pmtu: PathMtu::Mtu1024,
+            max_dest_rd_atomic: 4,
+            min_rnr_timer: 1,
+        });
+        let d = r.local_error(Psn::new(100));
+        assert_eq!(d.opcode, RC_ACKNOWLEDGE);
+        assert_eq!(d.psn, Psn::new(100));
+        assert_eq!(
+            d.aeth.map(|a| a.decoded()),
+            Some(Syndrome::Nak {
+                code: NAK_REMOTE_OPERATIONAL_ERROR
+            })
+        );
+        assert!(r.is_error());
+        assert_eq!(r.counters().naks, 1);
     }
 }

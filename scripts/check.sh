@@ -80,18 +80,25 @@ fi
 skipped=0
 if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 	step "VM selftests again on the debug kernel: ${DEBUG_TESTS[*]}"
-	ready=1
+	ready=1 why=
 	deadline=$((t0 + budget - stage_secs))
+	# Wait for the build only while it can still finish in time: its object
+	# count against the plain kernel's gives a rough ETA.
+	total=$(find "$RROCE_CACHE/build-plain" -name '*.o' 2>/dev/null | wc -l)
 	while kill -0 "$dbg_pid" 2>/dev/null; do
-		if [ "$(date +%s)" -ge "$deadline" ]; then
+		now=$(date +%s)
+		done_objs=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
+		left=$((total > done_objs ? total - done_objs : 0))
+		eta=$(( done_objs > 0 ? (now - t0) * left / done_objs : 1 << 30 ))
+		if [ "$now" -ge "$deadline" ] || [ $((now + eta)) -ge "$deadline" ]; then
 			ready=0
+			why="debug kernel build not finished in time ($done_objs of ~$total objects $(( (now - t0) / 60 )) min into make check; a fresh machine: the build resumes on the next run)"
 			break
 		fi
 		sleep 10
 	done
 	if [ $ready = 0 ]; then
 		stop_debug_build
-		why="debug kernel build not finished $(( (deadline - t0) / 60 )) min into make check (a fresh machine; the build resumes on the next run)"
 	elif ! wait "$dbg_pid"; then
 		dbg_pid=
 		ready=0 why="debug kernel build failed (build/kernel-debug.log)"

@@ -29,6 +29,7 @@ for byte.  A flood of --flood mixed packets (from --procs processes) ends
 the attacks.  Prints TAP lines (ok / not ok) and per-class packet counts.
 """
 import argparse
+import ctypes
 import os
 import random
 import socket
@@ -50,6 +51,7 @@ from rclib import Dev, wc_str, state_str  # noqa: E402
 from taplib import check, finish  # noqa: E402
 
 ROCE = 4791
+CLONE_NEWNET = 0x40000000
 IP0, IP1, IP6_0, IP6_1 = "10.77.0.1", "10.77.0.2", "fd77::1", "fd77::2"
 SPORT = 49999
 PKEY = 0xFFFF
@@ -92,20 +94,45 @@ def deth(qkey, src):
     return struct.pack("!II", qkey, src & 0xFFFFFF)
 
 
-class Wire:
-    """Sends UDP payloads (BTH ... ICRC) to DEV1 (over the veth, IPv4 or
-    IPv6) or to DEV0 (loopback), with the ICRC computed over the IP/UDP
-    headers the kernel will build (or deliberately wrong)."""
+def udp_socket(v6, addr, netns=None):
+    """A UDP socket bound to (addr, SPORT), created in network namespace
+    `netns` (a name under /run/netns) if given: sockets keep the namespace
+    they were created in."""
+    fam = socket.AF_INET6 if v6 else socket.AF_INET
+    if netns:
+        libc = ctypes.CDLL(None, use_errno=True)
+        with open("/proc/self/ns/net") as cur, open(f"/run/netns/{netns}") as tgt:
+            if libc.setns(tgt.fileno(), CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns({netns})")
+            try:
+                s = socket.socket(fam, socket.SOCK_DGRAM)
+            finally:
+                if libc.setns(cur.fileno(), CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), "setns back")
+    else:
+        s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.bind((addr, SPORT))
+    # DF always (IPv4: the ID is then 0 on an unconnected socket, and the
+    # ICRC covers it); IP(V6)_MTU_DISCOVER = IP_PMTUDISC_DO.
+    if v6:
+        s.setsockopt(socket.IPPROTO_IPV6, 23, 2)
+    else:
+        s.setsockopt(socket.IPPROTO_IP, 10, 2)
+    return s
 
-    def __init__(self):
-        self.s4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.s4.bind((IP0, SPORT))
-        # DF always: the IPv4 ID is then 0 (unconnected socket), which the
-        # ICRC covers.
-        self.s4.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER = IP_PMTUDISC_DO
-        self.s6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-        self.s6.bind((IP6_0, SPORT))
-        self.s6.setsockopt(socket.IPPROTO_IPV6, 23, 2)  # IPV6_MTU_DISCOVER = DO
+
+class Wire:
+    """Sends UDP payloads (BTH ... ICRC) to DEV1 (from IP0 / IP6_0 over the
+    veth) or to DEV0 (from IP1 / IP6_1, a socket in DEV1's namespace, the
+    other way over the veth: from the QPs' peer address), with the ICRC
+    computed over the IP/UDP headers the kernel will build (or
+    deliberately wrong)."""
+
+    def __init__(self, peer_ns):
+        # (to, v6) -> socket
+        self.socks = {(1, False): udp_socket(False, IP0), (1, True): udp_socket(True, IP6_0),
+                      (0, False): udp_socket(False, IP1, peer_ns), (0, True): udp_socket(True, IP6_1, peer_ns)}
+        self.s4, self.s6 = self.socks[(1, False)], self.socks[(1, True)]
         self.sent = 0
 
     @staticmethod
@@ -123,18 +150,16 @@ class Wire:
 
     def packet(self, roce, to=1, v6=False, good_icrc=True, opts=b""):
         """roce: the UDP payload without ICRC; returns the full payload."""
-        src = IP6_0 if v6 else IP0
-        dst = (IP6_1 if v6 else IP1) if to == 1 else (IP6_0 if v6 else IP0)
+        a, b = (IP6_0, IP6_1) if v6 else (IP0, IP1)
+        src, dst = (a, b) if to == 1 else (b, a)
         c = self.icrc(src, dst, roce, v6, opts)
         if not good_icrc:
             c ^= 0x5A5A0001
         return roce + struct.pack("<I", c)
 
     def send_raw(self, payload, to=1, v6=False):
-        if v6:
-            self.s6.sendto(payload, (IP6_1 if to == 1 else IP6_0, ROCE))
-        else:
-            self.s4.sendto(payload, (IP1 if to == 1 else IP0, ROCE))
+        a, b = (IP6_0, IP6_1) if v6 else (IP0, IP1)
+        self.socks[(to, v6)].sendto(payload, (b if to == 1 else a, ROCE))
         self.sent += 1
 
     def send(self, roce, to=1, v6=False, good_icrc=True):
@@ -165,6 +190,7 @@ def softnet_drops():
 class Hostile:
     def __init__(self, a):
         self.a = a
+        self.v6 = a.v6
         self.rng = random.Random(a.seed)
         self.scale = float(os.environ.get("RROCE_TIMEOUT_SCALE", "1") or 1)
         self.d0 = Dev(a.dev0, a.gid0)
@@ -173,7 +199,7 @@ class Hostile:
         self.pmtu = rclib.MTU_BYTES[self.mtu]
         self.cq0 = self.d0.cq(256)
         self.cq1 = self.d1.cq(256)
-        self.w = Wire()
+        self.w = Wire(a.peer_ns)
         self.classes = []  # (name, packets)
         # pair A
         self.qa0 = self.d0.qp(self.cq0, self.cq0, send_wr=64, recv_wr=64)
@@ -199,7 +225,7 @@ class Hostile:
         dead = self.d1.mr(4096)
         self.dead_rkey, self.dead_va = dead.rkey, dead.buf
         dead.close()
-        print(f"# {a.dev0}[gid {a.gid0}] <-> {a.dev1}[gid {a.gid1}], path MTU {self.pmtu}; pair A: "
+        print(f"# IPv{6 if self.v6 else 4}: {a.dev0}[gid {a.gid0}] <-> {a.dev1}[gid {a.gid1}], path MTU {self.pmtu}; pair A: "
               f"qpn {self.qa0.qp_num} -> {self.qa1.qp_num}, ePSN {self.psn0:#x}; UD qpn {self.ud1.qp_num}; "
               f"RESET qpn {self.reset_qp.qp_num}, INIT qpn {self.init_qp.qp_num}; MR rkey {self.mr1.rkey:#x} "
               f"va {self.mr1.buf:#x}; other-PD rkey {self.mr_other_pd.rkey:#x}; dead rkey {self.dead_rkey:#x}",
@@ -253,7 +279,11 @@ class Hostile:
         check(not bad, f"{name}: counters", "; ".join(bad))
         return d0, d1
 
-    def cls(self, name, n4, n6=0):
+    def cls(self, name, n4, n6=None):
+        """Record a class of n4 IPv4 and n6 IPv6 packets (n6 None: n4
+        packets of this run's family)."""
+        if n6 is None:
+            n4, n6 = (0, n4) if self.v6 else (n4, 0)
         self.classes.append((name, n4, n6))
         print(f"# class {name}: {n4 + n6} packets injected ({n4} IPv4, {n6} IPv6)", flush=True)
 
@@ -276,7 +306,7 @@ class Hostile:
     def valid_write(self, psn, qpn=None, n=64):
         """WRITE_ONLY of n bytes into the start of mr1: executes if it gets
         through at the ePSN."""
-        return bth(WRITE_ONLY, qpn or self.qa1.qp_num, psn, ackreq=1) + reth(self.mr1.buf, self.mr1.rkey, n) + \
+        return bth(WRITE_ONLY, self.qa1.qp_num if qpn is None else qpn, psn, ackreq=1) + reth(self.mr1.buf, self.mr1.rkey, n) + \
             bytes([0xEE]) * n
 
     def malformed(self):
@@ -289,7 +319,7 @@ class Hostile:
         for n in (0, 1, 4, 8, 11):
             out.append((f"{n} bytes (short of BTH)", full[:n], False))
         out.append(("BTH, no ICRC", full[:12], False))
-        out.append(("BTH + 4 (short of BTH + ICRC... misaligned)", full[:12] + b"\0\0", False))
+        out.append(("BTH + 2 bytes (short of BTH + ICRC)", full[:12] + b"\0\0", False))
         out.append(("WRITE_ONLY short of RETH", bth(WRITE_ONLY, q, p) + reth(r.buf, r.rkey, 0)[:8], True))
         out.append(("READ_REQ short of RETH", bth(READ_REQ, q, p) + reth(r.buf, r.rkey, 8)[:12], True))
         out.append(("FETCH_ADD short of AtomicETH", bth(FETCH_ADD, q, p) + atomiceth(r.buf, r.rkey, 1)[:20], True))
@@ -328,7 +358,7 @@ class Hostile:
     def run_bad_icrc(self):
         b = self.snap()
         n = 0
-        for v6 in (False, True):
+        for v6 in (self.v6,):
             for k in range(20):
                 self.w.send(self.valid_write(self.next0), 1, v6, good_icrc=False)
                 n += 1
@@ -336,8 +366,8 @@ class Hostile:
             n += 1
         # to the requester too: an ACK that would complete nothing anyway
         for k in range(10):
-            self.w.send(bth(ACK, self.qa0.qp_num, self.next0 - 1) + aeth(0x1F, 0), 0, False, good_icrc=False)
-        self.cls("wrong ICRC (in-sequence WRITE/SEND to the responder, ACK to the requester)", n // 2 + 10, n // 2)
+            self.w.send(bth(ACK, self.qa0.qp_num, self.next0 - 1) + aeth(0x1F, 0), 0, self.v6, good_icrc=False)
+        self.cls("wrong ICRC (in-sequence WRITE/SEND to the responder, ACK to the requester)", n + 10)
         self.expect("wrong ICRC", b, {"rx_icrc_errors": 10, "rx_packets": 0},
                     {"rx_icrc_errors": n, "rx_packets": 0})
         self.mem_untouched("wrong ICRC")
@@ -350,18 +380,17 @@ class Hostile:
         b = self.snap()
         n = 0
         for desc, qpn in targets:
-            for v6 in (False, True):
+            for v6 in (self.v6,):
                 for psn in (0, self.next0):
                     self.w.send(self.valid_write(psn, qpn=qpn), 1, v6)
                     self.w.send(bth(SEND_ONLY, qpn, psn) + b"y" * 8, 1, v6)
                     n += 2
         # UD opcode and a CNP to the RC responder
-        for v6 in (False, True):
+        for v6 in (self.v6,):
             self.w.send(bth(UD_SEND_ONLY, q, self.next0) + deth(UD_QKEY, self.ud0.qp_num) + b"z" * 8, 1, v6)
             self.w.send(bth(0x81, q, 0) + b"\0" * 16, 1, v6)
             n += 2
-        self.cls("wrong QPN (none, 0, UD QP, QP1, RESET, INIT) and wrong transport (UD opcode, CNP) to RC",
-                 n // 2, n // 2)
+        self.cls("wrong QPN (none, 0, UD QP, QP1, RESET, INIT) and wrong transport (UD opcode, CNP) to RC", n)
         self.expect("wrong QPN", b, {}, {"rx_dropped": n, "rx_packets": 0})
         self.mem_untouched("wrong QPN")
         self.state_is(self.reset_qp, e.IBV_QPS_RESET, "wrong QPN")
@@ -370,7 +399,7 @@ class Hostile:
     def run_ud(self):
         b = self.snap()
         n = 0
-        for v6 in (False, True):
+        for v6 in (self.v6,):
             for qkey in (0, UD_QKEY ^ 1, GSI_QKEY):
                 self.w.send(bth(UD_SEND_ONLY, self.ud1.qp_num, 7) + deth(qkey, 0x42) + b"u" * 32, 1, v6)
                 n += 1
@@ -380,21 +409,21 @@ class Hostile:
             # right Q_Key, but no receive posted: UD drops it (no RNR)
             self.w.send(bth(UD_SEND_ONLY, self.ud1.qp_num, 8) + deth(UD_QKEY, 0x42) + b"u" * 32, 1, v6)
             n += 1
-        self.cls("UD: wrong Q_Key, to QP1 with a wrong Q_Key, no receive posted", n // 2, n // 2)
+        self.cls("UD: wrong Q_Key, to QP1 with a wrong Q_Key, no receive posted", n)
         self.expect("UD", b, {}, {"rx_dropped": n, "rx_packets": 0})
         self.no_cqe("UD")
 
     def run_psn_ahead(self):
         b = self.snap()
         n = 0
-        for v6 in (False, True):
+        for v6 in (self.v6,):
             for k in range(25):
                 self.w.send(self.valid_write(self.next0 + 1000 + n), 1, v6)
                 n += 1
         # far ahead, just inside the window
-        self.w.send(self.valid_write(self.next0 + (1 << 23) - 1), 1, False)
+        self.w.send(self.valid_write(self.next0 + (1 << 23) - 1), 1, self.v6)
         n += 1
-        self.cls("PSN ahead (sequence NAK once, then silence)", n - 25, 25)
+        self.cls("PSN ahead (sequence NAK once, then silence)", n)
         # One NAK (to qa0, which has nothing outstanding: ignored there).
         self.expect("PSN ahead", b, {"ignored_responses": 1, "rx_packets": 1},
                     {"out_of_sequence": n, "rx_packets": n, "tx_packets": 1})
@@ -408,7 +437,7 @@ class Hostile:
         b = self.snap()
         n = nack = 0
         q, r = self.qa1.qp_num, self.mr1
-        for v6 in (False, True):
+        for v6 in (self.v6,):
             for k in range(1, 11):
                 self.w.send(self.valid_write(self.next0 - k), 1, v6)
                 self.w.send(bth(SEND_ONLY, q, self.next0 - 1000 - k) + b"d" * 16, 1, v6)
@@ -425,8 +454,7 @@ class Hostile:
             self.w.send(bth(FETCH_ADD, q, self.next0 - 2) + atomiceth(r.buf, r.rkey, 1), 1, v6)
             self.w.send(bth(CMP_SWAP, q, self.next0 - 2) + atomiceth(r.buf + 3, r.rkey, 1, 2), 1, v6)
             n += 2
-        self.cls("duplicate PSNs (SEND/WRITE, reserved bits set, unknown READ of huge lengths, atomics)",
-                 n // 2, n // 2)
+        self.cls("duplicate PSNs (SEND/WRITE, reserved bits set, unknown READ of huge lengths, atomics)", n)
         self.expect("duplicates", b, {"ignored_responses": nack, "rx_packets": nack},
                     {"duplicate_requests": n, "rx_packets": n, "tx_packets": nack})
         self.mem_untouched("duplicates")
@@ -451,7 +479,7 @@ class Hostile:
             lst.append(bth(ATOMIC_ACK, q, psn) + aeth(0x1F, 1) + struct.pack("!Q", 0xDEADBEEF))
         b = self.snap()
         for roce in lst:
-            self.w.send(roce, 0, False)
+            self.w.send(roce, 0, self.v6)
         self.cls("forged ACK/NAK/READ response/atomic ACK to the idle requester (bogus PSN, MSN, syndromes)",
                  len(lst))
         self.expect("forged responses", b, {"ignored_responses": len(lst), "rx_packets": len(lst)}, {})
@@ -468,6 +496,19 @@ class Hostile:
         s = self.w.s4
         q = self.qa1.qp_num
         roce = bth(SEND_ONLY, q, self.next0 - 7) + b"o" * 8
+        if self.v6:
+            s6 = self.w.s6
+            for tclass, hops in ((0xFF, 1), (0x03, 255)):
+                s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, tclass)
+                s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, hops)
+                self.w.send(roce, 1, True)
+                n += 1
+            s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, 0)
+            s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, 64)
+            self.cls("IP fields (IPv6 traffic class incl. ECN CE, hop limit 1 and 255)", n)
+            self.expect("IP fields", b, {"ignored_responses": n, "rx_packets": n},
+                        {"duplicate_requests": n, "rx_packets": n, "tx_packets": n})
+            return
         for tos, ttl in ((0xFF, 1), (0x03, 255), (0xB8, 2)):
             s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
             s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ttl)
@@ -483,14 +524,7 @@ class Hostile:
             self.w.send_raw(self.w.packet(roce, 1, False, True, opts), 1, False)
             n += 1
         s.setsockopt(socket.IPPROTO_IP, socket.IP_OPTIONS, b"")
-        s6 = self.w.s6
-        s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, 0xFF)
-        s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, 1)
-        self.w.send(roce, 1, True)
-        n += 1
-        s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, 0)
-        s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, 64)
-        self.cls("IP/UDP fields (TOS/ECN, TTL 1, IPv4 options, IPv6 traffic class, hop limit 1)", n - 1, 1)
+        self.cls("IP fields (TOS incl. ECN CE, TTL 1 and 255, IPv4 options)", n)
         self.expect("IP fields", b, {"ignored_responses": n, "rx_packets": n},
                     {"duplicate_requests": n, "rx_packets": n, "tx_packets": n})
 
@@ -504,6 +538,9 @@ class Hostile:
         reassembled header: ID kept, no fragment bits)."""
         import json
         import subprocess
+        if self.v6:
+            print("# (raw frames: IPv4 only)")
+            return
         ifname = self.a.ifname
         try:
             j = json.loads(subprocess.run(["ip", "-n", self.a.peer_ns, "-j", "link", "show", self.a.peer_if],
@@ -540,12 +577,21 @@ class Hostile:
         raw.send(eth + ipv4(8 + len(pl), 0, 0x4000, struct.pack("!HHHH", SPORT, ROCE, 8 + len(pl), 0) + pl))
         n += 1
         # (b) 12 bytes of trailer after the UDP datagram (valid checksum
-        # over the UDP length)
-        ph = socket.inet_aton(IP0) + socket.inet_aton(IP1) + struct.pack("!BBH", 0, 17, 8 + len(pl))
-        udp = struct.pack("!HHHH", SPORT, ROCE, 8 + len(pl), 0) + pl
+        # over the UDP length); the ICRC covers the IP header as sent, its
+        # total length counting the trailer.
+        roce = bth(SEND_ONLY, q, self.next0 - 10) + b"t" * 8
+        ulen = 8 + len(roce) + 4
+        hdr = ipv4(ulen + 12, 0, 0x4000, b"")
+        m = bytearray(hdr + struct.pack("!HHHH", SPORT, ROCE, ulen, 0) + roce)
+        m[1] = m[8] = m[10] = m[11] = 0xFF  # TOS, TTL, header checksum
+        m[26] = m[27] = 0xFF  # UDP checksum
+        m[32] = 0xFF  # BTH byte 4
+        pl = roce + struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(m)) & 0xFFFFFFFF)
+        ph = socket.inet_aton(IP0) + socket.inet_aton(IP1) + struct.pack("!BBH", 0, 17, ulen)
+        udp = struct.pack("!HHHH", SPORT, ROCE, ulen, 0) + pl
         c = csum(ph + udp) or 0xFFFF
         udp = udp[:6] + struct.pack("!H", c) + udp[8:]
-        raw.send(eth + ipv4(len(udp) + 12, 0, 0x4000, udp + b"T" * 12))
+        raw.send(eth + hdr + udp + b"T" * 12)
         n += 1
         # (c) two fragments, ID 0x4242; the ICRC is over the reassembled
         # header (frag_off 0)
@@ -560,7 +606,7 @@ class Hostile:
         raw.send(eth + ipv4(len(whole) - cut, 0x4242, cut // 8, whole[cut:]))
         n += 1
         raw.close()
-        self.cls("raw frames: UDP checksum 0, IP trailer beyond the UDP length, IP fragments", n + 1)
+        self.cls("raw frames: UDP checksum 0, IP trailer beyond the UDP length, IP fragments (2 frames)", n + 1)
         self.expect("raw frames", b, {"ignored_responses": n, "rx_packets": n},
                     {"duplicate_requests": n, "rx_packets": n, "tx_packets": n})
 
@@ -582,9 +628,10 @@ class Hostile:
             return
         b = self.snap()
         n = 0
-        for src, v6 in ((self.a.alt_src, False), (self.a.alt_src6, True)):
+        for src, v6 in ((self.a.alt_src6 if self.v6 else self.a.alt_src, self.v6),):
             if not src:
-                continue
+                check(False, "wrong source address: no alternative address of this family given")
+                return
             s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
             s.bind((src, SPORT))
             if v6:
@@ -598,7 +645,7 @@ class Hostile:
                 s.sendto(roce + struct.pack("<I", c), (dst, ROCE))
                 n += 1
             s.close()
-        self.cls("in-sequence WRITE/SEND/READ from a source address that is not the QP's peer", n - 3, 3)
+        self.cls("in-sequence WRITE/SEND/READ from a source address that is not the QP's peer", n)
         self.expect("wrong source address", b, {}, {"rx_dropped": n, "rx_packets": 0})
         self.mem_untouched("wrong source address")
         self.state_is(self.qa1, e.IBV_QPS_RTS, "wrong source address")
@@ -654,7 +701,7 @@ class Hostile:
                 rmr = self.d1.mr(4096)
                 q1.post_recv(RecvWR(wr_id=0x5151, num_sge=1, sg=[SGE(rmr.buf, 16, rmr.lkey)]))
             b = self.snap()
-            self.w.send(make(q1.qp_num, p), 1, n % 2 == 1)
+            self.w.send(make(q1.qp_num, p), 1, self.v6)
             n += 1
             if "path MTU" in desc:
                 self.pmtu = saved
@@ -676,8 +723,7 @@ class Hostile:
             q0.close()
             q1.close()
         self.cls("in-sequence NAK-triggering (bad/foreign/dead R_Key, out-of-bounds and wrapping RETH, "
-                 "huge READ, misaligned atomic, oversized, bad opcode sequence), one victim pair each",
-                 (n + 1) // 2, n // 2)
+                 "huge READ, misaligned atomic, oversized, bad opcode sequence), one victim pair each", n)
         self.no_cqe("victims")
 
     # ----------------------------------------------------------------- flood
@@ -689,7 +735,7 @@ class Hostile:
         for desc, roce, with_icrc in self.malformed():
             for v6 in (False, True):
                 pool.append(((self.w.packet(roce, 1, v6) if with_icrc else roce), 1, v6, "drop1"))
-        for v6 in (False, True):
+        for v6 in (self.v6,):
             pool.append((self.w.packet(self.valid_write(p), 1, v6, False), 1, v6, "icrc1"))
             pool.append((self.w.packet(self.valid_write(p, qpn=0xABCDE), 1, v6), 1, v6, "drop1"))
             pool.append((self.w.packet(self.valid_write(p, qpn=self.reset_qp.qp_num), 1, v6), 1, v6, "drop1"))
@@ -703,10 +749,10 @@ class Hostile:
             pool.append((self.rng.randbytes(10), 1, v6, "drop1"))
             pool.append((self.rng.randbytes(37), 1, v6, "drop1"))
         for k in range(4):
-            pool.append((self.w.packet(bth(ACK, self.qa0.qp_num, p + 3 + k) + aeth(0x62, 0), 0, False), 0, False,
+            pool.append((self.w.packet(bth(ACK, self.qa0.qp_num, p + 3 + k) + aeth(0x62, 0), 0, self.v6), 0, self.v6,
                          "ign0"))
             pool.append((self.w.packet(bth(READ_RESP_ONLY, self.qa0.qp_num, p - 3 - k) + aeth(0x1F, 0) + b"F" * 32,
-                                       0, False), 0, False, "ign0"))
+                                       0, self.v6), 0, self.v6, "ign0"))
         return pool
 
     def run_flood(self):
@@ -730,16 +776,13 @@ class Hostile:
                 try:
                     # The parent's sockets: the UDP source port is in the
                     # ICRC.
-                    d4 = (IP1, ROCE), (IP0, ROCE)
-                    d6 = (IP6_1, ROCE), (IP6_0, ROCE)
-                    s4, s6 = self.w.s4, self.w.s6
+                    dst = {(1, False): (IP1, ROCE), (1, True): (IP6_1, ROCE), (0, False): (IP0, ROCE),
+                           (0, True): (IP6_0, ROCE)}
+                    socks = self.w.socks
                     for i in plan:
                         pl, to, v6, _ = pool[i]
                         try:
-                            if v6:
-                                s6.sendto(pl, d6[1 - to])
-                            else:
-                                s4.sendto(pl, d4[1 - to])
+                            socks[(to, v6)].sendto(pl, dst[(to, v6)])
                         except OSError:
                             code = 3
                 except BaseException:  # noqa: BLE001 - never return into the parent's code
@@ -749,7 +792,8 @@ class Hostile:
         codes = [os.waitpid(pid, 0)[1] for pid in pids]
         dt = time.monotonic() - t0
         sent = per * procs
-        self.cls(f"flood of mixed packets from {procs} processes", sent, 0)
+        n6 = sum(1 for i in plan if pool[i][2]) * procs
+        self.cls(f"flood of mixed packets from {procs} processes", sent - n6, n6)
         print(f"#   flood: {sent} packets in {dt:.1f} s ({sent / max(dt, 1e-6):.0f} packets/s); per process: "
               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), flush=True)
         check(all(c == 0 for c in codes), "flood: every sender process finished", f"wait statuses {codes}")
@@ -877,6 +921,7 @@ def main():
     p.add_argument("--timeout", type=int, default=14)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--only", default="")
+    p.add_argument("--v6", action="store_true", help="pair A over IPv6 (GID0/GID1 must be IPv6 GIDs), packets IPv6")
     p.add_argument("--ifname", default="rr0", help="netdev of IP0 (to write raw frames on)")
     p.add_argument("--peer-ns", default="peer")
     p.add_argument("--peer-if", default="rr1")

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Hostile packets (py/hostile_pkt.py): forged RoCEv2 datagrams sent with
-# plain UDP sockets to port 4791 of $DEV1 (over the veth, IPv4 and IPv6)
-# and of $DEV0 (loopback), aimed at live QPs whose QPNs, PSNs, R_Keys and
-# VAs the script knows (one process opens both devices):
+# plain UDP sockets (and a few raw Ethernet frames) to port 4791 of $DEV1
+# (over the veth) and of $DEV0 (loopback), aimed at live QPs whose QPNs,
+# PSNs, R_Keys and VAs the script knows (one process opens both devices).
+# Run twice: QPs connected over the IPv4 GIDs and IPv4 packets, then over
+# the IPv6 GIDs and IPv6 packets (malformed ones go in both families):
 #   - malformed: truncated short of BTH / RETH / AETH / AtomicETH / DETH /
 #     ICRC, length not a multiple of 4, TVer != 0, unknown opcodes, pad
 #     count lies, payload on READ requests and ACKs, wrong P_Key; wrong
@@ -33,7 +35,7 @@
 # a UD datagram move data that is checked byte for byte.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-test_init 4
+test_init 5
 ALT4=10.77.0.3 ALT6=fd77::3
 trap 'ip addr del "$ALT4/24" dev "$IF0" 2>/dev/null; ip addr del "$ALT6/64" dev "$IF0" 2>/dev/null' EXIT
 
@@ -41,6 +43,8 @@ why=$(provider_unavailable)
 [ -n "$why" ] || why=$(datapath_unavailable "$DEV0" "$IP0")
 [ -n "$why" ] || [ "$RROCE_TYPE" != rxe ] || why="rroce-only: forged packets target rroce's counters and namespaces"
 peer_gids
+G0_6=$(gid_index "$DEV0" "$(gid_v6 "$IP6_0")")
+G1_6=$(gid_index "$DEV1" "$(gid_v6 "$IP6_1")")
 PY_CHECKS_TMO=$((300 * ${RROCE_TIMEOUT_SCALE:-1}))
 FLOOD=${RROCE_HOSTILE_FLOOD:-$([ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && echo 5000 || echo 30000)}
 
@@ -54,15 +58,23 @@ else
 fi
 
 if [ -n "$why" ]; then
-	ktap_skip "hostile packets against live QPs" "$why"
+	ktap_skip "hostile packets against live QPs (IPv4)" "$why"
+	ktap_skip "hostile packets against live QPs (IPv6)" "$why"
 	ktap_skip "flood of hostile packets" "$why"
 	test_done
 fi
 ip addr add "$ALT4/24" dev "$IF0" && ip addr add "$ALT6/64" dev "$IF0" nodad ||
 	diag "could not add $ALT4 / $ALT6 to $IF0"
-py_checks "hostile packets against live QPs: counters, QP states, memory; live and fresh QPs work after" \
+py_checks "hostile IPv4 packets against live QPs: counters, QP states, memory; live and fresh QPs work after" \
 	hostile_pkt.py "$DEV0" "$G0" "$RDEV" "$G1" --flood 0 --timeout "$RC_ACK_TIMEOUT" \
-	--alt-src "$ALT4" --alt-src6 "$ALT6"
+	--alt-src "$ALT4" --alt-src6 "$ALT6" --ifname "$IF0" --peer-ns "$NS1" --peer-if "$IF1"
+if [ -z "$G0_6" ] || [ -z "$G1_6" ]; then
+	ktap_fail "hostile IPv6 packets: no RoCE v2 GID of $IP6_0 on $DEV0 ('$G0_6') or $IP6_1 on $DEV1 ('$G1_6')"
+else
+	py_checks "hostile IPv6 packets against live QPs (connected over IPv6): counters, QP states, memory; QPs work after" \
+		hostile_pkt.py "$DEV0" "$G0_6" "$RDEV" "$G1_6" --v6 --flood 0 --timeout "$RC_ACK_TIMEOUT" \
+		--alt-src "$ALT4" --alt-src6 "$ALT6"
+fi
 py_checks "flood of $FLOOD hostile packets from 2 processes: all accounted for; live and fresh QPs work after" \
 	hostile_pkt.py "$DEV0" "$G0" "$RDEV" "$G1" --only flood --flood "$FLOOD" --procs 2 --timeout "$RC_ACK_TIMEOUT"
 ip addr del "$ALT4/24" dev "$IF0"

@@ -36,6 +36,7 @@
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 test_init 5
+diag "setup: ${SECONDS}s"
 ALT4=10.77.0.3 ALT6=fd77::3
 trap 'ip addr del "$ALT4/24" dev "$IF0" 2>/dev/null; ip addr del "$ALT6/64" dev "$IF0" 2>/dev/null' EXIT
 
@@ -63,11 +64,13 @@ if [ -n "$why" ]; then
 	ktap_skip "flood of hostile packets" "$why"
 	test_done
 fi
+diag "probes done: ${SECONDS}s"
 ip addr add "$ALT4/24" dev "$IF0" && ip addr add "$ALT6/64" dev "$IF0" nodad ||
 	diag "could not add $ALT4 / $ALT6 to $IF0"
 py_checks "hostile IPv4 packets against live QPs: counters, QP states, memory; live and fresh QPs work after" \
 	hostile_pkt.py "$DEV0" "$G0" "$RDEV" "$G1" --flood 0 --timeout "$RC_ACK_TIMEOUT" \
 	--alt-src "$ALT4" --alt-src6 "$ALT6" --ifname "$IF0" --peer-ns "$NS1" --peer-if "$IF1"
+diag "IPv4 run done: ${SECONDS}s"
 if [ -z "$G0_6" ] || [ -z "$G1_6" ]; then
 	ktap_fail "hostile IPv6 packets: no RoCE v2 GID of $IP6_0 on $DEV0 ('$G0_6') or $IP6_1 on $DEV1 ('$G1_6')"
 else
@@ -75,9 +78,11 @@ else
 		hostile_pkt.py "$DEV0" "$G0_6" "$RDEV" "$G1_6" --v6 --flood 0 --timeout "$RC_ACK_TIMEOUT" \
 		--alt-src "$ALT4" --alt-src6 "$ALT6"
 fi
+diag "IPv6 run done: ${SECONDS}s"
 py_checks "flood of $FLOOD hostile packets from 2 processes: all accounted for; live and fresh QPs work after" \
 	hostile_pkt.py "$DEV0" "$G0" "$RDEV" "$G1" --only flood --flood "$FLOOD" --procs 2 --timeout "$RC_ACK_TIMEOUT"
 ip addr del "$ALT4/24" dev "$IF0"
 ip addr del "$ALT6/64" dev "$IF0"
+diag "flood done: ${SECONDS}s"
 
 test_done

@@ -353,6 +353,8 @@ impl Dp {
             s.add(Counter::RnrNaksRcvd, n.rnr_naks.wrapping_sub(o.rnr_naks));
             s.add(Counter::RetryExceeded, n.retry_exceeded.wrapping_sub(o.retry_exceeded));
             s.add(Counter::RnrRetryExceeded, n.rnr_retry_exceeded.wrapping_sub(o.rnr_retry_exceeded));
+            let dup = n.duplicate_responses.wrapping_sub(o.duplicate_responses);
+            s.add(Counter::IgnoredResponses, dup.wrapping_add(n.ignored_responses.wrapping_sub(o.ignored_responses)));
             self.seen_req = *n;
         }
         if let Some(r) = self.uc_resp.as_ref() {
@@ -370,6 +372,8 @@ impl Dp {
             );
             s.add(Counter::OutOfSequence, d(Outcome::SeqNak) + d(Outcome::OutOfSequence));
             s.add(Counter::RnrNaksSent, d(Outcome::RnrNak));
+            s.add(Counter::AccessNaksSent, d(Outcome::AccessError));
+            s.add(Counter::InvalidNaksSent, d(Outcome::InvalidRequest) + d(Outcome::LengthError));
             self.seen_resp = *n;
         }
     }
@@ -728,6 +732,15 @@ impl Dp {
         // retransmission timer recovers.
         let _ = sent;
         local
+    }
+
+    /// Whether a packet whose IP header is `ip` comes from this connected
+    /// QP's peer: its source is the path's destination and its
+    /// destination the path's source (the RoCE counterpart of the LRH
+    /// address check, IBA 9.6.1.2).  Without a path (before RTR), never.
+    pub(crate) fn from_peer(&self, ip: &[u8]) -> bool {
+        let Some(path) = self.path.as_ref() else { return false };
+        net::ip_addrs(ip).is_some_and(|(src, dst)| src == path.ip.dst && dst == path.ip.src)
     }
 
     /// A response for our requester.
@@ -1323,10 +1336,16 @@ pub(crate) enum RxDrop {
 /// Receives one RoCEv2 IP datagram (`pkt`: IP header to the end) that
 /// arrived on `in_dev`.  Softirq context.
 pub(crate) fn rx(in_dev: *mut bindings::net_device, pkt: &[u8]) -> Result<(), RxDrop> {
-    let l = icrc::ip_layout(pkt).map_err(|_| RxDrop::Malformed)?;
-    let ipv6 = l.ip_hdr_len == icrc::IPV6_HDR_LEN && pkt.first().is_some_and(|b| b >> 4 == 6);
+    // The UDP stack has validated the IP header: find the device first,
+    // so that a datagram too short for a BTH and ICRC (which the layout
+    // check refuses) is still counted as dropped on it.
+    let ipv6 = pkt.first().is_some_and(|b| b >> 4 == 6);
     let dst = if ipv6 { pkt.get(24..40) } else { pkt.get(16..20) }.ok_or(RxDrop::Malformed)?;
     let dev = crate::device::rx_device(in_dev, ipv6, dst).ok_or(RxDrop::NoDevice)?;
+    let Ok(l) = icrc::ip_layout(pkt) else {
+        dev.p.stats.inc(Counter::RxDropped);
+        return Err(RxDrop::Malformed);
+    };
     rx_on(dev, pkt, &l, true)
 }
 

@@ -850,6 +850,10 @@ pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: 
     let mut g = p.lock_dp();
     let inner = &mut *g;
     let st = inner.state;
+    // Connected QPs take packets from their peer only.
+    if !inner.dp.from_peer(ip) {
+        return false;
+    }
     let taken = if request && matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) {
         let access = inner.attrs.access_flags;
         inner.dp.on_request(&ctx, &mut inner.state, access, &InRequest::from_parsed(parsed), payload);

@@ -49,9 +49,20 @@ pub(crate) enum Counter {
     /// UC request packets dropped by the responder (PSN gap, no First, no
     /// receive WQE, bad R_Key, malformed): their messages are lost.
     UcDropped,
+    /// RC responses the requester discarded: duplicates (PSN already
+    /// acknowledged, or nothing outstanding), PSNs never sent, wrong
+    /// length/position/syndrome for their PSN.
+    IgnoredResponses,
+    /// RC requests refused with NAK remote access error (bad R_Key, range
+    /// or permission); the responder QP entered the error state.
+    AccessNaksSent,
+    /// RC requests refused with NAK invalid request (opcode sequence,
+    /// length, alignment, receive buffer too short); the responder QP
+    /// entered the error state.
+    InvalidNaksSent,
 }
 
-const N: usize = Counter::UcDropped as usize + 1;
+const N: usize = Counter::InvalidNaksSent as usize + 1;
 
 /// Names, NUL-terminated, in [`Counter`] order.
 const NAMES: [&[u8]; N] = [
@@ -71,6 +82,9 @@ const NAMES: [&[u8]; N] = [
     b"rnr_naks_sent\0",
     b"completion_errors\0",
     b"uc_dropped\0",
+    b"ignored_responses\0",
+    b"access_naks_sent\0",
+    b"invalid_naks_sent\0",
 ];
 
 /// Descriptors handed to ib_core (must outlive every device).

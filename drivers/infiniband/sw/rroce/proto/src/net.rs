@@ -61,6 +61,25 @@ impl IpAddr {
     }
 }
 
+/// Source and destination addresses of a received IP header (IPv4, with
+/// or without options, or IPv6); `None` if `ip` is too short for its
+/// version or the version is neither 4 nor 6.
+pub fn ip_addrs(ip: &[u8]) -> Option<(IpAddr, IpAddr)> {
+    match ip.first()? >> 4 {
+        4 => {
+            let src = *ip.get(12..16)?.first_chunk::<4>()?;
+            let dst = *ip.get(16..20)?.first_chunk::<4>()?;
+            Some((IpAddr::V4(src), IpAddr::V4(dst)))
+        }
+        6 => {
+            let src = *ip.get(8..24)?.first_chunk::<16>()?;
+            let dst = *ip.get(24..40)?.first_chunk::<16>()?;
+            Some((IpAddr::V6(src), IpAddr::V6(dst)))
+        }
+        _ => None,
+    }
+}
+
 /// Fields of the IP and UDP headers of one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IpUdp {
@@ -239,6 +258,30 @@ mod tests {
     use super::*;
     use std::vec;
     use std::vec::Vec;
+
+    #[test]
+    fn ip_addrs_of_received_headers() {
+        let mut v4 = [0u8; 24];
+        v4[0] = 0x46; // IHL 6: one word of options
+        v4[12..16].copy_from_slice(&[10, 77, 0, 1]);
+        v4[16..20].copy_from_slice(&[10, 77, 0, 2]);
+        assert_eq!(
+            ip_addrs(&v4),
+            Some((IpAddr::V4([10, 77, 0, 1]), IpAddr::V4([10, 77, 0, 2])))
+        );
+        assert_eq!(ip_addrs(&v4[..19]), None);
+        let mut v6 = [0u8; 40];
+        v6[0] = 0x60;
+        v6[23] = 1;
+        v6[39] = 2;
+        let (s, d) = ip_addrs(&v6).unwrap();
+        assert_eq!(s.to_gid()[15], 1);
+        assert_eq!(d.to_gid()[15], 2);
+        assert!(matches!(s, IpAddr::V6(_)));
+        assert_eq!(ip_addrs(&v6[..39]), None);
+        assert_eq!(ip_addrs(&[0x50; 40]), None);
+        assert_eq!(ip_addrs(&[]), None);
+    }
 
     fn crc() -> impl FnMut(u32, &[u8]) -> u32 {
         |c, d| super::super::icrc::soft_crc32_le(c, d)

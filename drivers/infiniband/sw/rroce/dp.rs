@@ -1039,15 +1039,7 @@ fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
             Err(e) => e.local_status(),
         },
         SendOpcode::RegMr => {
-            let r = crate::proto::mr::RegRequest {
-                key: w.rkey,
-                iova: w.remote_addr,
-                length: w.compare_add,
-                page_size: w.swap & 0xffff_ffff,
-                npages: (w.swap >> 32) as u32,
-                access: w.remote_qkey,
-            };
-            crate::mr::fast_register(ctx.dev, ctx.pd, &r)
+            crate::mr::fast_register(ctx.dev, ctx.pd, &crate::proto::mr::RegRequest::from_wqe(w))
         }
         _ => WcStatus::LocQpOpErr,
     }

@@ -590,11 +590,7 @@ unsafe fn kernel_reg_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8]) 
     // SAFETY: plain-old-data union.
     let mut h = SendWqe::new(unsafe { wr.__bindgen_anon_1.wr_id }, SendOpcode::RegMr);
     h.flags = (wr.send_flags as u32 & u32::from(wqe::SEND_FLAGS_ALL & !wqe::SEND_INLINE)) as u8;
-    h.rkey = req.key;
-    h.remote_addr = req.iova;
-    h.compare_add = req.length;
-    h.swap = (u64::from(req.npages) << 32) | (req.page_size & 0xffff_ffff);
-    h.remote_qkey = req.access;
+    req.to_wqe(&mut h);
     wqe::write_send_wqe(out, &h, SendPayload::Sges(&[])).map_err(|_| EINVAL)?;
     Ok(())
 }

@@ -37,7 +37,7 @@
 use super::qp::{
     ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
 };
-use super::wqe::WcStatus;
+use super::wqe::{SendWqe, WcStatus};
 
 /// `IB_ACCESS_MW_BIND`.
 pub const ACCESS_MW_BIND: u32 = 1 << 4;
@@ -152,6 +152,30 @@ pub struct RegRequest {
     pub npages: u32,
     /// `IB_ACCESS_*` flags.
     pub access: u32,
+}
+
+impl RegRequest {
+    /// Stores the request in a REG_MR send WQE (see `SendOpcode::RegMr`
+    /// for the fields used).
+    pub fn to_wqe(&self, w: &mut SendWqe) {
+        w.rkey = self.key;
+        w.remote_addr = self.iova;
+        w.compare_add = self.length;
+        w.swap = (u64::from(self.npages) << 32) | (self.page_size & 0xffff_ffff);
+        w.remote_qkey = self.access;
+    }
+
+    /// The request stored in a REG_MR send WQE by [`RegRequest::to_wqe`].
+    pub fn from_wqe(w: &SendWqe) -> RegRequest {
+        RegRequest {
+            key: w.rkey,
+            iova: w.remote_addr,
+            length: w.compare_add,
+            page_size: w.swap & 0xffff_ffff,
+            npages: (w.swap >> 32) as u32,
+            access: w.remote_qkey,
+        }
+    }
 }
 
 /// Whether `access` is a valid set of MR access flags: known flags only,
@@ -360,6 +384,36 @@ mod tests {
             Err(InvError::NotInvalidatable)
         );
         assert_eq!(InvError::BadKey.local_status(), WcStatus::LocProtErr);
+    }
+
+    #[test]
+    fn wqe_round_trip() {
+        use super::super::wqe::{
+            decode_send, write_send_wqe, OpcodeSet, SendLimits, SendOpcode, SendPayload,
+        };
+        let r = RegRequest {
+            key: 0x1234_5678,
+            iova: 0xffff_8880_1234_5100,
+            length: 9984,
+            page_size: 1 << 16,
+            npages: 512,
+            access: ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ,
+        };
+        let mut w = SendWqe::new(9, SendOpcode::RegMr);
+        r.to_wqe(&mut w);
+        let mut entry = [0u8; 128];
+        write_send_wqe(&mut entry, &w, SendPayload::Sges(&[])).unwrap();
+        let lim = |opcodes| SendLimits {
+            max_sge: 4,
+            max_inline: 0,
+            max_msg_size: 1 << 31,
+            opcodes,
+            ud: false,
+        };
+        let v = decode_send(&entry, &lim(OpcodeSet::RC_KERNEL)).unwrap();
+        assert_eq!(RegRequest::from_wqe(&v.wqe), r);
+        // User QPs cannot post it.
+        assert!(decode_send(&entry, &lim(OpcodeSet::RC)).is_err());
     }
 
     #[test]

@@ -259,6 +259,10 @@ pub(crate) struct Dp {
     ud_psn: u32,
     /// `IB_EVENT_COMM_EST` raised since the last RESET.
     comm_est: bool,
+    /// A local operation (LOCAL_INV, REG_MR) taken from the SQ and waiting
+    /// for every earlier WQE to complete ([`Dp::run_held`]); no later WQE
+    /// is taken meanwhile.
+    held: Option<SendWqe>,
 }
 
 fn zeroed(n: usize) -> Result<KVVec<u8>> {
@@ -325,8 +329,16 @@ impl Dp {
             qkey: 0,
             ud_psn: 0,
             comm_est: false,
+            held: None,
         };
         Ok(KBox::new(dp, GFP_KERNEL)?)
+    }
+
+    /// Lets a kernel RC QP post `IB_WR_REG_MR`.
+    pub(crate) fn allow_fast_reg(&mut self) {
+        if self.send_lim.opcodes == OpcodeSet::RC {
+            self.send_lim.opcodes = OpcodeSet::RC_KERNEL;
+        }
     }
 
     fn shadow_range(&self, ring_idx: u32) -> core::ops::Range<usize> {
@@ -442,6 +454,7 @@ impl Dp {
         self.uc_resp = None;
         self.pend_len = 0;
         self.has_cur = false;
+        self.held = None;
         self.path = None;
         self.comm_est = false;
         for (c, ring) in [(&mut self.sq, ctx.sq_ring), (&mut self.rq, ctx.rq_ring)] {
@@ -595,18 +608,30 @@ impl Dp {
 
     /// Takes new WQEs and sends; a broken SQ ring moves the QP to ERR.
     fn take_and_pump(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
-        if self.take_wqes(ctx).is_err() {
-            ctx.raise(EV_FATAL);
-            self.to_error(ctx, st);
-            return;
+        loop {
+            if self.take_wqes(ctx).is_err() {
+                ctx.raise(EV_FATAL);
+                self.to_error(ctx, st);
+                return;
+            }
+            self.pump(ctx, st);
+            // A local operation held back by sends that `pump` just
+            // completed (UC completes them as they are sent) runs now;
+            // each round consumes one, so this ends.
+            let ready = self.held.is_some() && self.req.as_ref().is_some_and(|r| r.all_completed() && !r.is_error());
+            if !ready || *st == QpState::Err {
+                return;
+            }
         }
-        self.pump(ctx, st);
     }
 
     /// Moves new SQ entries into the requester while it has room.  `Err`
     /// if the user broke the ring indices.
     fn take_wqes(&mut self, ctx: &Ctx<'_>) -> Result<(), ()> {
         loop {
+            if self.held.is_some() && !self.run_held(ctx) {
+                return Ok(());
+            }
             let Some(req) = self.req.as_ref() else { return Ok(()) };
             if req.outstanding() as usize >= req.capacity() {
                 return Ok(());
@@ -627,6 +652,11 @@ impl Dp {
                     if ctx.sig_all {
                         w.flags |= SEND_SIGNALED;
                     }
+                    if w.opcode.is_local() {
+                        // Executed once everything before it completed.
+                        self.held = Some(w);
+                        continue;
+                    }
                     match req.post(w, len) {
                         Ok(_) => {}
                         Err(_) => bad_wqe(req, raw_wr_id(entry), WcStatus::LocQpOpErr),
@@ -635,6 +665,26 @@ impl Dp {
                 Err(_) => bad_wqe(req, raw_wr_id(entry), WcStatus::LocQpOpErr),
             }
         }
+    }
+
+    /// Executes the held local operation if every earlier WQE has
+    /// completed (or flushes it in the error state); returns whether it is
+    /// done.
+    fn run_held(&mut self, ctx: &Ctx<'_>) -> bool {
+        let (Some(w), Some(req)) = (self.held, self.req.as_ref()) else { return false };
+        let status = if req.is_error() {
+            WcStatus::WrFlushErr
+        } else if req.all_completed() {
+            exec_local(ctx, &w)
+        } else {
+            return false;
+        };
+        let Some(req) = self.req.as_mut() else { return false };
+        if req.post_local(w, status).is_err() {
+            bad_wqe(req, w.wr_id, WcStatus::LocQpOpErr);
+        }
+        self.held = None;
+        true
     }
 
     /// Delivers completions, sends what the requester allows, arms the
@@ -1096,6 +1146,21 @@ fn bad_wqe(req: &mut Requester<KSlots>, wr_id: u64, status: WcStatus) {
     }
 }
 
+/// Executes a local operation of the QP's SQ; returns its completion
+/// status.
+fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
+    match w.opcode {
+        SendOpcode::LocalInv => match crate::mr::invalidate_key(ctx.dev, ctx.pd, w.imm_or_inv) {
+            Ok(()) => WcStatus::Success,
+            Err(e) => e.local_status(),
+        },
+        SendOpcode::RegMr => {
+            crate::mr::fast_register(ctx.dev, ctx.pd, &crate::proto::mr::RegRequest::from_wqe(w))
+        }
+        _ => WcStatus::LocQpOpErr,
+    }
+}
+
 /// Takes the receive WQE just peeked: from the SRQ (whose lock `srq`
 /// holds; may make its limit event due) or from the QP's own RQ.
 fn take_recv(
@@ -1260,7 +1325,7 @@ fn access_error(e: MrError) -> AccessError {
     match e {
         MrError::BadKey => AccessError::InvalidKey,
         MrError::Range => AccessError::OutOfRange,
-        MrError::Access => AccessError::NoPermission,
+        MrError::Access | MrError::NotInvalidatable => AccessError::NoPermission,
     }
 }
 
@@ -1288,6 +1353,10 @@ impl MemCheck for Mem<'_, '_> {
             AtomicOp::FetchAdd { add } => mr.atomic(va, false, add, 0),
         };
         r.map_err(access_error)
+    }
+
+    fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
+        crate::mr::invalidate_key(self.ctx.dev, self.ctx.pd, rkey).map_err(access_error)
     }
 }
 

@@ -128,6 +128,9 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     post_srq_recv: Some(srq::rroce_post_srq_recv),
     reg_mr: Some(mr::rroce_reg_mr),
     dereg_mr: Some(mr::rroce_dereg_mr),
+    alloc_mw: Some(mr::rroce_alloc_mw),
+    dealloc_mw: Some(mr::rroce_dealloc_mw),
+    bind_mw: Some(qp::rroce_bind_mw),
     create_ah: Some(mr::rroce_create_ah),
     destroy_ah: Some(mr::rroce_destroy_ah),
     ..VerbsContextOps::NONE

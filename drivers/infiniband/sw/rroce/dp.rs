@@ -189,6 +189,9 @@ pub(crate) struct Dp {
     seen_resp: RespCounters,
     /// `CONS_POLLING` as last published in the SQ ring.
     polling: bool,
+    /// Ring index of a local WQE (BIND_MW, LOCAL_INV) taken from the ring
+    /// and waiting for the WQEs before it to complete ([`Dp::take_wqes`]).
+    local_wait: Option<u32>,
     /// UD/GSI QP (no RC engines; [`Dp::ud_send_all`], [`Dp::on_ud`]).
     ud: bool,
     /// UC QP: the requester in its unreliable mode and `uc_resp`.
@@ -257,6 +260,7 @@ impl Dp {
             seen_req: ReqCounters::default(),
             seen_resp: RespCounters::default(),
             polling: false,
+            local_wait: None,
             ud,
             uc,
             qkey: 0,
@@ -369,6 +373,7 @@ impl Dp {
         self.pend_len = 0;
         self.has_cur = false;
         self.path = None;
+        self.local_wait = None;
         for (c, ring) in [(&mut self.sq, ctx.sq_ring), (&mut self.rq, ctx.rq_ring)] {
             if let Ok(n) = c.refresh(ring) {
                 for _ in 0..n {
@@ -516,18 +521,64 @@ impl Dp {
 
     /// Takes new WQEs and sends; a broken SQ ring moves the QP to ERR.
     fn take_and_pump(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
-        if self.take_wqes(ctx).is_err() {
-            self.to_error(ctx, st);
-            return;
+        loop {
+            if self.take_wqes(ctx).is_err() {
+                self.to_error(ctx, st);
+                return;
+            }
+            self.pump(ctx, st);
+            // Sending may have completed everything a local WQE waits for
+            // (UC completes on sending): run it and go on.
+            if self.local_wait.is_none() || !self.req.as_ref().is_some_and(|r| r.outstanding() == 0) {
+                return;
+            }
         }
-        self.pump(ctx, st);
+    }
+
+    /// Executes the local WQE at ring index `idx` (every WQE before it has
+    /// completed and the requester is empty): pushes its completion and
+    /// frees its ring entry.  Requester WQEs map to ring entries from
+    /// `sq_base`, which moves past the entry.
+    fn run_local(&mut self, ctx: &Ctx<'_>, idx: u32) {
+        self.sq_base = self.sq_base.wrapping_add(1);
+        let entry = self.sq_shadow.get(self.shadow_range(idx)).unwrap_or(&[]);
+        let error = self.req.as_ref().is_none_or(|r| r.is_error());
+        let (wr_id, opcode, signaled, status) = match wqe::decode_send(entry, &self.send_lim) {
+            Ok(v) => {
+                let w = v.wqe;
+                let status = if error { WcStatus::WrFlushErr } else { exec_local(ctx, &w) };
+                (w.wr_id, w.opcode.wc_opcode(), w.flags & SEND_SIGNALED != 0 || ctx.sig_all, status)
+            }
+            Err(_) => (raw_wr_id(entry), WcOpcode::Send, true, WcStatus::LocQpOpErr),
+        };
+        // Free the ring entry before the CQE is visible (as `complete_sends`).
+        let _ = self.sq.release(ctx.sq_ring, 1);
+        if signaled || status != WcStatus::Success {
+            push_send(ctx, &Cqe::new(wr_id, status, opcode, ctx.qpn));
+        }
+        if status != WcStatus::Success && !error {
+            // A failed local operation puts the QP in the error state: the
+            // requester flushes what follows.
+            if let Some(r) = self.req.as_mut() {
+                r.flush();
+            }
+        }
     }
 
     /// Moves new SQ entries into the requester while it has room.  `Err`
-    /// if the user broke the ring indices.
+    /// if the user broke the ring indices.  A local WQE waits (and stops
+    /// the WQEs after it) until the requester is empty, then runs.
     fn take_wqes(&mut self, ctx: &Ctx<'_>) -> Result<(), ()> {
         loop {
             let Some(req) = self.req.as_ref() else { return Ok(()) };
+            if let Some(li) = self.local_wait {
+                if req.outstanding() != 0 {
+                    return Ok(());
+                }
+                self.local_wait = None;
+                self.run_local(ctx, li);
+                continue;
+            }
             if req.outstanding() as usize >= req.capacity() {
                 return Ok(());
             }
@@ -541,6 +592,10 @@ impl Dp {
             }
             let entry = self.sq_shadow.get(r).unwrap_or(&[]);
             let decoded = wqe::decode_send(entry, &self.send_lim).map(|v| (v.wqe, v.length));
+            if decoded.is_ok_and(|(w, _)| w.opcode.is_local()) {
+                self.local_wait = Some(idx);
+                continue;
+            }
             let Some(req) = self.req.as_mut() else { return Ok(()) };
             match decoded {
                 Ok((mut w, len)) => {
@@ -743,7 +798,11 @@ impl Dp {
                 local_err = !ok;
             }
             Place::Mem { rkey, va } => {
-                let ok = RroceMr::lookup(ctx.dev, ctx.pd, rkey).and_then(|mr| mr.write(va, payload)).is_ok();
+                let ok = u32::try_from(payload.len())
+                    .map_err(|_| MrError::Range)
+                    .and_then(|n| remote(ctx, rkey, va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE))
+                    .and_then(|(mr, at)| mr.write(at, payload))
+                    .is_ok();
                 local_err = !ok;
             }
         }
@@ -962,9 +1021,42 @@ impl Dp {
         let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
         let ok = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
             None => true,
-            Some(src) => RroceMr::lookup(ctx.dev, ctx.pd, src.rkey).and_then(|mr| mr.read(src.va, buf)).is_ok(),
+            Some(src) => u32::try_from(buf.len())
+                .map_err(|_| MrError::Range)
+                .and_then(|n| remote(ctx, src.rkey, src.va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_READ))
+                .and_then(|(mr, at)| mr.read(at, buf))
+                .is_ok(),
         });
         let _ = ok;
+    }
+}
+
+/// Executes a local operation (requester empty, QP not in error) and
+/// returns its completion status.
+fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
+    match w.opcode {
+        SendOpcode::BindMw => {
+            let r = crate::mw::BindReq {
+                mw_key: w.imm_or_inv,
+                new_rkey: w.rkey,
+                type2: w.ah == wqe::BIND_TYPE2,
+                mr_lkey: w.remote_qpn,
+                addr: w.remote_addr,
+                len: w.compare_add,
+                access: w.remote_qkey,
+            };
+            match crate::mw::bind(ctx.dev, ctx.pd, ctx.qpn, &r) {
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::MwBindErr,
+            }
+        }
+        SendOpcode::LocalInv => match crate::mw::invalidate(ctx.dev, ctx.pd, None, w.imm_or_inv) {
+            Some(Ok(())) => WcStatus::Success,
+            Some(Err(_)) => WcStatus::MwBindErr,
+            // Not a window: regions are not invalidated yet.
+            None => WcStatus::LocProtErr,
+        },
+        _ => WcStatus::LocQpOpErr,
     }
 }
 
@@ -1149,15 +1241,20 @@ fn access_error(e: MrError) -> AccessError {
 }
 
 impl Mem<'_, '_> {
-    fn region(&self, rkey: u32, va: u64, len: u32, access: Access) -> Result<&RroceMr, AccessError> {
+    /// The region behind `rkey` (a region's or a window's) and the
+    /// address in it, after every check.
+    fn region(&self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(&RroceMr, u64), AccessError> {
         let flag = access.ib_flag();
         if !RroceMr::qp_allows(self.qp_access, flag) {
             return Err(AccessError::NoPermission);
         }
-        let mr = RroceMr::lookup(self.ctx.dev, self.ctx.pd, rkey).map_err(access_error)?;
-        mr.check(va, len, Need::Remote(flag)).map_err(access_error)?;
-        Ok(mr)
+        remote(self.ctx, rkey, va, len, flag).map_err(access_error)
     }
+}
+
+/// [`crate::mw::remote`] for the QP of `ctx`.
+fn remote<'a>(ctx: &Ctx<'a>, rkey: u32, va: u64, len: u32, flag: u32) -> Result<(&'a RroceMr, u64), MrError> {
+    crate::mw::remote(ctx.dev, ctx.pd, ctx.qpn, rkey, va, len, flag)
 }
 
 impl MemCheck for Mem<'_, '_> {
@@ -1166,7 +1263,7 @@ impl MemCheck for Mem<'_, '_> {
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
-        let mr = self.region(rkey, va, 8, Access::Atomic)?;
+        let (mr, va) = self.region(rkey, va, 8, Access::Atomic)?;
         let r = match op {
             AtomicOp::CompareSwap { compare, swap } => mr.atomic(va, true, compare, swap),
             AtomicOp::FetchAdd { add } => mr.atomic(va, false, add, 0),

@@ -12,7 +12,7 @@
 //! match a new one at the same index.
 
 use core::ptr::NonNull;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::bindings;
 use kernel::error::from_err_ptr;
 use kernel::ffi::c_int;
@@ -52,7 +52,13 @@ pub(crate) struct RroceMr {
     access: u32,
     /// Index in the device's key table.
     index: u32,
+    /// Memory windows bound to the region, and [`MR_DEAD`] once
+    /// `dereg_mr` has committed to freeing it (see [`Self::bind_get`]).
+    binds: AtomicU32,
 }
+
+/// [`RroceMr::binds`] flag: the region is going away, nothing may bind.
+const MR_DEAD: u32 = 1 << 31;
 
 /// What an access to a region needs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -144,7 +150,7 @@ fn reg_user(
         }
     };
     let mr = match KBox::new(
-        RroceMr { ib: ibmr, umem: Some(umem), pd, pages, page_off, access: acc, index: 0 },
+        RroceMr { ib: ibmr, umem: Some(umem), pd, pages, page_off, access: acc, index: 0, binds: AtomicU32::new(0) },
         GFP_KERNEL,
     ) {
         Ok(mr) => mr,
@@ -173,9 +179,15 @@ impl RroceMr {
     /// reference is valid until they are enabled again, because `dereg_mr`
     /// waits for an RCU grace period before freeing the region.
     pub(crate) fn lookup<'a>(dev: &'a RroceDev, pd: *mut bindings::ib_pd, key: u32) -> Result<&'a RroceMr, MrError> {
-        let p = dev.p.keys.load(key >> 8).cast::<RroceMr>();
-        // SAFETY: the key table only holds live regions of this device;
-        // see above for the lifetime.
+        let raw = dev.p.keys.load(key >> 8);
+        if crate::mw::is_mw_entry(raw) {
+            // A memory window's key is no region key.
+            return Err(MrError::BadKey);
+        }
+        let p = raw.cast::<RroceMr>();
+        // SAFETY: the key table only holds live regions (and tagged
+        // windows, refused above) of this device; see above for the
+        // lifetime.
         let mr = unsafe { p.as_ref() }.ok_or(MrError::BadKey)?;
         if mr.ib.lkey != key || mr.pd != pd {
             return Err(MrError::BadKey);
@@ -286,6 +298,31 @@ impl RroceMr {
         orig.ok_or(MrError::Range)
     }
 
+    /// Its `IB_ACCESS_*` flags.
+    pub(crate) fn access(&self) -> u32 {
+        self.access
+    }
+
+    /// Its first address and length, for a region of pinned user memory
+    /// (`None` for a DMA MR, which has no bounds to bind a window in).
+    pub(crate) fn user_range(&self) -> Option<(u64, u64)> {
+        self.umem.map(|_| (self.ib.iova, self.ib.length))
+    }
+
+    /// Counts a memory window bound to the region; `false` if the region
+    /// is being deregistered.  The window keeps the region alive until
+    /// [`Self::bind_put`]: `dereg_mr` refuses a region with windows.
+    pub(crate) fn bind_get(&self) -> bool {
+        self.binds
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n & MR_DEAD == 0).then_some(n + 1))
+            .is_ok()
+    }
+
+    /// A window bound by [`Self::bind_get`] was unbound.
+    pub(crate) fn bind_put(&self) {
+        self.binds.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// The QP-side check of a remote access: the QP's access flags.
     pub(crate) fn qp_allows(qp_access: u32, flag: u32) -> bool {
         qp_access & flag == flag
@@ -323,6 +360,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_i
                 page_off: 0,
                 access: acc,
                 index: 0,
+                binds: AtomicU32::new(0),
             },
             GFP_KERNEL,
         )?;
@@ -335,6 +373,14 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_i
 ///
 /// `ib_device_ops::dereg_mr` contract: `ibmr` came from this module.
 pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> c_int {
+    // A region with memory windows bound to it stays (IBA 11.2.8: the
+    // windows must be invalidated or deallocated first); from here on no
+    // window can bind to it.
+    // SAFETY: every MR of ours is a live `RroceMr` with `ib` first.
+    let binds = unsafe { &(*ibmr.cast::<RroceMr>()).binds };
+    if binds.compare_exchange(0, MR_DEAD, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return EBUSY.to_errno();
+    }
     // SAFETY: every MR of ours is a `KBox<RroceMr>` with `ib` first.
     let mr = unsafe { KBox::from_raw(ibmr.cast::<RroceMr>()) };
     // SAFETY: its device is one of ours.

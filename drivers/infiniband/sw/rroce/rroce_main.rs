@@ -38,6 +38,7 @@ mod idtable;
 mod lock;
 mod loopback;
 mod mr;
+mod mw;
 mod netdev;
 mod parent;
 mod qp;

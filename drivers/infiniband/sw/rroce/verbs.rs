@@ -100,6 +100,9 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         reg_user_mr: Some(mr::reg_user_mr),
         get_dma_mr: Some(mr::get_dma_mr),
         dereg_mr: Some(mr::dereg_mr),
+        alloc_mw: Some(crate::mw::alloc_mw),
+        dealloc_mw: Some(crate::mw::dealloc_mw),
+        size_ib_mw: crate::mw::MW_SIZE,
         size_ib_pd: size_of::<RrocePd>(),
         size_ib_ucontext: size_of::<RroceUcontext>(),
         ..Default::default()
@@ -125,6 +128,10 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.max_cq = MAX_CQ as c_int;
     a.max_cqe = MAX_CQE as c_int;
     a.max_mr = MAX_MR as c_int;
+    // Memory windows share the key table with the regions (`max_mr` keys).
+    a.max_mw = MAX_MR as c_int;
+    a.device_cap_flags |= (bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
+        | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B) as u64;
     a.max_pd = MAX_PD as c_int;
     a.max_qp_rd_atom = MAX_RD_ATOM as c_int;
     a.max_qp_init_rd_atom = MAX_RD_ATOM as c_int;

@@ -38,6 +38,7 @@
 #include <linux/gfp.h>
 #include <linux/jiffies.h>
 #include <linux/module.h>
+#include <linux/scatterlist.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/stringify.h>
@@ -1461,6 +1462,472 @@ out:
 	kv_srq_cur = NULL;
 }
 
+/* ------------------------------------------------------ fast registration */
+
+/*
+ * A fast-registration MR on B mapping 3 non-adjacent pieces of B's rx
+ * buffer, out of order: page 1 from offset 0x100, page 5 whole, the first
+ * 2 KiB of page 3.  Its iova is the first piece's DMA address (rroce and
+ * rxe: a kernel virtual address), so the first page starts 0x100 into it.
+ */
+#define KV_FR_PIECES	3
+#define KV_FR_PAGES	4	/* max_num_sg of the MRs */
+#define KV_RX_FAR	(8 * PAGE_SIZE)	/* B's receive buffers: after the FR pages */
+
+static const struct { u32 page, off, len; } kv_fr_layout[KV_FR_PIECES] = {
+	{ 1, 0x100, PAGE_SIZE - 0x100 }, { 5, 0, PAGE_SIZE }, { 3, 0, 2048 },
+};
+
+struct kv_fr {
+	struct kv_side *s;
+	struct ib_mr *mr;
+	struct scatterlist sg[KV_FR_PIECES];
+	bool sg_mapped;
+	u32 len;
+};
+
+static int kv_fr_alloc(struct kv_side *s, struct kv_fr *fr, u32 max_sg)
+{
+	memset(fr, 0, sizeof(*fr));
+	fr->s = s;
+	fr->mr = ib_alloc_mr(s->pd, IB_MR_TYPE_MEM_REG, max_sg);
+	if (IS_ERR(fr->mr)) {
+		kv_fail("ib_alloc_mr(%s, IB_MR_TYPE_MEM_REG, %u): %ld", s->tag, max_sg,
+			PTR_ERR(fr->mr));
+		fr->mr = NULL;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Maps the pieces (DMA and MR); ib_map_mr_sg must return @want. */
+static int kv_fr_map(struct kv_fr *fr, int want)
+{
+	struct kv_side *s = fr->s;
+	int i, n;
+
+	if (!fr->sg_mapped) {
+		sg_init_table(fr->sg, KV_FR_PIECES);
+		fr->len = 0;
+		for (i = 0; i < KV_FR_PIECES; i++) {
+			sg_set_page(&fr->sg[i], s->rx.pages + kv_fr_layout[i].page,
+				    kv_fr_layout[i].len, kv_fr_layout[i].off);
+			fr->len += kv_fr_layout[i].len;
+		}
+		n = ib_dma_map_sg(s->dev, fr->sg, KV_FR_PIECES, DMA_BIDIRECTIONAL);
+		if (n != KV_FR_PIECES) {
+			kv_fail("ib_dma_map_sg on %s: %d, want %d", s->tag, n, KV_FR_PIECES);
+			if (n > 0)
+				ib_dma_unmap_sg(s->dev, fr->sg, KV_FR_PIECES, DMA_BIDIRECTIONAL);
+			return -EIO;
+		}
+		fr->sg_mapped = true;
+	}
+	n = ib_map_mr_sg(fr->mr, fr->sg, KV_FR_PIECES, NULL, PAGE_SIZE);
+	if (n != want) {
+		kv_fail("ib_map_mr_sg of %d pieces on %s: %d, want %d", KV_FR_PIECES, s->tag, n,
+			want);
+		return -EINVAL;
+	}
+	if (want == KV_FR_PIECES && (fr->mr->length != fr->len ||
+				     fr->mr->iova != sg_dma_address(&fr->sg[0]))) {
+		kv_fail("ib_map_mr_sg on %s: iova %#llx length %llu, want %#llx %u", s->tag,
+			fr->mr->iova, fr->mr->length, (u64)sg_dma_address(&fr->sg[0]), fr->len);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void kv_fr_free(struct kv_fr *fr)
+{
+	int err;
+
+	if (fr->sg_mapped)
+		ib_dma_unmap_sg(fr->s->dev, fr->sg, KV_FR_PIECES, DMA_BIDIRECTIONAL);
+	fr->sg_mapped = false;
+	if (fr->mr) {
+		err = ib_dereg_mr(fr->mr);
+		if (err)
+			kv_fail("ib_dereg_mr on %s: %d", fr->s->tag, err);
+	}
+	fr->mr = NULL;
+}
+
+/* The next key byte (what a ULP does before each registration). */
+static void kv_fr_newkey(struct kv_fr *fr)
+{
+	ib_update_fast_reg_key(fr->mr, ib_inc_rkey(fr->mr->rkey) & 0xff);
+}
+
+#define KV_FR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE)
+
+static int kv_fr_post_reg(struct kv_end *e, struct kv_fr *fr, int access, u64 wr_id)
+{
+	struct ib_reg_wr w = {
+		.wr = { .wr_id = wr_id, .opcode = IB_WR_REG_MR, .send_flags = IB_SEND_SIGNALED },
+		.mr = fr->mr, .key = fr->mr->rkey, .access = access,
+	};
+
+	return kv_post_send(e, &w.wr, "IB_WR_REG_MR");
+}
+
+/* REG_MR on @e, completed successfully. */
+static bool kv_fr_reg(struct kv_end *e, struct kv_fr *fr, u64 wr_id)
+{
+	return !kv_fr_post_reg(e, fr, KV_FR_ACCESS, wr_id) &&
+	       kv_expect(e, "IB_WR_REG_MR", KV_OK(wr_id, IB_WC_REG_MR, KV_ANY));
+}
+
+static int kv_post_inv(struct kv_end *e, u32 key, u64 wr_id)
+{
+	struct ib_send_wr w = { .wr_id = wr_id, .opcode = IB_WR_LOCAL_INV,
+				.send_flags = IB_SEND_SIGNALED, .ex.invalidate_rkey = key };
+
+	return kv_post_send(e, &w, "IB_WR_LOCAL_INV");
+}
+
+/* Puts @len bytes of @src at offset @at of the FR MR into the image. */
+static void kv_fr_img(u32 at, const u8 *src, u32 len)
+{
+	u32 i, base = 0, n;
+
+	for (i = 0; i < KV_FR_PIECES && len; i++) {
+		u32 plen = kv_fr_layout[i].len;
+
+		if (at < base + plen) {
+			n = min(len, base + plen - at);
+			kv_img_put(kv_fr_layout[i].page * PAGE_SIZE + kv_fr_layout[i].off +
+				   (at - base), src, n);
+			src += n;
+			at += n;
+			len -= n;
+		}
+		base += plen;
+	}
+}
+
+/* RDMA WRITE/READ of @len bytes between A's tx/rx and @raddr/@rkey on B. */
+static int kv_fr_rdma(struct kv_end *a, bool read, u64 wr_id, u64 raddr, u32 rkey, u32 len,
+		      const char *what)
+{
+	struct ib_sge ls = kv_sge(&kv_a, read ? &kv_a.rx : &kv_a.tx, 0, len);
+	struct ib_rdma_wr w = {
+		.wr = { .wr_id = wr_id, .sg_list = &ls, .num_sge = 1,
+			.opcode = read ? IB_WR_RDMA_READ : IB_WR_RDMA_WRITE,
+			.send_flags = IB_SEND_SIGNALED },
+		.remote_addr = raddr, .rkey = rkey,
+	};
+
+	return kv_post_send(a, &w.wr, what);
+}
+
+/* A WRITE of @len at FR offset @at, checked in B's rx byte for byte. */
+static bool kv_fr_write_ok(struct kv_pair *p, struct kv_fr *fr, u32 rkey, u32 at, u32 len,
+			   u64 wr_id, const char *what)
+{
+	kv_fill_tx(&kv_a);
+	kv_clear_rx(&kv_b);
+	kv_fr_img(at, kv_a.tx.va, len);
+	if (kv_fr_rdma(&p->a, false, wr_id, fr->mr->iova + at, rkey, len, what) ||
+	    !kv_expect(&p->a, what, KV_OK(wr_id, IB_WC_RDMA_WRITE, KV_ANY)))
+		return false;
+	kv_check_rx(&kv_b, what);
+	return !kv_err;
+}
+
+/*
+ * A WR through a key B does not honour (any more): A's WR completes with
+ * REM_ACCESS_ERR, the SEND behind it is flushed, both QPs end in ERR, and
+ * nothing was written into B's rx (the image must be current).
+ */
+static void kv_fr_refused(struct kv_pair *p, struct kv_fr *fr, bool read, u32 rkey,
+			  const char *what)
+{
+	struct ib_sge ss = kv_sge(&kv_a, &kv_a.tx, 0, 16);
+	struct ib_send_wr next = { .wr_id = 0xf1f, .sg_list = &ss, .num_sge = 1,
+				   .opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED };
+
+	kv_fill_tx(&kv_a);
+	if (kv_fr_rdma(&p->a, read, 0xf1e, fr->mr->iova, rkey, fr->len, what) ||
+	    kv_post_send(&p->a, &next, what))
+		return;
+	kv_expect(&p->a, what, KV_ERR(0xf1e, IB_WC_REM_ACCESS_ERR));
+	kv_expect(&p->a, "the SEND behind it", KV_ERR(0xf1f, IB_WC_WR_FLUSH_ERR));
+	if (kv_err)
+		return;
+	kv_wait_err(&p->a, what);
+	kv_wait_err(&p->b, what);
+	kv_check_rx(&kv_b, what);
+}
+
+/* 20: FR MR, 3 pieces over 3 pages, WRITE/READ through it from the peer. */
+static void kv_t_fr_rdma(void)
+{
+	struct kv_pair *p = kv_pair_open(&kv_direct);
+	struct kv_fr fr = {};
+
+	if (!p)
+		return;
+	if (!(kv_b.dev->attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS) ||
+	    kv_b.dev->attrs.max_fast_reg_page_list_len < KV_FR_PAGES) {
+		kv_fail("%s: device_cap_flags %#llx (IB_DEVICE_MEM_MGT_EXTENSIONS?), max_fast_reg_page_list_len %u",
+			kv_b.dev->name, kv_b.dev->attrs.device_cap_flags,
+			kv_b.dev->attrs.max_fast_reg_page_list_len);
+		goto out;
+	}
+	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+		goto out;
+	kv_fr_newkey(&fr);
+	kv_diag("FR MR on B: iova %#llx length %llu page_size %u rkey %#x", fr.mr->iova,
+		fr.mr->length, fr.mr->page_size, fr.mr->rkey);
+	if (!kv_fr_reg(&p->b, &fr, 0xf10) ||
+	    !kv_fr_write_ok(p, &fr, fr.mr->rkey, 0, fr.len, 0xf11, "RDMA WRITE A->B through the FR rkey"))
+		goto out;
+	/* READ it all back into A's rx */
+	kv_clear_rx(&kv_a);
+	kv_img_put(0, kv_a.tx.va, fr.len);
+	if (kv_fr_rdma(&p->a, true, 0xf12, fr.mr->iova, fr.mr->rkey, fr.len, "RDMA READ A<-B") ||
+	    !kv_expect(&p->a, "RDMA READ through the FR rkey", KV_OK(0xf12, IB_WC_RDMA_READ, fr.len)))
+		goto out;
+	kv_check_rx(&kv_a, "RDMA READ through the FR rkey");
+	/* a WRITE across the first page boundary of the MR */
+	if (!kv_err)
+		kv_fr_write_ok(p, &fr, fr.mr->rkey, 3000, 1000, 0xf13,
+			       "RDMA WRITE A->B at FR offset 3000 (across pieces 1-2)");
+	kv_cq_empty(&p->a, "FR");
+	kv_cq_empty(&p->b, "FR");
+out:
+	kv_pair_close(p);
+	kv_fr_free(&fr);
+}
+
+/* 21: LOCAL_INV on B, then A's WRITE through the old rkey fails. */
+static void kv_t_fr_inv(void)
+{
+	struct kv_pair *p = kv_pair_open(&kv_direct);
+	struct kv_fr fr = {};
+
+	if (!p)
+		return;
+	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+		goto out;
+	kv_fr_newkey(&fr);
+	if (!kv_fr_reg(&p->b, &fr, 0xf20) ||
+	    !kv_fr_write_ok(p, &fr, fr.mr->rkey, 100, 64, 0xf21, "RDMA WRITE A->B before LOCAL_INV"))
+		goto out;
+	if (kv_post_inv(&p->b, fr.mr->rkey, 0xf22) ||
+	    !kv_expect(&p->b, "IB_WR_LOCAL_INV on B", KV_OK(0xf22, IB_WC_LOCAL_INV, KV_ANY)))
+		goto out;
+	kv_fr_refused(p, &fr, false, fr.mr->rkey, "RDMA WRITE A->B after LOCAL_INV");
+out:
+	kv_pair_close(p);
+	kv_fr_free(&fr);
+}
+
+/* 22: re-registration with a new key byte: the new rkey works, the old fails. */
+static void kv_t_fr_rekey(void)
+{
+	struct kv_pair *p = kv_pair_open(&kv_direct);
+	struct kv_fr fr = {};
+	u32 old;
+
+	if (!p)
+		return;
+	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+		goto out;
+	kv_fr_newkey(&fr);
+	old = fr.mr->rkey;
+	if (!kv_fr_reg(&p->b, &fr, 0xf30) ||
+	    !kv_fr_write_ok(p, &fr, old, 0, 256, 0xf31, "RDMA WRITE A->B, first key") ||
+	    kv_post_inv(&p->b, old, 0xf32) ||
+	    !kv_expect(&p->b, "IB_WR_LOCAL_INV on B", KV_OK(0xf32, IB_WC_LOCAL_INV, KV_ANY)) ||
+	    kv_fr_map(&fr, KV_FR_PIECES))
+		goto out;
+	kv_fr_newkey(&fr);
+	if ((fr.mr->rkey & ~0xffu) != (old & ~0xffu) || fr.mr->rkey == old) {
+		kv_fail("new key %#x: want old %#x with another key byte", fr.mr->rkey, old);
+		goto out;
+	}
+	if (!kv_fr_reg(&p->b, &fr, 0xf33) ||
+	    !kv_fr_write_ok(p, &fr, fr.mr->rkey, 0, fr.len, 0xf34, "RDMA WRITE A->B, new key"))
+		goto out;
+	kv_fr_refused(p, &fr, true, old, "RDMA READ A<-B with the old key");
+out:
+	kv_pair_close(p);
+	kv_fr_free(&fr);
+}
+
+/* A completion with an error status; rxe may choose another one (noted). */
+static void kv_expect_err(struct kv_end *e, const char *what, u64 wr_id,
+			  enum ib_wc_status want)
+{
+	struct ib_wc wc;
+
+	if (kv_err)
+		return;
+	if (kv_poll(e, &wc, kv_deadline())) {
+		kv_fail("%s: no completion within %u ms", what, timeout_ms);
+		return;
+	}
+	if (wc.status != want && wc.wr_id == wr_id && e->s->dev->ops.driver_id == RDMA_DRIVER_RXE) {
+		kv_skip_why("rdma_rxe: %s completes with %s, not %s", what,
+			    ib_wc_status_msg(wc.status), ib_wc_status_msg(want));
+		return;
+	}
+	kv_wc_check(e, what, &wc, KV_ERR(wr_id, want), true);
+}
+
+/* 23: SEND_WITH_INV from A invalidates B's FR MR. */
+static void kv_t_fr_send_inv(void)
+{
+	const char *what = "SEND_WITH_INV A->B";
+	struct kv_pair *p = kv_pair_open(&kv_direct);
+	struct kv_fr fr = {};
+	struct ib_sge ss = kv_sge(&kv_a, &kv_a.tx, 0, 100);
+	struct ib_sge rs = kv_sge(&kv_b, &kv_b.rx, KV_RX_FAR, 4096);
+	struct ib_recv_wr rwr = { .wr_id = 0xf4b, .sg_list = &rs, .num_sge = 1 };
+	struct ib_send_wr swr = { .wr_id = 0xf4a, .sg_list = &ss, .num_sge = 1,
+				  .opcode = IB_WR_SEND_WITH_INV, .send_flags = IB_SEND_SIGNALED };
+	struct ib_wc wc;
+
+	if (!p)
+		return;
+	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+		goto out;
+	kv_fr_newkey(&fr);
+	if (!kv_fr_reg(&p->b, &fr, 0xf40) ||
+	    !kv_fr_write_ok(p, &fr, fr.mr->rkey, 0, 128, 0xf41, "RDMA WRITE A->B before SEND_WITH_INV"))
+		goto out;
+	kv_fill_tx(&kv_a);
+	kv_clear_rx(&kv_b);
+	kv_img_put(KV_RX_FAR, kv_a.tx.va, 100);
+	swr.ex.invalidate_rkey = fr.mr->rkey;
+	if (kv_post_recv(&p->b, &rwr, what) || kv_post_send(&p->a, &swr, what))
+		goto out;
+	kv_expect(&p->a, what, KV_OK(0xf4a, IB_WC_SEND, KV_ANY));
+	if (kv_err || kv_poll(&p->b, &wc, kv_deadline())) {
+		if (!kv_err)
+			kv_fail("%s: no receive completion on B", what);
+		goto out;
+	}
+	if (!kv_wc_check(&p->b, what, &wc, KV_OK(0xf4b, IB_WC_RECV, 100), true))
+		goto out;
+	if (!(wc.wc_flags & IB_WC_WITH_INVALIDATE) || wc.ex.invalidate_rkey != fr.mr->rkey) {
+		kv_fail("%s: wc_flags %#x invalidate_rkey %#x, want IB_WC_WITH_INVALIDATE and %#x",
+			what, wc.wc_flags, wc.ex.invalidate_rkey, fr.mr->rkey);
+		goto out;
+	}
+	kv_check_rx(&kv_b, what);
+	if (!kv_err)
+		kv_fr_refused(p, &fr, false, fr.mr->rkey, "RDMA WRITE A->B after SEND_WITH_INV");
+out:
+	kv_pair_close(p);
+	kv_fr_free(&fr);
+}
+
+/*
+ * 24: bad cases, each on a fresh pair: alloc_mr beyond the limits; a
+ * mapping longer than max_num_sg; LOCAL_INV of an unknown key; REG_MR of a
+ * valid MR; REG_MR with remote write but no local write; SEND_WITH_INV of
+ * an unknown key.  Then a good registration and WRITE still work.
+ */
+static void kv_t_fr_bad(void)
+{
+	struct kv_pair *p = NULL;
+	struct kv_fr fr = {}, fr2 = {};
+	struct ib_mr *mr;
+	u32 unknown;
+	struct ib_sge ss = kv_sge(&kv_a, &kv_a.tx, 0, 64);
+	struct ib_sge rs = kv_sge(&kv_b, &kv_b.rx, KV_RX_FAR, 4096);
+	struct ib_recv_wr rwr = { .wr_id = 0xf5b, .sg_list = &rs, .num_sge = 1 };
+	struct ib_send_wr swr = { .wr_id = 0xf5a, .sg_list = &ss, .num_sge = 1,
+				  .opcode = IB_WR_SEND_WITH_INV, .send_flags = IB_SEND_SIGNALED };
+
+	mr = ib_alloc_mr(kv_b.pd, IB_MR_TYPE_MEM_REG,
+			 kv_b.dev->attrs.max_fast_reg_page_list_len + 1);
+	if (!IS_ERR(mr)) {
+		kv_fail("ib_alloc_mr beyond max_fast_reg_page_list_len succeeded");
+		ib_dereg_mr(mr);
+		return;
+	}
+	if (kv_b.dev->ops.driver_id != RDMA_DRIVER_RXE) {
+		mr = ib_alloc_mr(kv_b.pd, IB_MR_TYPE_SG_GAPS, 4);
+		if (!IS_ERR(mr)) {
+			kv_fail("ib_alloc_mr(IB_MR_TYPE_SG_GAPS) succeeded");
+			ib_dereg_mr(mr);
+			return;
+		}
+	}
+	/* 2 pages for a 3-page list: 2 pieces mapped */
+	if (kv_fr_alloc(&kv_b, &fr, 2) || kv_fr_map(&fr, 2))
+		goto out;
+	kv_fr_free(&fr);
+
+	/* LOCAL_INV of a key nothing has */
+	unknown = 0xfffffe00 | 0x5a;
+	p = kv_pair_open(&kv_direct);
+	if (!p || kv_post_inv(&p->b, unknown, 0xf50))
+		goto out;
+	kv_expect_err(&p->b, "LOCAL_INV of an unknown key", 0xf50, IB_WC_LOC_PROT_ERR);
+	if (!kv_err)
+		kv_wait_err(&p->b, "LOCAL_INV of an unknown key");
+	p = kv_pair_close(p);
+
+	/* REG_MR of a valid MR */
+	if (kv_err || kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+		goto out;
+	kv_fr_newkey(&fr);
+	p = kv_pair_open(&kv_direct);
+	if (!p || !kv_fr_reg(&p->b, &fr, 0xf51) || kv_fr_post_reg(&p->b, &fr, KV_FR_ACCESS, 0xf52))
+		goto out;
+	kv_expect_err(&p->b, "REG_MR of a valid MR", 0xf52, IB_WC_LOC_PROT_ERR);
+	p = kv_pair_close(p);
+
+	/* remote write without local write */
+	if (kv_err || kv_fr_alloc(&kv_b, &fr2, KV_FR_PAGES) || kv_fr_map(&fr2, KV_FR_PIECES))
+		goto out;
+	p = kv_pair_open(&kv_direct);
+	if (!p || kv_fr_post_reg(&p->b, &fr2, IB_ACCESS_REMOTE_WRITE, 0xf53))
+		goto out;
+	kv_expect_err(&p->b, "REG_MR with REMOTE_WRITE without LOCAL_WRITE", 0xf53,
+		      IB_WC_LOC_QP_OP_ERR);
+	p = kv_pair_close(p);
+
+	/*
+	 * SEND_WITH_INV of an unknown key (not on rxe: 6.12's rxe sends no
+	 * NAK for it, its requester retries until retry_cnt runs out)
+	 */
+	if (kv_err)
+		goto out;
+	if (kv_b.dev->ops.driver_id == RDMA_DRIVER_RXE) {
+		kv_skip_why("rdma_rxe: no NAK for SEND_WITH_INV of an unknown key");
+		goto good;
+	}
+	p = kv_pair_open(&kv_direct);
+	swr.ex.invalidate_rkey = unknown;
+	if (!p || kv_post_recv(&p->b, &rwr, "RECV") || kv_post_send(&p->a, &swr, "SEND_WITH_INV"))
+		goto out;
+	kv_expect_err(&p->a, "SEND_WITH_INV of an unknown key (sender)", 0xf5a,
+		      IB_WC_REM_ACCESS_ERR);
+	kv_expect_err(&p->b, "SEND_WITH_INV of an unknown key (receiver)", 0xf5b,
+		      IB_WC_REM_INV_REQ_ERR);
+	p = kv_pair_close(p);
+
+good:
+	/* still working: fr2 registered properly, a WRITE through it */
+	if (kv_err)
+		goto out;
+	p = kv_pair_open(&kv_direct);
+	kv_fr_newkey(&fr2);
+	if (p && kv_fr_reg(&p->b, &fr2, 0xf54))
+		kv_fr_write_ok(p, &fr2, fr2.mr->rkey, 0, fr2.len, 0xf55,
+			       "RDMA WRITE A->B through a good FR MR after the errors");
+out:
+	kv_pair_close(p);
+	kv_fr_free(&fr);
+	kv_fr_free(&fr2);
+}
+
 struct kv_test {
 	const char *name;
 	void (*fn)(void);
@@ -1486,9 +1953,14 @@ static const struct kv_test kv_tests[] = {
 	{ "RDMA READ into a bad lkey -> LOC_PROT_ERR, next WR flushed, QP in ERR, later RECVs flushed", kv_t_bad_lkey_read },
 	{ "posting beyond max_send_wr/max_recv_wr -> -ENOMEM with *bad_wr at the first WR not posted; ERR flushes all", kv_t_depth },
 	{ "SRQ on B: bad attributes, ib_post_srq_recv, 3 SENDs into it (data, qp), limit event once, ERR flushes nothing of it", kv_t_srq },
+	{ "FRWR: ib_alloc_mr + ib_map_mr_sg (3 pages, offset 0x100) + IB_WR_REG_MR on B; A WRITEs and READs through the FR rkey", kv_t_fr_rdma },
+	{ "FRWR: IB_WR_LOCAL_INV on B, then A's WRITE -> REM_ACCESS_ERR, flush, both QPs in ERR, B untouched", kv_t_fr_inv },
+	{ "FRWR: re-registration with a new key byte: the new rkey works, the old one -> REM_ACCESS_ERR", kv_t_fr_rekey },
+	{ "FRWR: SEND_WITH_INV A->B: IB_WC_WITH_INVALIDATE, invalidate_rkey; then A's WRITE -> REM_ACCESS_ERR", kv_t_fr_send_inv },
+	{ "FRWR bad cases: alloc_mr limits, map beyond max_num_sg, LOCAL_INV/SEND_WITH_INV of unknown keys, REG_MR of a valid MR or bad access; then a good one", kv_t_fr_bad },
 };
 
-#define KV_NTESTS 19
+#define KV_NTESTS 24
 static_assert(ARRAY_SIZE(kv_tests) == KV_NTESTS);
 /* selftests/rdma/kverbs.sh reads the plan with modinfo -F ktap_plan */
 MODULE_INFO(ktap_plan, __stringify(KV_NTESTS));

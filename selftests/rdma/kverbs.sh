@@ -18,12 +18,16 @@
 #   18     posting beyond the queue depth -> -ENOMEM and *bad_wr
 #   19     an SRQ: bad attributes, ib_post_srq_recv, SENDs into it, the
 #          limit event once, QP in ERR flushes nothing of it
+#   20-24  fast registration on B (ib_alloc_mr, ib_map_mr_sg of 3 pages,
+#          IB_WR_REG_MR): WRITE/READ through the FR rkey; LOCAL_INV then
+#          REM_ACCESS_ERR; a new key byte (old key refused); SEND_WITH_INV
+#          (IB_WC_WITH_INVALIDATE); bad cases
 # then: the module reported all of them and its summary line, and rmmod
 # worked; and the usual dmesg check.  Every byte and completion is checked
 # by the module (see the comments there).
 #
 # A driver without kernel verbs (ib_alloc_cq or ib_create_qp fail with
-# exactly -EOPNOTSUPP; rroce before its kernel QPs) skips subtests 1-19.
+# exactly -EOPNOTSUPP; rroce before its kernel QPs) skips all subtests.
 # On rxe (RROCE_TYPE=rxe) both QPs are on $DEV0: 6.12's rxe has no network
 # namespace support, so $DEV1 in netns peer cannot take packets.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh

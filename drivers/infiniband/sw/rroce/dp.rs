@@ -189,9 +189,6 @@ pub(crate) struct Dp {
     seen_resp: RespCounters,
     /// `CONS_POLLING` as last published in the SQ ring.
     polling: bool,
-    /// Ring index of a local WQE (BIND_MW, LOCAL_INV) taken from the ring
-    /// and waiting for the WQEs before it to complete ([`Dp::take_wqes`]).
-    local_wait: Option<u32>,
     /// UD/GSI QP (no RC engines; [`Dp::ud_send_all`], [`Dp::on_ud`]).
     ud: bool,
     /// UC QP: the requester in its unreliable mode and `uc_resp`.
@@ -199,6 +196,10 @@ pub(crate) struct Dp {
     /// The QP's Q_Key and next PSN (UD).
     qkey: u32,
     ud_psn: u32,
+    /// A local operation (LOCAL_INV, REG_MR) taken from the SQ and waiting
+    /// for every earlier WQE to complete ([`Dp::run_held`]); no later WQE
+    /// is taken meanwhile.
+    held: Option<SendWqe>,
 }
 
 fn zeroed(n: usize) -> Result<KVVec<u8>> {
@@ -260,13 +261,20 @@ impl Dp {
             seen_req: ReqCounters::default(),
             seen_resp: RespCounters::default(),
             polling: false,
-            local_wait: None,
             ud,
             uc,
             qkey: 0,
             ud_psn: 0,
+            held: None,
         };
         Ok(KBox::new(dp, GFP_KERNEL)?)
+    }
+
+    /// Lets a kernel RC QP post `IB_WR_REG_MR`.
+    pub(crate) fn allow_fast_reg(&mut self) {
+        if self.send_lim.opcodes == OpcodeSet::RC {
+            self.send_lim.opcodes = OpcodeSet::RC_KERNEL;
+        }
     }
 
     fn shadow_range(&self, ring_idx: u32) -> core::ops::Range<usize> {
@@ -372,8 +380,8 @@ impl Dp {
         self.uc_resp = None;
         self.pend_len = 0;
         self.has_cur = false;
+        self.held = None;
         self.path = None;
-        self.local_wait = None;
         for (c, ring) in [(&mut self.sq, ctx.sq_ring), (&mut self.rq, ctx.rq_ring)] {
             if let Ok(n) = c.refresh(ring) {
                 for _ in 0..n {
@@ -527,58 +535,24 @@ impl Dp {
                 return;
             }
             self.pump(ctx, st);
-            // Sending may have completed everything a local WQE waits for
-            // (UC completes on sending): run it and go on.
-            if self.local_wait.is_none() || !self.req.as_ref().is_some_and(|r| r.outstanding() == 0) {
+            // A local operation held back by sends that `pump` just
+            // completed (UC completes them as they are sent) runs now;
+            // each round consumes one, so this ends.
+            let ready = self.held.is_some() && self.req.as_ref().is_some_and(|r| r.all_completed() && !r.is_error());
+            if !ready || *st == QpState::Err {
                 return;
             }
         }
     }
 
-    /// Executes the local WQE at ring index `idx` (every WQE before it has
-    /// completed and the requester is empty): pushes its completion and
-    /// frees its ring entry.  Requester WQEs map to ring entries from
-    /// `sq_base`, which moves past the entry.
-    fn run_local(&mut self, ctx: &Ctx<'_>, idx: u32) {
-        self.sq_base = self.sq_base.wrapping_add(1);
-        let entry = self.sq_shadow.get(self.shadow_range(idx)).unwrap_or(&[]);
-        let error = self.req.as_ref().is_none_or(|r| r.is_error());
-        let (wr_id, opcode, signaled, status) = match wqe::decode_send(entry, &self.send_lim) {
-            Ok(v) => {
-                let w = v.wqe;
-                let status = if error { WcStatus::WrFlushErr } else { exec_local(ctx, &w) };
-                (w.wr_id, w.opcode.wc_opcode(), w.flags & SEND_SIGNALED != 0 || ctx.sig_all, status)
-            }
-            Err(_) => (raw_wr_id(entry), WcOpcode::Send, true, WcStatus::LocQpOpErr),
-        };
-        // Free the ring entry before the CQE is visible (as `complete_sends`).
-        let _ = self.sq.release(ctx.sq_ring, 1);
-        if signaled || status != WcStatus::Success {
-            push_send(ctx, &Cqe::new(wr_id, status, opcode, ctx.qpn));
-        }
-        if status != WcStatus::Success && !error {
-            // A failed local operation puts the QP in the error state: the
-            // requester flushes what follows.
-            if let Some(r) = self.req.as_mut() {
-                r.flush();
-            }
-        }
-    }
-
     /// Moves new SQ entries into the requester while it has room.  `Err`
-    /// if the user broke the ring indices.  A local WQE waits (and stops
-    /// the WQEs after it) until the requester is empty, then runs.
+    /// if the user broke the ring indices.
     fn take_wqes(&mut self, ctx: &Ctx<'_>) -> Result<(), ()> {
         loop {
-            let Some(req) = self.req.as_ref() else { return Ok(()) };
-            if let Some(li) = self.local_wait {
-                if req.outstanding() != 0 {
-                    return Ok(());
-                }
-                self.local_wait = None;
-                self.run_local(ctx, li);
-                continue;
+            if self.held.is_some() && !self.run_held(ctx) {
+                return Ok(());
             }
+            let Some(req) = self.req.as_ref() else { return Ok(()) };
             if req.outstanding() as usize >= req.capacity() {
                 return Ok(());
             }
@@ -592,15 +566,16 @@ impl Dp {
             }
             let entry = self.sq_shadow.get(r).unwrap_or(&[]);
             let decoded = wqe::decode_send(entry, &self.send_lim).map(|v| (v.wqe, v.length));
-            if decoded.is_ok_and(|(w, _)| w.opcode.is_local()) {
-                self.local_wait = Some(idx);
-                continue;
-            }
             let Some(req) = self.req.as_mut() else { return Ok(()) };
             match decoded {
                 Ok((mut w, len)) => {
                     if ctx.sig_all {
                         w.flags |= SEND_SIGNALED;
+                    }
+                    if w.opcode.is_local() {
+                        // Executed once everything before it completed.
+                        self.held = Some(w);
+                        continue;
                     }
                     match req.post(w, len) {
                         Ok(_) => {}
@@ -610,6 +585,26 @@ impl Dp {
                 Err(_) => bad_wqe(req, raw_wr_id(entry), WcStatus::LocQpOpErr),
             }
         }
+    }
+
+    /// Executes the held local operation if every earlier WQE has
+    /// completed (or flushes it in the error state); returns whether it is
+    /// done.
+    fn run_held(&mut self, ctx: &Ctx<'_>) -> bool {
+        let (Some(w), Some(req)) = (self.held, self.req.as_ref()) else { return false };
+        let status = if req.is_error() {
+            WcStatus::WrFlushErr
+        } else if req.all_completed() {
+            exec_local(ctx, &w)
+        } else {
+            return false;
+        };
+        let Some(req) = self.req.as_mut() else { return false };
+        if req.post_local(w, status).is_err() {
+            bad_wqe(req, w.wr_id, WcStatus::LocQpOpErr);
+        }
+        self.held = None;
+        true
     }
 
     /// Delivers completions, sends what the requester allows, arms the
@@ -1031,10 +1026,30 @@ impl Dp {
     }
 }
 
-/// Executes a local operation (requester empty, QP not in error) and
-/// returns its completion status.
+/// Completes a WQE that could not be queued (garbage in the ring, refused
+/// by the engine) with `status` and puts the QP into the error state.
+fn bad_wqe(req: &mut Requester<KSlots>, wr_id: u64, status: WcStatus) {
+    let mut w = SendWqe::new(wr_id, SendOpcode::Send);
+    w.flags = SEND_SIGNALED;
+    if let Ok(idx) = req.post(w, 0) {
+        req.local_error(idx, status);
+    } else {
+        req.flush();
+    }
+}
+
+/// Executes a local operation of the QP's SQ; returns its completion
+/// status.
 fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
     match w.opcode {
+        SendOpcode::LocalInv => match crate::mw::invalidate(ctx.dev, ctx.pd, None, w.imm_or_inv) {
+            Some(Ok(())) => WcStatus::Success,
+            Some(Err(_)) => WcStatus::MwBindErr,
+            None => match crate::mr::invalidate_key(ctx.dev, ctx.pd, w.imm_or_inv) {
+                Ok(()) => WcStatus::Success,
+                Err(e) => e.local_status(),
+            },
+        },
         SendOpcode::BindMw => {
             let r = crate::mw::BindReq {
                 mw_key: w.imm_or_inv,
@@ -1050,25 +1065,18 @@ fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
                 Err(_) => WcStatus::MwBindErr,
             }
         }
-        SendOpcode::LocalInv => match crate::mw::invalidate(ctx.dev, ctx.pd, None, w.imm_or_inv) {
-            Some(Ok(())) => WcStatus::Success,
-            Some(Err(_)) => WcStatus::MwBindErr,
-            // Not a window: regions are not invalidated yet.
-            None => WcStatus::LocProtErr,
-        },
+        SendOpcode::RegMr => {
+            let r = crate::proto::mr::RegRequest {
+                key: w.rkey,
+                iova: w.remote_addr,
+                length: w.compare_add,
+                page_size: w.swap & 0xffff_ffff,
+                npages: (w.swap >> 32) as u32,
+                access: w.remote_qkey,
+            };
+            crate::mr::fast_register(ctx.dev, ctx.pd, &r)
+        }
         _ => WcStatus::LocQpOpErr,
-    }
-}
-
-/// Completes a WQE that could not be queued (garbage in the ring, refused
-/// by the engine) with `status` and puts the QP into the error state.
-fn bad_wqe(req: &mut Requester<KSlots>, wr_id: u64, status: WcStatus) {
-    let mut w = SendWqe::new(wr_id, SendOpcode::Send);
-    w.flags = SEND_SIGNALED;
-    if let Ok(idx) = req.post(w, 0) {
-        req.local_error(idx, status);
-    } else {
-        req.flush();
     }
 }
 
@@ -1236,7 +1244,7 @@ fn access_error(e: MrError) -> AccessError {
     match e {
         MrError::BadKey => AccessError::InvalidKey,
         MrError::Range => AccessError::OutOfRange,
-        MrError::Access => AccessError::NoPermission,
+        MrError::Access | MrError::NotInvalidatable => AccessError::NoPermission,
     }
 }
 
@@ -1269,6 +1277,15 @@ impl MemCheck for Mem<'_, '_> {
             AtomicOp::FetchAdd { add } => mr.atomic(va, false, add, 0),
         };
         r.map_err(access_error)
+    }
+
+    fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
+        // A type-2B window only through the QP it is bound to.
+        let (dev, pd) = (self.ctx.dev, self.ctx.pd);
+        match crate::mw::invalidate(dev, pd, Some(self.ctx.qpn), rkey) {
+            Some(r) => r.map_err(|_| AccessError::InvalidKey),
+            None => crate::mr::invalidate_key(dev, pd, rkey).map_err(access_error),
+        }
     }
 }
 

@@ -10,9 +10,19 @@
 //! receive path can look keys up under RCU) and `generation` changes on
 //! every registration, so a stale key of a deregistered region does not
 //! match a new one at the same index.
+//!
+//! Fast-registration MRs (`ib_alloc_mr`, `ib_map_mr_sg`, `IB_WR_REG_MR`,
+//! `IB_WR_LOCAL_INV`, SEND with invalidate) follow the rules of
+//! [`proto::mr`](crate::proto::mr): free or valid, accessible only while
+//! valid and with the key of their last registration.  Their page list
+//! holds kernel virtual addresses (rroce is a virtual-DMA device: the DMA
+//! addresses `ib_dma_map_sg` gives consumers are direct-map addresses, as
+//! for [`RroceMr::walk_dma`]).  The registration itself (iova, length,
+//! page size, page count, access, key, state) is kept in atomics, as the
+//! data path of other QPs reads it concurrently under RCU.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::error::from_err_ptr;
 use kernel::ffi::c_int;
@@ -20,6 +30,12 @@ use kernel::prelude::*;
 
 use crate::device::RroceDev;
 use crate::glue;
+use crate::proto::mr::{self as rules, FrState, MrKind, RegRequest, RegionInfo};
+use crate::proto::wqe::WcStatus;
+
+/// Largest page list of a fast-registration MR
+/// (`max_fast_reg_page_list_len`).
+pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
 
 /// Access flags a region may carry (the rest are refused or meaningless
 /// for a software device).
@@ -55,6 +71,28 @@ pub(crate) struct RroceMr {
     /// Memory windows bound to the region, and [`MR_DEAD`] once
     /// `dereg_mr` has committed to freeing it (see [`Self::bind_get`]).
     binds: AtomicU32,
+    /// The key accesses must carry (lkey == rkey).  Not `ib.lkey`: a
+    /// consumer changes that with `ib_update_fast_reg_key` before posting
+    /// the registration that makes the new key valid.
+    key: AtomicU32,
+    /// Fast-registration state (`ib_alloc_mr` MRs only).
+    fr: Option<KBox<Fr>>,
+}
+
+/// The page list and registration of a fast-registration MR.
+struct Fr {
+    /// Page-size aligned kernel virtual addresses, written by `map_mr_sg`.
+    list: KVVec<AtomicU64>,
+    /// Entries of `list` written by the last `map_mr_sg`.
+    nmapped: AtomicU32,
+    /// Registered (valid) or not (free).
+    valid: AtomicBool,
+    iova: AtomicU64,
+    length: AtomicU64,
+    page_size: AtomicU64,
+    /// Pages of `list` in use (≤ `list.len()`).
+    npages: AtomicU32,
+    access: AtomicU32,
 }
 
 /// [`RroceMr::binds`] flag: the region is going away, nothing may bind.
@@ -80,6 +118,20 @@ pub(crate) enum MrError {
     Range,
     /// The region does not allow the access.
     Access,
+    /// The key names a region that cannot be invalidated.
+    NotInvalidatable,
+}
+
+impl MrError {
+    /// The completion status of a local operation (LOCAL_INV) that failed
+    /// with this error.
+    pub(crate) fn local_status(self) -> WcStatus {
+        match self {
+            MrError::BadKey => rules::InvError::BadKey.local_status(),
+            MrError::NotInvalidatable => rules::InvError::NotInvalidatable.local_status(),
+            MrError::Range | MrError::Access => WcStatus::LocProtErr,
+        }
+    }
 }
 
 /// Registers `mr` (already filled but for its keys) and returns `ib_mr`.
@@ -91,6 +143,7 @@ fn publish(dev: &RroceDev, mut mr: KBox<RroceMr>) -> Result<*mut bindings::ib_mr
     mr.index = index;
     mr.ib.lkey = key;
     mr.ib.rkey = key;
+    mr.key.store(key, Ordering::Release);
     Ok(KBox::into_raw(mr).cast())
 }
 
@@ -150,7 +203,18 @@ fn reg_user(
         }
     };
     let mr = match KBox::new(
-        RroceMr { ib: ibmr, umem: Some(umem), pd, pages, page_off, access: acc, index: 0, binds: AtomicU32::new(0) },
+        RroceMr {
+            ib: ibmr,
+            umem: Some(umem),
+            pd,
+            pages,
+            page_off,
+            access: acc,
+            index: 0,
+            binds: AtomicU32::new(0),
+            key: AtomicU32::new(0),
+            fr: None,
+        },
         GFP_KERNEL,
     ) {
         Ok(mr) => mr,
@@ -179,33 +243,63 @@ impl RroceMr {
     /// reference is valid until they are enabled again, because `dereg_mr`
     /// waits for an RCU grace period before freeing the region.
     pub(crate) fn lookup<'a>(dev: &'a RroceDev, pd: *mut bindings::ib_pd, key: u32) -> Result<&'a RroceMr, MrError> {
-        let raw = dev.p.keys.load(key >> 8);
-        if crate::mw::is_mw_entry(raw) {
-            // A memory window's key is no region key.
-            return Err(MrError::BadKey);
-        }
-        let p = raw.cast::<RroceMr>();
-        // SAFETY: the key table only holds live regions (and tagged
-        // windows, refused above) of this device; see above for the
-        // lifetime.
-        let mr = unsafe { p.as_ref() }.ok_or(MrError::BadKey)?;
-        if mr.ib.lkey != key || mr.pd != pd {
+        let mr = Self::at_index(dev, rules::key_index(key)).ok_or(MrError::BadKey)?;
+        if mr.pd != pd || !rules::key_usable(&mr.info(pd), key) {
             return Err(MrError::BadKey);
         }
         Ok(mr)
     }
 
+    /// The region at `index` of `dev`'s key table, whatever its key (same
+    /// lifetime rules as [`Self::lookup`]).
+    fn at_index(dev: &RroceDev, index: u32) -> Option<&RroceMr> {
+        let raw = dev.p.keys.load(index);
+        if crate::mw::is_mw_entry(raw) {
+            // A memory window's entry (see `mw`): no region.
+            return None;
+        }
+        // SAFETY: the key table only holds live regions (and tagged
+        // windows, refused above) of this device; see `lookup` for the
+        // lifetime.
+        unsafe { raw.cast::<RroceMr>().as_ref() }
+    }
+
+    /// What the rules of `proto::mr` need to know, seen from `pd`.
+    fn info(&self, pd: *mut bindings::ib_pd) -> RegionInfo {
+        let (kind, state, max_pages) = match self.fr.as_deref() {
+            Some(fr) => (
+                MrKind::FastReg,
+                if fr.valid.load(Ordering::Acquire) { FrState::Valid } else { FrState::Free },
+                fr.list.len() as u32,
+            ),
+            None => (MrKind::Plain, FrState::Valid, 0),
+        };
+        RegionInfo { kind, state, key: self.key.load(Ordering::Acquire), same_pd: self.pd == pd, max_pages }
+    }
+
     /// Checks an access of `len` bytes at `va`.
     pub(crate) fn check(&self, va: u64, len: u32, need: Need) -> Result<(), MrError> {
+        let access = match self.fr.as_deref() {
+            Some(fr) => fr.access.load(Ordering::Relaxed),
+            None => self.access,
+        };
         let ok = match need {
             Need::LocalRead => true,
-            Need::LocalWrite => self.access & bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE != 0,
-            Need::Remote(f) => self.access & f == f,
+            Need::LocalWrite => access & bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE != 0,
+            Need::Remote(f) => access & f == f,
         };
         if !ok {
             return Err(MrError::Access);
         }
         let end = va.checked_add(u64::from(len)).ok_or(MrError::Range)?;
+        if let Some(fr) = self.fr.as_deref() {
+            let (iova, length) = (fr.iova.load(Ordering::Relaxed), fr.length.load(Ordering::Relaxed));
+            let mr_end = iova.checked_add(length).ok_or(MrError::Range)?;
+            if len != 0 && (va < iova || end > mr_end) {
+                return Err(MrError::Range);
+            }
+            return Ok(());
+        }
         if self.umem.is_none() {
             // A DMA MR spans the kernel's direct map; `walk` checks each
             // page of it.
@@ -222,6 +316,9 @@ impl RroceMr {
     /// `f(page, offset in page, offset in the range, length)`.
     fn walk(&self, va: u64, len: u32, mut f: impl FnMut(*mut bindings::page, u32, usize, u32)) -> Result<(), MrError> {
         let ps = bindings::PAGE_SIZE as u64;
+        if let Some(fr) = self.fr.as_deref() {
+            return Self::walk_fr(fr, va, len, f);
+        }
         if self.umem.is_none() {
             return Self::walk_dma(va, len, f);
         }
@@ -258,6 +355,39 @@ impl RroceMr {
             let in_page = (a % ps) as u32;
             let n = (len - done).min(ps as u32 - in_page);
             f(page, in_page, done as usize, n);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// [`Self::walk`] for a fast-registered MR: the page list holds
+    /// page-size aligned kernel virtual addresses (see the module
+    /// documentation); each piece is bounded by the MR page and the kernel
+    /// page, and checked with `virt_addr_valid`.
+    fn walk_fr(fr: &Fr, va: u64, len: u32, mut f: impl FnMut(*mut bindings::page, u32, usize, u32)) -> Result<(), MrError> {
+        let kps = bindings::PAGE_SIZE as u64;
+        let iova = fr.iova.load(Ordering::Relaxed);
+        let length = fr.length.load(Ordering::Relaxed);
+        let ps = fr.page_size.load(Ordering::Relaxed);
+        let npages = fr.npages.load(Ordering::Relaxed) as usize;
+        let mut done = 0u32;
+        while done < len {
+            let a = va.checked_add(u64::from(done)).ok_or(MrError::Range)?;
+            let (idx, off) = rules::locate(iova, length, ps, a).ok_or(MrError::Range)?;
+            if idx >= npages {
+                return Err(MrError::Range);
+            }
+            let base = fr.list.get(idx).ok_or(MrError::Range)?.load(Ordering::Relaxed);
+            let kva = base.checked_add(off).ok_or(MrError::Range)?;
+            // SAFETY: only computes the page of a direct-map address after
+            // checking that it is one; no memory is accessed.
+            let page = unsafe { glue::rroce_virt_to_page(kva) };
+            if page.is_null() {
+                return Err(MrError::Range);
+            }
+            let in_page = kva % kps;
+            let n = u64::from(len - done).min(ps - off).min(kps - in_page) as u32;
+            f(page, in_page as u32, done as usize, n);
             done += n;
         }
         Ok(())
@@ -361,12 +491,173 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_i
                 access: acc,
                 index: 0,
                 binds: AtomicU32::new(0),
+                key: AtomicU32::new(0),
+                fr: None,
             },
             GFP_KERNEL,
         )?;
         publish(dev, mr)
     })();
     res.unwrap_or_else(|e| e.to_ptr())
+}
+
+/// Invalidates `key` for a QP of `pd` (LOCAL_INV, or the R_Key of a SEND
+/// with invalidate): the region must exist with exactly this key, belong to
+/// `pd` and be invalidatable ([`rules::check_invalidate`]); it becomes
+/// free.  Bottom halves disabled (as [`RroceMr::lookup`]).
+pub(crate) fn invalidate_key(dev: &RroceDev, pd: *mut bindings::ib_pd, key: u32) -> Result<(), MrError> {
+    let mr = RroceMr::at_index(dev, rules::key_index(key));
+    let info = mr.map(|m| m.info(pd));
+    rules::check_invalidate(info.as_ref(), key).map_err(|e| match e {
+        rules::InvError::NotInvalidatable => MrError::NotInvalidatable,
+        rules::InvError::BadKey | rules::InvError::WrongPd => MrError::BadKey,
+    })?;
+    if let Some(fr) = mr.and_then(|m| m.fr.as_deref()) {
+        fr.valid.store(false, Ordering::Release);
+    }
+    Ok(())
+}
+
+/// Executes an `IB_WR_REG_MR` of a QP of `pd` ([`rules::check_reg`]): the
+/// region at the key's index becomes valid with `r`'s key, range, page
+/// list prefix and access.  Returns the completion status.
+pub(crate) fn fast_register(dev: &RroceDev, pd: *mut bindings::ib_pd, r: &RegRequest) -> WcStatus {
+    let mr = RroceMr::at_index(dev, rules::key_index(r.key));
+    let info = mr.map(|m| m.info(pd));
+    if let Err(e) = rules::check_reg(info.as_ref(), r) {
+        return e.status();
+    }
+    let Some((mr, fr)) = mr.and_then(|m| m.fr.as_deref().map(|f| (m, f))) else {
+        return WcStatus::LocProtErr;
+    };
+    fr.iova.store(r.iova, Ordering::Relaxed);
+    fr.length.store(r.length, Ordering::Relaxed);
+    fr.page_size.store(r.page_size, Ordering::Relaxed);
+    fr.npages.store(r.npages, Ordering::Relaxed);
+    fr.access.store(r.access, Ordering::Relaxed);
+    mr.key.store(r.key, Ordering::Release);
+    fr.valid.store(true, Ordering::Release);
+    WcStatus::Success
+}
+
+/// The parameters of `IB_WR_REG_MR` for `ibmr` with `key` and `access`
+/// (mapping from the last `ib_map_mr_sg`), or `EINVAL` if `ibmr` is not a
+/// fast-registration MR of `key`'s index.
+///
+/// # Safety
+///
+/// `ibmr` must be a live MR of this driver, not concurrently changed by
+/// `ib_map_mr_sg` (the consumer's duty).
+pub(crate) unsafe fn reg_request(ibmr: *mut bindings::ib_mr, key: u32, access: c_int) -> Result<RegRequest> {
+    // SAFETY: every MR of ours is an `RroceMr` with `ib` first.
+    let mr = unsafe { &*ibmr.cast::<RroceMr>() };
+    let fr = mr.fr.as_deref().ok_or(EINVAL)?;
+    if rules::key_index(key) != mr.index {
+        return Err(EINVAL);
+    }
+    Ok(RegRequest {
+        key,
+        iova: mr.ib.iova,
+        length: mr.ib.length,
+        page_size: u64::from(mr.ib.page_size),
+        npages: fr.nmapped.load(Ordering::Relaxed),
+        access: access as u32,
+    })
+}
+
+/// # Safety
+///
+/// `ib_device_ops::alloc_mr` contract.
+pub(crate) unsafe extern "C" fn alloc_mr(
+    pd: *mut bindings::ib_pd,
+    mr_type: bindings::ib_mr_type,
+    max_num_sg: u32,
+) -> *mut bindings::ib_mr {
+    let res = (|| {
+        if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
+            return Err(EINVAL);
+        }
+        if max_num_sg == 0 || max_num_sg > MAX_FAST_REG_PAGES {
+            return Err(EINVAL);
+        }
+        // SAFETY: `pd` is a live PD of one of our devices.
+        let dev = unsafe { RroceDev::from_ib((*pd).device) };
+        let mut list = KVVec::with_capacity(max_num_sg as usize, GFP_KERNEL)?;
+        for _ in 0..max_num_sg {
+            list.push(AtomicU64::new(0), GFP_KERNEL)?;
+        }
+        let fr = KBox::new(
+            Fr {
+                list,
+                nmapped: AtomicU32::new(0),
+                valid: AtomicBool::new(false),
+                iova: AtomicU64::new(0),
+                length: AtomicU64::new(0),
+                page_size: AtomicU64::new(bindings::PAGE_SIZE as u64),
+                npages: AtomicU32::new(0),
+                access: AtomicU32::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        let mut ib = bindings::ib_mr::default();
+        ib.page_size = bindings::PAGE_SIZE as u32;
+        let mr = KBox::new(
+            RroceMr {
+                ib,
+                umem: None,
+                pd,
+                pages: KVVec::new(),
+                page_off: 0,
+                access: 0,
+                index: 0,
+                binds: AtomicU32::new(0),
+                key: AtomicU32::new(0),
+                fr: Some(fr),
+            },
+            GFP_KERNEL,
+        )?;
+        publish(dev, mr)
+    })();
+    res.unwrap_or_else(|e| e.to_ptr())
+}
+
+/// `set_page` callback of `ib_sg_to_pages`: appends `addr` to the page
+/// list, `-ENOMEM` when it is full.
+///
+/// # Safety
+///
+/// `ibmr` is a fast-registration MR of ours being mapped by `map_mr_sg`.
+unsafe extern "C" fn set_page(ibmr: *mut bindings::ib_mr, addr: u64) -> c_int {
+    // SAFETY: every MR of ours is an `RroceMr` with `ib` first.
+    let mr = unsafe { &*ibmr.cast::<RroceMr>() };
+    let Some(fr) = mr.fr.as_deref() else { return -(bindings::EINVAL as c_int) };
+    let n = fr.nmapped.load(Ordering::Relaxed);
+    match fr.list.get(n as usize) {
+        Some(slot) => {
+            slot.store(addr, Ordering::Relaxed);
+            fr.nmapped.store(n + 1, Ordering::Relaxed);
+            0
+        }
+        None => -(bindings::ENOMEM as c_int),
+    }
+}
+
+/// # Safety
+///
+/// `ib_device_ops::map_mr_sg` contract (`ib_map_mr_sg` set `page_size`).
+pub(crate) unsafe extern "C" fn map_mr_sg(
+    ibmr: *mut bindings::ib_mr,
+    sg: *mut bindings::scatterlist,
+    sg_nents: c_int,
+    sg_offset: *mut core::ffi::c_uint,
+) -> c_int {
+    // SAFETY: every MR of ours is an `RroceMr` with `ib` first.
+    let mr = unsafe { &*ibmr.cast::<RroceMr>() };
+    let Some(fr) = mr.fr.as_deref() else { return -(bindings::EINVAL as c_int) };
+    fr.nmapped.store(0, Ordering::Relaxed);
+    // SAFETY: `ibmr` is ours, `sg` a DMA-mapped list of `sg_nents` entries
+    // (the caller's contract); `set_page` only touches `fr`.
+    unsafe { bindings::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(set_page)) }
 }
 
 /// # Safety

@@ -251,7 +251,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
     let ud = matches!(ty, QpType::Ud | QpType::Gsi);
     let uc = ty == QpType::Uc;
-    let dp = Dp::new(
+    let mut dp = Dp::new(
         sq.layout,
         rq.layout,
         RING_START,
@@ -263,6 +263,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         uc,
     )?;
     let kq = if sq.mem.is_kernel() {
+        dp.allow_fast_reg();
         Some(KernelQueues {
             sq: Producer::new(sq.layout, RING_START),
             rq: Producer::new(rq.layout, RING_START),
@@ -477,12 +478,19 @@ pub(crate) fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u3
 /// of its opcode, e.g. `ib_rdma_wr`, and its SGE list valid; inline SGE
 /// addresses are kernel virtual addresses of `length` readable bytes).
 unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8]) -> Result {
+    if wr.opcode == bindings::ib_wr_opcode_IB_WR_REG_MR {
+        // SAFETY: per the requirements.
+        return unsafe { kernel_reg_wqe(p, wr, out) };
+    }
     let op = u8::try_from(wr.opcode).ok().and_then(SendOpcode::from_u8).ok_or(EINVAL)?;
     // READ, atomics and SEND with invalidate do not exist on UC.
     if p.ty == QpType::Uc && !wqe::OpcodeSet::UC.contains(op) {
         return Err(EINVAL);
     }
-    if op.is_local() || wr.num_sge < 0 || wr.num_sge as u32 > p.max_send_sge {
+    // LOCAL_INV is the only local operation of kernel consumers posted
+    // with its own opcode (REG_MR above); not on UD/GSI QPs.
+    let local_ok = op == SendOpcode::LocalInv && matches!(p.ty, QpType::Rc | QpType::Uc) && wr.num_sge == 0;
+    if (op.is_local() && !local_ok) || op == SendOpcode::RegMr || wr.num_sge < 0 || wr.num_sge as u32 > p.max_send_sge {
         return Err(EINVAL);
     }
     let n = wr.num_sge as usize;
@@ -557,6 +565,37 @@ unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8])
     }
     let sges = sges.get(..n).ok_or(EINVAL)?;
     wqe::write_send_wqe(out, &h, SendPayload::Sges(sges)).map_err(|_| EINVAL)?;
+    Ok(())
+}
+
+/// The WQE of an `IB_WR_REG_MR` (RC QPs): the MR's mapping from its last
+/// `ib_map_mr_sg`, the new key and the access flags go into the WQE; the
+/// registration happens when the requester reaches it (`dp`).
+///
+/// # Safety
+///
+/// `wr` must be the `wr` member of a valid `ib_reg_wr` whose MR is live.
+unsafe fn kernel_reg_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8]) -> Result {
+    if p.ty != QpType::Rc || wr.num_sge != 0 {
+        return Err(EINVAL);
+    }
+    // SAFETY: per the requirements.
+    let r = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_reg_wr>() };
+    if r.mr.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: a live MR of this device (ib_core dispatches by device), not
+    // being mapped concurrently (the consumer's duty).
+    let req = unsafe { crate::mr::reg_request(r.mr, r.key, r.access) }?;
+    // SAFETY: plain-old-data union.
+    let mut h = SendWqe::new(unsafe { wr.__bindgen_anon_1.wr_id }, SendOpcode::RegMr);
+    h.flags = (wr.send_flags as u32 & u32::from(wqe::SEND_FLAGS_ALL & !wqe::SEND_INLINE)) as u8;
+    h.rkey = req.key;
+    h.remote_addr = req.iova;
+    h.compare_add = req.length;
+    h.swap = (u64::from(req.npages) << 32) | (req.page_size & 0xffff_ffff);
+    h.remote_qkey = req.access;
+    wqe::write_send_wqe(out, &h, SendPayload::Sges(&[])).map_err(|_| EINVAL)?;
     Ok(())
 }
 

@@ -103,6 +103,8 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         alloc_mw: Some(crate::mw::alloc_mw),
         dealloc_mw: Some(crate::mw::dealloc_mw),
         size_ib_mw: crate::mw::MW_SIZE,
+        alloc_mr: Some(mr::alloc_mr),
+        map_mr_sg: Some(mr::map_mr_sg),
         size_ib_pd: size_of::<RrocePd>(),
         size_ib_ucontext: size_of::<RroceUcontext>(),
         ..Default::default()
@@ -143,6 +145,10 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     // so they are atomic across all QPs of the device: IB_ATOMIC_HCA.
     a.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
     a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+    // Fast registration (alloc_mr, map_mr_sg, REG_MR, LOCAL_INV, SEND with
+    // invalidate) for kernel consumers.
+    a.device_cap_flags = bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+    a.max_fast_reg_page_list_len = mr::MAX_FAST_REG_PAGES;
     a
 }
 

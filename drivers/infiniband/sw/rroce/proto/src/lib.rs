@@ -17,6 +17,7 @@ mod bytes;
 pub mod hdr;
 pub mod icrc;
 pub mod link;
+pub mod mr;
 pub mod net;
 pub mod opcode;
 pub mod psn;

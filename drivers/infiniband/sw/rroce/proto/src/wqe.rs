@@ -214,6 +214,12 @@ pub enum SendOpcode {
     BindMw = 8,
     /// SEND with invalidate.
     SendWithInv = 9,
+    /// Fast registration of a kernel MR (`IB_WR_REG_MR`); kernel QPs only,
+    /// not in [`SendOpcode::ALL`] nor `ibv_wr_opcode` (see [`OpcodeSet::RC_KERNEL`]).
+    /// Fields: `rkey` the new key, `remote_addr` the iova, `compare_add`
+    /// the length, `swap` page size (low 32 bits) and page count (high 32
+    /// bits), `remote_qkey` the access flags.
+    RegMr = 12,
 }
 
 impl SendOpcode {
@@ -244,6 +250,7 @@ impl SendOpcode {
             7 => Self::LocalInv,
             8 => Self::BindMw,
             9 => Self::SendWithInv,
+            12 => Self::RegMr,
             _ => return None,
         })
     }
@@ -270,7 +277,7 @@ impl SendOpcode {
 
     /// Whether the opcode is local (no packet).
     pub const fn is_local(self) -> bool {
-        matches!(self, Self::LocalInv | Self::BindMw)
+        matches!(self, Self::LocalInv | Self::BindMw | Self::RegMr)
     }
 
     /// Whether the SGEs are a *source* that may be replaced by inline data.
@@ -295,6 +302,7 @@ impl SendOpcode {
             Self::AtomicFetchAndAdd => WcOpcode::FetchAdd,
             Self::LocalInv => WcOpcode::LocalInv,
             Self::BindMw => WcOpcode::BindMw,
+            Self::RegMr => WcOpcode::RegMr,
         }
     }
 }
@@ -316,6 +324,8 @@ impl OpcodeSet {
             | SendOpcode::LocalInv.bit()
             | SendOpcode::BindMw.bit(),
     );
+    /// Opcodes of a kernel RC QP: all, and fast registration.
+    pub const RC_KERNEL: Self = Self(Self::RC.0 | SendOpcode::RegMr.bit());
     /// Opcodes of a UD/GSI QP.
     pub const UD: Self = Self(SendOpcode::Send.bit() | SendOpcode::SendWithImm.bit());
 
@@ -866,6 +876,8 @@ pub enum WcOpcode {
     BindMw = 5,
     /// Local invalidate.
     LocalInv = 6,
+    /// Fast registration (`IB_WC_REG_MR`; kernel consumers only).
+    RegMr = 10,
     /// Receive of a SEND.
     Recv = 128,
     /// Receive of an RDMA WRITE with immediate.
@@ -883,6 +895,7 @@ impl WcOpcode {
             4 => Self::FetchAdd,
             5 => Self::BindMw,
             6 => Self::LocalInv,
+            10 => Self::RegMr,
             128 => Self::Recv,
             129 => Self::RecvRdmaWithImm,
             _ => return None,
@@ -1096,9 +1109,14 @@ mod tests {
             assert_eq!(SendOpcode::from_u8(i as u8), Some(*op));
             assert!(OpcodeSet::RC.contains(*op));
         }
-        for v in 10..=255u8 {
+        for v in (10..=255u8).filter(|&v| v != 12) {
             assert_eq!(SendOpcode::from_u8(v), None);
         }
+        assert_eq!(SendOpcode::from_u8(12), Some(SendOpcode::RegMr));
+        assert!(!OpcodeSet::RC.contains(SendOpcode::RegMr));
+        assert!(OpcodeSet::RC_KERNEL.contains(SendOpcode::RegMr));
+        assert!(SendOpcode::RegMr.is_local());
+        assert_eq!(SendOpcode::RegMr.wc_opcode(), WcOpcode::RegMr);
         for v in 0..=255u8 {
             if let Some(s) = WcStatus::from_u8(v) {
                 assert_eq!(s as u8, v);

@@ -136,6 +136,7 @@ impl H {
             Err(PostError::NotOnTransport) => {
                 assert!(self.req.config().unreliable, "RC has every operation");
             }
+            Err(PostError::Busy) => panic!("only post_local answers Busy"),
         }
         assert!(self.req.outstanding() as usize <= SLOTS);
         assert_eq!(self.req.outstanding() as usize, self.posted.len());

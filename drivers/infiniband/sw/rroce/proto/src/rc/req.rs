@@ -102,6 +102,8 @@ pub enum PostError {
     /// An operation the transport does not have (READ, atomics and SEND
     /// with invalidate on UC).
     NotOnTransport,
+    /// [`Requester::post_local`] while earlier WQEs are not complete.
+    Busy,
 }
 
 /// Requester and completer counters.
@@ -323,6 +325,55 @@ impl<S: SlotStore> Requester<S> {
             }
         }
         self.flush();
+    }
+
+    /// Whether every posted WQE has completed (a local operation may
+    /// execute now, see [`Requester::post_local`]).
+    pub fn all_completed(&self) -> bool {
+        self.done_upto == self.tail
+    }
+
+    /// Records a local operation (LOCAL_INV, REG_MR, BIND_MW) that the glue
+    /// executed with result `status` once every earlier WQE had completed
+    /// ([`Requester::all_completed`]): local operations are ordered after
+    /// everything posted before them (an implicit fence), and complete in
+    /// order.  It uses no PSN.  A failure moves the QP to the error state;
+    /// in the error state the glue must not execute it and it completes
+    /// with `WR_FLUSH_ERR` whatever `status` says.
+    pub fn post_local(&mut self, wqe: SendWqe, status: WcStatus) -> Result<u32, PostError> {
+        let used = usize::try_from(self.tail.wrapping_sub(self.head)).unwrap_or(usize::MAX);
+        if used >= self.capacity() {
+            return Err(PostError::Full);
+        }
+        if !wqe.opcode.is_local() {
+            return Err(PostError::Unsupported);
+        }
+        if !self.error && !self.all_completed() {
+            return Err(PostError::Busy);
+        }
+        let idx = self.tail;
+        let error = self.error;
+        let psn = self.psn;
+        let s = self.slot_mut(idx).ok_or(PostError::Full)?;
+        *s = Slot {
+            wqe,
+            len: 0,
+            npkts: 0,
+            first_psn: psn,
+            done: Some(if error { WcStatus::WrFlushErr } else { status }),
+        };
+        self.tail = idx.wrapping_add(1);
+        if !error {
+            // Nothing is outstanding: every index moves past it.
+            self.done_upto = self.tail;
+            self.hi = self.tail;
+            self.cursor = self.tail;
+            self.pkt = 0;
+            if status != WcStatus::Success {
+                self.flush();
+            }
+        }
+        Ok(idx)
     }
 
     /// Give back the WQE storage (e.g. to reuse it after a reset).
@@ -685,7 +736,7 @@ pub enum Blocked {
 mod tests {
     extern crate std;
     use super::super::super::opcode::*;
-    use super::super::super::wqe::SEND_SIGNALED;
+    use super::super::super::wqe::{WcOpcode, SEND_SIGNALED};
     use super::super::SendCompletion;
     use super::*;
     use std::vec;
@@ -877,6 +928,14 @@ mod tests {
             Err(PostError::Unsupported)
         );
         assert_eq!(
+            r.post_local(wqe(SendOpcode::LocalInv), WcStatus::Success),
+            Err(PostError::Busy)
+        );
+        assert_eq!(
+            r.post_local(wqe(SendOpcode::Send), WcStatus::Success),
+            Err(PostError::Unsupported)
+        );
+        assert_eq!(
             r.post(wqe(SendOpcode::Send), MAX_MSG_SIZE + 1),
             Err(PostError::TooLong)
         );
@@ -945,6 +1004,79 @@ mod tests {
             r.on_response(&ack, 0),
             super::super::RespVerdict::Ignored(_)
         ));
+    }
+
+    /// Local operations wait for every earlier WQE to complete, use no
+    /// PSN, complete in order, and a failed one flushes the QP.
+    #[test]
+    fn local_operations() {
+        use super::super::super::hdr::{Aeth, Syndrome};
+        use super::super::InResponse;
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        let mut s = wqe(SendOpcode::Send);
+        s.wr_id = 1;
+        r.post(s, 10).unwrap();
+        let p = drain(&mut r);
+        assert_eq!(p.len(), 1);
+        assert!(!r.all_completed());
+        let mut inv = wqe(SendOpcode::LocalInv);
+        inv.wr_id = 2;
+        assert_eq!(r.post_local(inv, WcStatus::Success), Err(PostError::Busy));
+        let ack = InResponse {
+            opcode: RC_ACKNOWLEDGE,
+            psn: p[0].psn,
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
+                msn: 1,
+            }),
+            ..Default::default()
+        };
+        r.on_response(&ack, 0);
+        assert!(r.all_completed());
+        let mut reg = wqe(SendOpcode::RegMr);
+        reg.wr_id = 3;
+        r.post_local(inv, WcStatus::Success).unwrap();
+        r.post_local(reg, WcStatus::Success).unwrap();
+        // The next message takes the next PSN.
+        r.post(s, 10).unwrap();
+        let q = drain(&mut r);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q[0].psn, p[0].psn.next());
+        let got: Vec<_> = core::iter::from_fn(|| r.poll_completion())
+            .map(|c| (c.wr_id, c.opcode, c.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, WcOpcode::Send, WcStatus::Success),
+                (2, WcOpcode::LocalInv, WcStatus::Success),
+                (3, WcOpcode::RegMr, WcStatus::Success),
+            ]
+        );
+        // The second SEND completes with its ACK.
+        let ack2 = InResponse {
+            psn: q[0].psn,
+            ..ack
+        };
+        r.on_response(&ack2, 0);
+        assert_eq!(r.poll_completion().map(|c| c.wr_id), Some(1));
+        // A failed local operation: error completion, then flushes.
+        r.post_local(reg, WcStatus::LocProtErr).unwrap();
+        assert!(r.is_error());
+        r.post(s, 10).unwrap();
+        r.post_local(inv, WcStatus::Success).unwrap();
+        let got: Vec<_> = core::iter::from_fn(|| r.poll_completion())
+            .map(|c| (c.wr_id, c.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (3, WcStatus::LocProtErr),
+                (1, WcStatus::WrFlushErr),
+                (2, WcStatus::WrFlushErr)
+            ]
+        );
+        assert!(r.is_idle());
     }
 
     /// The atomic ACK and the only READ response complete their WQE

@@ -130,6 +130,16 @@ pub trait MemCheck {
     /// 8-byte aligned), execute `op` atomically with respect to other
     /// atomics on the device, and return the original value.
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError>;
+
+    /// Invalidate the region (or window) with R_Key `rkey` for a SEND with
+    /// invalidate: it must exist with exactly this key, belong to the QP's
+    /// PD and be invalidatable (see `mr::check_invalidate`).  Called once,
+    /// when the last packet of the message is executed.  The default has
+    /// nothing to invalidate.
+    fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
+        let _ = rkey;
+        Err(AccessError::InvalidKey)
+    }
 }
 
 /// The receive queue, as the responder sees it.
@@ -170,8 +180,8 @@ pub struct RecvCompletion {
     pub byte_len: u32,
     /// Immediate data in CQE format (see `imm_to_cqe`).
     pub imm: Option<u32>,
-    /// R_Key the glue must invalidate (SEND with invalidate) before writing
-    /// the CQE.
+    /// R_Key invalidated by a SEND with invalidate (already done through
+    /// [`MemCheck::invalidate`]); for the CQE.
     pub invalidate: Option<u32>,
     /// The message had SE set (solicited event).
     pub solicited: bool,
@@ -629,7 +639,7 @@ impl<const R: usize> Responder<R> {
                     return self.invalid(pkt.psn);
                 }
                 if info.operation == Operation::Send {
-                    self.send(pkt, pos, info.imm, info.inv, rq)
+                    self.send(pkt, pos, info.imm, info.inv, mem, rq)
                 } else {
                     self.write(pkt, pos, info.imm, mem, rq)
                 }
@@ -640,12 +650,13 @@ impl<const R: usize> Responder<R> {
         }
     }
 
-    fn send<Q: RecvSource>(
+    fn send<M: MemCheck, Q: RecvSource>(
         &mut self,
         pkt: &InRequest,
         pos: Position,
         imm: bool,
         inv: bool,
+        mem: &mut M,
         rq: &mut Q,
     ) -> Action {
         let mut take_recv = false;
@@ -676,6 +687,22 @@ impl<const R: usize> Responder<R> {
         };
         if (imm && pkt.imm.is_none()) || (inv && pkt.ieth.is_none()) {
             return self.invalid(pkt.psn);
+        }
+        if let Some(ieth) = pkt.ieth.filter(|_| inv && pos.is_end()) {
+            if mem.invalidate(ieth.rkey).is_err() {
+                // The R_Key cannot be invalidated: NAK remote access error
+                // (as for any R_Key violation); the receive WQE completes
+                // with remote invalid request (as rxe's class J).
+                self.ctx = Ctx::Send { recv_len, offset };
+                let mut a = self.fatal(
+                    pkt.psn,
+                    NAK_REMOTE_ACCESS_ERROR,
+                    Outcome::AccessError,
+                    WcStatus::RemInvReqErr,
+                );
+                a.take_recv = take_recv;
+                return a;
+            }
         }
         self.epsn = self.epsn.next();
         let mut a = Action::drop(Outcome::Executed);

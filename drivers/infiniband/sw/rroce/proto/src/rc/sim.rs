@@ -1380,3 +1380,108 @@ fn uc_lossy_link_loses_whole_messages_only() {
         }
     }
 }
+
+/// Regions that can be invalidated: `(key, valid)`; records invalidations.
+struct InvMem {
+    regions: Vec<(u32, bool)>,
+}
+
+impl MemCheck for InvMem {
+    fn check(&mut self, _k: u32, _va: u64, _len: u32, _a: Access) -> Result<(), AccessError> {
+        Err(AccessError::InvalidKey)
+    }
+
+    fn atomic(&mut self, _k: u32, _va: u64, _op: AtomicOp) -> Result<u64, AccessError> {
+        Err(AccessError::InvalidKey)
+    }
+
+    fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
+        let r = self
+            .regions
+            .iter_mut()
+            .find(|r| r.0 == rkey)
+            .ok_or(AccessError::InvalidKey)?;
+        r.1 = false;
+        Ok(())
+    }
+}
+
+/// SEND with invalidate: the named region is invalidated once, with the
+/// last packet (not on a duplicate); the receive completes with the key;
+/// an unknown key gives NAK remote access error, the receive WQE
+/// completes with remote invalid request and the QP enters ERR.
+#[test]
+fn send_with_invalidate() {
+    use super::super::hdr::{Ieth, Syndrome, NAK_REMOTE_ACCESS_ERROR};
+    use super::super::opcode::{
+        RC_SEND_FIRST, RC_SEND_LAST_WITH_INVALIDATE, RC_SEND_ONLY_WITH_INVALIDATE,
+    };
+    let cfg = RespConfig {
+        rq_psn: Psn::new(100),
+        pmtu: PathMtu::Mtu256,
+        max_dest_rd_atomic: 4,
+        min_rnr_timer: 1,
+    };
+    let mut r = Responder::<4>::new(cfg);
+    let mut mem = InvMem {
+        regions: vec![(0x1234_5601, true), (0x0000_0702, true)],
+    };
+    let bufs: VecDeque<RecvBuf> = (0..4)
+        .map(|i| RecvBuf {
+            wr_id: i,
+            sges: vec![(0, 1024)],
+        })
+        .collect();
+    // Two packets: the key is invalidated with the last one.
+    let first = InRequest {
+        opcode: RC_SEND_FIRST,
+        psn: Psn::new(100),
+        payload_len: 256,
+        ..Default::default()
+    };
+    let a = r.on_request(&first, &mut mem, &mut Rq(&bufs));
+    assert!(a.take_recv && a.recv_done.is_none());
+    assert!(mem.regions[0].1);
+    let last = InRequest {
+        opcode: RC_SEND_LAST_WITH_INVALIDATE,
+        psn: Psn::new(101),
+        payload_len: 10,
+        ieth: Some(Ieth { rkey: 0x1234_5601 }),
+        ..Default::default()
+    };
+    let a = r.on_request(&last, &mut mem, &mut Rq(&bufs));
+    let rc = a.recv_done.unwrap();
+    assert_eq!(rc.status, WcStatus::Success);
+    assert_eq!(rc.byte_len, 266);
+    assert_eq!(rc.invalidate, Some(0x1234_5601));
+    assert_eq!(rc.wc_flags(), super::super::wqe::WC_WITH_INV);
+    assert_eq!(rc.imm_or_inv(), 0x1234_5601);
+    assert!(!mem.regions[0].1 && mem.regions[1].1);
+    // A duplicate is re-ACKed, not executed again.
+    mem.regions[0].1 = true;
+    let a = r.on_request(&last, &mut mem, &mut Rq(&bufs));
+    assert_eq!(a.outcome, Outcome::Duplicate);
+    assert!(mem.regions[0].1);
+    // Unknown key.
+    let bad = InRequest {
+        opcode: RC_SEND_ONLY_WITH_INVALIDATE,
+        psn: Psn::new(102),
+        payload_len: 4,
+        ieth: Some(Ieth { rkey: 0x0000_0703 }),
+        ..Default::default()
+    };
+    let a = r.on_request(&bad, &mut mem, &mut Rq(&bufs));
+    assert_eq!(a.outcome, Outcome::AccessError);
+    assert!(a.take_recv && a.qp_error);
+    assert_eq!(a.recv_done.unwrap().status, WcStatus::RemInvReqErr);
+    let Reply::Packet(nak) = a.reply else {
+        panic!("no NAK")
+    };
+    assert_eq!(
+        nak.aeth.unwrap().decoded(),
+        Syndrome::Nak {
+            code: NAK_REMOTE_ACCESS_ERROR
+        }
+    );
+    assert!(mem.regions[1].1);
+}

@@ -1044,7 +1044,8 @@ fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
     match w.opcode {
         SendOpcode::LocalInv => match crate::mw::invalidate(ctx.dev, ctx.pd, None, w.imm_or_inv) {
             Some(Ok(())) => WcStatus::Success,
-            Some(Err(_)) => WcStatus::MwBindErr,
+            // As for a region's key that cannot be invalidated.
+            Some(Err(_)) => WcStatus::LocProtErr,
             None => match crate::mr::invalidate_key(ctx.dev, ctx.pd, w.imm_or_inv) {
                 Ok(()) => WcStatus::Success,
                 Err(e) => e.local_status(),

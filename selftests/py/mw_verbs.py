@@ -253,12 +253,14 @@ def main():
     wc = p.local_inv(key)
     check(wc is not None and wc.status == e.IBV_WC_SUCCESS and wc.opcode == e.IBV_WC_LOCAL_INV,
           "type 2: LOCAL_INV of the window's key completes (IBV_WC_LOCAL_INV)", wc_str(wc) if wc else "none")
-    wc = p.local_inv(key, wr_id=0x89)
-    check(wc is not None and wc.status == e.IBV_WC_LOC_PROT_ERR and wc.wr_id == 0x89,
-          "type 2: LOCAL_INV of the now invalid key -> LOC_PROT_ERR", wc_str(wc) if wc else "none")
     st = p.rdma(e.IBV_WR_RDMA_WRITE, key, mr1.buf + 8192, 0, 64)
     check(st == e.IBV_WC_REM_ACCESS_ERR, "type 2: access after LOCAL_INV -> REM_ACCESS_ERR",
           status_str(st) if st is not None else "no completion")
+    wc = p.local_inv(key, wr_id=0x89)
+    check(wc is not None and wc.status == e.IBV_WC_LOC_PROT_ERR and wc.wr_id == 0x89,
+          "type 2: LOCAL_INV of the now invalid key -> LOC_PROT_ERR", wc_str(wc) if wc else "none")
+    st = rclib.qp_state(p.qp1)
+    check(st == e.IBV_QPS_ERR, "type 2: the failed LOCAL_INV moved the QP to ERR", rclib.state_str(st))
     good_transfer(d0, d1, mr1, "after LOCAL_INV")
 
     # SEND_WITH_INV from the peer.
@@ -285,6 +287,8 @@ def main():
           status_str(st) if st is not None else "no completion")
     p = Pair(d0, d1)
     p.qp1.post_recv(RecvWR(wr_id=0x56, num_sge=1, sg=[SGE(mr1.buf + 32768, 256, mr1.lkey)]))
+    wr = SendWR(wr_id=0x67, opcode=e.IBV_WR_SEND_WITH_INV, num_sge=1, sg=[SGE(p.buf0.buf, 100, p.buf0.lkey)],
+                send_flags=e.IBV_SEND_SIGNALED)
     wr.imm_data = key
     p.qp0.post_send(wr)
     got = p.wcs(p.cq0)

@@ -147,7 +147,7 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
     // Fast registration (alloc_mr, map_mr_sg, REG_MR, LOCAL_INV, SEND with
     // invalidate) for kernel consumers.
-    a.device_cap_flags = bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+    a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
     a.max_fast_reg_page_list_len = mr::MAX_FAST_REG_PAGES;
     a
 }

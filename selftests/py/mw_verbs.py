@@ -256,6 +256,7 @@ def main():
     st = p.rdma(e.IBV_WR_RDMA_WRITE, key, mr1.buf + 8192, 0, 64)
     check(st == e.IBV_WC_REM_ACCESS_ERR, "type 2: access after LOCAL_INV -> REM_ACCESS_ERR",
           status_str(st) if st is not None else "no completion")
+    p = Pair(d0, d1)  # the access error moved both QPs to ERR
     wc = p.local_inv(key, wr_id=0x89)
     check(wc is not None and wc.status == e.IBV_WC_LOC_PROT_ERR and wc.wr_id == 0x89,
           "type 2: LOCAL_INV of the now invalid key -> LOC_PROT_ERR", wc_str(wc) if wc else "none")

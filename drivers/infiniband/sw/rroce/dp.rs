@@ -1054,12 +1054,14 @@ fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
         SendOpcode::BindMw => {
             let r = crate::mw::BindReq {
                 mw_key: w.imm_or_inv,
-                new_rkey: w.rkey,
-                type2: w.ah == wqe::BIND_TYPE2,
                 mr_lkey: w.remote_qpn,
-                addr: w.remote_addr,
-                len: w.compare_add,
-                access: w.remote_qkey,
+                req: crate::proto::mw::BindRequest {
+                    type2: w.ah == wqe::BIND_TYPE2,
+                    new_rkey: w.rkey,
+                    addr: w.remote_addr,
+                    len: w.compare_add,
+                    access: w.remote_qkey,
+                },
             };
             match crate::mw::bind(ctx.dev, ctx.pd, ctx.qpn, &r) {
                 Ok(()) => WcStatus::Success,

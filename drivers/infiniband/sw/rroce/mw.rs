@@ -11,15 +11,11 @@
 //! such "value" entries as they are), so `RroceMr::lookup` refuses it as an
 //! L_Key or region R_Key.
 //!
-//! A window is bound by a BIND_MW WQE executed in order by the requester
-//! ([`bind`]): the range must lie in a region of the QP's PD that allows
-//! `IB_ACCESS_MW_BIND`, remote write/atomic need the region's local write,
-//! the new key keeps the window's index; a type-2 window must be free and
-//! is then bound to the QP (type 2B: only that QP may use or remotely
-//! invalidate it), a type-1 window may be rebound and a zero-length bind
-//! unbinds it.  A bound window counts on its region, which `dereg_mr`
-//! refuses (`EBUSY`) until the window is unbound, invalidated (type 2:
-//! LOCAL_INV, SEND_WITH_INV) or deallocated.
+//! The rules of binding, access and invalidation are `proto::mw`'s; here
+//! the window state lives and changes.  A window is bound by a BIND_MW WQE
+//! executed in order by the requester ([`bind`]).  A bound window counts
+//! on its region, which `dereg_mr` refuses (`EBUSY`) until the window is
+//! unbound, invalidated (type 2: LOCAL_INV, SEND_WITH_INV) or deallocated.
 //!
 //! The binding is under a per-window `spin_lock_bh`, taken inside the QP
 //! lock of whichever QP binds, uses or invalidates it (never two windows
@@ -38,17 +34,10 @@ use kernel::prelude::*;
 use crate::device::RroceDev;
 use crate::lock::{new_spinlock_bh, SpinLockBh};
 use crate::mr::{MrError, Need, RroceMr};
+use crate::proto::mw as rules;
 
 /// Bit 0 of a key-table entry: the entry is a window.
 const MW_TAG: usize = 1;
-
-/// Window access flags a bind may ask for.  `IB_ACCESS_LOCAL_WRITE` means
-/// nothing for a window and is accepted (and ignored), as on other devices.
-const MW_ACCESS: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
-    | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
-    | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
-    | bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-    | bindings::ib_access_flags_IB_ZERO_BASED;
 
 /// Whether a key-table entry is a window's.
 pub(crate) fn is_mw_entry(entry: *mut c_void) -> bool {
@@ -60,15 +49,8 @@ pub(crate) fn is_mw_entry(entry: *mut c_void) -> bool {
 struct Binding {
     /// The region (alive while bound: counted by `RroceMr::bind_get`).
     mr: *const RroceMr,
-    /// First address in the region and length of the window.
-    addr: u64,
-    len: u64,
-    /// `IB_ACCESS_REMOTE_*` flags of the window.
-    access: u32,
-    /// Remote addresses are offsets from `addr`.
-    zero_based: bool,
-    /// Type 2B: the QP it is bound to.
-    qpn: Option<u32>,
+    /// Range, access, zero-based, QP (2B).
+    b: rules::Binding,
 }
 
 /// The state under the window lock.
@@ -173,27 +155,13 @@ pub(crate) fn remote<'a>(
     }
     let (mr, at) = {
         let st = mw.st().lock();
-        let b = match st.bound {
-            Some(b) if st.rkey == rkey => b,
-            _ => return Err(MrError::BadKey),
-        };
-        if b.qpn.is_some_and(|q| q != qpn) {
-            return Err(MrError::BadKey);
-        }
-        if b.access & flag != flag {
-            return Err(MrError::Access);
-        }
-        let off = if b.zero_based { Some(va) } else { va.checked_sub(b.addr) };
-        let end = off.and_then(|o| o.checked_add(u64::from(len)));
-        let (off, end) = match (off, end) {
-            (Some(o), Some(e)) => (o, e),
-            _ if len == 0 => (0, 0),
-            _ => return Err(MrError::Range),
-        };
-        if len != 0 && end > b.len {
-            return Err(MrError::Range);
-        }
-        (b.mr, b.addr.wrapping_add(off))
+        let b = st.bound.as_ref();
+        let at = rules::check_access(st.rkey, b.map(|b| &b.b), rkey, qpn, va, len, flag).map_err(|e| match e {
+            rules::AccessFault::Key => MrError::BadKey,
+            rules::AccessFault::Access => MrError::Access,
+            rules::AccessFault::Range => MrError::Range,
+        })?;
+        (b.map(|b| b.mr).ok_or(MrError::BadKey)?, at)
     };
     // SAFETY: the binding counted on the region, which `dereg_mr` therefore
     // refused; an unbind after the lock was dropped lets `dereg_mr` go on,
@@ -203,96 +171,43 @@ pub(crate) fn remote<'a>(
     Ok((mr, at))
 }
 
-/// Why a bind or invalidation failed (completed with `MW_BIND_ERR` or the
-/// caller's status).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BindError {
-    /// No window of the QP's PD with this index, or of the wrong type.
-    Window,
-    /// The new key changes the index.
-    Key,
-    /// A type-2 window that is bound already (or, invalidating, one that
-    /// is not bound under this key).
-    State,
-    /// Access flags the window cannot have or the region does not allow.
-    Access,
-    /// No suitable region (key, PD, `MW_BIND`, user memory), or the range
-    /// is outside it.
-    Region,
-}
-
 /// What a BIND_MW WQE asks for (see `proto::wqe` for the fields).
 pub(crate) struct BindReq {
     /// Any key of the window (its index is what counts).
     pub(crate) mw_key: u32,
-    pub(crate) new_rkey: u32,
-    pub(crate) type2: bool,
     pub(crate) mr_lkey: u32,
-    pub(crate) addr: u64,
-    pub(crate) len: u64,
-    pub(crate) access: u32,
+    pub(crate) req: rules::BindRequest,
 }
 
-/// Executes a bind posted on QP `qpn` of `pd`.  Under the QP lock.
-pub(crate) fn bind(dev: &RroceDev, pd: *mut bindings::ib_pd, qpn: u32, r: &BindReq) -> Result<(), BindError> {
-    let mw = window(dev, pd, r.mw_key).ok_or(BindError::Window)?;
-    if mw.type2() != r.type2 {
-        return Err(BindError::Window);
-    }
-    if r.new_rkey >> 8 != r.mw_key >> 8 {
-        return Err(BindError::Key);
-    }
-    if r.access & !MW_ACCESS != 0 || (!r.type2 && r.access & bindings::ib_access_flags_IB_ZERO_BASED != 0) {
-        return Err(BindError::Access);
-    }
+/// Executes a bind posted on QP `qpn` of `pd` (rules: `proto::mw`).  Under
+/// the QP lock.
+pub(crate) fn bind(dev: &RroceDev, pd: *mut bindings::ib_pd, qpn: u32, r: &BindReq) -> Result<(), rules::BindError> {
+    let mw = window(dev, pd, r.mw_key).ok_or(rules::BindError::NoWindow)?;
     let mut st = mw.st().lock();
     if st.rkey >> 8 != r.mw_key >> 8 {
         // Not published yet.
-        return Err(BindError::Window);
+        return Err(rules::BindError::NoWindow);
     }
-    if r.type2 && st.bound.is_some() {
-        // IBA 10.6.7.2: a type-2 window is bound only from the free state.
-        return Err(BindError::State);
-    }
-    if !r.type2 && r.len == 0 {
-        // Type 1: a zero-length bind unbinds the window (under a new key).
-        if let Some(old) = st.bound.take() {
-            // SAFETY: counted while bound (see `Binding::mr`).
-            unsafe { (*old.mr).bind_put() };
+    let info = rules::WindowInfo { type2: mw.type2(), rkey: st.rkey, bound: st.bound.is_some() };
+    let mr = RroceMr::lookup(dev, pd, r.mr_lkey).ok();
+    let region = mr.map(|m| rules::RegionInfo { access: m.access(), range: m.user_range() });
+    let outcome = rules::check_bind(&info, &r.req, region.as_ref(), qpn)?;
+    let new = match (outcome, mr) {
+        (rules::BindOutcome::Unbind, _) => None,
+        (rules::BindOutcome::Bind(b), Some(mr)) => {
+            if !mr.bind_get() {
+                // Being deregistered.
+                return Err(rules::BindError::NoRegion);
+            }
+            Some(Binding { mr, b })
         }
-        st.rkey = r.new_rkey;
-        return Ok(());
-    }
-    let mr = RroceMr::lookup(dev, pd, r.mr_lkey).map_err(|_| BindError::Region)?;
-    let acc = mr.access();
-    if acc & bindings::ib_access_flags_IB_ACCESS_MW_BIND == 0 {
-        return Err(BindError::Region);
-    }
-    let needs_lw = bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
-    if r.access & needs_lw != 0 && acc & bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
-        return Err(BindError::Access);
-    }
-    let (start, mlen) = mr.user_range().ok_or(BindError::Region)?;
-    let end = r.addr.checked_add(r.len).ok_or(BindError::Region)?;
-    if r.addr < start || end > start.saturating_add(mlen) {
-        return Err(BindError::Region);
-    }
-    if !mr.bind_get() {
-        return Err(BindError::Region);
-    }
-    if let Some(old) = st.bound.take() {
-        // SAFETY: counted while bound.
+        (rules::BindOutcome::Bind(_), None) => return Err(rules::BindError::NoRegion),
+    };
+    if let Some(old) = core::mem::replace(&mut st.bound, new) {
+        // SAFETY: counted while bound (see `Binding::mr`).
         unsafe { (*old.mr).bind_put() };
     }
-    st.bound = Some(Binding {
-        mr,
-        addr: r.addr,
-        len: r.len,
-        access: r.access & !bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE,
-        zero_based: r.access & bindings::ib_access_flags_IB_ZERO_BASED != 0,
-        qpn: r.type2.then_some(qpn),
-    });
-    st.rkey = r.new_rkey;
+    st.rkey = r.req.new_rkey;
     Ok(())
 }
 
@@ -305,29 +220,22 @@ pub(crate) fn invalidate(
     pd: *mut bindings::ib_pd,
     qpn: Option<u32>,
     rkey: u32,
-) -> Option<Result<(), BindError>> {
+) -> Option<Result<(), rules::InvalidateError>> {
     let mw = match key_object(dev, rkey)? {
         KeyObj::Mw(mw) => mw,
         KeyObj::Mr => return None,
     };
     Some((|| {
         if mw.ib.pd != pd {
-            return Err(BindError::Window);
-        }
-        if !mw.type2() {
-            // o10-37.2.26: type-1 windows are not invalidated by WQEs.
-            return Err(BindError::Window);
+            return Err(rules::InvalidateError::Key);
         }
         let mut st = mw.st().lock();
-        match st.bound {
-            Some(b) if st.rkey == rkey && qpn.is_none_or(|q| b.qpn == Some(q)) => {
-                st.bound = None;
-                // SAFETY: counted while bound.
-                unsafe { (*b.mr).bind_put() };
-                Ok(())
-            }
-            _ => Err(BindError::State),
+        rules::check_invalidate(mw.type2(), st.rkey, st.bound.as_ref().map(|b| &b.b), rkey, qpn)?;
+        if let Some(b) = st.bound.take() {
+            // SAFETY: counted while bound.
+            unsafe { (*b.mr).bind_put() };
         }
+        Ok(())
     })())
 }
 

@@ -5,7 +5,7 @@
 # the ibv_wr_* API ($DEV0 -> $DEV1): SEND_WITH_IMM batches from SGE
 # lists, inline SENDs, RDMA WRITE (+IMM) and READ, both atomics, every
 # byte and completion field checked; wr_abort and failing batches post
-# nothing; EOPNOTSUPP for timestamps, MW binds, RDMA on UD.  On rxe both
+# nothing; EOPNOTSUPP for timestamps, TSO, RDMA on UD.  On rxe both
 # ends are on $DEV0 (it has no network namespace support).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"

@@ -132,6 +132,9 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     // Multicast needs nothing of the provider: the kernel does it all.
     attach_mcast: Some(ibv_cmd_attach_mcast),
     detach_mcast: Some(ibv_cmd_detach_mcast),
+    alloc_mw: Some(mr::rroce_alloc_mw),
+    dealloc_mw: Some(mr::rroce_dealloc_mw),
+    bind_mw: Some(qp::rroce_bind_mw),
     create_ah: Some(mr::rroce_create_ah),
     destroy_ah: Some(mr::rroce_destroy_ah),
     ..VerbsContextOps::NONE

@@ -216,3 +216,65 @@ pub(crate) unsafe extern "C" fn rroce_destroy_ah(ah: *mut IbvAh) -> c_int {
     }
     ret
 }
+
+/// `verbs_context_ops::alloc_mw`: NULL with errno set on failure (the
+/// kernel refuses types other than 1 and 2 with `EINVAL`).
+///
+/// # Safety
+///
+/// Called by libibverbs with a PD of ours.
+pub(crate) unsafe extern "C" fn rroce_alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut IbvMw {
+    if pd.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    let mw = Box::into_raw(Box::new(IbvMw {
+        context: ptr::null_mut(),
+        pd: ptr::null_mut(),
+        rkey: 0,
+        handle: 0,
+        mw_type: 0,
+    }));
+    let mut cmd = IbvAllocMw::default();
+    let mut resp = IbUverbsAllocMwResp::default();
+    // SAFETY: `pd` is ours per the contract, `mw` a fresh allocation,
+    // `cmd`/`resp` live locals of the sizes passed.
+    let ret = unsafe {
+        ibv_cmd_alloc_mw(
+            pd,
+            mw_type,
+            mw,
+            &mut cmd,
+            size_of::<IbvAllocMw>(),
+            &mut resp,
+            size_of::<IbUverbsAllocMwResp>(),
+        )
+    };
+    if ret != 0 {
+        // SAFETY: never handed out.
+        drop(unsafe { Box::from_raw(mw) });
+        set_errno(crate::errno_of(ret));
+        return ptr::null_mut();
+    }
+    mw
+}
+
+/// `verbs_context_ops::dealloc_mw`: 0 or an errno value.  A bound window
+/// is unbound by the kernel.
+///
+/// # Safety
+///
+/// `mw` must be NULL or a window of ours that is not used once this
+/// returns 0.
+pub(crate) unsafe extern "C" fn rroce_dealloc_mw(mw: *mut IbvMw) -> c_int {
+    if mw.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `mw` is a live window of ours.
+    let ret = unsafe { ibv_cmd_dealloc_mw(mw) };
+    if ret == 0 {
+        // SAFETY: the kernel window is gone; `mw` came from Box::into_raw.
+        drop(unsafe { Box::from_raw(mw) });
+    }
+    ret
+}

@@ -34,8 +34,8 @@ use rroce_proto::ring::{
 };
 use rroce_proto::wqe::{
     decode_recv, decode_send, recv_max_sge, send_caps, write_recv_wqe, write_send_wqe, OpcodeSet,
-    RecvLimits, SendLimits, SendOpcode, SendPayload, SendWqe, Sge, MAX_MSG_SIZE, SEND_FLAGS_ALL,
-    WQE_ALIGN,
+    RecvLimits, SendLimits, SendOpcode, SendPayload, SendWqe, Sge, BIND_TYPE1, BIND_TYPE2,
+    MAX_MSG_SIZE, SEND_FLAGS_ALL, WQE_ALIGN,
 };
 
 use crate::mapping::RingMap;
@@ -657,14 +657,105 @@ fn check_send(info: &QpInfo, opcode: c_int, send_flags: u32) -> Result<SendOpcod
         .ok()
         .and_then(SendOpcode::from_u8)
         .ok_or(EINVAL)?;
-    if !info.send.opcodes.contains(op) || op == SendOpcode::BindMw {
-        // No memory windows yet: nothing could be bound.
+    if !info.send.opcodes.contains(op) {
         return Err(EINVAL);
     }
     if send_flags & !u32::from(SEND_FLAGS_ALL) != 0 {
         return Err(EINVAL);
     }
     Ok(op)
+}
+
+/// Fills the BIND_MW fields of `hdr` (see `proto::wqe`): binding `mw` of
+/// `ctx` under the new key `rkey` as `info` says.  The window's type goes
+/// along (a type-1 window bound through `post_send` is bound as
+/// `ibv_bind_mw` would); a zero-length type-1 bind without a region
+/// unbinds.  The kernel checks the rest and completes a bad bind with
+/// `IBV_WC_MW_BIND_ERR`.
+///
+/// # Safety
+///
+/// `mw` must be NULL or a live window; `info.mr` NULL or a live region.
+pub(crate) unsafe fn encode_bind(
+    hdr: &mut SendWqe,
+    ctx: *mut IbvContext,
+    mw: *mut IbvMw,
+    rkey: u32,
+    info: &IbvMwBindInfo,
+) -> Result<(), c_int> {
+    if mw.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: a live window per the contract.
+    let (mw_ctx, mw_rkey, mw_type) = unsafe { ((*mw).context, (*mw).rkey, (*mw).mw_type) };
+    let ty = match mw_type {
+        IBV_MW_TYPE_1 => BIND_TYPE1,
+        IBV_MW_TYPE_2 => BIND_TYPE2,
+        _ => return Err(EINVAL),
+    };
+    if mw_ctx != ctx {
+        return Err(EINVAL);
+    }
+    let lkey = if info.mr.is_null() {
+        if ty != BIND_TYPE1 || info.length != 0 {
+            return Err(EINVAL);
+        }
+        0
+    } else {
+        // SAFETY: a live region per the contract.
+        let (mr_ctx, lkey) = unsafe { ((*info.mr).context, (*info.mr).lkey) };
+        if mr_ctx != ctx {
+            return Err(EINVAL);
+        }
+        lkey
+    };
+    hdr.imm_or_inv = mw_rkey;
+    hdr.rkey = rkey;
+    hdr.remote_addr = info.addr;
+    hdr.compare_add = info.length;
+    hdr.remote_qpn = lkey;
+    hdr.remote_qkey = info.mw_access_flags;
+    hdr.ah = ty;
+    Ok(())
+}
+
+/// `verbs_context_ops::bind_mw` (`ibv_bind_mw`, type-1 windows; libibverbs
+/// checked the type and the PDs): posts a BIND_MW WQE under the next key
+/// (`ibv_inc_rkey`) and, once posted, gives the window that key.  0 or an
+/// errno value; the bind's outcome is its completion.
+///
+/// # Safety
+///
+/// Called by libibverbs with live objects of ours.
+pub(crate) unsafe extern "C" fn rroce_bind_mw(
+    qp: *mut IbvQp,
+    mw: *mut IbvMw,
+    bind: *mut IbvMwBind,
+) -> c_int {
+    if qp.is_null() || mw.is_null() || bind.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: live per the contract.
+    let (b, old) = unsafe { (&*bind, (*mw).rkey) };
+    let new = (old & !0xff) | (old.wrapping_add(1) & 0xff);
+    // SAFETY: pointers and integers, all valid as zero.
+    let mut wr: IbvSendWr = unsafe { core::mem::zeroed() };
+    wr.wr_id = b.wr_id;
+    wr.opcode = SendOpcode::BindMw as c_int;
+    wr.send_flags = b.send_flags;
+    wr.bind_mw_or_tso.bind_mw = IbvSendWrBindMw {
+        mw,
+        rkey: new,
+        bind_info: b.bind_info,
+    };
+    let mut bad: *mut IbvSendWr = ptr::null_mut();
+    // SAFETY: a valid one-element list; `qp` is ours.
+    let ret = unsafe { rroce_post_send(qp, &mut wr, &mut bad) };
+    if ret == 0 {
+        // SAFETY: live per the contract; the application owns the window.
+        unsafe { (*mw).rkey = new };
+    }
+    ret
 }
 
 /// Encodes a send WQE into `staging` and checks it with the kernel's own
@@ -719,6 +810,13 @@ unsafe fn post_one_send(
             hdr.compare_add = a.compare_add;
             hdr.swap = a.swap;
             hdr.rkey = a.rkey;
+        }
+        SendOpcode::BindMw => {
+            // SAFETY: as above, `bind_mw` of the second union.
+            let b = unsafe { wr.bind_mw_or_tso.bind_mw };
+            // SAFETY: the verbs API requires a live window (and a NULL or
+            // live region) in a BIND_MW request.
+            unsafe { encode_bind(&mut hdr, ctx, b.mw, b.rkey, &b.bind_info)? };
         }
         _ => {}
     }

@@ -64,7 +64,7 @@ impl Batch {
 }
 
 /// `IBV_QP_EX_WITH_*` flags and the operation each enables.
-const SEND_OPS: [(u64, SendOpcode); 7] = [
+const SEND_OPS: [(u64, SendOpcode); 10] = [
     (IBV_QP_EX_WITH_RDMA_WRITE, SendOpcode::RdmaWrite),
     (
         IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
@@ -81,6 +81,9 @@ const SEND_OPS: [(u64, SendOpcode); 7] = [
         IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
         SendOpcode::AtomicFetchAndAdd,
     ),
+    (IBV_QP_EX_WITH_LOCAL_INV, SendOpcode::LocalInv),
+    (IBV_QP_EX_WITH_BIND_MW, SendOpcode::BindMw),
+    (IBV_QP_EX_WITH_SEND_WITH_INV, SendOpcode::SendWithInv),
 ];
 
 /// The `send_ops_flags` a QP with `opcodes` supports.
@@ -116,6 +119,15 @@ pub(super) fn install(vqp: &mut VerbsQp, send_ops_flags: u64) {
     }
     if on(IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) {
         q.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
+    }
+    if on(IBV_QP_EX_WITH_LOCAL_INV) {
+        q.wr_local_inv = Some(wr_local_inv);
+    }
+    if on(IBV_QP_EX_WITH_BIND_MW) {
+        q.wr_bind_mw = Some(wr_bind_mw);
+    }
+    if on(IBV_QP_EX_WITH_SEND_WITH_INV) {
+        q.wr_send_inv = Some(wr_send_inv);
     }
     q.wr_set_ud_addr = Some(wr_set_ud_addr);
     q.wr_set_inline_data = Some(wr_set_inline_data);
@@ -351,6 +363,76 @@ unsafe extern "C" fn wr_atomic_fetch_add(qp: *mut IbvQpEx, rkey: u32, remote_add
     };
 }
 
+/// `ibv_qp_ex::wr_local_inv`.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_local_inv(qp: *mut IbvQpEx, invalidate_rkey: u32) {
+    // SAFETY: forwarded contract.
+    unsafe { begin(qp, SendOpcode::LocalInv, |h| h.imm_or_inv = invalidate_rkey) };
+}
+
+/// `ibv_qp_ex::wr_send_inv`.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_send_inv(qp: *mut IbvQpEx, invalidate_rkey: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        begin(qp, SendOpcode::SendWithInv, |h| {
+            h.imm_or_inv = invalidate_rkey
+        })
+    };
+}
+
+/// `ibv_qp_ex::wr_bind_mw`: binds `mw` under the new key `rkey` (the
+/// window keeps its `rkey` field, as the API leaves it to the caller).
+///
+/// # Safety
+///
+/// As for [`wr_send`]; `mw` is a live window, `info` valid with a NULL or
+/// live region.
+unsafe extern "C" fn wr_bind_mw(
+    qp: *mut IbvQpEx,
+    mw: *mut IbvMw,
+    rkey: u32,
+    info: *const IbvMwBindInfo,
+) {
+    let mut bind = SendWqe::new(0, SendOpcode::BindMw);
+    // SAFETY: `qp` is live; its context never changes.
+    let ctx = unsafe { (*qp).qp_base.context };
+    // SAFETY: `info` is NULL or valid per the contract.
+    let r = match unsafe { info.as_ref() } {
+        // SAFETY: `mw` and the region are live per the contract.
+        Some(i) => unsafe { encode_bind(&mut bind, ctx, mw, rkey, i) },
+        None => Err(EINVAL),
+    };
+    // SAFETY: forwarded contract.
+    unsafe {
+        begin(qp, SendOpcode::BindMw, |h| {
+            h.imm_or_inv = bind.imm_or_inv;
+            h.rkey = bind.rkey;
+            h.remote_addr = bind.remote_addr;
+            h.compare_add = bind.compare_add;
+            h.remote_qpn = bind.remote_qpn;
+            h.remote_qkey = bind.remote_qkey;
+            h.ah = bind.ah;
+        })
+    };
+    if let Err(e) = r {
+        // SAFETY: forwarded contract.
+        unsafe {
+            with_sq(qp, |_, sq| {
+                if sq.batch.open {
+                    sq.batch.fail(e);
+                }
+            })
+        };
+    }
+}
+
 /// `ibv_qp_ex::wr_set_ud_addr`: `EINVAL` (at `wr_complete`) on a QP that
 /// is not UD or with an AH that is not of this QP's context.
 ///
@@ -559,7 +641,10 @@ mod tests {
             | IBV_QP_EX_WITH_SEND_WITH_IMM
             | IBV_QP_EX_WITH_RDMA_READ
             | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
-            | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+            | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+            | IBV_QP_EX_WITH_LOCAL_INV
+            | IBV_QP_EX_WITH_BIND_MW
+            | IBV_QP_EX_WITH_SEND_WITH_INV;
         assert_eq!(send_ops_supported(OpcodeSet::RC), all);
         assert_eq!(
             send_ops_supported(OpcodeSet::UC),
@@ -567,6 +652,8 @@ mod tests {
                 | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
                 | IBV_QP_EX_WITH_SEND
                 | IBV_QP_EX_WITH_SEND_WITH_IMM
+                | IBV_QP_EX_WITH_LOCAL_INV
+                | IBV_QP_EX_WITH_BIND_MW
         );
         assert_eq!(
             send_ops_supported(OpcodeSet::UD),

@@ -453,8 +453,7 @@ pub struct IbvDataBuf {
 
 /// `struct ibv_qp_ex` (verbs.h of rdma-core 44): the `ibv_qp` followed by
 /// the fields of the work-request API.  Unsupported operations
-/// (`wr_bind_mw`, `wr_local_inv`, `wr_send_inv`, `wr_send_tso`,
-/// `wr_set_xrc_srqn`, `wr_atomic_write`) stay NULL.
+/// (`wr_send_tso`, `wr_set_xrc_srqn`, `wr_atomic_write`) stay NULL.
 #[repr(C)]
 pub struct IbvQpEx {
     pub qp_base: IbvQp,
@@ -463,14 +462,14 @@ pub struct IbvQpEx {
     pub wr_flags: u32,
     pub wr_atomic_cmp_swp: Option<WrCmpSwpFn>,
     pub wr_atomic_fetch_add: Option<WrFetchAddFn>,
-    pub wr_bind_mw: UnusedOp,
-    pub wr_local_inv: UnusedOp,
+    pub wr_bind_mw: Option<WrBindMwFn>,
+    pub wr_local_inv: Option<WrInvFn>,
     pub wr_rdma_read: Option<WrRdmaFn>,
     pub wr_rdma_write: Option<WrRdmaFn>,
     pub wr_rdma_write_imm: Option<WrRdmaImmFn>,
     pub wr_send: Option<WrFn>,
     pub wr_send_imm: Option<WrImmFn>,
-    pub wr_send_inv: UnusedOp,
+    pub wr_send_inv: Option<WrInvFn>,
     pub wr_send_tso: UnusedOp,
     pub wr_set_ud_addr: Option<WrUdAddrFn>,
     pub wr_set_xrc_srqn: UnusedOp,
@@ -675,8 +674,113 @@ pub struct IbvSendWr {
     pub imm_data_or_inv: u32,
     pub wr: IbvSendWrWr,
     pub xrc_remote_srqn: u32,
-    pub bind_mw_or_tso: [u64; 6],
+    pub bind_mw_or_tso: IbvSendWrBindTso,
 }
+
+/// `struct ibv_mw_bind_info`: `mr` @0, `uint64_t addr` @8, `uint64_t
+/// length` @16, `unsigned int mw_access_flags` @24; size 32.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct IbvMwBindInfo {
+    pub mr: *mut IbvMr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: u32,
+}
+const _: () = assert!(offset_of!(IbvMwBindInfo, mw_access_flags) == 24);
+const _: () = assert!(size_of::<IbvMwBindInfo>() == 32);
+
+/// `bind_mw` of `struct ibv_send_wr`: `struct ibv_mw *mw` @0, `uint32_t
+/// rkey` @8, `bind_info` @16; size 48.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct IbvSendWrBindMw {
+    pub mw: *mut IbvMw,
+    pub rkey: u32,
+    pub bind_info: IbvMwBindInfo,
+}
+const _: () = assert!(offset_of!(IbvSendWrBindMw, bind_info) == 16);
+const _: () = assert!(size_of::<IbvSendWrBindMw>() == 48);
+
+/// The `bind_mw`/`tso` union of `struct ibv_send_wr` (48 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union IbvSendWrBindTso {
+    pub bind_mw: IbvSendWrBindMw,
+    pub raw: [u64; 6],
+}
+const _: () = assert!(size_of::<IbvSendWrBindTso>() == 48);
+
+/// `struct ibv_mw_bind` (the argument of `ibv_bind_mw`): `uint64_t wr_id`
+/// @0, `unsigned int send_flags` @8, `bind_info` @16; size 48.
+#[repr(C)]
+pub struct IbvMwBind {
+    pub wr_id: u64,
+    pub send_flags: u32,
+    pub bind_info: IbvMwBindInfo,
+}
+const _: () = assert!(offset_of!(IbvMwBind, bind_info) == 16);
+const _: () = assert!(size_of::<IbvMwBind>() == 48);
+
+/// `struct ibv_mw`: `context` @0, `pd` @8, `uint32_t rkey` @16, `uint32_t
+/// handle` @20, `enum ibv_mw_type type` @24; size 32.
+#[repr(C)]
+pub struct IbvMw {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub rkey: u32,
+    pub handle: u32,
+    pub mw_type: c_int,
+}
+const _: () = assert!(offset_of!(IbvMw, mw_type) == 24);
+const _: () = assert!(size_of::<IbvMw>() == 32);
+
+/// `IBV_MW_TYPE_1` of `enum ibv_mw_type`.
+pub const IBV_MW_TYPE_1: c_int = 1;
+/// `IBV_MW_TYPE_2`.
+pub const IBV_MW_TYPE_2: c_int = 2;
+
+/// `struct ibv_alloc_mw`: header + `struct ib_uverbs_alloc_mw`
+/// (`response`, `u32 pd_handle`, `u8 mw_type`, `u8 reserved[3]`); size 24.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvAllocMw {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub pd_handle: u32,
+    pub mw_type: u8,
+    pub reserved: [u8; 3],
+}
+const _: () = assert!(size_of::<IbvAllocMw>() == 24);
+
+/// `struct ib_uverbs_alloc_mw_resp`: `u32 mw_handle`, `u32 rkey`; size 8.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsAllocMwResp {
+    pub mw_handle: u32,
+    pub rkey: u32,
+}
+const _: () = assert!(size_of::<IbUverbsAllocMwResp>() == 8);
+
+/// `verbs_context_ops::alloc_mw`.
+pub type AllocMwFn = unsafe extern "C" fn(pd: *mut IbvPd, mw_type: c_int) -> *mut IbvMw;
+/// `verbs_context_ops::dealloc_mw`.
+pub type DeallocMwFn = unsafe extern "C" fn(mw: *mut IbvMw) -> c_int;
+/// `verbs_context_ops::bind_mw`.
+pub type BindMwFn =
+    unsafe extern "C" fn(qp: *mut IbvQp, mw: *mut IbvMw, bind: *mut IbvMwBind) -> c_int;
+/// `wr_bind_mw(qp, mw, rkey, bind_info)`.
+pub type WrBindMwFn =
+    unsafe extern "C" fn(qp: *mut IbvQpEx, mw: *mut IbvMw, rkey: u32, info: *const IbvMwBindInfo);
+/// `wr_local_inv(qp, invalidate_rkey)`, `wr_send_inv(qp, invalidate_rkey)`.
+pub type WrInvFn = unsafe extern "C" fn(qp: *mut IbvQpEx, invalidate_rkey: u32);
+
+/// `IBV_QP_EX_WITH_LOCAL_INV`.
+pub const IBV_QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+/// `IBV_QP_EX_WITH_BIND_MW`.
+pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
+/// `IBV_QP_EX_WITH_SEND_WITH_INV`.
+pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
 const _: () = assert!(offset_of!(IbvSendWr, num_sge) == 24);
 const _: () = assert!(offset_of!(IbvSendWr, opcode) == 28);
 const _: () = assert!(offset_of!(IbvSendWr, send_flags) == 32);
@@ -1125,7 +1229,7 @@ pub type DestroyAhFn = unsafe extern "C" fn(ah: *mut IbvAh) -> c_int;
 pub struct VerbsContextOps {
     pub advise_mr: UnusedOp,
     pub alloc_dm: UnusedOp,
-    pub alloc_mw: UnusedOp,
+    pub alloc_mw: Option<AllocMwFn>,
     pub alloc_null_mr: UnusedOp,
     pub alloc_parent_domain: UnusedOp,
     pub alloc_pd: Option<AllocPdFn>,
@@ -1133,7 +1237,7 @@ pub struct VerbsContextOps {
     pub async_event: UnusedOp,
     pub attach_counters_point_flow: UnusedOp,
     pub attach_mcast: Option<McastFn>,
-    pub bind_mw: UnusedOp,
+    pub bind_mw: Option<BindMwFn>,
     pub close_xrcd: UnusedOp,
     pub cq_event: UnusedOp,
     pub create_ah: Option<CreateAhFn>,
@@ -1148,7 +1252,7 @@ pub struct VerbsContextOps {
     pub create_srq: Option<CreateSrqFn>,
     pub create_srq_ex: UnusedOp,
     pub create_wq: UnusedOp,
-    pub dealloc_mw: UnusedOp,
+    pub dealloc_mw: Option<DeallocMwFn>,
     pub dealloc_pd: Option<DeallocPdFn>,
     pub dealloc_td: UnusedOp,
     pub dereg_mr: Option<DeregMrFn>,
@@ -1964,6 +2068,20 @@ unsafe extern "C" {
     /// DEREG_MR.  Returns 0 or an errno value.
     pub fn ibv_cmd_dereg_mr(vmr: *mut VerbsMr) -> c_int;
 
+    /// ALLOC_MW (write only); fills context, pd, rkey, handle and type.
+    pub fn ibv_cmd_alloc_mw(
+        pd: *mut IbvPd,
+        mw_type: c_int,
+        mw: *mut IbvMw,
+        cmd: *mut IbvAllocMw,
+        cmd_size: usize,
+        resp: *mut IbUverbsAllocMwResp,
+        resp_size: usize,
+    ) -> c_int;
+
+    /// DEALLOC_MW.  Returns 0 or an errno value.
+    pub fn ibv_cmd_dealloc_mw(mw: *mut IbvMw) -> c_int;
+
     /// CREATE_AH (write only); fills `ah->handle` and `ah->context`.
     pub fn ibv_cmd_create_ah(
         pd: *mut IbvPd,
@@ -2336,6 +2454,35 @@ mod c_layout {
             ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_rereg_mr, access_flags)", offset_of!(IbvReregMr, access_flags)),
             ("sizeof(struct ib_uverbs_rereg_mr_resp)", size_of::<IbUverbsReregMrResp>()),
             ("sizeof(struct ib_uverbs_create_ah_resp)", size_of::<IbUverbsCreateAhResp>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_alloc_mw)", size_of::<IbvAllocMw>()),
+            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_alloc_mw, mw_type)", offset_of!(IbvAllocMw, mw_type)),
+            ("sizeof(struct ib_uverbs_alloc_mw_resp)", size_of::<IbUverbsAllocMwResp>()),
+            ("sizeof(struct ibv_mw)", size_of::<IbvMw>()),
+            ("offsetof(struct ibv_mw, rkey)", offset_of!(IbvMw, rkey)),
+            ("offsetof(struct ibv_mw, handle)", offset_of!(IbvMw, handle)),
+            ("offsetof(struct ibv_mw, type)", offset_of!(IbvMw, mw_type)),
+            ("IBV_MW_TYPE_1", IBV_MW_TYPE_1 as usize),
+            ("IBV_MW_TYPE_2", IBV_MW_TYPE_2 as usize),
+            ("sizeof(struct ibv_mw_bind_info)", size_of::<IbvMwBindInfo>()),
+            ("offsetof(struct ibv_mw_bind_info, addr)", offset_of!(IbvMwBindInfo, addr)),
+            ("offsetof(struct ibv_mw_bind_info, length)", offset_of!(IbvMwBindInfo, length)),
+            ("offsetof(struct ibv_mw_bind_info, mw_access_flags)", offset_of!(IbvMwBindInfo, mw_access_flags)),
+            ("sizeof(struct ibv_mw_bind)", size_of::<IbvMwBind>()),
+            ("offsetof(struct ibv_mw_bind, send_flags)", offset_of!(IbvMwBind, send_flags)),
+            ("offsetof(struct ibv_mw_bind, bind_info)", offset_of!(IbvMwBind, bind_info)),
+            ("offsetof(struct ibv_send_wr, bind_mw.rkey)", 80 + offset_of!(IbvSendWrBindMw, rkey)),
+            ("offsetof(struct ibv_send_wr, bind_mw.bind_info)", 80 + offset_of!(IbvSendWrBindMw, bind_info)),
+            ("offsetof(struct ibv_qp_ex, wr_local_inv)", offset_of!(IbvQpEx, wr_local_inv)),
+            ("offsetof(struct ibv_qp_ex, wr_send_inv)", offset_of!(IbvQpEx, wr_send_inv)),
+            ("IBV_QP_EX_WITH_LOCAL_INV", IBV_QP_EX_WITH_LOCAL_INV as usize),
+            ("IBV_QP_EX_WITH_BIND_MW", IBV_QP_EX_WITH_BIND_MW as usize),
+            ("IBV_QP_EX_WITH_SEND_WITH_INV", IBV_QP_EX_WITH_SEND_WITH_INV as usize),
+            ("IBV_WR_LOCAL_INV", rroce_proto::wqe::SendOpcode::LocalInv as usize),
+            ("IBV_WR_SEND_WITH_INV", rroce_proto::wqe::SendOpcode::SendWithInv as usize),
+            ("IBV_WC_LOCAL_INV", rroce_proto::wqe::WcOpcode::LocalInv as usize),
+            ("IBV_WC_MW_BIND_ERR", rroce_proto::wqe::WcStatus::MwBindErr as usize),
+            ("IBV_ACCESS_MW_BIND", 16),
+            ("IBV_ACCESS_ZERO_BASED", 32),
             ("IB_USER_VERBS_CMD_POST_SEND", IB_USER_VERBS_CMD_POST_SEND as usize),
             ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_post_send)", size_of::<IbvPostSend>()),
             ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_post_send, qp_handle)", offset_of!(IbvPostSend, qp_handle)),

@@ -882,7 +882,11 @@ impl Dp {
                 local_err = !ok;
             }
             Place::Mem { rkey, va } => {
-                let ok = RroceMr::lookup(ctx.dev, ctx.pd, rkey).and_then(|mr| mr.write(va, payload)).is_ok();
+                let ok = u32::try_from(payload.len())
+                    .map_err(|_| MrError::Range)
+                    .and_then(|n| remote(ctx, rkey, va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE))
+                    .and_then(|(mr, at)| mr.write(at, payload))
+                    .is_ok();
                 local_err = !ok;
             }
         }
@@ -1128,7 +1132,11 @@ impl Dp {
         let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
         let ok = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
             None => true,
-            Some(src) => RroceMr::lookup(ctx.dev, ctx.pd, src.rkey).and_then(|mr| mr.read(src.va, buf)).is_ok(),
+            Some(src) => u32::try_from(buf.len())
+                .map_err(|_| MrError::Range)
+                .and_then(|n| remote(ctx, src.rkey, src.va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_READ))
+                .and_then(|(mr, at)| mr.read(at, buf))
+                .is_ok(),
         });
         let _ = ok;
     }
@@ -1150,10 +1158,32 @@ fn bad_wqe(req: &mut Requester<KSlots>, wr_id: u64, status: WcStatus) {
 /// status.
 fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
     match w.opcode {
-        SendOpcode::LocalInv => match crate::mr::invalidate_key(ctx.dev, ctx.pd, w.imm_or_inv) {
-            Ok(()) => WcStatus::Success,
-            Err(e) => e.local_status(),
+        SendOpcode::LocalInv => match crate::mw::invalidate(ctx.dev, ctx.pd, None, w.imm_or_inv) {
+            Some(Ok(())) => WcStatus::Success,
+            // As for a region's key that cannot be invalidated.
+            Some(Err(_)) => WcStatus::LocProtErr,
+            None => match crate::mr::invalidate_key(ctx.dev, ctx.pd, w.imm_or_inv) {
+                Ok(()) => WcStatus::Success,
+                Err(e) => e.local_status(),
+            },
         },
+        SendOpcode::BindMw => {
+            let r = crate::mw::BindReq {
+                mw_key: w.imm_or_inv,
+                mr_lkey: w.remote_qpn,
+                req: crate::proto::mw::BindRequest {
+                    type2: w.ah == wqe::BIND_TYPE2,
+                    new_rkey: w.rkey,
+                    addr: w.remote_addr,
+                    len: w.compare_add,
+                    access: w.remote_qkey,
+                },
+            };
+            match crate::mw::bind(ctx.dev, ctx.pd, ctx.qpn, &r) {
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::MwBindErr,
+            }
+        }
         SendOpcode::RegMr => {
             crate::mr::fast_register(ctx.dev, ctx.pd, &crate::proto::mr::RegRequest::from_wqe(w))
         }
@@ -1330,15 +1360,20 @@ fn access_error(e: MrError) -> AccessError {
 }
 
 impl Mem<'_, '_> {
-    fn region(&self, rkey: u32, va: u64, len: u32, access: Access) -> Result<&RroceMr, AccessError> {
+    /// The region behind `rkey` (a region's or a window's) and the
+    /// address in it, after every check.
+    fn region(&self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(&RroceMr, u64), AccessError> {
         let flag = access.ib_flag();
         if !RroceMr::qp_allows(self.qp_access, flag) {
             return Err(AccessError::NoPermission);
         }
-        let mr = RroceMr::lookup(self.ctx.dev, self.ctx.pd, rkey).map_err(access_error)?;
-        mr.check(va, len, Need::Remote(flag)).map_err(access_error)?;
-        Ok(mr)
+        remote(self.ctx, rkey, va, len, flag).map_err(access_error)
     }
+}
+
+/// [`crate::mw::remote`] for the QP of `ctx`.
+fn remote<'a>(ctx: &Ctx<'a>, rkey: u32, va: u64, len: u32, flag: u32) -> Result<(&'a RroceMr, u64), MrError> {
+    crate::mw::remote(ctx.dev, ctx.pd, ctx.qpn, rkey, va, len, flag)
 }
 
 impl MemCheck for Mem<'_, '_> {
@@ -1347,7 +1382,7 @@ impl MemCheck for Mem<'_, '_> {
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
-        let mr = self.region(rkey, va, 8, Access::Atomic)?;
+        let (mr, va) = self.region(rkey, va, 8, Access::Atomic)?;
         let r = match op {
             AtomicOp::CompareSwap { compare, swap } => mr.atomic(va, true, compare, swap),
             AtomicOp::FetchAdd { add } => mr.atomic(va, false, add, 0),
@@ -1356,7 +1391,12 @@ impl MemCheck for Mem<'_, '_> {
     }
 
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
-        crate::mr::invalidate_key(self.ctx.dev, self.ctx.pd, rkey).map_err(access_error)
+        // A type-2B window only through the QP it is bound to.
+        let (dev, pd) = (self.ctx.dev, self.ctx.pd);
+        match crate::mw::invalidate(dev, pd, Some(self.ctx.qpn), rkey) {
+            Some(r) => r.map_err(|_| AccessError::InvalidKey),
+            None => crate::mr::invalidate_key(dev, pd, rkey).map_err(access_error),
+        }
     }
 }
 

@@ -71,6 +71,9 @@ pub(crate) struct RroceMr {
     access: u32,
     /// Index in the device's key table.
     index: u32,
+    /// Memory windows bound to the region, and [`MR_DEAD`] once
+    /// `dereg_mr` has committed to freeing it (see [`Self::bind_get`]).
+    binds: AtomicU32,
     /// The key accesses must carry (lkey == rkey).  Not `ib.lkey`: a
     /// consumer changes that with `ib_update_fast_reg_key` before posting
     /// the registration that makes the new key valid.
@@ -94,6 +97,9 @@ struct Fr {
     npages: AtomicU32,
     access: AtomicU32,
 }
+
+/// [`RroceMr::binds`] flag: the region is going away, nothing may bind.
+const MR_DEAD: u32 = 1 << 31;
 
 /// What an access to a region needs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -210,6 +216,7 @@ fn pin_user(
             user_start: start,
             access: acc,
             index: 0,
+            binds: AtomicU32::new(0),
             key: AtomicU32::new(0),
             fr: None,
         },
@@ -273,7 +280,18 @@ fn rereg_user(
     } else {
         (old.user_start, old.ib.length, old.ib.iova)
     };
-    let mut mr = pin_user(ib, dev, pd, start, length, iova, access)?;
+    // No window may bind to the old region from here on, and one with
+    // windows bound is not replaced (they refer to it).
+    if old.binds.compare_exchange(0, MR_DEAD, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return Err(EBUSY);
+    }
+    let mut mr = match pin_user(ib, dev, pd, start, length, iova, access) {
+        Ok(mr) => mr,
+        Err(e) => {
+            old.binds.store(0, Ordering::Release);
+            return Err(e);
+        }
+    };
     // The new region takes over the old one's keys and key-table slot, as
     // applications expect (they keep using the keys they exchanged); ib_core
     // then deregisters the old region, which leaves the slot alone.
@@ -285,6 +303,7 @@ fn rereg_user(
     if !dev.p.keys.replace(old.index, ptr::from_ref(old).cast_mut().cast(), raw.cast()) {
         // SAFETY: `raw` was never published; take it back to free it.
         drop(unsafe { KBox::from_raw(raw) });
+        old.binds.store(0, Ordering::Release);
         return Err(EINVAL);
     }
     Ok(raw.cast())
@@ -316,10 +335,15 @@ impl RroceMr {
     /// The region at `index` of `dev`'s key table, whatever its key (same
     /// lifetime rules as [`Self::lookup`]).
     fn at_index(dev: &RroceDev, index: u32) -> Option<&RroceMr> {
-        let p = dev.p.keys.load(index).cast::<RroceMr>();
-        // SAFETY: the key table only holds live regions of this device;
-        // see `lookup` for the lifetime.
-        unsafe { p.as_ref() }
+        let raw = dev.p.keys.load(index);
+        if crate::mw::is_mw_entry(raw) {
+            // A memory window's entry (see `mw`): no region.
+            return None;
+        }
+        // SAFETY: the key table only holds live regions (and tagged
+        // windows, refused above) of this device; see `lookup` for the
+        // lifetime.
+        unsafe { raw.cast::<RroceMr>().as_ref() }
     }
 
     /// What the rules of `proto::mr` need to know, seen from `pd`.
@@ -486,6 +510,31 @@ impl RroceMr {
         orig.ok_or(MrError::Range)
     }
 
+    /// Its `IB_ACCESS_*` flags.
+    pub(crate) fn access(&self) -> u32 {
+        self.access
+    }
+
+    /// Its first address and length, for a region of pinned user memory
+    /// (`None` for a DMA MR, which has no bounds to bind a window in).
+    pub(crate) fn user_range(&self) -> Option<(u64, u64)> {
+        self.umem.map(|_| (self.ib.iova, self.ib.length))
+    }
+
+    /// Counts a memory window bound to the region; `false` if the region
+    /// is being deregistered.  The window keeps the region alive until
+    /// [`Self::bind_put`]: `dereg_mr` refuses a region with windows.
+    pub(crate) fn bind_get(&self) -> bool {
+        self.binds
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n & MR_DEAD == 0).then_some(n + 1))
+            .is_ok()
+    }
+
+    /// A window bound by [`Self::bind_get`] was unbound.
+    pub(crate) fn bind_put(&self) {
+        self.binds.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// The QP-side check of a remote access: the QP's access flags.
     pub(crate) fn qp_allows(qp_access: u32, flag: u32) -> bool {
         qp_access & flag == flag
@@ -544,6 +593,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_i
                 user_start: 0,
                 access: acc,
                 index: 0,
+                binds: AtomicU32::new(0),
                 key: AtomicU32::new(0),
                 fr: None,
             },
@@ -664,6 +714,7 @@ pub(crate) unsafe extern "C" fn alloc_mr(
                 user_start: 0,
                 access: 0,
                 index: 0,
+                binds: AtomicU32::new(0),
                 key: AtomicU32::new(0),
                 fr: Some(fr),
             },
@@ -717,6 +768,16 @@ pub(crate) unsafe extern "C" fn map_mr_sg(
 ///
 /// `ib_device_ops::dereg_mr` contract: `ibmr` came from this module.
 pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> c_int {
+    // A region with memory windows bound to it stays (IBA 11.2.8: the
+    // windows must be invalidated or deallocated first); from here on no
+    // window can bind to it.
+    // SAFETY: every MR of ours is a live `RroceMr` with `ib` first.
+    let binds = unsafe { &(*ibmr.cast::<RroceMr>()).binds };
+    // (`MR_DEAD` already: a re-registered region, replaced by its successor.)
+    match binds.compare_exchange(0, MR_DEAD, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) | Err(MR_DEAD) => {}
+        Err(_) => return EBUSY.to_errno(),
+    }
     // SAFETY: every MR of ours is a `KBox<RroceMr>` with `ib` first.
     let mr = unsafe { KBox::from_raw(ibmr.cast::<RroceMr>()) };
     // SAFETY: its device is one of ours.

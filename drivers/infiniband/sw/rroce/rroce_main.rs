@@ -39,6 +39,7 @@ mod lock;
 mod loopback;
 mod mcast;
 mod mr;
+mod mw;
 mod netdev;
 mod parent;
 mod qp;

@@ -103,6 +103,9 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         rereg_user_mr: Some(mr::rereg_user_mr),
         get_dma_mr: Some(mr::get_dma_mr),
         dereg_mr: Some(mr::dereg_mr),
+        alloc_mw: Some(crate::mw::alloc_mw),
+        dealloc_mw: Some(crate::mw::dealloc_mw),
+        size_ib_mw: crate::mw::MW_SIZE,
         alloc_mr: Some(mr::alloc_mr),
         map_mr_sg: Some(mr::map_mr_sg),
         size_ib_pd: size_of::<RrocePd>(),
@@ -130,6 +133,10 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.max_cq = MAX_CQ as c_int;
     a.max_cqe = MAX_CQE as c_int;
     a.max_mr = MAX_MR as c_int;
+    // Memory windows share the key table with the regions (`max_mr` keys).
+    a.max_mw = MAX_MR as c_int;
+    a.device_cap_flags |= (bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
+        | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B) as u64;
     a.max_pd = MAX_PD as c_int;
     a.max_qp_rd_atom = MAX_RD_ATOM as c_int;
     a.max_qp_init_rd_atom = MAX_RD_ATOM as c_int;
@@ -146,7 +153,7 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
     // Fast registration (alloc_mr, map_mr_sg, REG_MR, LOCAL_INV, SEND with
     // invalidate) for kernel consumers.
-    a.device_cap_flags = bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+    a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
     a.max_fast_reg_page_list_len = mr::MAX_FAST_REG_PAGES;
     a
 }

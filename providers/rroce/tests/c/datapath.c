@@ -630,13 +630,74 @@ static void test_rc(struct ibv_pd *pd, struct ibv_cq *cq)
 	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
 	wr[0].opcode = IBV_WR_LOCAL_INV; /* SGEs on a local op */
 	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
-	wr[0].opcode = IBV_WR_BIND_MW; /* no MWs */
+	wr[0].opcode = IBV_WR_BIND_MW; /* no window */
 	wr[0].num_sge = 0;
 	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	{
+		/* A window of another context, of no type, a type-2 bind
+		 * without a region. */
+		struct ibv_mw other = { .context = NULL, .pd = pd, .rkey = 0x4401,
+					.type = IBV_MW_TYPE_2 };
+		struct ibv_mw notype = { .context = pd->context, .pd = pd,
+					 .rkey = 0x4401, .type = 3 };
+		struct ibv_mw t2 = { .context = pd->context, .pd = pd, .rkey = 0x4401,
+				     .type = IBV_MW_TYPE_2 };
+
+		wr[0].bind_mw.mw = &other;
+		wr[0].bind_mw.bind_info.mr = mr;
+		CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+		wr[0].bind_mw.mw = &notype;
+		CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+		wr[0].bind_mw.mw = &t2;
+		wr[0].bind_mw.bind_info.mr = NULL;
+		CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
+	}
 	wr[0].opcode = (enum ibv_wr_opcode)99;
 	CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), EINVAL);
 	CHECK_EQ(mock_doorbells(qp->handle), dbs);
 	CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 0);
+
+	/* BIND_MW, LOCAL_INV, SEND_WITH_INV encode their fields
+	 * (proto::wqe); type 2 carries the caller's new key. */
+	{
+		struct ibv_mw t2 = { .context = pd->context, .pd = pd, .rkey = 0x4401,
+				     .type = IBV_MW_TYPE_2 };
+
+		memset(wr, 0, sizeof(wr));
+		wr[0].wr_id = 0x77;
+		wr[0].opcode = IBV_WR_BIND_MW;
+		wr[0].send_flags = IBV_SEND_SIGNALED;
+		wr[0].bind_mw.mw = &t2;
+		wr[0].bind_mw.rkey = 0x4402;
+		wr[0].bind_mw.bind_info = (struct ibv_mw_bind_info){
+			mr, (uintptr_t)buf + 16, 100,
+			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
+		};
+		CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), 0);
+		CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+		CHECK_EQ(h.opcode, IBV_WR_BIND_MW);
+		CHECK_EQ(h.wr_id, 0x77);
+		CHECK_EQ(h.imm_or_inv, 0x4401);
+		CHECK_EQ(h.rkey, 0x4402);
+		CHECK_EQ(h.remote_addr, (uintptr_t)buf + 16);
+		CHECK_EQ(h.compare_add, 100);
+		CHECK_EQ(h.remote_qpn, mr->lkey);
+		CHECK_EQ(h.remote_qkey, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+		CHECK_EQ(h.ah, 2);
+		CHECK_EQ(h.num_sge, 0);
+		wr[0].opcode = IBV_WR_LOCAL_INV;
+		wr[0].invalidate_rkey = 0x4402;
+		CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), 0);
+		CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+		CHECK_EQ(h.opcode, IBV_WR_LOCAL_INV);
+		CHECK_EQ(h.imm_or_inv, 0x4402);
+		wr[0].opcode = IBV_WR_SEND_WITH_INV;
+		CHECK_EQ(ibv_post_send(qp, &wr[0], &bad), 0);
+		CHECK_EQ(pop_send(qp, &h, data, sizeof(data)), 1);
+		CHECK_EQ(h.opcode, IBV_WR_SEND_WITH_INV);
+		CHECK_EQ(h.imm_or_inv, 0x4402);
+		dbs = mock_doorbells(qp->handle);
+	}
 
 	/* An error in the middle: the first WR is posted and rung. */
 	memset(wr, 0, sizeof(wr));
@@ -961,7 +1022,7 @@ static void test_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq
 	CHECK(!make_qp_ex(ctx, pd, cq, IBV_QPT_UD, IBV_QP_EX_WITH_RDMA_WRITE));
 	CHECK_EQ(errno, EOPNOTSUPP);
 	errno = 0;
-	CHECK(!make_qp_ex(ctx, pd, cq, IBV_QPT_RC, IBV_QP_EX_WITH_BIND_MW));
+	CHECK(!make_qp_ex(ctx, pd, cq, IBV_QPT_RC, IBV_QP_EX_WITH_TSO));
 	CHECK_EQ(errno, EOPNOTSUPP);
 	errno = 0;
 	CHECK(!make_qp_ex(ctx, pd, cq, IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_WRITE));

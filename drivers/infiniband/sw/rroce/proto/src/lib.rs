@@ -18,6 +18,7 @@ pub mod hdr;
 pub mod icrc;
 pub mod link;
 pub mod mr;
+pub mod mw;
 pub mod net;
 pub mod opcode;
 pub mod psn;

@@ -28,7 +28,10 @@
 //!  40   8  swap         CMP_AND_SWP: swap
 //!  48   4  remote_qpn   UD: destination QPN (24 bits);  BIND_MW: MR lkey
 //!  52   4  remote_qkey  UD: Q_Key;  BIND_MW: access flags
-//!  56   4  ah           UD: address handle number from create_ah
+//!  56   4  ah           UD: address handle number from create_ah;
+//!                       BIND_MW: the type of the window as the poster
+//!                       saw it, BIND_TYPE1 (1, `ibv_bind_mw`) or
+//!                       BIND_TYPE2 (2, `IBV_WR_BIND_MW`)
 //!  60   4  reserved     zero
 //!  64      num_sge x SGE  or  inline_len bytes of inline data
 //! ```
@@ -123,6 +126,11 @@ pub const SEND_SIGNALED: u8 = 2;
 pub const SEND_SOLICITED: u8 = 4;
 /// Send flag: the data follows the header inline.
 pub const SEND_INLINE: u8 = 8;
+/// BIND_MW `ah` field: a type-1 bind (`ibv_bind_mw`).
+pub const BIND_TYPE1: u32 = 1;
+/// BIND_MW `ah` field: a type-2 bind (a posted `IBV_WR_BIND_MW`).
+pub const BIND_TYPE2: u32 = 2;
+
 /// All defined send flags.
 pub const SEND_FLAGS_ALL: u8 = SEND_FENCE | SEND_SIGNALED | SEND_SOLICITED | SEND_INLINE;
 
@@ -166,6 +174,8 @@ pub enum WqeError {
     BadAtomic,
     /// UD destination QPN above 24 bits.
     BadQpn,
+    /// BIND_MW with an `ah` field that is not a window type.
+    BadBind,
     /// CQE status value not defined.
     UnknownStatus,
 }
@@ -614,6 +624,9 @@ pub fn decode_send<'a>(entry: &'a [u8], lim: &SendLimits) -> Result<SendWqeView<
     if lim.ud && wqe.remote_qpn > MAX_QPN {
         return Err(WqeError::BadQpn);
     }
+    if op == SendOpcode::BindMw && !matches!(wqe.ah, BIND_TYPE1 | BIND_TYPE2) {
+        return Err(WqeError::BadBind);
+    }
     let data = entry.get(SEND_HDR_BYTES..).ok_or(WqeError::TooShort)?;
     let max_msg = lim.max_msg_size.min(MAX_MSG_SIZE);
     let length = if wqe.flags & SEND_INLINE != 0 {
@@ -1041,7 +1054,11 @@ mod tests {
             swap: 0x5555_6666_7777_8888,
             remote_qpn: 0x00AB_CDEF,
             remote_qkey: 0x8001_0000,
-            ah: 17,
+            ah: if matches!(op, SendOpcode::BindMw) {
+                BIND_TYPE2
+            } else {
+                17
+            },
         }
     }
 
@@ -1333,7 +1350,21 @@ mod tests {
         );
         // Local operations take no SGEs.
         assert_eq!(send_err(|e| e[8] = 7, &RC), Err(UnexpectedSge));
-        assert_eq!(send_err(|e| e[8] = 8, &RC), Err(UnexpectedSge));
+        let bind = |e: &mut [u8], ty: u32| {
+            e[8] = 8;
+            e[56..60].copy_from_slice(&ty.to_ne_bytes());
+        };
+        assert_eq!(send_err(|e| bind(e, BIND_TYPE1), &RC), Err(UnexpectedSge));
+        // BIND_MW: `ah` names the window type, 1 or 2.
+        for ty in [0, 3, u32::MAX] {
+            assert_eq!(send_err(|e| bind(e, ty), &RC), Err(BadBind));
+        }
+        let no_sge = |e: &mut [u8], ty: u32| {
+            bind(e, ty);
+            e[10..12].copy_from_slice(&0u16.to_ne_bytes());
+        };
+        assert_eq!(send_err(|e| no_sge(e, BIND_TYPE1), &RC), Ok(()));
+        assert_eq!(send_err(|e| no_sge(e, BIND_TYPE2), &RC), Ok(()));
         // Atomics: exactly one 8-byte SGE.
         assert_eq!(send_err(|e| e[8] = 5, &RC), Err(BadAtomic));
         assert_eq!(

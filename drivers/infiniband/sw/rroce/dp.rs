@@ -713,13 +713,18 @@ impl Dp {
             _ => (ctx.rq_ring, &mut self.rq),
         };
         let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
-        let a: Action = if let Some(uc) = self.uc_resp.as_mut() {
+        let msn_before = self.resp.as_ref().map(|r| r.msn());
+        let mut a: Action = if let Some(uc) = self.uc_resp.as_mut() {
             uc.on_request(r, &mut mem, &mut rq)
         } else if let Some(resp) = self.resp.as_mut() {
             resp.on_request(r, &mut mem, &mut rq)
         } else {
             return;
         };
+        // User space broke the RQ/SRQ indices: the ring looks empty to the
+        // responder (an RNR NAK went out), but it never recovers, so the
+        // QP goes to ERR like one whose SQ ring broke.
+        let rq_broken = rq.cons.fault().is_some();
         if a.take_recv {
             take_recv(ctx, &mut self.rq, ctx.srq.zip(srq_guard.as_mut()));
         }
@@ -731,6 +736,8 @@ impl Dp {
             self.has_cur = true;
         }
         let mut local_err = false;
+        // Some(into_recv) if the payload could not be placed.
+        let mut place_failed = None;
         match a.place {
             Place::None => {}
             Place::Recv { offset } => {
@@ -741,10 +748,21 @@ impl Dp {
                         .and_then(|v| scatter(ctx, v.sges(), offset, payload))
                         .is_ok();
                 local_err = !ok;
+                place_failed = (!ok).then_some(true);
             }
             Place::Mem { rkey, va } => {
                 let ok = RroceMr::lookup(ctx.dev, ctx.pd, rkey).and_then(|mr| mr.write(va, payload)).is_ok();
                 local_err = !ok;
+                place_failed = (!ok).then_some(false);
+            }
+        }
+        // The requester must hear of it (a NAK, not the ACK on_request chose).
+        if let (Some(into_recv), Some(resp), Some(msn)) = (place_failed, self.resp.as_mut(), msn_before) {
+            let f = resp.placement_failed(r.psn, msn, into_recv);
+            a.reply = f.reply;
+            a.qp_error = true;
+            if a.recv_done.is_none() && self.has_cur {
+                a.recv_done = f.recv_done;
             }
         }
         if local_err && self.has_cur {
@@ -780,7 +798,7 @@ impl Dp {
             // cancelled only after the QP stopped taking events.
             unsafe { glue::rroce_work_queue(ctx.work) };
         }
-        if a.qp_error || local_err {
+        if a.qp_error || local_err || rq_broken {
             self.to_error(ctx, st);
         }
         self.sync_counters(ctx);

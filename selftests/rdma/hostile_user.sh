@@ -63,7 +63,7 @@ HU=$(c_prog hostile_user) || t_fail "cc failed: $HU"
 t_end
 
 # The well-behaved process: rc_xfer.py in a loop until told to stop.
-TOTAL=$([ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && echo 2M || echo 8M)
+TOTAL=$([ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && echo 1M || echo 4M)
 GOOD_DIR=$RROCE_REPO/build/selftests/hostile_user.good
 rm -rf "$GOOD_DIR"
 mkdir -p "$GOOD_DIR"
@@ -114,8 +114,8 @@ done
 [ "${fails:-0}" = 0 ] || t_fail "$fails run(s) of the well-behaved process failed"
 t_end
 
-t_begin "after the attacks: rc_xfer.py $DEV0 -> $DEV1 SEND/WRITE/READ $TOTAL each, 4 QPs, verified"
-rc_xfer 180 --ops send,write,read --total "$TOTAL" --msg 1M --qps 4 >/dev/null
+t_begin "after the attacks: rc_xfer.py $DEV0 -> $DEV1 SEND/WRITE/READ $TOTAL each, 2 QPs, verified"
+rc_xfer 180 --ops send,write,read --total "$TOTAL" --msg 1M --qps 2 >/dev/null
 t_end
 
 test_done

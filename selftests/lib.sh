@@ -788,3 +788,25 @@ rc_netem_test() {
 	netem_clear
 	test_done
 }
+
+# ------------------------------------------------------------ C test programs
+# c_prog NAME: build selftests/c/NAME.c (cc, -libverbs) into
+# build/selftests/bin/NAME if the binary is missing or older than the
+# source, and print its path; on failure print the compiler output, false.
+c_prog() {
+	local src=$RROCE_SELFTESTS/c/$1.c dir=$RROCE_REPO/build/selftests/bin out
+	mkdir -p "$dir" || return 1
+	if [ ! -x "$dir/$1" ] || [ "$src" -nt "$dir/$1" ]; then
+		out=$(cc -O2 -g -Wall -Wextra -Wno-missing-field-initializers -o "$dir/$1" "$src" -libverbs 2>&1) || {
+			printf '%s\n' "$out" | head -20
+			return 1
+		}
+	fi
+	echo "$dir/$1"
+}
+
+# Why C test programs cannot be built here, or nothing.
+c_prog_unavailable() {
+	command -v cc >/dev/null || { echo "no C compiler (cc)"; return 0; }
+	[ -f /usr/include/infiniband/verbs.h ] || echo "libibverbs-dev not installed"
+}

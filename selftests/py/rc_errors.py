@@ -18,6 +18,8 @@ import time
 
 import pyverbs.enums as e
 from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.mr import MR
+from pyverbs.pd import PD
 from pyverbs.wr import SGE, RecvWR, SendWR
 
 import rclib
@@ -524,6 +526,81 @@ def case_atomic_results(d0, d1):
     check(p.mr1.read(8, 56) == b"\x5a" * 8 and p.mr1.read(8, 72) == b"\x5a" * 8,
           "the 8 bytes before and after are untouched")
     fresh_pair_ok(d0, d1)
+
+
+# ---- isolation: keys of other PDs and deregistered keys
+# IBA 10.6.3: an L_Key/R_Key is valid only with QPs of the MR's PD, and
+# only while the MR is registered.
+
+def _other_pd_mr(d, size, fill):
+    """An MR of `size` bytes in a second PD of d's context, filled with
+    pattern(size, fill)."""
+    pd2 = PD(d.ctx)
+    mr = MR(pd2, size, ALL_ACCESS)
+    mr.write(pattern(size, fill), size, 0)
+    return pd2, mr
+
+
+def case_lkey_other_pd(d0, d1):
+    # The lkey is valid on the same device and context, but of another PD.
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    pd2, mr2 = _other_pd_mr(d0, 4096, 0x55)
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_SEND, 1024, 0, lkey=mr2.lkey),
+                     e.IBV_WC_LOC_PROT_ERR, "SEND from an MR of another PD (same context)", c)
+    # and as the destination of an RDMA READ
+    p2 = Pair(d0, d1)
+    p2.mr1.write(pattern(4096, 0x66), 4096, 0)
+    sge = SGE(mr2.buf, 1024, mr2.lkey)
+    wr = SendWR(wr_id=7, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[sge], send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_rdma(p2.mr1.rkey, p2.mr1.buf)
+    p2.qp0.post_send(wr)
+    expect_wcs(p2.cq0, [(7, e.IBV_WC_LOC_PROT_ERR, None)], "RDMA READ into an MR of another PD")
+    check(mr2.read(4096, 0) == pattern(4096, 0x55), "the other PD's MR is unchanged")
+    mr2.close()
+    pd2.close()
+
+
+def case_rkey_other_pd(d0, d1):
+    # The responder has the MR, but in another PD than its QP's.
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    pd2, mr2 = _other_pd_mr(d1, 8192, 0x77)
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_RDMA_WRITE, 2048, 0, raddr=mr2.buf, rkey=mr2.rkey),
+                     e.IBV_WC_REM_ACCESS_ERR, "RDMA WRITE to an MR in another PD than the responder QP's", c)
+    check(mr2.read(8192, 0) == pattern(8192, 0x77), "the other PD's MR is unchanged")
+    p2 = Pair(d0, d1)
+    p2.mr0.write(pattern(4096, 0x12), 4096, 0)
+    p2.send(8, e.IBV_WR_RDMA_READ, 2048, 0, raddr=mr2.buf, rkey=mr2.rkey)
+    expect_wcs(p2.cq0, [(8, e.IBV_WC_REM_ACCESS_ERR, None)], "RDMA READ from an MR in another PD")
+    check(p2.mr0.read(4096, 0) == pattern(4096, 0x12), "the local READ buffer is unchanged")
+    mr2.close()
+    pd2.close()
+
+
+def case_dereg_lkey(d0, d1):
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    gone = MR(d0.pd, 4096, ALL_ACCESS)
+    key = gone.lkey
+    gone.close()
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_SEND, 1024, 0, lkey=key),
+                     e.IBV_WC_LOC_PROT_ERR, "SEND with the lkey of a deregistered MR", c)
+
+
+def case_dereg_rkey(d0, d1):
+    p = Pair(d0, d1)
+    c = Counters(d0, d1)
+    gone = MR(d1.pd, 4096, ALL_ACCESS)
+    key, addr = gone.rkey, gone.buf
+    gone.close()
+    # a new MR may take the same slot: its key must differ (generation)
+    again = MR(d1.pd, 4096, ALL_ACCESS)
+    check(again.rkey != key, "a new MR does not get the deregistered MR's key",
+          f"both {key:#x}")
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_RDMA_WRITE, 1024, 0, raddr=addr, rkey=key),
+                     e.IBV_WC_REM_ACCESS_ERR, "RDMA WRITE with the rkey of a deregistered MR", c)
+    again.close()
 
 
 CASES = {n[5:]: f for n, f in list(globals().items()) if n.startswith("case_")}

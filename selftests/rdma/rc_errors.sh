@@ -22,6 +22,11 @@
 #     leave the right result (wrap-around, compare mismatch); at an address
 #     that is not 8-byte aligned -> IBV_WC_REM_INV_REQ_ERR (NAK invalid
 #     request), remote memory unchanged, the WRs behind flushed
+#   - isolation (IBA 10.6.3): an lkey of another PD of the same context
+#     (SEND source, READ destination) -> LOC_PROT_ERR; an rkey of an MR in
+#     another PD than the responder QP's (WRITE, READ) -> REM_ACCESS_ERR;
+#     keys of deregistered MRs -> LOC_PROT_ERR / REM_ACCESS_ERR, and a new
+#     MR does not reuse the key; the other PD's memory unchanged
 # and the matching hw_counters.  After each case a fresh QP pair on the same
 # devices must move data intact (the device keeps working).
 #
@@ -55,6 +60,10 @@ CASES=(
 	"atomic_results|ATOMIC FETCH_AND_ADD / CMP_AND_SWP (match and mismatch): returned and remote values"
 	"atomic_misaligned_fetch_add|ATOMIC FETCH_AND_ADD at a misaligned address -> REM_INV_REQ_ERR, nothing changed"
 	"atomic_misaligned_cmp_swap|ATOMIC CMP_AND_SWP at a misaligned address -> REM_INV_REQ_ERR, nothing changed"
+	"lkey_other_pd|SEND from / READ into an MR of another PD of the same context -> LOC_PROT_ERR, MR unchanged"
+	"rkey_other_pd|RDMA WRITE / READ with the rkey of an MR in another PD than the responder QP's -> REM_ACCESS_ERR"
+	"dereg_lkey|SEND with the lkey of a deregistered MR -> LOC_PROT_ERR"
+	"dereg_rkey|RDMA WRITE with the rkey of a deregistered MR -> REM_ACCESS_ERR; a new MR gets a different key"
 )
 test_init $((${#CASES[@]} + 1))
 

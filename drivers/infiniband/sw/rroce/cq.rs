@@ -303,7 +303,16 @@ pub(crate) unsafe extern "C" fn create_cq(
         let (cq, attr, udata) = unsafe {
             (&mut *cq.cast::<RroceCq>(), &*attr, glue::rroce_attrs_udata(attrs))
         };
-        create(cq, attr, udata)?;
+        // SAFETY: `cq.ib.device` is set by ib_core to one of our devices.
+        let dev = unsafe { RroceDev::from_ib(cq.ib.device) };
+        let max = dev.p.attrs.max_cq as u32;
+        dev.p
+            .cqs
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
+            .map_err(|_| ENOMEM)?;
+        create(cq, attr, udata).inspect_err(|_| {
+            dev.p.cqs.fetch_sub(1, Ordering::Relaxed);
+        })?;
         Ok(0)
     })
 }
@@ -316,6 +325,9 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut bindings::ib_cq, _udata: *mu
     // Dropping the ring gives a user mapping back (the memory goes when
     // the last mapping does).
     drop(unsafe { (*cq.cast::<RroceCq>()).p.assume_init_read() });
+    // SAFETY: `cq.device` is one of our devices, which outlives its CQs.
+    let dev = unsafe { RroceDev::from_ib((*cq).device) };
+    dev.p.cqs.fetch_sub(1, Ordering::Relaxed);
     0
 }
 

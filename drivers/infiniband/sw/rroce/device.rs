@@ -41,6 +41,8 @@ pub(crate) struct DevPriv {
     port_active: AtomicBool,
     /// Protection domains in use, bounded by `attrs.max_pd`.
     pub(crate) pds: AtomicU32,
+    /// Completion queues in use, bounded by `attrs.max_cq`.
+    pub(crate) cqs: AtomicU32,
     /// What `query_device` reports (ib_core keeps a copy in `ib.attrs`).
     pub(crate) attrs: bindings::ib_device_attr,
     /// Memory region keys (the index part).
@@ -354,6 +356,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 parent: None,
                 port_active: AtomicBool::new(active),
                 pds: AtomicU32::new(0),
+                cqs: AtomicU32::new(0),
                 attrs: verbs::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
                 keys: IdTable::new(),
                 key_gen: AtomicU32::new(0),

@@ -852,13 +852,18 @@ impl Dp {
             _ => (ctx.rq_ring, &mut self.rq),
         };
         let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
-        let a: Action = if let Some(uc) = self.uc_resp.as_mut() {
+        let msn_before = self.resp.as_ref().map(|r| r.msn());
+        let mut a: Action = if let Some(uc) = self.uc_resp.as_mut() {
             uc.on_request(r, &mut mem, &mut rq)
         } else if let Some(resp) = self.resp.as_mut() {
             resp.on_request(r, &mut mem, &mut rq)
         } else {
             return;
         };
+        // User space broke the RQ/SRQ indices: the ring looks empty to the
+        // responder (an RNR NAK went out), but it never recovers, so the
+        // QP goes to ERR like one whose SQ ring broke.
+        let rq_broken = rq.cons.fault().is_some();
         if a.take_recv {
             take_recv(ctx, &mut self.rq, ctx.srq.zip(srq_guard.as_mut()));
         }
@@ -870,6 +875,8 @@ impl Dp {
             self.has_cur = true;
         }
         let mut local_err = false;
+        // Some(into_recv) if the payload could not be placed.
+        let mut place_failed = None;
         match a.place {
             Place::None => {}
             Place::Recv { offset } => {
@@ -880,6 +887,7 @@ impl Dp {
                         .and_then(|v| scatter(ctx, v.sges(), offset, payload))
                         .is_ok();
                 local_err = !ok;
+                place_failed = (!ok).then_some(true);
             }
             Place::Mem { rkey, va } => {
                 let ok = u32::try_from(payload.len())
@@ -888,6 +896,16 @@ impl Dp {
                     .and_then(|(mr, at)| mr.write(at, payload))
                     .is_ok();
                 local_err = !ok;
+                place_failed = (!ok).then_some(false);
+            }
+        }
+        // The requester must hear of it (a NAK, not the ACK on_request chose).
+        if let (Some(into_recv), Some(resp), Some(msn)) = (place_failed, self.resp.as_mut(), msn_before) {
+            let f = resp.placement_failed(r.psn, msn, into_recv);
+            a.reply = f.reply;
+            a.qp_error = true;
+            if a.recv_done.is_none() && self.has_cur {
+                a.recv_done = f.recv_done;
             }
         }
         if local_err && self.has_cur {
@@ -913,16 +931,7 @@ impl Dp {
                 }
             }
         }
-        let mut reply = a.reply;
-        if local_err && !a.qp_error {
-            // The payload could not be placed here: the requester gets a
-            // NAK (remote operational error) instead of what the responder
-            // decided, and this side enters the error state below.
-            if let Some(resp) = self.resp.as_mut() {
-                reply = Reply::Packet(resp.local_error(r.psn));
-            }
-        }
-        match reply {
+        match a.reply {
             Reply::None => {}
             Reply::Packet(d) => self.queue_reply(Pending::Pkt(d)),
             Reply::Read(stream) => self.queue_reply(Pending::Read(stream)),
@@ -944,7 +953,7 @@ impl Dp {
                 _ => {}
             }
         }
-        if a.qp_error || local_err {
+        if a.qp_error || local_err || rq_broken {
             self.to_error(ctx, st);
         }
         self.sync_counters(ctx);

@@ -108,6 +108,7 @@ extern "C" {
     ) -> core::ffi::c_ulong;
     pub(crate) fn rroce_page_copy(page: *mut bindings::page, off: c_uint, buf: *mut c_void, len: c_uint, to_page: bool);
     pub(crate) fn rroce_smp_mb();
+    pub(crate) fn rroce_param_max_objects() -> c_uint;
     pub(crate) fn rroce_local_bh_disable();
     pub(crate) fn rroce_local_bh_enable();
     pub(crate) fn rroce_loopq_new() -> *mut c_void;

@@ -12,6 +12,7 @@
 #include <linux/highmem.h>
 #include <linux/igmp.h>
 #include <linux/inetdevice.h>
+#include <linux/moduleparam.h>
 #include <linux/netdevice.h>
 #include <linux/rtnetlink.h>
 #include <linux/timer.h>
@@ -421,6 +422,22 @@ unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
 		i++;
 	}
 	return i;
+}
+
+/*
+ * Lower object limits for tests that exhaust them (selftests/rdma/limits.sh):
+ * with max_objects=N > 0, devices created afterwards advertise and enforce
+ * at most N PDs, CQs, QPs, SRQs, MRs and AHs each (ib_core's own objects
+ * included).  0, the default, keeps the built-in limits.
+ */
+static unsigned int max_objects;
+module_param(max_objects, uint, 0444);
+MODULE_PARM_DESC(max_objects,
+		 "cap on PDs/CQs/QPs/SRQs/MRs/AHs per device, 0 = built-in limits (for tests)");
+
+unsigned int rroce_param_max_objects(void)
+{
+	return READ_ONCE(max_objects);
 }
 
 void rroce_smp_mb(void)

@@ -72,6 +72,7 @@ unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
 			       unsigned long n);
 struct page *rroce_virt_to_page(u64 addr);
 void rroce_smp_mb(void);
+unsigned int rroce_param_max_objects(void);
 void rroce_local_bh_disable(void);
 void rroce_local_bh_enable(void);
 void *rroce_loopq_new(void);

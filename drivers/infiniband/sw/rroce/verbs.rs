@@ -145,6 +145,15 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.max_mcast_grp = crate::mcast::MAX_GROUPS as c_int;
     a.max_mcast_qp_attach = crate::mcast::MAX_QP_PER_GROUP as c_int;
     a.max_total_mcast_qp_attach = (crate::mcast::MAX_GROUPS * crate::mcast::MAX_QP_PER_GROUP) as c_int;
+    // SAFETY: reads a module parameter.
+    let cap = unsafe { glue::rroce_param_max_objects() };
+    if cap != 0 {
+        let cap = cap.min(i32::MAX as u32) as c_int;
+        for m in [&mut a.max_qp, &mut a.max_srq, &mut a.max_cq, &mut a.max_mr, &mut a.max_pd, &mut a.max_ah] {
+            *m = (*m).min(cap);
+        }
+        a.max_res_rd_atom = (MAX_RD_ATOM as c_int).saturating_mul(a.max_qp);
+    }
     a.max_pkeys = 1;
     a.local_ca_ack_delay = ACK_DELAY;
     // One module-wide lock serialises the responder's atomics (rroce_page_atomic),

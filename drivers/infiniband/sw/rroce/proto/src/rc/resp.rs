@@ -493,23 +493,6 @@ impl<const R: usize> Responder<R> {
         taken
     }
 
-    /// The glue could not place the payload of request `psn` in the
-    /// current receive WQE (its L_Key or range is bad: a local protection
-    /// error on this side).  The requester must not see an ACK: the reply
-    /// becomes a NAK remote operational error (its WQE completes with
-    /// `REM_OP_ERR`), and the receive side enters the error state.
-    pub fn local_error(&mut self, psn: Psn) -> RespDesc {
-        self.error = true;
-        self.ctx = Ctx::None;
-        self.counters.naks = self.counters.naks.wrapping_add(1);
-        self.ack_pkt(
-            psn,
-            Syndrome::Nak {
-                code: NAK_REMOTE_OPERATIONAL_ERROR,
-            },
-        )
-    }
-
     /// Decide what to do with request `pkt` (already checked for ICRC,
     /// destination QP and P_Key).  `mem` checks R_Keys and runs atomics,
     /// `rq` reports receive WQE availability.  See [`Action`].
@@ -542,6 +525,34 @@ impl<const R: usize> Responder<R> {
             _ => {}
         }
         a
+    }
+
+    /// The glue could not place the payload of request `psn` that
+    /// [`Self::on_request`] accepted: the receive WQE's SGEs do not describe
+    /// memory this QP may write (they are checked only at placement), or
+    /// the target MR went away between the R_Key check and the copy.  The
+    /// requester must not get the ACK that `on_request` may have chosen:
+    /// this returns the action that replaces its reply, a class C error
+    /// (QP to ERR) with a NAK for `psn` -- remote operational error for a
+    /// receive buffer (`into_recv`), remote access error for an R_Key
+    /// target -- whose MSN is `msn_before` (the value of [`Self::msn`]
+    /// before the request: the message did not complete).  A receive WQE
+    /// in use completes with `LOC_PROT_ERR` (`recv_done`).
+    pub fn placement_failed(&mut self, psn: Psn, msn_before: u32, into_recv: bool) -> Action {
+        self.msn = msn_before & PSN_MASK;
+        if into_recv {
+            self.ctx = Ctx::Send {
+                recv_len: 0,
+                offset: 0,
+            };
+        }
+        let code = if into_recv {
+            NAK_REMOTE_OPERATIONAL_ERROR
+        } else {
+            NAK_REMOTE_ACCESS_ERROR
+        };
+        self.counters.naks = self.counters.naks.wrapping_add(1);
+        self.fatal(psn, code, Outcome::AccessError, WcStatus::LocProtErr)
     }
 
     fn aeth(&self, s: Syndrome) -> Aeth {
@@ -1015,27 +1026,106 @@ impl<const R: usize> Responder<R> {
 }
 
 #[cfg(test)]
-mod tests {
+mod placement_tests {
+    use super::super::super::hdr::{Reth, NAK_REMOTE_OPERATIONAL_ERROR};
+    use super::super::super::opcode::{RC_RDMA_WRITE_ONLY, RC_SEND_ONLY};
     use super::*;
 
-    #[test]
-    fn local_error_naks_remote_operational_error_and_stops() {
-        let mut r: Responder<4> = Responder::new(RespConfig {
-            rq_psn: Psn::new(100),
+    struct Mem;
+    impl MemCheck for Mem {
+        fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+            Ok(())
+        }
+        fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+            Err(AccessError::InvalidKey)
+        }
+    }
+    struct Rq;
+    impl RecvSource for Rq {
+        fn peek_len(&mut self) -> Option<u32> {
+            Some(4096)
+        }
+    }
+
+    fn responder() -> Responder<4> {
+        Responder::new(RespConfig {
+            rq_psn: Psn::new(10),
             pmtu: PathMtu::Mtu1024,
             max_dest_rd_atomic: 4,
             min_rnr_timer: 1,
-        });
-        let d = r.local_error(Psn::new(100));
-        assert_eq!(d.opcode, RC_ACKNOWLEDGE);
-        assert_eq!(d.psn, Psn::new(100));
-        assert_eq!(
-            d.aeth.map(|a| a.decoded()),
-            Some(Syndrome::Nak {
-                code: NAK_REMOTE_OPERATIONAL_ERROR
-            })
+        })
+    }
+
+    fn nak_of(a: &Action) -> (Psn, u8, u32) {
+        let Reply::Packet(d) = a.reply else {
+            panic!("no packet: {a:?}")
+        };
+        let aeth = d.aeth.unwrap();
+        let Syndrome::Nak { code } = aeth.decoded() else {
+            panic!("not a NAK: {aeth:?}")
+        };
+        (d.psn, code, aeth.msn)
+    }
+
+    #[test]
+    fn send_placement_failure_naks_instead_of_acking() {
+        let mut r = responder();
+        let pkt = InRequest {
+            opcode: RC_SEND_ONLY,
+            psn: Psn::new(10),
+            payload_len: 100,
+            ..InRequest::default()
+        };
+        let msn = r.msn();
+        let a = r.on_request(&pkt, &mut Mem, &mut Rq);
+        assert!(a.take_recv && matches!(a.place, Place::Recv { offset: 0 }));
+        assert!(
+            matches!(a.reply, Reply::Packet(d) if matches!(d.aeth.unwrap().decoded(), Syndrome::Ack { .. }))
         );
+        let f = r.placement_failed(pkt.psn, msn, true);
+        assert_eq!(
+            nak_of(&f),
+            (Psn::new(10), NAK_REMOTE_OPERATIONAL_ERROR, msn)
+        );
+        assert!(f.qp_error);
+        assert_eq!(f.recv_done.map(|c| c.status), Some(WcStatus::LocProtErr));
         assert!(r.is_error());
-        assert_eq!(r.counters().naks, 1);
+        // everything after is dropped
+        let next = InRequest {
+            psn: Psn::new(11),
+            ..pkt
+        };
+        assert_eq!(
+            r.on_request(&next, &mut Mem, &mut Rq).outcome,
+            Outcome::QpError
+        );
+    }
+
+    #[test]
+    fn write_placement_failure_naks_remote_access() {
+        let mut r = responder();
+        let pkt = InRequest {
+            opcode: RC_RDMA_WRITE_ONLY,
+            psn: Psn::new(10),
+            payload_len: 64,
+            reth: Some(Reth {
+                va: 0x1000,
+                rkey: 7,
+                len: 64,
+            }),
+            ..InRequest::default()
+        };
+        let msn = r.msn();
+        let a = r.on_request(&pkt, &mut Mem, &mut Rq);
+        assert!(matches!(
+            a.place,
+            Place::Mem {
+                rkey: 7,
+                va: 0x1000
+            }
+        ));
+        let f = r.placement_failed(pkt.psn, msn, false);
+        assert_eq!(nak_of(&f), (Psn::new(10), NAK_REMOTE_ACCESS_ERROR, msn));
+        assert!(f.qp_error && f.recv_done.is_none());
     }
 }

@@ -9,8 +9,9 @@
 #     device are back to the baseline taken before the round;
 # and after the round:
 #   - no pages pinned any more: /proc/vmstat nr_foll_pin_acquired -
-#     nr_foll_pin_released back to the baseline (the processes' VmPin was
-#     at least the MR size before the kill);
+#     nr_foll_pin_released back to the baseline or below (the baseline may
+#     hold a transient pin of someone else; with A and B it was at least
+#     both MRs, and each process's VmPin at least its MR);
 #   - MemFree (after dropping caches) within $HOG_MR of the baseline
 #     (a leak of both MRs would be 2 x $HOG_MR);
 # $KILL_ROUNDS rounds (3; 2 on the debug kernel), then a fresh transfer
@@ -56,7 +57,7 @@ memfree_kb() {
 	echo 3 >/proc/sys/vm/drop_caches
 	awk '$1 == "MemFree:" { print $2 }' /proc/meminfo
 }
-pins_at() { [ "$(pinned_pages)" = "$1" ]; }
+pins_le() { [ "$(pinned_pages)" -le "$1" ]; }
 vmpin_kb() { awk '$1 == "VmPin:" { print $2 }' "/proc/$1/status" 2>/dev/null; }
 ran() { grep -q '^running ' "$1"; }
 
@@ -83,6 +84,7 @@ diag "baseline: $DEV0: $base0; $DEV1: $base1; pinned pages $basepin; MemFree $ba
 
 for r in $(seq 1 "$KILL_ROUNDS"); do
 	t_begin "round $r: SIGKILL of A ($DEV0) then B ($DEV1), each $HOG_QPS QPs + $HOG_MR MiB MR + traffic: all reclaimed"
+	rs=$SECONDS
 	rm -rf "$HOG_DIR"
 	mkdir -p "$HOG_DIR"
 	hog A B "" "$DEV0" "$RC_G0"
@@ -99,6 +101,7 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 		t_end
 		continue
 	fi
+	diag "traffic after $((SECONDS - rs)) s"
 	diag "A: $(cat "$HOG_DIR/A.out")"
 	diag "B: $(cat "$HOG_DIR/B.out")"
 	# resources and pins are there
@@ -108,7 +111,7 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 	at_least "$DEV1 MRs while B lives" "$(res_count "$DEV1" mr)" 1
 	at_least "VmPin of A (kB)" "$(vmpin_kb "$pa")" $((HOG_MR * 1024))
 	at_least "VmPin of B (kB)" "$(vmpin_kb "$pb")" $((HOG_MR * 1024))
-	at_least "pinned pages (system)" "$(pinned_pages)" $((basepin + 2 * HOG_MR * 256))
+	at_least "pinned pages (system)" "$(pinned_pages)" $((2 * HOG_MR * 256))
 	# traffic in flight both ways right now
 	t0=$(tx_of "$DEV0") t1=$(tx_of "$DEV1")
 	sleep 0.5
@@ -127,11 +130,12 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 	pb=
 	expect_wait "$DEV1 resources back to baseline after SIGKILL of B" 20 res_at "$DEV1" "$base1" ||
 		diag "$DEV1 now: $(res_counts "$DEV1")"
-	expect_wait "pinned pages back to baseline $basepin" 20 pins_at "$basepin" ||
+	expect_wait "pinned pages back to the baseline ($basepin) or below" 20 pins_le "$basepin" ||
 		diag "pinned pages now $(pinned_pages)"
 	free=$(memfree_kb)
 	diag "MemFree $free kB (baseline $basefree kB)"
 	at_least "MemFree (kB) within ${HOG_MR} MiB of the baseline" "$free" $((basefree - HOG_MR * 1024))
+	diag "round took $((SECONDS - rs)) s"
 	t_end
 done
 

@@ -25,10 +25,12 @@
 
 test_init 6
 rc_xfer_setup
+t0=$SECONDS
+took() { diag "subtest took $((SECONDS - t0)) s"; t0=$SECONDS; }
 
 # Bytes per background transfer: enough to still be running when the
 # fault hits (the fault is injected as soon as packets flow).
-BIG=${LINK_FAULTS_TOTAL:-$([ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && echo 16M || echo 64M)}
+BIG=${LINK_FAULTS_TOTAL:-$([ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && echo 4M || echo 16M)}
 SMALL=${LINK_FAULTS_SMALL:-1M}
 
 BG_OUT=/tmp/rroce-bgxfer.$$
@@ -127,6 +129,7 @@ else
 			expect_eq "$DEV0 completion_errors delta" "${XD0[completion_errors]:-x}" 0
 		fi
 	fi
+	took
 	t_end
 fi
 
@@ -148,6 +151,7 @@ else
 		at_least "$DEV0 completion_errors delta" "${XD0[completion_errors]:-0}" 1
 		fresh "RETRY_EXC_ERR"
 	fi
+	took
 	t_end
 fi
 
@@ -180,6 +184,7 @@ del_during_traffic() {
 	expect_wait "$DEV1 ACTIVE" 10 port_active "$DEV1"
 	rc_xfer_setup
 	fresh "$what"
+	took
 	t_end
 }
 
@@ -222,6 +227,7 @@ else
 		rc_xfer_setup
 		fresh "rmmod"
 	fi
+	took
 	t_end
 fi
 

@@ -23,8 +23,8 @@
 debug=0
 [ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && debug=1
 KILL_ROUNDS=${KILL_ROUNDS:-$([ $debug = 1 ] && echo 2 || echo 3)}
-HOG_QPS=${HOG_QPS:-$([ $debug = 1 ] && echo 8 || echo 32)}
-HOG_MR=${HOG_MR:-$([ $debug = 1 ] && echo 16 || echo 64)} # MiB
+HOG_QPS=${HOG_QPS:-$([ $debug = 1 ] && echo 8 || echo 16)}
+HOG_MR=${HOG_MR:-$([ $debug = 1 ] && echo 16 || echo 32)} # MiB
 
 test_init $((KILL_ROUNDS + 2))
 rc_xfer_setup

@@ -32,6 +32,10 @@ took() { diag "subtest took $((SECONDS - t0)) s"; t0=$SECONDS; }
 # fault hits (the fault is injected as soon as packets flow).
 BIG=${LINK_FAULTS_TOTAL:-$([ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && echo 4M || echo 16M)}
 SMALL=${LINK_FAULTS_SMALL:-1M}
+# `ip netns del` only drops a reference: the namespace is dismantled later
+# by a worker, which under TCG can take seconds; a transfer that must not
+# end before that is longer.
+NS_BIG=${LINK_FAULTS_NS_TOTAL:-$([ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && echo 64M || echo 256M)}
 
 BG_OUT=/tmp/rroce-bgxfer.$$
 bg_pid=
@@ -155,17 +159,19 @@ else
 	t_end
 fi
 
-# del_during_traffic WHAT CMD...: subtests 3 and 5
+# del_during_traffic WHAT SIZE CMD...: subtests 3 and 5
 del_during_traffic() {
-	local what=$1 dpid rc
-	shift
-	if ! start_traffic --ops write --total "$BIG" --msg 256K --retry-cnt 2; then
+	local what=$1 size=$2 dpid rc
+	shift 2
+	if ! start_traffic --ops write --total "$size" --msg 256K --retry-cnt 2; then
 		t_end
 		return
 	fi
 	timeout 120 "$@" &
 	dpid=$!
+	local t=$SECONDS
 	bg_wait 120
+	diag "rc_xfer.py ended $((SECONDS - t)) s after '$*'"
 	case $BG_RC in
 	0) t_fail "the transfer completed although the link was deleted under it" ;;
 	1) grep -Eq '^FAIL: .*status (RETRY_EXC_ERR|WR_FLUSH_ERR)|PyverbsRDMAError' "$BG_OUT" ||
@@ -193,7 +199,7 @@ t_begin "ip link del $IF0 during a WRITE: error completions, no crash, devices g
 if [ -n "$RC_WHY" ]; then
 	t_skip "$RC_WHY"
 else
-	del_during_traffic "ip link del" ip link del "$IF0"
+	del_during_traffic "ip link del" "$BIG" ip link del "$IF0"
 fi
 
 # 4
@@ -236,7 +242,7 @@ t_begin "ip netns del $NS1 during a WRITE: error completions, no crash, devices 
 if [ -n "$RC_WHY" ]; then
 	t_skip "$RC_WHY"
 else
-	del_during_traffic "ip netns del" ip netns del "$NS1"
+	del_during_traffic "ip netns del" "$NS_BIG" ip netns del "$NS1"
 fi
 
 test_done

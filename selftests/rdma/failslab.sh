@@ -26,13 +26,35 @@
 . "$(dirname "$0")/../lib.sh"
 
 OPS="ctx pd cq qp mr srq ah qp_rts"
+
+# check_dmesg of lib.sh, except that the reports the kernel prints for an
+# injected allocation failure itself (warn_alloc: "vmalloc error: ...",
+# "page allocation failure: ..." with a stack dump up to </TASK>) are
+# expected here and cut out before looking for splats.
+check_dmesg() {
+	local log leaks n
+	t_begin "no kernel warnings, splats or leaks in dmesg (beyond the reports of the injected failures)"
+	leaks=$(kmemleak_scan)
+	n=$(dmesg_since_mark | grep -cE '(allocation failure|vmalloc error):')
+	[ "$n" != 0 ] && diag "$n allocation-failure reports of injected failures (expected, not counted)"
+	log=$(dmesg_since_mark | awk '/(allocation failure|vmalloc error):/ { skip = 1 } skip && /<\/TASK>/ { skip = 0; next } !skip')
+	if printf '%s\n' "$log" | grep -Eq "$DMESG_BAD"; then
+		t_fail "kernel log has a report:"
+		printf '%s\n' "$log" | grep -En -A30 "$DMESG_BAD" | head -60 | sed 's/^/#   /'
+	fi
+	if [ -n "$leaks" ]; then
+		t_fail "kmemleak suspects leaks:"
+		printf '%s\n' "$leaks" | head -60 | sed 's/^/#   /'
+	fi
+	t_end
+}
 test_init 12
 rc_xfer_setup
 
 FS=/sys/kernel/debug/failslab
 why=
-if [ ! -d "$FS" ] || [ ! -e /proc/self/fail-nth ]; then
-	why="no $FS or /proc/self/fail-nth (needs CONFIG_FAILSLAB and CONFIG_FAULT_INJECTION_DEBUG_FS: the debug kernel)"
+if [ ! -d "$FS" ] || [ ! -e /proc/thread-self/fail-nth ]; then
+	why="no $FS or /proc/thread-self/fail-nth (needs CONFIG_FAILSLAB and CONFIG_FAULT_INJECTION_DEBUG_FS: the debug kernel)"
 fi
 [ -z "$why" ] && why=$(provider_unavailable)
 if [ -n "$why" ]; then

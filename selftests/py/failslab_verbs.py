@@ -16,7 +16,8 @@ fails the check.  Failures that land outside the verb's kernel path (in
 an mmap or brk of Python, libibverbs or pyverbs' own buffers: MemoryError,
 PyverbsError without an errno) are counted as "outside" and are no fault.  A non-zero read-back means the verb
 made fewer than n allocations: every failure point was covered, the verb
-must have succeeded, and the sweep of that OP ends.  Objects made are
+must have succeeded, and the sweep of that OP ends.  At least one point
+must have made the verb fail with ENOMEM (else nothing was injected).  Objects made are
 destroyed at once.  Before and after each sweep `rdma res show` is read:
 its counts for DEV must not have changed (no half-made object left in
 ib_core's resource tracking), and the verb must still work normally.
@@ -194,6 +195,8 @@ def main():
             print(f"#   {pr}", flush=True)
         for o in outside:
             print(f"#   outside the verb: {o}", flush=True)
+        if not seen.get("ENOMEM"):
+            problems.append("no injected failure made the verb fail (ENOMEM): was anything injected?")
         check(points > 0 and not problems, f"{op}: each of {points} allocation failures -> ENOMEM or success, "
               f"nothing left behind, works afterwards")
     finish()

@@ -44,6 +44,8 @@ import rclib
 from rclib import Dev
 from taplib import check, finish
 
+MR_LEN = 64 << 10  # bytes of the MR under test (small: the debug kernel pins slowly)
+
 
 def res_counts(dev):
     out = subprocess.run(["rdma", "res", "show"], capture_output=True, text=True, check=False).stdout
@@ -77,13 +79,13 @@ class Ops:
     def mr_prep(self):
         # the buffer is mapped before the failure is armed: the sweep is
         # about reg_mr, not about pyverbs' posix_memalign
-        self.buf = mmap.mmap(-1, 1 << 20)
+        self.buf = mmap.mmap(-1, MR_LEN)
         self.buf[0:1] = b"x"
         return None
 
     def mr(self, _):
         addr = ctypes.addressof(ctypes.c_char.from_buffer(self.buf))
-        return MR(self.d.pd, 1 << 20, rclib.ALL_ACCESS, address=addr)
+        return MR(self.d.pd, MR_LEN, rclib.ALL_ACCESS, address=addr)
 
     def srq(self):
         return SRQ(self.d.pd, SrqInitAttr(SrqAttr(max_wr=16, max_sge=1)))

@@ -5,7 +5,7 @@
 # GFP_KERNEL allocations too (ignore-gfp-wait N) and to log nothing
 # (verbose 0); the settings are restored at the end.
 #   1-8  py/failslab_verbs.py, one verb each (open device/alloc_ucontext,
-#        alloc_pd, create_cq, create_qp, reg_mr 1 MiB, create_srq,
+#        alloc_pd, create_cq, create_qp, reg_mr 64 KiB, create_srq,
 #        create_ah, modify_qp RESET->INIT->RTR->RTS): the n-th slab
 #        allocation of the calling thread fails (/proc/thread-self/
 #        fail-nth) for n = 1, 2, ... until the verb makes fewer than n

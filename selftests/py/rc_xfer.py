@@ -5,10 +5,10 @@
 Usage: rc_xfer.py DEV0 GID0 DEV1 GID1 [--ops send,write,read] [--total BYTES]
                   [--msg BYTES] [--qps N] [--timeout EXP] [--mtu BYTES]
                   [--depth N] [--start-psn PSN] [--seed N] [--deadline S]
-                  [--stall S]
+                  [--stall S] [--retry-cnt N]
 
 N RC queue-pair pairs are connected directly (DEV0 side: requester, DEV1
-side: responder; retry_cnt 7, rnr_retry 7, max_rd_atomic and
+side: responder; retry_cnt 7 unless --retry-cnt, rnr_retry 7, max_rd_atomic and
 max_dest_rd_atomic 16, path MTU = DEV0's active MTU unless --mtu).  For
 each operation in --ops, every QP pair moves --total bytes in --msg byte
 messages of fresh random content, all QPs busy at once (up to --depth
@@ -87,7 +87,8 @@ class Lane:
             self.psn0 = self.psn1 = args.start_psn & 0xFFFFFF
         else:
             self.psn0, self.psn1 = rng.randrange(1 << 24), rng.randrange(1 << 24)
-        rclib.connect(d0, self.qp0, self.psn0, d1, self.qp1, self.psn1, mtu, timeout=args.timeout)
+        rclib.connect(d0, self.qp0, self.psn0, d1, self.qp1, self.psn1, mtu, timeout=args.timeout,
+                      retry_cnt=args.retry_cnt)
         self.depth = depth
 
     def reset(self):
@@ -302,6 +303,7 @@ def main():
     p.add_argument("--msg", type=size, default=size("1M"), help="message size")
     p.add_argument("--qps", type=int, default=1)
     p.add_argument("--timeout", type=int, default=14, help="local ACK timeout exponent")
+    p.add_argument("--retry-cnt", type=int, default=7, help="retry_cnt of the QPs (7: never runs out)")
     p.add_argument("--mtu", type=int, default=0, help="path MTU in bytes (default: the active MTU)")
     p.add_argument("--depth", type=int, default=0, help="messages in flight per QP")
     p.add_argument("--start-psn", type=lambda s: int(s, 0), default=None, help="initial PSN of every QP")
@@ -317,6 +319,8 @@ def main():
             p.error(f"unknown op {o} (known: {', '.join(OPS)})")
     if args.msg <= 0 or args.qps <= 0:
         p.error("--msg and --qps must be positive")
+    if not 0 <= args.retry_cnt <= 7:
+        p.error("--retry-cnt must be 0..7")
     if not 0 <= args.depth < 256:
         p.error("--depth must be below 256")
     try:

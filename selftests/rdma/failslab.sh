@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Slab allocation failures (kernel fault injection, debug kernel only:
+# CONFIG_FAILSLAB, CONFIG_FAULT_INJECTION_DEBUG_FS; on other kernels every
+# subtest is skipped with that reason).  failslab is set to fail
+# GFP_KERNEL allocations too (ignore-gfp-wait N) and to log nothing
+# (verbose 0); the settings are restored at the end.
+#   1-8  py/failslab_verbs.py, one verb each (open device/alloc_ucontext,
+#        alloc_pd, create_cq, create_qp, reg_mr 64 KiB, create_srq,
+#        create_ah, modify_qp RESET->INIT->RTR->RTS): the n-th slab
+#        allocation of the calling thread fails (/proc/thread-self/
+#        fail-nth) for n = 1, 2, ... until the verb makes fewer than n
+#        allocations; each call fails with ENOMEM or succeeds, `rdma res
+#        show` is unchanged after the sweep, the verb works afterwards
+#   9    `rdma link add` with task-filtered random failures
+#        (task-filter Y, /proc/self/make-it-fail of the rdma process,
+#        probability 1-20 %): each attempt either fails and leaves no
+#        device, or succeeds with an ACTIVE device that deletes cleanly;
+#        afterwards link add works and no UDP socket was leaked
+#   10   1 % of atomic slab allocations fail system-wide during an RC
+#        transfer (skbs of the data path): data verified, transfer
+#        completes (retransmits cover the lost packets)
+#   11   a fresh RC transfer works
+# kmemleak (check_dmesg) must find nothing.
+# selftest-timeout=1800
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+
+OPS="ctx pd cq qp mr srq ah qp_rts"
+
+# check_dmesg of lib.sh, except that the reports the kernel prints for an
+# injected allocation failure itself (warn_alloc: "vmalloc error: ...",
+# "page allocation failure: ..." with a stack dump up to </TASK>) are
+# expected here and cut out before looking for splats.
+check_dmesg() {
+	local log leaks n
+	t_begin "no kernel warnings, splats or leaks in dmesg (beyond the reports of the injected failures)"
+	leaks=$(kmemleak_scan)
+	n=$(dmesg_since_mark | grep -cE '(allocation failure|vmalloc error):')
+	[ "$n" != 0 ] && diag "$n allocation-failure reports of injected failures (expected, not counted)"
+	log=$(dmesg_since_mark | awk '/(allocation failure|vmalloc error):/ { skip = 1 } skip && /<\/TASK>/ { skip = 0; next } !skip')
+	if printf '%s\n' "$log" | grep -Eq "$DMESG_BAD"; then
+		t_fail "kernel log has a report:"
+		printf '%s\n' "$log" | grep -En -A30 "$DMESG_BAD" | head -60 | sed 's/^/#   /'
+	fi
+	if [ -n "$leaks" ]; then
+		t_fail "kmemleak suspects leaks:"
+		printf '%s\n' "$leaks" | head -60 | sed 's/^/#   /'
+	fi
+	t_end
+}
+test_init 12
+rc_xfer_setup
+
+FS=/sys/kernel/debug/failslab
+why=
+if [ ! -d "$FS" ] || [ ! -e /proc/thread-self/fail-nth ]; then
+	why="no $FS or /proc/thread-self/fail-nth (needs CONFIG_FAILSLAB and CONFIG_FAULT_INJECTION_DEBUG_FS: the debug kernel)"
+fi
+[ -z "$why" ] && why=$(provider_unavailable)
+if [ -n "$why" ]; then
+	while [ "$_t_num" -lt $((_t_plan - 1)) ]; do ktap_skip "$TEST_NAME" "$why"; done
+	test_done
+fi
+
+declare -A saved
+FS_KNOBS="probability interval times space verbose task-filter ignore-gfp-wait"
+for k in $FS_KNOBS; do saved[$k]=$(cat "$FS/$k"); done
+fs_restore() {
+	local k
+	echo 0 >"$FS/probability"
+	for k in $FS_KNOBS; do echo "${saved[$k]}" >"$FS/$k" 2>/dev/null; done
+}
+trap 'fs_restore; rdma link delete rroce_fs 2>/dev/null; ip link del rrfs0 2>/dev/null' EXIT
+echo 0 >"$FS/probability"
+echo 0 >"$FS/verbose"
+echo N >"$FS/ignore-gfp-wait"
+echo 1 >"$FS/interval"
+echo 0 >"$FS/space"
+
+# 1-8
+for op in $OPS; do
+	PY_CHECKS_TMO=$((600 * ${RROCE_TIMEOUT_SCALE:-1})) py_checks \
+		"failslab in $op on $DEV0: every allocation failure point -> ENOMEM or success, nothing leaked" \
+		failslab_verbs.py "$DEV0" "$RC_G0" "$op"
+done
+
+# 9
+t_begin "rdma link add under random task-filtered failslab: fails cleanly or works"
+base_udp=$(udp4791)
+ip link del rrfs0 2>/dev/null
+if ! ip link add rrfs0 type veth peer name rrfs1 || ! ip link set rrfs0 up || ! ip link set rrfs1 up; then
+	t_fail "cannot make the veth pair rrfs0/rrfs1"
+else
+	echo Y >"$FS/task-filter"
+	echo -1 >"$FS/times"
+	nok=0 nfail=0 msgs=
+	for pct in 1 2 5 10 20; do
+		echo "$pct" >"$FS/probability"
+		for _ in 1 2 3 4 5 6; do
+			out=$( (echo 1 >/proc/self/make-it-fail && exec rdma link add rroce_fs type rroce netdev rrfs0) 2>&1)
+			rc=$?
+			if [ $rc = 0 ]; then
+				nok=$((nok + 1))
+				ibdev_exists rroce_fs || t_fail "link add succeeded at $pct % but rroce_fs does not exist"
+				wait_for 10 port_active rroce_fs || t_fail "rroce_fs (added at $pct %) not ACTIVE"
+				expect_ok "rdma link delete rroce_fs" rdma link delete rroce_fs
+			else
+				nfail=$((nfail + 1))
+				msgs="$msgs|$(printf '%s' "$out" | head -1)"
+				# a failed add leaves nothing (it may still be on its way out)
+				if ! wait_for 10 not ibdev_exists rroce_fs; then
+					t_fail "failed link add at $pct % left rroce_fs behind: $out"
+					rdma link delete rroce_fs 2>/dev/null
+				fi
+			fi
+		done
+	done
+	echo 0 >"$FS/probability"
+	echo N >"$FS/task-filter"
+	diag "link add: $nok succeeded, $nfail failed; messages: $(printf '%s' "$msgs" | tr '|' '\n' | sort | uniq -c | tr '\n' ';')"
+	at_least "failed link adds (injection reached it)" "$nfail" 1
+	expect_ok "rdma link add without injection" rdma link add rroce_fs type rroce netdev rrfs0
+	expect_wait "rroce_fs ACTIVE" 10 port_active rroce_fs
+	expect_ok "rdma link delete" rdma link delete rroce_fs
+	expect_eq "UDP $ROCE_PORT sockets in init_net" "$(udp4791)" "$base_udp"
+	ip link del rrfs0
+fi
+t_end
+
+# 10
+t_begin "1 % of atomic slab allocations fail (system-wide) during send/write/read 1 MiB: data verified"
+if [ -n "$RC_WHY" ]; then
+	t_skip "$RC_WHY"
+else
+	echo Y >"$FS/ignore-gfp-wait"
+	echo N >"$FS/task-filter"
+	echo 500 >"$FS/times"
+	echo 1 >"$FS/probability"
+	rc_xfer 600 --ops send,write,read --total 1M --msg 64K
+	echo 0 >"$FS/probability"
+	echo N >"$FS/ignore-gfp-wait"
+	diag "failslab times left: $(cat "$FS/times") of 500"
+	for c in completion_errors retry_exceeded; do
+		expect_eq "$DEV0 $c delta" "${XD0[$c]}" 0
+	done
+	t_end
+fi
+
+# 11
+fs_restore
+t_begin "fresh transfer after the injections: send/write/read 1 MiB, data verified"
+if [ -n "$RC_WHY" ]; then
+	t_skip "$RC_WHY"
+else
+	rc_xfer 300 --ops send,write,read --total 1M --msg 64K && [ -z "$HWC_WHY" ] && rc_no_errors
+	t_end
+fi
+
+test_done

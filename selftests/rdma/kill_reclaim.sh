@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# SIGKILL mid-transfer reclaims everything.  Each round starts two
+# py/res_hog.py processes: A on $DEV0 (init_net) and B on $DEV1 (netns
+# $NS1), each with $HOG_QPS RC QPs, one CQ, one $HOG_MR MR (pinned) and
+# WRITEs and READs of 64 KiB in flight on every QP in both directions.
+# Once both report traffic, A is killed with SIGKILL (B keeps retrying
+# towards it), then B.  After each kill:
+#   - `rdma res show` counts (pd cq qp mr ctx srq) of the killed process's
+#     device are back to the baseline taken before the round;
+# and after the round:
+#   - no pages pinned any more: /proc/vmstat nr_foll_pin_acquired -
+#     nr_foll_pin_released back to the baseline or below (the baseline may
+#     hold a transient pin of someone else; with A and B it was at least
+#     both MRs, and each process's VmPin at least its MR);
+#   - MemFree (after dropping caches) within $HOG_MR of the baseline
+#     (a leak of both MRs would be 2 x $HOG_MR);
+# $KILL_ROUNDS rounds (3; 2 on the debug kernel), then a fresh transfer
+# must work, and check_dmesg runs kmemleak on the debug kernel.
+# selftest-timeout=600
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+
+debug=0
+[ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && debug=1
+KILL_ROUNDS=${KILL_ROUNDS:-$([ $debug = 1 ] && echo 2 || echo 3)}
+HOG_QPS=${HOG_QPS:-$([ $debug = 1 ] && echo 8 || echo 16)}
+HOG_MR=${HOG_MR:-$([ $debug = 1 ] && echo 16 || echo 32)} # MiB
+
+test_init $((KILL_ROUNDS + 2))
+rc_xfer_setup
+
+HOG_DIR=/tmp/rroce-hog.$$
+pa= pb=
+cleanup() {
+	[ -n "$pa" ] && kill -9 "$pa" 2>/dev/null
+	[ -n "$pb" ] && kill -9 "$pb" 2>/dev/null
+	rm -rf "$HOG_DIR"
+}
+trap cleanup EXIT
+
+# res_counts DEV: "pd N cq N qp N mr N ctx N srq N" from `rdma res show`
+res_counts() {
+	rdma res show 2>/dev/null | awk -v d="$1:" '$2 == d {
+		out = ""
+		for (i = 3; i < NF; i += 2)
+			if ($i ~ /^(pd|cq|qp|mr|ctx|srq)$/) out = out $i " " $(i + 1) " "
+		print out
+	}'
+}
+res_count() { res_counts "$1" | awk -v k="$2" '{ for (i = 1; i < NF; i += 2) if ($i == k) print $(i + 1) }'; }
+res_at() { [ "$(res_counts "$1")" = "$2" ]; }
+pinned_pages() {
+	awk '$1 == "nr_foll_pin_acquired" { a = $2 } $1 == "nr_foll_pin_released" { r = $2 } END { print a - r }' /proc/vmstat
+}
+memfree_kb() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	awk '$1 == "MemFree:" { print $2 }' /proc/meminfo
+}
+pins_le() { [ "$(pinned_pages)" -le "$1" ]; }
+vmpin_kb() { awk '$1 == "VmPin:" { print $2 }' "/proc/$1/status" 2>/dev/null; }
+ran() { grep -q '^running ' "$1"; }
+
+# hog NAME PEER NETNS DEV GIDX: start one side; echoes nothing, sets $!
+hog() {
+	local name=$1 peer=$2 netns=$3 dev=$4 gidx=$5 pre=()
+	[ -n "$netns" ] && pre=(ip netns exec "$netns")
+	"${pre[@]}" /usr/bin/python3 "$RROCE_REPO/selftests/py/res_hog.py" "$dev" "$gidx" "$name" "$peer" "$HOG_DIR" \
+		--qps "$HOG_QPS" --mr "${HOG_MR}M" --timeout "$RC_ACK_TIMEOUT" >"$HOG_DIR/$name.out" 2>&1 &
+}
+tx_of() { cat "$(hwc_dir "$1")/tx_packets" 2>/dev/null || echo 0; }
+
+if [ -n "$RC_WHY" ]; then
+	for r in $(seq 1 "$KILL_ROUNDS"); do ktap_skip "round $r: SIGKILL of processes with QPs, MRs and traffic" "$RC_WHY"; done
+	ktap_skip "fresh transfer after the kills" "$RC_WHY"
+	test_done
+fi
+
+base0=$(res_counts "$DEV0")
+base1=$(res_counts "$DEV1")
+basepin=$(pinned_pages)
+basefree=$(memfree_kb)
+diag "baseline: $DEV0: $base0; $DEV1: $base1; pinned pages $basepin; MemFree $basefree kB"
+
+for r in $(seq 1 "$KILL_ROUNDS"); do
+	t_begin "round $r: SIGKILL of A ($DEV0) then B ($DEV1), each $HOG_QPS QPs + $HOG_MR MiB MR + traffic: all reclaimed"
+	rs=$SECONDS
+	rm -rf "$HOG_DIR"
+	mkdir -p "$HOG_DIR"
+	hog A B "" "$DEV0" "$RC_G0"
+	pa=$!
+	hog B A "$NS1" "$DEV1" "$RC_G1"
+	pb=$!
+	if ! wait_for 120 ran "$HOG_DIR/A.out" || ! wait_for 60 ran "$HOG_DIR/B.out"; then
+		t_fail "the processes did not get traffic going"
+		diag "A: $(tail -5 "$HOG_DIR/A.out" | tr '\n' ' ')"
+		diag "B: $(tail -5 "$HOG_DIR/B.out" | tr '\n' ' ')"
+		kill -9 "$pa" "$pb" 2>/dev/null
+		wait "$pa" "$pb" 2>/dev/null
+		pa= pb=
+		t_end
+		continue
+	fi
+	diag "traffic after $((SECONDS - rs)) s"
+	diag "A: $(cat "$HOG_DIR/A.out")"
+	diag "B: $(cat "$HOG_DIR/B.out")"
+	# resources and pins are there
+	c0=$(res_counts "$DEV0") c1=$(res_counts "$DEV1")
+	diag "with A and B: $DEV0: $c0; $DEV1: $c1; pinned pages $(pinned_pages)"
+	at_least "$DEV0 QPs while A lives" "$(res_count "$DEV0" qp)" $(($(echo "$base0" | awk '{ for (i = 1; i < NF; i += 2) if ($i == "qp") print $(i + 1) }') + HOG_QPS))
+	at_least "$DEV1 MRs while B lives" "$(res_count "$DEV1" mr)" 1
+	at_least "VmPin of A (kB)" "$(vmpin_kb "$pa")" $((HOG_MR * 1024))
+	at_least "VmPin of B (kB)" "$(vmpin_kb "$pb")" $((HOG_MR * 1024))
+	at_least "pinned pages (system)" "$(pinned_pages)" $((2 * HOG_MR * 256))
+	# traffic in flight both ways right now
+	t0=$(tx_of "$DEV0") t1=$(tx_of "$DEV1")
+	sleep 0.5
+	at_least "$DEV0 tx_packets rising" "$(tx_of "$DEV0")" $((t0 + 1))
+	at_least "$DEV1 tx_packets rising" "$(tx_of "$DEV1")" $((t1 + 1))
+
+	kill -9 "$pa"
+	wait "$pa" 2>/dev/null
+	pa=
+	expect_wait "$DEV0 resources back to baseline after SIGKILL of A" 20 res_at "$DEV0" "$base0" ||
+		diag "$DEV0 now: $(res_counts "$DEV0")"
+	kill -0 "$pb" 2>/dev/null || t_fail "B died when A was killed: $(tail -3 "$HOG_DIR/B.out" | tr '\n' ' ')"
+	[ "$(res_count "$DEV1" qp)" -ge "$HOG_QPS" ] 2>/dev/null || t_fail "B's QPs on $DEV1 went with A"
+	kill -9 "$pb"
+	wait "$pb" 2>/dev/null
+	pb=
+	expect_wait "$DEV1 resources back to baseline after SIGKILL of B" 20 res_at "$DEV1" "$base1" ||
+		diag "$DEV1 now: $(res_counts "$DEV1")"
+	expect_wait "pinned pages back to the baseline ($basepin) or below" 20 pins_le "$basepin" ||
+		diag "pinned pages now $(pinned_pages)"
+	free=$(memfree_kb)
+	diag "MemFree $free kB (baseline $basefree kB)"
+	at_least "MemFree (kB) within ${HOG_MR} MiB of the baseline" "$free" $((basefree - HOG_MR * 1024))
+	diag "round took $((SECONDS - rs)) s"
+	t_end
+done
+
+t_begin "fresh transfer after the kills: send/write/read 1 MiB, data verified"
+rc_xfer 200 --ops send,write,read --total 1M --msg 64K && [ -z "$HWC_WHY" ] && rc_no_errors
+t_end
+
+test_done

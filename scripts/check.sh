@@ -43,7 +43,7 @@ count() { # parse "... N passed, N failed" from the last such line of a log
 mkdir -p build
 
 # Robustness tests re-run on the debug kernel after the plain suite.
-DEBUG_TESTS=(hostile_packets hostile_user limits faults kill_reclaim failslab kverbs srq mw mcast)
+DEBUG_TESTS=(failslab hostile_packets hostile_user kill_reclaim faults limits kverbs srq mw mcast)
 budget=${RROCE_CHECK_BUDGET:-5100}
 stage_secs=${RROCE_DEBUG_STAGE_SECS:-1200}
 debug_stage=0 dbg_pid=

@@ -21,7 +21,7 @@ from pyverbs.wr import RecvWR, SendWR, SGE
 
 import rclib
 from rclib import Dev, connect, poll, status_str
-from taplib import check, errno_of, finish
+from taplib import check, errno_of, finish, vm_pin_kb
 
 LW = e.IBV_ACCESS_LOCAL_WRITE
 RW = e.IBV_ACCESS_REMOTE_WRITE
@@ -140,12 +140,6 @@ check(len(s) == 1 and s[0].status == e.IBV_WC_SUCCESS and len(r) == 1 and r[0].s
 
 # 5. pinning follows the MR: VmPin goes with the new range, and is back to
 # the baseline after deregistration.
-def vm_pin_kb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmPin:"):
-                return int(line.split()[1])
-    return -1
 
 
 before = vm_pin_kb()

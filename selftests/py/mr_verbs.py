@@ -10,7 +10,7 @@ import pyverbs.enums as e
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from taplib import check, errno_of, finish
+from taplib import check, errno_of, finish, vm_pin_kb
 
 
 ctx = Context(name=sys.argv[1])
@@ -42,12 +42,6 @@ again.close()
 
 
 
-def vm_pin_kb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmPin:"):
-                return int(line.split()[1])
-    return -1
 
 
 base = vm_pin_kb()

@@ -26,6 +26,15 @@ def errno_of(fn):
     return 0
 
 
+def vm_pin_kb():
+    """This process's pinned memory (VmPin of /proc/self/status), in kB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmPin:"):
+                return int(line.split()[1])
+    return -1
+
+
 def finish():
     """Summarise and exit non-zero if any check failed."""
     print(f"# {_n - _failed}/{_n} checks passed")

@@ -4,14 +4,17 @@
 # with ibv_rc_pingpong -c (the server validates what it received), rxe as
 # server and as client, 4 KiB and 64 KiB messages (64 packets each at path
 # MTU 1024); then ibv_srq_pingpong -c (4 QPs sharing one SRQ on each side,
-# 4 KiB) both ways; and UC with ibv_uc_pingpong -c, 64 KiB, both directions.
+# 4 KiB) both ways; and UC with ibv_uc_pingpong -c, 64 KiB, both directions;
+# then rdma_cm between the two drivers: rping -V (data validated every
+# iteration) with rxe as client and as server, ucmatose (rxe client) and
+# perftest ib_send_bw -R (rdma_cm connection setup, rxe client).
 # rxe and rroce both want UDP 4791 in init_net, so rroce0 is deleted for the
 # test (rroce then closes its init_net socket) and re-added at the end.
 # rroce only: skipped with RROCE_TYPE=rxe.  Before rroce has a data path
 # only the driver swap (the first and the last-but-one subtest) runs.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-PLAN=11
+PLAN=15
 if [ "$RROCE_TYPE" != rroce ]; then
 	ktap_header
 	ktap_plan $PLAN
@@ -104,6 +107,59 @@ else
 	PP_PROG=ibv_uc_pingpong rc_pingpong_chk 90 "$NS1" "$DEV1" "$IP1" "" "$RXE" "$IP0" 65536 30
 	t_end
 fi
+
+# cm_cross DESC TMO SERVER_NS -- SERVER_CMD... -- CLIENT_CMD...: an rdma_cm
+# pair, server in SERVER_NS ("" = init_net, i.e. on $RXE), client in the
+# other namespace; one subtest.
+cm_cross() {
+	local desc=$1 tmo=$(($2 * ${RROCE_TIMEOUT_SCALE:-1})) sns=$3 srv=() cli=() spid src crc
+	shift 4
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	cli=("$@")
+	t_begin "$desc"
+	if [ -n "$skip" ]; then
+		t_skip "$skip"
+		return
+	fi
+	local in_s=() in_c=(ns "$NS1")
+	[ -n "$sns" ] && in_s=(ns "$sns") in_c=()
+	"${in_s[@]}" timeout "$tmo" stdbuf -oL "${srv[@]}" >/tmp/x-srv.$$ 2>&1 &
+	spid=$!
+	# shellcheck disable=SC2317  # called through wait_for
+	listening() { "${in_s[@]}" rdma res show cm_id 2>/dev/null | grep -q LISTEN; }
+	if ! wait_for 20 listening; then
+		t_fail "${srv[0]} server did not listen: $(tail -3 /tmp/x-srv.$$ | tr '\n' ' ')"
+		kill "$spid" 2>/dev/null
+		wait "$spid" 2>/dev/null
+		t_end
+		return
+	fi
+	"${in_c[@]}" timeout "$tmo" stdbuf -oL "${cli[@]}" >/tmp/x-cli.$$ 2>&1
+	crc=$?
+	wait_for 20 not kill -0 "$spid" || kill "$spid" 2>/dev/null
+	wait "$spid"
+	src=$?
+	[ "$crc" = 0 ] || t_fail "${cli[0]} client exited $crc: $(tail -4 /tmp/x-cli.$$ | tr '\n' ' ')"
+	[ "$src" = 0 ] || t_fail "${srv[0]} server exited $src: $(tail -4 /tmp/x-srv.$$ | tr '\n' ' ')"
+	grep -qi "error\|fail" /tmp/x-cli.$$ /tmp/x-srv.$$ &&
+		t_fail "$(grep -hi "error\|fail" /tmp/x-cli.$$ /tmp/x-srv.$$ | head -2 | tr '\n' ' ')"
+	case ${cli[0]} in
+	ucmatose) grep -q "test complete" /tmp/x-cli.$$ || t_fail "no 'test complete': $(tail -3 /tmp/x-cli.$$ | tr '\n' ' ')" ;;
+	ib_send_bw) grep -qE "^ *4096 +500 " /tmp/x-cli.$$ || t_fail "no result line: $(tail -3 /tmp/x-cli.$$ | tr '\n' ' ')" ;;
+	esac
+	rm -f /tmp/x-srv.$$ /tmp/x-cli.$$
+	t_end
+}
+
+cm_cross "rping -V -C 100 -S 4000: $RXE client (init_net) -> $DEV1 server (netns $NS1)" 120 "$NS1" -- \
+	rping -s -V -C 100 -S 4000 -a "$IP1" -- rping -c -V -C 100 -S 4000 -a "$IP1"
+cm_cross "rping -V -C 100 -S 4000: $DEV1 client (netns $NS1) -> $RXE server (init_net)" 120 "" -- \
+	rping -s -V -C 100 -S 4000 -a "$IP0" -- rping -c -V -C 100 -S 4000 -a "$IP0"
+cm_cross "ucmatose 2 connections x 50 messages: $RXE client -> $DEV1 server" 120 "$NS1" -- \
+	ucmatose -b "$IP1" -c 2 -C 50 -S 1000 -- ucmatose -s "$IP1" -c 2 -C 50 -S 1000
+cm_cross "ib_send_bw -R 4 KiB x 500: $RXE client -> $DEV1 server" 120 "$NS1" -- \
+	ib_send_bw -R -d "$DEV1" -F -s 4096 -n 500 -p 18995 -- ib_send_bw -R -d "$RXE" -F -s 4096 -n 500 -p 18995 "$IP1"
 
 t_begin "$RXE deleted, rdma_rxe unloaded, $DEV0 back on $IF0"
 if ibdev_exists "$RXE"; then

@@ -52,13 +52,18 @@ debug_stage=0 dbg_pid=
 if [ "$flavor" = plain ] && [ "${RROCE_CHECK_DEBUG:-1}" = 1 ]; then
 	debug_stage=1
 	# Own process group (setsid), so that a build cut by the budget can be
-	# stopped as a whole; make leaves no half-written objects behind.
-	setsid -w nice -n 19 "$here/kernel.sh" debug >build/kernel-debug.log 2>&1 &
+	# stopped as a whole; make leaves no half-written objects behind.  The
+	# exit status lands in a file: "still running" must not be judged by
+	# the pid, which may be reused during a long suite.
+	rm -f build/kernel-debug.rc
+	setsid bash -c 'nice -n 19 "$1" debug; echo $? >"$2"' _ "$here/kernel.sh" "$RROCE_TOP/build/kernel-debug.rc" \
+		>build/kernel-debug.log 2>&1 &
 	dbg_pid=$!
 fi
+dbg_running() { [ -n "$dbg_pid" ] && [ ! -f build/kernel-debug.rc ]; }
 stop_debug_build() {
 	[ -n "$dbg_pid" ] || return 0
-	kill -TERM -- "-$dbg_pid" 2>/dev/null
+	dbg_running && kill -TERM -- "-$dbg_pid" 2>/dev/null
 	wait "$dbg_pid" 2>/dev/null
 	dbg_pid=
 }
@@ -87,7 +92,7 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 	# Wait for the build only while it can still finish in time: its object
 	# count against the plain kernel's gives a rough ETA.
 	total=$(find "$RROCE_CACHE/build-plain" -name '*.o' 2>/dev/null | wc -l)
-	while kill -0 "$dbg_pid" 2>/dev/null; do
+	while dbg_running; do
 		now=$(date +%s)
 		done_objs=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
 		left=$((total > done_objs ? total - done_objs : 0))
@@ -101,11 +106,13 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 	done
 	if [ $ready = 0 ]; then
 		stop_debug_build
-	elif ! wait "$dbg_pid"; then
-		dbg_pid=
-		ready=0 why="debug kernel build failed (build/kernel-debug.log)"
-		fail=$((fail + 1))
-		tail -20 build/kernel-debug.log
+	else
+		wait "$dbg_pid" 2>/dev/null
+		if [ "$(cat build/kernel-debug.rc 2>/dev/null)" != 0 ]; then
+			ready=0 why="debug kernel build failed (build/kernel-debug.log)"
+			fail=$((fail + 1))
+			tail -20 build/kernel-debug.log
+		fi
 	fi
 	dbg_pid=
 	if [ $ready = 1 ]; then

@@ -115,10 +115,13 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 		fi
 	fi
 	dbg_pid=
+	if [ $ready = 1 ] && [ "$(date +%s)" -ge "$deadline" ]; then
+		ready=0
+		why="no time left in the budget after the plain suite ($(( ($(date +%s) - t0) / 60 )) min into make check)"
+	fi
 	if [ $ready = 1 ]; then
 		if "$here/module.sh" debug && "$here/kmod.sh" debug; then
 			left=$((t0 + budget - $(date +%s)))
-			[ $left -lt 300 ] && left=300
 			RROCE_KO=$RROCE_TOP/build/debug/rroce.ko RROCE_KVERBS_KO=$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko \
 				RROCE_TIMEOUT_SCALE=${RROCE_TIMEOUT_SCALE:-4} RROCE_RESULTS=$RROCE_TOP/build/selftests-debug \
 				timeout --kill-after=30 "$left" "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" 2>&1 |

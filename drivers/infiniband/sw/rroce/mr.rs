@@ -206,7 +206,10 @@ fn pin_user(
             return Err(e);
         }
     };
-    match KBox::new(
+    // From here the region owns the pages: if the allocation fails, the
+    // value is dropped and `Drop` releases them (releasing them here as
+    // well would free the umem twice).
+    let mr = KBox::new(
         RroceMr {
             ib: ibmr,
             umem: Some(umem),
@@ -221,13 +224,8 @@ fn pin_user(
             fr: None,
         },
         GFP_KERNEL,
-    ) {
-        Ok(mr) => Ok(mr),
-        Err(e) => {
-            release();
-            Err(e.into())
-        }
-    }
+    )?;
+    Ok(mr)
 }
 
 fn reg_user(

@@ -42,10 +42,11 @@ count() { # parse "... N passed, N failed" from the last such line of a log
 }
 mkdir -p build
 
-# Robustness tests re-run on the debug kernel after the plain suite; failslab
-# (debug-only, slow: every allocation of every verb) last, as the budget may
-# cut the stage.
-DEBUG_TESTS=(hostile_packets hostile_user kill_reclaim faults limits kverbs srq mw mcast failslab)
+# Robustness tests re-run on the debug kernel after the plain suite.
+# failslab (debug-only, slow) is not in the list yet: its sweeps have run by
+# hand on the debug kernel (README), its rdma-link-add and data-path parts
+# not yet.
+DEBUG_TESTS=(hostile_packets hostile_user kill_reclaim faults limits kverbs srq mw mcast)
 budget=${RROCE_CHECK_BUDGET:-5100}
 stage_secs=${RROCE_DEBUG_STAGE_SECS:-1200}
 debug_stage=0 dbg_pid=

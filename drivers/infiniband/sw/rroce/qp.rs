@@ -817,17 +817,7 @@ fn deliver_ud(p: &QpPriv, ctx: &Ctx<'_>, parsed: &crate::proto::hdr::Parsed, ip:
 /// A datagram to QP 0xFFFFFF: a copy for every UD QP attached to the group
 /// of its destination address.  Bottom halves disabled.
 fn deliver_mcast(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
-    let mgid = match ip.first().map(|b| b >> 4) {
-        Some(4) => ip.get(16..20).and_then(|a| <[u8; 4]>::try_from(a).ok()).map(|a| {
-            let mut g = [0u8; 16];
-            g[10] = 0xff;
-            g[11] = 0xff;
-            g[12..].copy_from_slice(&a);
-            g
-        }),
-        Some(6) => ip.get(24..40).and_then(|a| <[u8; 16]>::try_from(a).ok()),
-        _ => None,
-    };
+    let mgid = crate::proto::net::ip_addrs(ip).map(|(_, dst)| dst.to_gid());
     let Some(mgid) = mgid else { return false };
     let mut qpns = [0u32; mcast::MAX_QP_PER_GROUP];
     let n = dev.p.mcast.members(&mgid, &mut qpns);

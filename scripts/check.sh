@@ -3,19 +3,25 @@
 #
 #   scripts/check.sh [plain|debug]   (default plain; `make check-debug`)
 #
-# Plain flavor (`make check`): host tests; the whole VM suite on the plain
-# kernel; then the robustness tests (DEBUG_TESTS below: hostile packets and
-# userspace, faults, failslab, kernel consumers) once more on the debug
-# kernel (KASAN, lockdep, kmemleak, UBSAN, failslab), where a memory or
-# locking bug becomes a report that check_dmesg turns into a failure.
-# The debug kernel is built in the background (niced) while the plain part
-# runs, so a fresh machine (no ~/.cache/rroce) pays little for it.  The debug
-# stage is bounded by RROCE_CHECK_BUDGET (seconds since the start, default
-# 5100 = 85 min, the CI limit being 90): if the debug kernel is not ready by
-# the budget minus RROCE_DEBUG_STAGE_SECS (default 1200), the stage is
-# skipped — counted and reported as a skip, with the reason, never as a pass
-# — and the interrupted build resumes incrementally on the next run.
-# RROCE_CHECK_DEBUG=0 leaves the debug stage out.
+# Plain flavor (`make check`): host tests; the VM suite on the plain kernel
+# except the robustness tests (DEBUG_TESTS below: hostile packets and
+# userspace, faults, failslab, limits, kernel consumers...), which run on the
+# debug kernel (KASAN, lockdep, kmemleak, UBSAN, failslab), where a memory
+# or locking bug becomes a report that check_dmesg turns into a failure.
+# The debug kernel is built in the background (niced) from the start, so on
+# a fresh machine (no ~/.cache/rroce) it uses the CPU the TCG VMs leave
+# idle.  Time bounds (seconds since the start; the CI limit is 90 min):
+#   RROCE_CHECK_BUDGET (5100)     everything ends by then
+#   RROCE_FALLBACK_SECS (600)     kept at the end for the fallback below
+#   RROCE_DEBUG_MIN_SECS (600)    the debug stage starts only with at least
+#                                 this much time before the fallback
+# The debug stage runs the DEBUG_TESTS in order until they are done or its
+# time is up (a script cut midway counts for nothing).  Every robustness
+# test the debug stage did not finish — debug kernel not built in time,
+# its build failed, the stage was cut — then runs on the plain kernel
+# (the fallback), so each runs at least once, and the summary says which
+# ran where.  failslab needs the debug kernel: on plain it reports skips.
+# RROCE_CHECK_DEBUG=0: no debug stage, everything on the plain kernel.
 #
 # `make check-debug` runs the whole suite on the debug kernel instead
 # (5-10x slower than plain under TCG: hours, not for CI).
@@ -42,20 +48,19 @@ count() { # parse "... N passed, N failed" from the last such line of a log
 }
 mkdir -p build
 
-# Robustness tests re-run on the debug kernel after the plain suite.
-# failslab (debug-only, slow) is not in the list yet: its sweeps have run by
-# hand on the debug kernel (README), its rdma-link-add and data-path parts
-# not yet.
-DEBUG_TESTS=(hostile_packets hostile_user kill_reclaim faults limits kverbs srq mw mcast)
-budget=${RROCE_CHECK_BUDGET:-5100}
-stage_secs=${RROCE_DEBUG_STAGE_SECS:-1200}
+# Robustness tests, run on the debug kernel (most telling first).
+DEBUG_TESTS=(hostile_packets hostile_user faults kill_reclaim failslab limits kverbs mw srq mcast)
+budget_end=$((t0 + ${RROCE_CHECK_BUDGET:-5100}))
+debug_end=$((budget_end - ${RROCE_FALLBACK_SECS:-600}))
+wait_deadline=$((debug_end - ${RROCE_DEBUG_MIN_SECS:-600}))
 debug_stage=0 dbg_pid=
 if [ "$flavor" = plain ] && [ "${RROCE_CHECK_DEBUG:-1}" = 1 ]; then
 	debug_stage=1
-	# Own process group (setsid), so that a build cut by the budget can be
-	# stopped as a whole; make leaves no half-written objects behind.  The
-	# exit status lands in a file: "still running" must not be judged by
-	# the pid, which may be reused during a long suite.
+	# Own process group (setsid), so that a build that cannot finish in
+	# time can be stopped as a whole; make leaves no half-written objects
+	# behind and resumes on the next run.  The exit status lands in a
+	# file: "still running" must not be judged by the pid, which may be
+	# reused during a long suite.
 	rm -f build/kernel-debug.rc
 	setsid bash -c 'nice -n 19 "$1" debug; echo $? >"$2"' _ "$here/kernel.sh" "$RROCE_TOP/build/kernel-debug.rc" \
 		>build/kernel-debug.log 2>&1 &
@@ -78,32 +83,58 @@ built=1
 "$here/provider.sh" || { built=0; fail=$((fail + 1)); echo "not ok: provider build"; }
 # without its module the kverbs selftest skips; the others still run
 "$here/kmod.sh" "$flavor" || { fail=$((fail + 1)); echo "not ok: kverbs test module build ($flavor)"; }
-if [ $built = 1 ]; then
-	step "VM selftests ($flavor kernel)"
+# finished_scripts LOG: the names of the scripts run.sh finished in LOG
+finished_scripts() {
+	sed -nE 's/^(not )?ok [0-9]+ selftests: rdma: ([a-z0-9_]+).*/\2/p' "$1"
+}
+time_left() { # seconds left until the budget's end, at least 60 (0 = no limit for make check-debug)
+	local l=$((budget_end - $(date +%s)))
+	if [ "$flavor" = debug ]; then echo 0; elif [ $l -lt 60 ]; then echo 60; else echo $l; fi
+}
+plain_vm() { # plain_vm LOGNAME TIMEOUT run.sh-ARGS...
+	local log=build/$1.log tmo=$2
+	shift 2
 	RROCE_KO=$RROCE_TOP/build/$flavor/rroce.ko RROCE_KVERBS_KO=$RROCE_TOP/build/$flavor/kmod/rroce_kverbs_test.ko \
-		"$here/vm" --kernel "$flavor" selftests/run.sh 2>&1 | tee build/selftests.log
+		timeout --kill-after=30 "$tmo" "$here/vm" --kernel "$flavor" selftests/run.sh "$@" 2>&1 | tee "$log"
+}
+fallback=()
+on_debug=()
+if [ $built = 1 ]; then
+	if [ $debug_stage = 1 ]; then
+		step "VM selftests ($flavor kernel), all but the robustness tests: those run on the debug kernel"
+		plain_vm selftests "$(time_left)" -x "${DEBUG_TESTS[@]}"
+	else
+		step "VM selftests ($flavor kernel)"
+		plain_vm selftests "$(time_left)"
+	fi
 	count build/selftests.log
 	done_step
 fi
-skipped=0
 if [ $debug_stage = 1 ] && [ $built = 1 ]; then
-	step "VM selftests again on the debug kernel: ${DEBUG_TESTS[*]}"
+	step "robustness tests on the debug kernel: ${DEBUG_TESTS[*]}"
 	ready=1 why=
-	deadline=$((t0 + budget - stage_secs))
-	# Wait for the build only while it can still finish in time: its object
-	# count against the plain kernel's gives a rough ETA.
+	# Wait for the build while the stage can still get its minimum time;
+	# give up early only when the build's recent pace says it cannot make
+	# it (objects still to build, against the plain kernel's count).
 	total=$(find "$RROCE_CACHE/build-plain" -name '*.o' 2>/dev/null | wc -l)
+	prev_t=$(date +%s) prev_n=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
 	while dbg_running; do
+		sleep 10
+		dbg_running || break
 		now=$(date +%s)
-		done_objs=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
-		left=$((total > done_objs ? total - done_objs : 0))
-		eta=$(( done_objs > 0 ? (now - t0) * left / done_objs : 1 << 30 ))
-		if [ "$now" -ge "$deadline" ] || [ $((now + eta)) -ge "$deadline" ]; then
+		n=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
+		left=$((total > n ? total - n : 0))
+		rate_n=$((n - prev_n)) rate_t=$((now - prev_t))
+		if [ "$now" -ge "$wait_deadline" ]; then
 			ready=0
-			why="debug kernel build not finished in time ($done_objs of ~$total objects $(( (now - t0) / 60 )) min into make check; a fresh machine: the build resumes on the next run)"
+		elif [ "$rate_t" -ge 120 ] && [ $((2 * (wait_deadline - now) * rate_n)) -lt $((left * rate_t)) ]; then
+			ready=0 # at the recent pace, it needs more than twice the time left
+		fi
+		if [ $ready = 0 ]; then
+			why="debug kernel build not finished in time ($n of ~$total objects, $(((now - t0) / 60)) min into make check; it resumes on the next run)"
 			break
 		fi
-		sleep 10
+		if [ "$rate_t" -ge 300 ]; then prev_t=$now prev_n=$n; fi
 	done
 	if [ $ready = 0 ]; then
 		stop_debug_build
@@ -112,45 +143,60 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 		if [ "$(cat build/kernel-debug.rc 2>/dev/null)" != 0 ]; then
 			ready=0 why="debug kernel build failed (build/kernel-debug.log)"
 			fail=$((fail + 1))
+			echo "not ok: debug kernel build"
 			tail -20 build/kernel-debug.log
 		fi
 	fi
 	dbg_pid=
-	if [ $ready = 1 ] && [ "$(date +%s)" -ge "$deadline" ]; then
-		ready=0
-		why="no time left in the budget after the plain suite ($(( ($(date +%s) - t0) / 60 )) min into make check)"
+	if [ $ready = 1 ] && [ "$(date +%s)" -ge "$wait_deadline" ]; then
+		ready=0 why="no time left for it ($((($(date +%s) - t0) / 60)) min into make check)"
+	fi
+	if [ $ready = 1 ] && ! { "$here/module.sh" debug && "$here/kmod.sh" debug; }; then
+		ready=0 why="module build (debug) failed"
+		fail=$((fail + 1))
+		echo "not ok: module build (debug)"
 	fi
 	if [ $ready = 1 ]; then
-		if "$here/module.sh" debug && "$here/kmod.sh" debug; then
-			left=$((t0 + budget - $(date +%s)))
-			RROCE_KO=$RROCE_TOP/build/debug/rroce.ko RROCE_KVERBS_KO=$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko \
-				RROCE_TIMEOUT_SCALE=${RROCE_TIMEOUT_SCALE:-4} RROCE_RESULTS=$RROCE_TOP/build/selftests-debug \
-				timeout --kill-after=30 "$left" "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" 2>&1 |
-				tee build/selftests-debug.log
-			if grep -qE '[0-9]+ passed, [0-9]+ failed' build/selftests-debug.log; then
-				count build/selftests-debug.log
-			else
-				# Cut by the budget: count the subtests of the scripts that
-				# finished (a script cut midway counts for nothing) and say so.
-				p=$(grep -cE '^# ok [0-9]+ ' build/selftests-debug.log)
-				s=$(grep -cE '^# ok [0-9]+ .*# *SKIP' build/selftests-debug.log)
-				f=$(grep -cE '^# not ok [0-9]+ ' build/selftests-debug.log)
-				done_scripts=$(grep -cE '^(not )?ok [0-9]+ selftests: ' build/selftests-debug.log)
-				echo "debug stage cut by the time budget after $done_scripts of ${#DEBUG_TESTS[@]} scripts"
-				pass=$((pass + p - s)) fail=$((fail + f))
-				skipped=$(( ${#DEBUG_TESTS[@]} - done_scripts ))
-			fi
+		RROCE_KO=$RROCE_TOP/build/debug/rroce.ko RROCE_KVERBS_KO=$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko \
+			RROCE_TIMEOUT_SCALE=${RROCE_TIMEOUT_SCALE:-4} RROCE_RESULTS=$RROCE_TOP/build/selftests-debug \
+			timeout --kill-after=30 $((debug_end - $(date +%s))) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" 2>&1 |
+			tee build/selftests-debug.log
+		if grep -qE '^[0-9]+ passed, [0-9]+ failed' build/selftests-debug.log; then
+			count build/selftests-debug.log
 		else
-			fail=$((fail + 1))
-			echo "not ok: module build (debug)"
+			# Cut by the time limit: count the subtests of the scripts
+			# that finished; the one cut midway counts for nothing.
+			last=$(grep -nE '^(not )?ok [0-9]+ selftests: ' build/selftests-debug.log | tail -1 | cut -d: -f1)
+			if [ -n "$last" ]; then
+				head -n "$last" build/selftests-debug.log >build/selftests-debug.done
+				p=$(grep -cE '^# ok [0-9]+ ' build/selftests-debug.done)
+				s=$(grep -cE '^# ok [0-9]+ .*# *SKIP' build/selftests-debug.done)
+				f=$(grep -cE '^# not ok [0-9]+ ' build/selftests-debug.done)
+				f=$((f + $(grep -cE '^not ok [0-9]+ selftests: .*# (timed out|exited|ran|printed)' build/selftests-debug.done)))
+				pass=$((pass + p - s)) fail=$((fail + f))
+			fi
+			echo "debug stage cut by its time limit after $(finished_scripts build/selftests-debug.log | wc -l) of ${#DEBUG_TESTS[@]} scripts"
 		fi
+		mapfile -t on_debug < <(finished_scripts build/selftests-debug.log)
 	else
-		skipped=${#DEBUG_TESTS[@]}
 		echo "ok - debug-kernel stage # SKIP $why"
 	fi
+	for t in "${DEBUG_TESTS[@]}"; do
+		[[ " ${on_debug[*]} " == *" $t "* ]] || [ "$t" = failslab ] || fallback+=("$t")
+	done
 	done_step
+	if [ ${#fallback[@]} -gt 0 ]; then
+		step "robustness tests the debug stage did not run, on the plain kernel: ${fallback[*]}"
+		plain_vm selftests-fallback "$(time_left)" "${fallback[@]}"
+		count build/selftests-fallback.log
+		done_step
+	fi
 fi
 echo "check took $(($(date +%s) - t0))s"
-[ "$skipped" = 0 ] || echo "($skipped debug-kernel test scripts skipped, see above)"
+if [ $debug_stage = 1 ]; then
+	echo "robustness tests on the debug kernel: ${on_debug[*]:-none}"
+	echo "robustness tests on the plain kernel instead: ${fallback[*]:-none}"
+	[[ " ${on_debug[*]} " == *" failslab "* ]] || echo "not run: failslab (needs the debug kernel)"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -5,6 +5,7 @@
 #   selftests/run.sh NAME...      run only these (link_add_del, link_add_del.sh
 #                                 or selftests/rdma/link_add_del.sh)
 #   selftests/run.sh -l           list the tests
+#   selftests/run.sh -x NAME...   run every test except these
 #
 # Meant to run as root inside the test VM:
 #   scripts/vm --kernel debug selftests/run.sh
@@ -42,7 +43,18 @@ if [ "${1:-}" = -l ]; then
 fi
 
 tests=()
-if [ $# -gt 0 ]; then
+if [ "${1:-}" = -x ]; then
+	shift
+	declare -A except=()
+	for a in "$@"; do
+		n=$(basename "$a" .sh)
+		[ -x "$dir/$n.sh" ] || { echo "no such test: $a (see $0 -l)" >&2; exit 2; }
+		except[$n]=1
+	done
+	for f in "${all[@]}"; do
+		[ -n "${except[$(basename "$f" .sh)]:-}" ] || tests+=("$f")
+	done
+elif [ $# -gt 0 ]; then
 	for a in "$@"; do
 		n=$(basename "$a" .sh)
 		[ -x "$dir/$n.sh" ] || { echo "no such test: $a (see $0 -l)" >&2; exit 2; }

@@ -722,6 +722,18 @@ rc_no_errors() {
 	done
 }
 
+# t_fresh_xfer WHEN: the subtest "fresh transfer WHEN" (after rc_xfer_setup):
+# SEND/WRITE/READ 1 MiB $DEV0 -> $DEV1, data verified, no error counted
+t_fresh_xfer() {
+	t_begin "fresh transfer $1: send/write/read 1 MiB, data verified"
+	if [ -n "$RC_WHY" ]; then
+		t_skip "$RC_WHY"
+		return 0
+	fi
+	rc_xfer 300 --ops send,write,read --total 1M --msg 64K && [ -z "$HWC_WHY" ] && rc_no_errors
+	t_end
+}
+
 # at_least WHAT GOT MIN
 at_least() {
 	[ "$2" -ge "$3" ] 2>/dev/null || t_fail "$1: $2, want at least $3"

@@ -42,7 +42,7 @@ from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 
 import rclib
 from rclib import Dev
-from taplib import check, finish
+from taplib import check, finish, lock_memory
 
 MR_LEN = 64 << 10  # bytes of the MR under test (small: the debug kernel pins slowly)
 
@@ -178,6 +178,7 @@ def main():
         "mr": (ops.mr, ops.mr_prep), "srq": (ops.srq, None), "ah": (ops.ah, None),
         "qp_rts": (ops.qp_rts, ops.qp_rts_prep),
     }
+    lock_memory()  # no 9p page faults while a failure is armed
     fnth = FailNth()
     for op in a.ops:
         fn, prep = table[op]

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 """Tiny TAP helpers shared by the pyverbs selftests."""
+import ctypes
 import sys
 
 from pyverbs.pyverbs_error import PyverbsRDMAError
@@ -33,6 +34,16 @@ def vm_pin_kb():
             if line.startswith("VmPin:"):
                 return int(line.split()[1])
     return -1
+
+
+def lock_memory():
+    """mlockall(MCL_CURRENT | MCL_FUTURE): fault in and lock every page of
+    the process, mapped now or later.  For fault injection: a page fault
+    served by the test VM's 9p root file system during an injected
+    allocation failure can break the 9p client for the whole VM."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mlockall(1 | 2) != 0:
+        raise OSError(ctypes.get_errno(), "mlockall")
 
 
 def finish():

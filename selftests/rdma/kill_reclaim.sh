@@ -139,8 +139,6 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 	t_end
 done
 
-t_begin "fresh transfer after the kills: send/write/read 1 MiB, data verified"
-rc_xfer 200 --ops send,write,read --total 1M --msg 64K && [ -z "$HWC_WHY" ] && rc_no_errors
-t_end
+t_fresh_xfer "after the kills"
 
 test_done

@@ -68,6 +68,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         query_pkey: Some(query_pkey),
         alloc_ucontext: Some(alloc_ucontext),
         dealloc_ucontext: Some(dealloc_ucontext),
+        disassociate_ucontext: Some(disassociate_ucontext),
         mmap: Some(mmap),
         mmap_free: Some(mmap_free),
         alloc_pd: Some(alloc_pd),
@@ -522,6 +523,22 @@ unsafe extern "C" fn alloc_ucontext(
 ///
 /// `ib_device_ops::dealloc_ucontext` contract.
 unsafe extern "C" fn dealloc_ucontext(_uctx: *mut bindings::ib_ucontext) {}
+
+/// Cuts a process off a device that is going away (netdev deleted, `rdma
+/// link delete`, `rmmod`) instead of making the unregistration wait until
+/// the process closes it.  By the time ib_core calls this it has destroyed
+/// every object of the context through the ordinary destroy verbs (which
+/// removed their mmap entries) and queued `IB_EVENT_DEVICE_FATAL` for the
+/// process; its later commands fail with EIO, which libibverbs' destroy
+/// calls treat as done.  Nothing is left for the driver: the rings the
+/// process still maps are `vmalloc_user` pages kept alive by the mapping's
+/// own page references (see [`crate::shm`]), and those VMAs carry no
+/// `vm_operations` of this module, so they may outlive the module too.
+///
+/// # Safety
+///
+/// `ib_device_ops::disassociate_ucontext` contract.
+unsafe extern "C" fn disassociate_ucontext(_uctx: *mut bindings::ib_ucontext) {}
 
 /// # Safety
 ///

@@ -13,7 +13,9 @@ process:
   - IBV_EVENT_DEVICE_FATAL on the context's async event fd;
   - the pinned pages are released while the process still runs (VmPin 0);
   - verbs that need the kernel fail with EIO (alloc_pd, query_device);
-  - posting and polling do not crash, no successful completion appears;
+  - posting does not crash, no successful completion appears, and once
+    the CQ is empty polling it fails with EIO (the kernel closed its ring)
+    instead of returning nothing forever;
   - destroying every object and closing the context succeeds.
 """
 import errno
@@ -92,9 +94,12 @@ def main():
                 n += 1
             except PyverbsRDMAError as ex:
                 post_err = ex.error_code
-        for w in poll(cq, 1, time.monotonic() + 0.05):
-            if post_err is not None and w.status == e.IBV_WC_SUCCESS:
-                good_after += 1
+        try:
+            for w in poll(cq, 1, time.monotonic() + 0.05):
+                if post_err is not None and w.status == e.IBV_WC_SUCCESS:
+                    good_after += 1
+        except PyverbsError:
+            pass  # the CQ was destroyed under us; checked below
         if post_err is not None:
             r, _, _ = select.select([evfd], [], [], 1)
     print(f"# {n} writes posted; post error: {errno.errorcode.get(post_err, post_err)}; "
@@ -116,10 +121,19 @@ def main():
         posted = "posted"
     except PyverbsRDMAError as ex:
         posted = f"errno {ex.error_code}"
-    late = poll(cq, 4, time.monotonic() + 0.5)
+    late = []
+    poll_err = None
+    try:
+        late = poll(cq, 4, time.monotonic() + 0.5)
+        cq.poll(1)
+    except PyverbsError as ex:
+        poll_err = ex
     check(all(w.status != e.IBV_WC_SUCCESS for w in late),
           f"no successful completion after the removal (post: {posted})",
           f"{[status_str(w.status) for w in late]}")
+    check(poll_err is not None, "polling the destroyed CQ fails instead of returning nothing",
+          f"late completions {len(late)}")
+    print(f"# poll after the removal: {poll_err}", flush=True)
     try:
         for obj in (qp0, qp1, cq, src, dst, d.pd, d.ctx):
             obj.close()

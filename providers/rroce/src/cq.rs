@@ -8,7 +8,10 @@
 //! the consumer index per call).  A CQE that does not decode, or a producer
 //! index that the ring protocol rejects, breaks the CQ for good: that
 //! `poll_cq` call returns the completions before the bad entry (or
-//! `-EIO` if there were none), every later call returns `-EIO`.
+//! `-EIO` if there were none), every later call returns `-EIO`.  So does
+//! a CQ whose ring the kernel closed (`ring::PROD_CLOSED`: ib_core
+//! destroyed the CQ because its device was removed) once it is empty,
+//! instead of returning 0 forever.
 //!
 //! `resize_cq` holds the ring lock (so no `poll_cq` runs meanwhile) while
 //! it sends `RESIZE_CQ` with a `ResizeCqCmd`; the kernel moves the unpolled
@@ -592,11 +595,26 @@ fn drain_parts(
     let region = map.region();
     let mut n = 0;
     let mut broken = false;
+    let mut closed = false;
     while n < max {
         let mut buf = [0u8; CQE_BYTES];
         match consumer.read_next(&region, &mut buf) {
             Ok(true) => {}
-            Ok(false) => break,
+            // Empty: if the kernel closed the ring, look once more (it
+            // published its last entries before closing), then give up.
+            Ok(false) if !closed && consumer.producer_closed(&region) => {
+                closed = true;
+                continue;
+            }
+            Ok(false) => {
+                if closed {
+                    warn(format_args!(
+                        "CQ {cqn}: destroyed by the kernel (device removed); no more completions"
+                    ));
+                    broken = true;
+                }
+                break;
+            }
             Err(e) => {
                 warn(format_args!("CQ {cqn}: ring error {e:?}; CQ is unusable"));
                 broken = true;
@@ -807,6 +825,37 @@ mod tests {
             Drained::Broken(0)
         );
         assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn closed_ring_ends_polling_after_its_last_completions() {
+        fn poll(r: &mut CqRing, got: &mut Vec<u64>, max: usize) -> Drained {
+            drain_parts(
+                &r.map,
+                &mut r.consumer,
+                &mut r.broken,
+                1,
+                |_, w| got.push(w.wr_id),
+                max,
+            )
+        }
+        let mut r = ring(4);
+        let layout = *r.map.layout();
+        let mut kernel = Producer::attach(layout, &r.map.region()).unwrap();
+        let mut got = Vec::new();
+        assert_eq!(poll(&mut r, &mut got, 8), Drained::Ok(0));
+        {
+            let region = r.map.region();
+            kernel.push(&region, &cqe(1).to_bytes()).unwrap();
+            kernel.push(&region, &cqe(2).to_bytes()).unwrap();
+            kernel.close(&region).unwrap();
+        }
+        // What was published before the close is delivered first.
+        assert_eq!(poll(&mut r, &mut got, 1), Drained::Ok(1));
+        assert_eq!(poll(&mut r, &mut got, 8), Drained::Broken(1));
+        assert_eq!(poll(&mut r, &mut got, 8), Drained::Broken(0));
+        assert!(r.broken);
+        assert_eq!(got, [1, 2]);
     }
 
     #[test]

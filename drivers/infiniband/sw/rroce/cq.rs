@@ -322,9 +322,18 @@ pub(crate) unsafe extern "C" fn create_cq(
 /// `ib_device_ops::destroy_cq` contract: `cq` was created successfully.
 pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> c_int {
     // SAFETY: by the invariant `p` is initialised; this is its one drop.
+    let p = unsafe { (*cq.cast::<RroceCq>()).p.assume_init_read() };
+    {
+        // Tell a process that still polls the ring (its device was removed
+        // and ib_core is destroying its objects) that nothing more will
+        // come; its QPs are gone already.  A store into our own buffer
+        // cannot fail, and if it did the process would merely keep polling.
+        let st = p.state.lock();
+        let _ = st.prod.close(st.mem.buf());
+    }
     // Dropping the ring gives a user mapping back (the memory goes when
     // the last mapping does).
-    drop(unsafe { (*cq.cast::<RroceCq>()).p.assume_init_read() });
+    drop(p);
     // SAFETY: `cq.device` is one of our devices, which outlives its CQs.
     let dev = unsafe { RroceDev::from_ib((*cq).device) };
     dev.p.cqs.fetch_sub(1, Ordering::Relaxed);

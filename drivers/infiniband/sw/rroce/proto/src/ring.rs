@@ -8,7 +8,8 @@
 //! allocates (`vmalloc_user`) and the provider maps read/write:
 //!
 //! ```text
-//! offset 0                 u32 producer index   (cache line 0, rest reserved)
+//! offset 0                 u32 producer index   (cache line 0)
+//! offset 4                 u32 producer flags   (cache line 0, rest reserved)
 //! offset 64                u32 consumer index   (cache line 1)
 //! offset 68                u32 consumer flags   (cache line 1, rest reserved)
 //! offset 128 + i*entry_size  entry i, 0 <= i < entries
@@ -32,6 +33,17 @@
 //! flag, issues a full fence and re-reads `p`.  At least one of them sees
 //! the other's store, so a WQE is never left without a doorbell.  Zero
 //! (what a consumer unaware of this word leaves there) means "ring".
+//!
+//! # Closing
+//!
+//! The producer flags word is written only by the producer.  [`PROD_CLOSED`]
+//! says that the producer has stopped for good: the kernel sets it on a CQ
+//! ring when it destroys the CQ, which a process sees only when the CQ was
+//! destroyed under it (its device was removed and ib_core cut it off).  The
+//! producer release-stores the flag after its last producer index, so a
+//! consumer that acquire-loads the flag and then finds the ring empty knows
+//! that nothing more will come, and reports an error instead of polling an
+//! empty ring forever.
 //!
 //! # Indices
 //!
@@ -115,6 +127,12 @@ pub const HEADER_BYTES: u32 = 128;
 
 /// Offset of the producer index in the ring header.
 pub const PROD_OFFSET: usize = 0;
+
+/// Offset of the producer's flags word in the ring header.
+pub const PROD_FLAGS_OFFSET: usize = 4;
+/// Producer flag: no entry will be produced any more (see the module
+/// documentation).
+pub const PROD_CLOSED: u32 = 1;
 
 /// Offset of the consumer index in the ring header.
 pub const CONS_OFFSET: usize = 64;
@@ -476,6 +494,17 @@ impl Producer {
         Ok(())
     }
 
+    /// Mark the ring closed ([`PROD_CLOSED`]): nothing will be produced
+    /// into it any more.  Call after the last [`Self::publish`].  Works on a
+    /// broken ring too (the consumer should stop waiting either way).
+    pub fn close<R: SharedRegion + ?Sized>(&self, region: &R) -> Result<(), RingError> {
+        if region.store_u32_release(PROD_FLAGS_OFFSET, PROD_CLOSED) {
+            Ok(())
+        } else {
+            Err(RingError::Access)
+        }
+    }
+
     /// [`Self::write_next`] followed by [`Self::publish`].
     pub fn push<R: SharedRegion + ?Sized>(
         &mut self,
@@ -733,6 +762,15 @@ impl Consumer {
         }
         self.consume()?;
         Ok(true)
+    }
+
+    /// Whether the producer closed the ring ([`PROD_CLOSED`]).  Entries it
+    /// published before closing are visible to a [`Self::refresh`] after
+    /// this returned `true`.
+    pub fn producer_closed<R: SharedRegion + ?Sized>(&self, region: &R) -> bool {
+        region
+            .load_u32_acquire(PROD_FLAGS_OFFSET)
+            .is_some_and(|f| f & PROD_CLOSED != 0)
     }
 
     /// Release the oldest `n` consumed entries and release-store the
@@ -1140,6 +1178,32 @@ mod tests {
         basic_cycle(u32::MAX - 2);
         basic_cycle(u32::MAX - 5);
         basic_cycle(0x8000_0000);
+    }
+
+    #[test]
+    fn closing_is_seen_after_the_last_entries() {
+        let l = RingLayout::new(4, 64, 4).unwrap();
+        let buf = cells(l.bytes_total());
+        let r = CellRegion::new(&buf);
+        l.init_header(&r, 7).unwrap();
+        let mut p = Producer::new(l, 7);
+        let mut c = Consumer::new(l, 7);
+        assert!(!c.producer_closed(&r));
+        p.push(&r, &entry(1, 64)).unwrap();
+        p.close(&r).unwrap();
+        // Closing touches neither index nor entries.
+        assert_eq!(r.load_u32_acquire(PROD_OFFSET), Some(8));
+        assert_eq!(r.load_u32_acquire(CONS_OFFSET), Some(7));
+        assert!(c.producer_closed(&r));
+        let mut out = [0u8; 64];
+        assert_eq!(c.pop(&r, &mut out), Ok(true));
+        assert_eq!(out.to_vec(), entry(1, 64));
+        assert_eq!(c.pop(&r, &mut out), Ok(false));
+        assert!(c.producer_closed(&r));
+        // A region too small for the header refuses it.
+        let small = cells(2);
+        assert_eq!(p.close(&CellRegion::new(&small)), Err(RingError::Access));
+        assert!(!c.producer_closed(&CellRegion::new(&small)));
     }
 
     #[test]

@@ -100,6 +100,7 @@ plain_vm() { # plain_vm LOGNAME TIMEOUT run.sh-ARGS...
 }
 fallback=()
 on_debug=()
+ran_on_debug() { [[ " ${on_debug[*]} " == *" $1 "* ]]; }
 if [ $built = 1 ]; then
 	if [ $debug_stage = 1 ]; then
 		step "VM selftests ($flavor kernel), all but the robustness tests: those run on the debug kernel"
@@ -183,7 +184,7 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 		echo "ok - debug-kernel stage # SKIP $why"
 	fi
 	for t in "${DEBUG_TESTS[@]}"; do
-		[[ " ${on_debug[*]} " == *" $t "* ]] || [ "$t" = failslab ] || fallback+=("$t")
+		ran_on_debug "$t" || [ "$t" = failslab ] || fallback+=("$t")
 	done
 	done_step
 	if [ ${#fallback[@]} -gt 0 ]; then
@@ -197,7 +198,7 @@ echo "check took $(($(date +%s) - t0))s"
 if [ $debug_stage = 1 ]; then
 	echo "robustness tests on the debug kernel: ${on_debug[*]:-none}"
 	echo "robustness tests on the plain kernel instead: ${fallback[*]:-none}"
-	[[ " ${on_debug[*]} " == *" failslab "* ]] || echo "not run: failslab (needs the debug kernel)"
+	ran_on_debug failslab || echo "not run: failslab (needs the debug kernel)"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

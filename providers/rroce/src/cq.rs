@@ -595,19 +595,12 @@ fn drain_parts(
     let region = map.region();
     let mut n = 0;
     let mut broken = false;
-    let mut closed = false;
     while n < max {
         let mut buf = [0u8; CQE_BYTES];
         match consumer.read_next(&region, &mut buf) {
             Ok(true) => {}
-            // Empty: if the kernel closed the ring, look once more (it
-            // published its last entries before closing), then give up.
-            Ok(false) if !closed && consumer.producer_closed(&region) => {
-                closed = true;
-                continue;
-            }
             Ok(false) => {
-                if closed {
+                if consumer.closed_and_drained(&region) {
                     warn(format_args!(
                         "CQ {cqn}: destroyed by the kernel (device removed); no more completions"
                     ));

@@ -764,13 +764,15 @@ impl Consumer {
         Ok(true)
     }
 
-    /// Whether the producer closed the ring ([`PROD_CLOSED`]).  Entries it
-    /// published before closing are visible to a [`Self::refresh`] after
-    /// this returned `true`.
-    pub fn producer_closed<R: SharedRegion + ?Sized>(&self, region: &R) -> bool {
+    /// Whether the producer closed the ring ([`PROD_CLOSED`]) and every
+    /// entry it published before closing has been consumed: nothing will
+    /// ever come.  (The flag is loaded before the producer index, so the
+    /// entries published before the close are counted.)
+    pub fn closed_and_drained<R: SharedRegion + ?Sized>(&mut self, region: &R) -> bool {
         region
             .load_u32_acquire(PROD_FLAGS_OFFSET)
             .is_some_and(|f| f & PROD_CLOSED != 0)
+            && self.refresh(region) == Ok(0)
     }
 
     /// Release the oldest `n` consumed entries and release-store the
@@ -1188,22 +1190,23 @@ mod tests {
         l.init_header(&r, 7).unwrap();
         let mut p = Producer::new(l, 7);
         let mut c = Consumer::new(l, 7);
-        assert!(!c.producer_closed(&r));
+        assert!(!c.closed_and_drained(&r));
         p.push(&r, &entry(1, 64)).unwrap();
         p.close(&r).unwrap();
         // Closing touches neither index nor entries.
         assert_eq!(r.load_u32_acquire(PROD_OFFSET), Some(8));
         assert_eq!(r.load_u32_acquire(CONS_OFFSET), Some(7));
-        assert!(c.producer_closed(&r));
+        // Closed, but an entry is still there.
+        assert!(!c.closed_and_drained(&r));
         let mut out = [0u8; 64];
         assert_eq!(c.pop(&r, &mut out), Ok(true));
         assert_eq!(out.to_vec(), entry(1, 64));
         assert_eq!(c.pop(&r, &mut out), Ok(false));
-        assert!(c.producer_closed(&r));
+        assert!(c.closed_and_drained(&r));
         // A region too small for the header refuses it.
         let small = cells(2);
         assert_eq!(p.close(&CellRegion::new(&small)), Err(RingError::Access));
-        assert!(!c.producer_closed(&CellRegion::new(&small)));
+        assert!(!Consumer::new(l, 7).closed_and_drained(&CellRegion::new(&small)));
     }
 
     #[test]

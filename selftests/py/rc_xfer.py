@@ -5,7 +5,7 @@
 Usage: rc_xfer.py DEV0 GID0 DEV1 GID1 [--ops send,write,read] [--total BYTES]
                   [--msg BYTES] [--qps N] [--timeout EXP] [--mtu BYTES]
                   [--depth N] [--start-psn PSN] [--seed N] [--deadline S]
-                  [--stall S] [--retry-cnt N]
+                  [--stall S] [--retry-cnt N] [--set-when-connected FILE=VALUE]
 
 N RC queue-pair pairs are connected directly (DEV0 side: requester, DEV1
 side: responder; retry_cnt 7 unless --retry-cnt, rnr_retry 7, max_rd_atomic and
@@ -20,6 +20,11 @@ messages in flight per QP), and every byte is checked where it lands:
   write_imm  RDMA_WRITE_WITH_IMM: as write, plus a receive completion with
              the immediate and the write length on DEV1
   read       RDMA_READ of DEV1's buffer into DEV0's
+
+--set-when-connected FILE=VALUE writes VALUE to FILE once every QP is in
+RTS, before the first message: a test turns a fault on (failslab's
+probability) for the data path only, not for the setup, whose verbs may
+fail under it by design.
 
 Every completion is checked: status SUCCESS, opcode, QP number, wr_id in
 posting order, byte_len (receives and READs, where the verbs define it),
@@ -310,6 +315,8 @@ def main():
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--deadline", type=float, default=600, help="seconds allowed per operation")
     p.add_argument("--stall", type=float, default=120, help="seconds without any completion that fail")
+    p.add_argument("--set-when-connected", metavar="FILE=VALUE", default=None,
+                   help="write VALUE to FILE once all QPs are in RTS, before the first message")
     args = p.parse_args()
     if args.seed is None:
         args.seed = random.randrange(1 << 32)
@@ -323,8 +330,16 @@ def main():
         p.error("--retry-cnt must be 0..7")
     if not 0 <= args.depth < 256:
         p.error("--depth must be below 256")
+    set_file = set_value = None
+    if args.set_when_connected is not None:
+        set_file, sep, set_value = args.set_when_connected.partition("=")
+        if not sep or not set_file:
+            p.error("--set-when-connected needs FILE=VALUE")
     try:
         x = Xfer(args)
+        if set_file is not None:
+            with open(set_file, "w") as f:
+                f.write(set_value + "\n")
         for op in ops:
             x.run_op(op)
     except Fail as ex:

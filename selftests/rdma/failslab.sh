@@ -19,8 +19,9 @@
 #        device, or succeeds with an ACTIVE device that deletes cleanly;
 #        afterwards link add works and no UDP socket was leaked
 #   10   1 % of atomic slab allocations fail system-wide during an RC
-#        transfer (skbs of the data path): data verified, transfer
-#        completes (retransmits cover the lost packets)
+#        transfer (skbs of the data path; from when the QPs are in RTS):
+#        data verified, transfer completes (retransmits cover the lost
+#        packets)
 #   11   a fresh RC transfer works
 # kmemleak (check_dmesg) must find nothing.
 # selftest-timeout=1800
@@ -126,7 +127,7 @@ else
 	done
 	echo 0 >"$FS/probability"
 	echo N >"$FS/task-filter"
-	diag "link add: $nok succeeded, $nfail failed, $nunknown answers lost; messages: $(printf '%s' "$msgs" | tr '|' '\n' | sort | uniq -c | tr '\n' ';')"
+	diag "link add: $nok succeeded, $nfail failed, $nunknown answers lost; messages: $(printf '%s' "${msgs#|}" | tr '|' '\n' | sort | uniq -c | tr '\n' ';')"
 	at_least "failed link adds (injection reached it)" "$nfail" 1
 	expect_ok "rdma link add without injection" rdma link add rroce_fs type rroce netdev rrfs0
 	expect_wait "rroce_fs ACTIVE" 10 port_active rroce_fs
@@ -144,8 +145,11 @@ else
 	echo Y >"$FS/ignore-gfp-wait"
 	echo N >"$FS/task-filter"
 	echo 500 >"$FS/times"
-	echo 1 >"$FS/probability"
-	rc_xfer 600 --ops send,write,read --total 1M --msg 64K
+	# the injection starts once the QPs are connected: the data path is
+	# under test here, the setup verbs are tested above (a modify to RTR
+	# may rightly fail with ENOBUFS when ib_core's route lookup cannot
+	# allocate)
+	rc_xfer 600 --ops send,write,read --total 1M --msg 64K --set-when-connected "$FS/probability=1"
 	echo 0 >"$FS/probability"
 	echo N >"$FS/ignore-gfp-wait"
 	diag "failslab times left: $(cat "$FS/times") of 500"

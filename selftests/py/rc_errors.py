@@ -288,7 +288,23 @@ def case_post_send_init(d0, d1):
     # The receive posted in INIT is flushed when the QP goes to ERR.
     p.qp0.modify(qp_attr(e.IBV_QPS_ERR), e.IBV_QP_STATE)
     expect_wcs(p.cq0, [(2, e.IBV_WC_WR_FLUSH_ERR, None)], "after RTR -> ERR, the receive posted in INIT")
+    # A receive posted in ERR is flushed at once (the drain pattern: move
+    # to ERR, post a last receive, wait for its flush), without any send.
+    recv_in_err(p, 3)
     fresh_pair_ok(d0, d1)
+
+
+def recv_in_err(p, wr_id):
+    """Post receives wr_id and wr_id + 1 (one list) to p.qp0, which is in
+    ERR: both complete with WR_FLUSH_ERR by themselves, in order."""
+    sge = [SGE(p.mr0.buf, 64, p.mr0.lkey)]
+    wr = RecvWR(wr_id=wr_id, num_sge=1, sg=sge, next_wr=RecvWR(wr_id=wr_id + 1, num_sge=1, sg=sge))
+    r = errno_of(lambda: p.qp0.post_recv(wr))
+    check(r == 0, "ibv_post_recv in ERR is allowed (the receives are flushed)", f"errno {r}")
+    if r == 0:
+        expect_wcs(p.cq0, [(wr_id, e.IBV_WC_WR_FLUSH_ERR, e.IBV_WC_RECV),
+                           (wr_id + 1, e.IBV_WC_WR_FLUSH_ERR, e.IBV_WC_RECV)],
+                   "receives posted to the QP in ERR")
 
 
 def _requester_error(d0, d1, p, first, status, what, c, responder_untouched=True):
@@ -303,6 +319,9 @@ def _requester_error(d0, d1, p, first, status, what, c, responder_untouched=True
     p.send(3, e.IBV_WR_SEND, 64, 0)
     expect_wcs(p.cq0, [(1, status, None), (2, e.IBV_WC_WR_FLUSH_ERR, None), (3, e.IBV_WC_WR_FLUSH_ERR, None)],
                f"requester, {what}")
+    # The QP went to ERR by itself: libibverbs still believes it is in RTS
+    # (no modify or query yet), receives posted now are flushed all the same.
+    recv_in_err(p, 200)
     expect_state(p.qp0, e.IBV_QPS_ERR, "the requester QP")
     r = errno_of(lambda: p.send(4, e.IBV_WR_SEND, 64, 0))
     if r == 0:

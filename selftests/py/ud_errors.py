@@ -116,6 +116,14 @@ def main():
     s = poll(cq0, 1, time.monotonic() + 20)
     r = poll(cq1, 1, time.monotonic() + 20)
     check(len(s) == 1 and s[0].status == 0 and len(r) == 1 and r[0].status == 0, "the QP still works")
+
+    # In ERR, a receive posted is flushed at once.
+    rc = errno_of(lambda: q1.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE))
+    check(rc == 0, "modify_qp RTS -> ERR", f"errno {rc}")
+    rc = errno_of(lambda: recv(q1, m1, 14))
+    r = poll(cq1, 1, time.monotonic() + 20) if rc == 0 else []
+    check(len(r) == 1 and r[0].wr_id == 14 and r[0].status == e.IBV_WC_WR_FLUSH_ERR,
+          "a receive posted in ERR is flushed by itself", f"errno {rc}, {[wc_str(w) for w in r]}")
     finish()
 
 

@@ -30,7 +30,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use core::sync::atomic::{fence, Ordering};
 use rroce_proto::abi::{CreateQpCmd, CreateQpResp};
 use rroce_proto::ring::{
-    Producer, RingError, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_POLLING,
+    Producer, RingError, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING, CONS_POLLING,
 };
 use rroce_proto::wqe::{
     decode_recv, decode_send, recv_max_sge, send_caps, write_recv_wqe, write_send_wqe, OpcodeSet,
@@ -1017,9 +1017,9 @@ pub(crate) unsafe extern "C" fn rroce_post_recv(
         return EINVAL;
     }
     // SAFETY: as in rroce_post_send.
-    let (info, lock) = unsafe {
+    let (info, lock, ctx, handle) = unsafe {
         let r = qp.cast::<RroceQp>();
-        ((*r).info, &(*r).rq)
+        ((*r).info, &(*r).rq, (*qp).context, (*qp).handle)
     };
     let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
     let Some(rq) = guard.as_mut() else {
@@ -1028,8 +1028,33 @@ pub(crate) unsafe extern "C" fn rroce_post_recv(
         unsafe { *bad_wr = wr };
         return EINVAL;
     };
+    let before = rq.producer.index();
     // SAFETY: per this function's contract.
-    unsafe { post_recv_list(&info.recv, rq, wr, bad_wr) }
+    let ret = unsafe { post_recv_list(&info.recv, rq, wr, bad_wr) };
+    if rq.producer.index() == before || rq.producer.pending() != 0 {
+        return ret;
+    }
+    // Something was published.  A QP in the error state (CONS_FLUSHING,
+    // set by the kernel, read after a full fence: proto::ring) flushes new
+    // receives only on the doorbell.
+    fence(Ordering::SeqCst);
+    let flushing = rq
+        .map
+        .region()
+        .load_u32_acquire(CONS_FLAGS_OFFSET)
+        .is_some_and(|f| f & CONS_FLUSHING != 0);
+    drop(guard);
+    if !flushing {
+        return ret;
+    }
+    // SAFETY: `ctx` is the QP's live context.
+    let cmd_fd = unsafe { (*ctx).cmd_fd };
+    match ring_doorbell(cmd_fd, handle) {
+        // EINVAL: the QP was reset meanwhile, which discards the receives.
+        0 | EINVAL => ret,
+        e if ret == 0 => e,
+        _ => ret,
+    }
 }
 
 /// Writes the receive work requests of list `wr` into `rq` (a QP's RQ or

@@ -33,7 +33,7 @@ use crate::proto::rc::{
     AccessError, Action, Access, AtomicOp, ReadResponder, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
     RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, SlotStore, UcResponder,
 };
-use crate::proto::ring::{Consumer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_POLLING};
+use crate::proto::ring::{Consumer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING, CONS_POLLING};
 use crate::proto::wqe::{
     self, Cqe, OpcodeSet, RecvLimits, RecvWqe, SendLimits, SendOpcode, SendWqe, SgeIter, WcOpcode, WcStatus,
     RECV_HDR_BYTES, SEND_SIGNALED,
@@ -447,6 +447,7 @@ impl Dp {
     /// Back to RESET: engines dropped, unconsumed WQEs discarded.
     fn reset(&mut self, ctx: &Ctx<'_>) {
         self.stop_polling(ctx);
+        ctx.rq_ring.store_u32_release(CONS_FLAGS_OFFSET, 0);
         if let Some(r) = self.req.take() {
             self.spare = Some(r.into_store());
         }
@@ -475,6 +476,12 @@ impl Dp {
         }
         *st = QpState::Err;
         self.stop_polling(ctx);
+        // Receives posted from now on need the doorbell to be flushed; the
+        // barrier orders the flag before the ring is read (`proto::ring`,
+        // CONS_FLUSHING).
+        ctx.rq_ring.store_u32_release(CONS_FLAGS_OFFSET, CONS_FLUSHING);
+        // SAFETY: a plain memory barrier.
+        unsafe { glue::rroce_smp_mb() };
         if let Some(r) = self.req.as_mut() {
             r.flush();
         }
@@ -540,13 +547,20 @@ impl Dp {
         self.qkey = qkey;
     }
 
-    /// The doorbell: take new send WQEs and start sending.
+    /// The doorbell: take new send WQEs and start sending; in the error
+    /// state, flush both rings (the provider rings it after posting
+    /// receives when the RQ ring says CONS_FLUSHING).
     pub(crate) fn doorbell(&mut self, ctx: &Ctx<'_>, st: &mut QpState) -> Result {
         if self.ud {
             return match *st {
                 QpState::Reset | QpState::Init | QpState::Rtr => Err(EINVAL),
                 QpState::Rts | QpState::Sqd => {
                     self.ud_send_all(ctx, st);
+                    Ok(())
+                }
+                QpState::Err => {
+                    self.flush_sq_ring(ctx);
+                    self.flush_rq(ctx);
                     Ok(())
                 }
                 _ => {
@@ -559,6 +573,7 @@ impl Dp {
             QpState::Reset | QpState::Init | QpState::Rtr => return Err(EINVAL),
             QpState::Err => {
                 self.drain_in_error(ctx);
+                self.flush_rq(ctx);
                 self.update_polling(ctx, st);
                 return Ok(());
             }

@@ -34,6 +34,14 @@
 //! the other's store, so a WQE is never left without a doorbell.  Zero
 //! (what a consumer unaware of this word leaves there) means "ring".
 //!
+//! [`CONS_FLUSHING`] is the opposite hint, on an RQ ring: "the QP is in the
+//! error state; I complete new entries with flush errors only when told",
+//! so a producer that finds it set after publishing rings the doorbell,
+//! which a receive queue otherwise never needs.  The consumer sets it,
+//! issues a full fence and then flushes what the ring holds, so the same
+//! Dekker argument covers it: an entry published while the flag was being
+//! set is flushed by one side or the other, never left behind.
+//!
 //! # Closing
 //!
 //! The producer flags word is written only by the producer.  [`PROD_CLOSED`]
@@ -141,6 +149,10 @@ pub const CONS_FLAGS_OFFSET: usize = 68;
 /// Consumer flag: the consumer will look at the ring again by itself; the
 /// producer need not ring the doorbell (see the module documentation).
 pub const CONS_POLLING: u32 = 1;
+/// Consumer flag on an RQ ring: the QP is in the error state; the producer
+/// rings the doorbell after publishing so that its new entries are flushed
+/// (see the module documentation).
+pub const CONS_FLUSHING: u32 = 2;
 
 /// Granularity of ring buffers (and of `mmap`).
 pub const RING_ALIGN: u32 = 4096;

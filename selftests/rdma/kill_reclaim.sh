@@ -9,9 +9,12 @@
 #     device are back to the baseline taken before the round;
 # and after the round:
 #   - no pages pinned any more: /proc/vmstat nr_foll_pin_acquired -
-#     nr_foll_pin_released back to the baseline or below (the baseline may
-#     hold a transient pin of someone else; with A and B it was at least
-#     both MRs, and each process's VmPin at least its MR);
+#     nr_foll_pin_released back to the baseline or below, give or take
+#     $PIN_SLACK pages (the baseline may hold a transient pin of someone
+#     else, and both counters lag by the per-CPU deltas vmstat has not
+#     folded yet: CI once saw a baseline of -3 and 0 after the round; a
+#     leaked MR is 4096 pages or more; with A and B it was at least both
+#     MRs, and each process's VmPin, which is exact, at least its MR);
 #   - MemFree (after dropping caches) within $HOG_MR of the baseline
 #     (a leak of both MRs would be 2 x $HOG_MR);
 # $KILL_ROUNDS rounds (3; 2 on the debug kernel), then a fresh transfer
@@ -79,6 +82,7 @@ fi
 base0=$(res_counts "$DEV0")
 base1=$(res_counts "$DEV1")
 basepin=$(pinned_pages)
+PIN_SLACK=512
 basefree=$(memfree_kb)
 diag "baseline: $DEV0: $base0; $DEV1: $base1; pinned pages $basepin; MemFree $basefree kB"
 
@@ -130,7 +134,8 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 	pb=
 	expect_wait "$DEV1 resources back to baseline after SIGKILL of B" 20 res_at "$DEV1" "$base1" ||
 		diag "$DEV1 now: $(res_counts "$DEV1")"
-	expect_wait "pinned pages back to the baseline ($basepin) or below" 20 pins_le "$basepin" ||
+	expect_wait "pinned pages back to the baseline ($basepin) or below (+ $PIN_SLACK of vmstat drift)" 20 \
+		pins_le $((basepin + PIN_SLACK)) ||
 		diag "pinned pages now $(pinned_pages)"
 	free=$(memfree_kb)
 	diag "MemFree $free kB (baseline $basefree kB)"

@@ -12,7 +12,7 @@
 #     nr_foll_pin_released back to the baseline or below, give or take
 #     $PIN_SLACK pages (the baseline may hold a transient pin of someone
 #     else, and both counters lag by the per-CPU deltas vmstat has not
-#     folded yet: CI once saw a baseline of -3 and 0 after the round; a
+#     folded yet: a clean-clone run saw a baseline of -3, 0 after; a
 #     leaked MR is 4096 pages or more; with A and B it was at least both
 #     MRs, and each process's VmPin, which is exact, at least its MR);
 #   - MemFree (after dropping caches) within $HOG_MR of the baseline

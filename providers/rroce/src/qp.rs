@@ -876,10 +876,7 @@ fn publish_and_ring(
     sq.producer
         .publish(&region)
         .map_err(|e| RingFailure::Unpublished(ring_errno(e)))?;
-    fence(Ordering::SeqCst);
-    let polling = region
-        .load_u32_acquire(CONS_FLAGS_OFFSET)
-        .is_some_and(|f| f & CONS_POLLING != 0);
+    let polling = consumer_hint(sq) & CONS_POLLING != 0;
     drop(guard);
     if polling {
         return Ok(());
@@ -888,6 +885,17 @@ fn publish_and_ring(
         0 => Ok(()),
         e => Err(RingFailure::Doorbell(e)),
     }
+}
+
+/// The consumer's flags word of `wq`'s ring, read after a full fence that
+/// orders it behind the producer index just published: the producer's half
+/// of the Dekker handshake of `proto::ring` (CONS_POLLING, CONS_FLUSHING).
+fn consumer_hint(wq: &WorkQueue) -> u32 {
+    fence(Ordering::SeqCst);
+    wq.map
+        .region()
+        .load_u32_acquire(CONS_FLAGS_OFFSET)
+        .unwrap_or(0)
 }
 
 /// Reads `(*qp).state`, which libibverbs updates on modify/query.
@@ -1034,26 +1042,20 @@ pub(crate) unsafe extern "C" fn rroce_post_recv(
     if rq.producer.index() == before || rq.producer.pending() != 0 {
         return ret;
     }
-    // Something was published.  A QP in the error state (CONS_FLUSHING,
-    // set by the kernel, read after a full fence: proto::ring) flushes new
+    // Something was published: a QP in the error state flushes new
     // receives only on the doorbell.
-    fence(Ordering::SeqCst);
-    let flushing = rq
-        .map
-        .region()
-        .load_u32_acquire(CONS_FLAGS_OFFSET)
-        .is_some_and(|f| f & CONS_FLUSHING != 0);
+    let flushing = consumer_hint(rq) & CONS_FLUSHING != 0;
     drop(guard);
     if !flushing {
         return ret;
     }
     // SAFETY: `ctx` is the QP's live context.
-    let cmd_fd = unsafe { (*ctx).cmd_fd };
-    match ring_doorbell(cmd_fd, handle) {
-        // EINVAL: the QP was reset meanwhile, which discards the receives.
-        0 | EINVAL => ret,
-        e if ret == 0 => e,
-        _ => ret,
+    let e = ring_doorbell(unsafe { (*ctx).cmd_fd }, handle);
+    // EINVAL: the QP was reset meanwhile, which discards the receives.
+    if ret == 0 && e != EINVAL {
+        e
+    } else {
+        ret
     }
 }
 

@@ -558,13 +558,11 @@ impl Dp {
                     self.ud_send_all(ctx, st);
                     Ok(())
                 }
-                QpState::Err => {
-                    self.flush_sq_ring(ctx);
-                    self.flush_rq(ctx);
-                    Ok(())
-                }
                 _ => {
                     self.flush_sq_ring(ctx);
+                    if *st == QpState::Err {
+                        self.flush_rq(ctx);
+                    }
                     Ok(())
                 }
             };

@@ -2,15 +2,22 @@
 # bench/pair.sh, after selftests/lib.sh).
 # shellcheck shell=bash
 #
-# What is measured (BENCH_SUITE):
-#   full   ib_{write,read,send}_bw at 64 B, 4 KiB, 64 KiB, 1 MiB (-D, the
-#          64 B runs give the message rate); ib_{write,send,read}_lat at
-#          8 B and 4 KiB (-n BENCH_LAT_ITERS: t_typical = median, and p99);
-#          iperf3 TCP with -l of the same four sizes (BENCH_TCP=1).
+# What is measured (BENCH_SUITE; BENCH_SETUP is loopback or pair):
+#   full   ib_{write,read,send}_bw at 64 B, 4 KiB, 64 KiB, 1 MiB (-D; SEND
+#          a fixed count, see bw_cmd; the 64 B runs give the message rate);
+#          ib_{write,send,read}_lat at 8 B and 4 KiB (-n BENCH_LAT_ITERS:
+#          t_typical = p50, and p99); iperf3 TCP with -l of the same four
+#          sizes (BENCH_TCP=1).  The two-VM setup (the headline) also:
+#          ib_write_bw over sizes 2 B ... 8 MiB (with the four above: 2 B,
+#          then powers of 4 from 16 B to 4 MiB, then 8 MiB), 64 B with a
+#          post list of 16 (-l 16) and with 4 QPs (-q 4), bidirectional
+#          64 KiB (-b).
 #   quick  write/read/send_bw 64 KiB, write_bw 64 B, write_lat 8 B.
 # Every run leaves in $BENCH_OUT: DRV.NAME.ROUND.log (the client's output,
-# what bench/report.py parses) and DRV.NAME.ROUND.cpu ("busy_s wall_s ncpu
-# side": busy CPU seconds of this guest, from /proc/stat, around the run).
+# what bench/report.py parses; its first line "# bench: CMD" is the
+# command) and DRV.NAME.ROUND.cpu ("kern_s user_s wall_s ncpu side": CPU
+# seconds of this guest in system+softirq+irq and in user+nice, from
+# /proc/stat, and wall seconds, around the run).
 
 # stamp WHAT: progress line on stderr, seconds since the start
 _bench_t0=$(date +%s)
@@ -33,7 +40,7 @@ _bench_tests() {
 		for op in write read send; do
 			echo "${op}_bw_64K $(bw_cmd "$op" 65536)"
 		done
-		echo "write_bw_64B ib_write_bw -s 64 -D $BENCH_DURATION --margin $BENCH_MARGIN"
+		echo "write_bw_64B $(bw_cmd write 64)"
 		echo "write_lat_8B ib_write_lat -s 8 -n $BENCH_LAT_ITERS"
 		return
 	fi
@@ -47,26 +54,34 @@ _bench_tests() {
 			echo "${op}_lat_$(size_label "$s") ib_${op}_lat -s $s -n $BENCH_LAT_ITERS"
 		done
 	done
+	[ "${BENCH_SETUP:-}" = pair ] || return 0
+	# the rest of the write sweep, 2 B ... 8 MiB
+	for s in 2 16 256 1024 16384 262144 4194304 8388608; do
+		echo "write_bw_$(size_label "$s") $(bw_cmd write "$s")"
+	done
+	echo "write_bw_64B_l16 $(bw_cmd write 64) -l 16"
+	echo "write_bw_64B_q4 $(bw_cmd write 64) -q 4"
+	echo "write_bw_64K_bidir $(bw_cmd write 65536) -b"
 }
 
 # bw_cmd OP SIZE: the perftest command line of a bandwidth run.  WRITE and
 # READ run for a duration (-D); ib_send_bw's client reports 0 MB/s in
 # duration mode now and then (perftest 4.5, seen with rxe and rroce), so
-# SEND runs a fixed count sized to take a few seconds at rroce's speed.
+# SEND runs a fixed count, and so do messages of 4 MiB and more (at a few
+# MB/s only a message or two complete in the -D window): 12 MiB, at least
+# 2 and at most 5000 messages, a few seconds at the two-VM speed under
+# TCG.  bench/report.py takes the bytes moved from perftest's counts
+# (#iterations x #bytes for a count, its rate x -D for a duration).
 bw_cmd() {
 	local op=$1 s=$2 n
-	if [ "$op" != send ]; then
+	if [ "$op" != send ] && [ "$s" -lt 4194304 ]; then
 		echo "ib_${op}_bw -s $s -D $BENCH_DURATION --margin $BENCH_MARGIN"
 		return
 	fi
-	case $s in
-	64) n=50000 ;;
-	4096) n=20000 ;;
-	65536) n=2000 ;;
-	*) n=$((150000000 / s + 50)) ;;
-	esac
-	[ "$BENCH_SUITE" = quick ] && n=$((n / 2))
-	echo "ib_send_bw -s $s -n $n"
+	n=$((12582912 / s))
+	[ "$n" -gt 5000 ] && n=5000
+	[ "$n" -lt 2 ] && n=2
+	echo "ib_${op}_bw -s $s -n $n"
 }
 
 # tcp_tests: "NAME LEN" lines for iperf3 (-l LEN), or nothing in quick mode.
@@ -80,8 +95,7 @@ _tcp_tests() {
 size_label() {
 	case $1 in
 	*[!0-9]*) echo "$1" ;;
-	1048576) echo 1M ;;
-	*) if [ $(($1 % 1024)) = 0 ]; then echo "$(($1 / 1024))K"; else echo "${1}B"; fi ;;
+	*) if [ $(($1 % 1048576)) = 0 ]; then echo "$(($1 / 1048576))M"; elif [ $(($1 % 1024)) = 0 ]; then echo "$(($1 / 1024))K"; else echo "${1}B"; fi ;;
 	esac
 }
 
@@ -114,20 +128,23 @@ bench_use() {
 	GIDX=$(gid_idx "$DEV" "$addr")
 }
 
-# cpu_busy: busy jiffies of this guest so far (user+nice+system+irq+softirq
-# of all CPUs; USER_HZ units).
-cpu_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
+# cpu_jiffies: "kern user" jiffies of this guest so far, all CPUs, USER_HZ
+# units: kern = system+irq+softirq (the cost of the RDMA stack), user =
+# user+nice (perftest busy-polls its CQ: that is ~100% of a CPU whatever
+# the driver, so it is recorded but not what the report calls CPU cost)
+cpu_jiffies() { awk '$1 == "cpu" { print $4 + $7 + $8, $2 + $3; exit }' /proc/stat; }
 now_ns() { date +%s%N; }
-_cpu_b0=0 _cpu_t0=0
-cpu_mark() { _cpu_b0=$(cpu_busy); _cpu_t0=$(now_ns); }
-# cpu_write FILE SIDE: the busy CPU seconds and wall seconds since cpu_mark
+_cpu_k0=0 _cpu_u0=0 _cpu_t0=0
+cpu_mark() { read -r _cpu_k0 _cpu_u0 < <(cpu_jiffies); _cpu_t0=$(now_ns); }
+# cpu_write FILE SIDE: kernel and user CPU seconds and wall seconds since
+# cpu_mark
 cpu_write() {
-	local b1 t1 hz
-	b1=$(cpu_busy)
+	local k1 u1 t1 hz
+	read -r k1 u1 < <(cpu_jiffies)
 	t1=$(now_ns)
 	hz=$(getconf CLK_TCK)
-	awk -v b="$((b1 - _cpu_b0))" -v hz="$hz" -v t="$((t1 - _cpu_t0))" -v n="$(nproc)" -v s="$2" \
-		'BEGIN { printf "%.3f %.3f %d %s\n", b / hz, t / 1e9, n, s }' >"$1"
+	awk -v k="$((k1 - _cpu_k0))" -v u="$((u1 - _cpu_u0))" -v hz="$hz" -v t="$((t1 - _cpu_t0))" \
+		-v n="$(nproc)" -v s="$2" 'BEGIN { printf "%.3f %.3f %.3f %d %s\n", k / hz, u / hz, t / 1e9, n, s }' >"$1"
 }
 
 # gid_idx DEV ADDR: the RoCE v2 GID index of IPv4 ADDR on DEV (one grep

@@ -2,8 +2,9 @@
 # Runs in each guest of scripts/vm-pair (under scripts/vm-pair-guest): the
 # two-VM benchmark.  Guest a is the server side, guest b the client side;
 # both walk the same list of runs in the same order:
-#   for each round: rroce (all tests of bench/lib.sh), rdma_rxe (the same),
-#   then iperf3 TCP on the same link (full suite).
+#   for each round: rroce (all tests of bench/lib.sh), rdma_rxe (the same;
+#   rdma_rxe first in even rounds), then iperf3 TCP on the same link (full
+#   suite).
 # Each guest has one RDMA device at a time, on its link NIC pair0 (rroce0 or
 # rxe0: rdma_rxe lives in init_net, so this is fair to both).  Run number N
 # uses TCP port 19000+N, so a client can only meet the server of the same
@@ -18,8 +19,9 @@
 mkdir -p "$1" && out=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../selftests/lib.sh"
+BENCH_SETUP=pair
 . "$here/lib.sh"
-repeats=${BENCH_REPEATS:-3}
+repeats=${BENCH_REPEATS:-5}
 role=${RROCE_PAIR_ROLE:?run me through scripts/vm-pair}
 nd=${RROCE_PAIR_IF:-pair0}
 me=$RROCE_PAIR_IP
@@ -32,14 +34,14 @@ not_yet='t connect|unable to init the socket|connection refused|unable to connec
 
 # client FILE CMD...: run CMD (a client) until it gets past connecting, at
 # most BENCH_TMO+60 s (the server gives up on a run after BENCH_TMO); CPU
-# time around the last attempt.
+# time around the last attempt.  FILE starts with "# bench: CMD".
 client() {
 	local f=$1 end=$((SECONDS + BENCH_TMO + 60)) rc t0
 	shift
 	while :; do
 		cpu_mark
 		t0=$SECONDS
-		timeout "$BENCH_TMO" "$@" >"$f" 2>&1
+		{ echo "# bench: $*"; timeout "$BENCH_TMO" "$@"; } >"$f" 2>&1
 		rc=$?
 		is_result "$f" && return $rc
 		# a quick refusal: the server is not listening yet (iperf3 -J
@@ -72,7 +74,8 @@ one() {
 		idx=$GIDX
 		if [ "$role" = a ]; then
 			cpu_mark
-			timeout "$BENCH_TMO" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@" >"$base.srv.log" 2>&1
+			{ echo "# bench: $tool $*"; timeout "$BENCH_TMO" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@"; } \
+				>"$base.srv.log" 2>&1
 			cpu_write "$base.srv.cpu" server
 		else
 			client "$base.log" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@" "$peer"
@@ -95,7 +98,9 @@ suite() {
 
 for round in $(seq "$repeats"); do
 	echo "# two VMs ($role) round $round/$repeats" >&2
-	for drv in rroce rxe; do
+	drivers="rroce rxe"
+	[ $((round % 2)) = 0 ] && drivers="rxe rroce"
+	for drv in $drivers; do
 		if bench_use "$drv" "$nd" "$me"; then
 			suite "$drv"
 		else

@@ -1,20 +1,32 @@
 #!/usr/bin/env bash
 # `make bench`: rroce against rdma_rxe (and TCP) with perftest, in VMs.
 #
-#   bench/run.sh [--quick] [--setups "loopback pair"] [--repeats N] [--cpus N]
+#   bench/run.sh [--quick] [--setups "pair loopback"] [--repeats N] [--cpus N]
 #
+#   pair      the headline: two VMs (scripts/vm-pair) joined by virtio-net:
+#             rroce0<->rroce0, rxe0<->rxe0, then iperf3 TCP on the same link
+#             (bench/pair.sh).  1 vCPU each (--cpus N to change), not pinned
+#             (BENCH_PIN=1 pins them to host CPUs 0 and 1): on the 2-core
+#             machine this was faster and steadier than 2 vCPUs each or
+#             pinning.
 #   loopback  one VM (2 vCPUs): server and client on one device on the veth
-#             end rr0 (bench/in-vm.sh), rroce and rxe interleaved.
-#   pair      two VMs (scripts/vm-pair) joined by virtio-net: rroce0<->rroce0,
-#             rxe0<->rxe0, then iperf3 TCP on the same link (bench/pair.sh).
-#             1 vCPU each (--cpus N to change), not pinned (BENCH_PIN=1 pins
-#             them to host CPUs 0 and 1): on the 2-core machine this was
-#             faster and steadier than 2 vCPUs each or pinning.
-# Full mode (default): both setups, all metrics of bench/lib.sh, 3 rounds.
-# --quick (or QUICK=1): loopback only, 2 rounds of write/read/send_bw 64 KiB,
-# write_bw 64 B (message rate) and write_lat 8 B, shorter runs (-D 3).
+#             end rr0 (bench/in-vm.sh).  Unequal: rroce's same-device
+#             shortcut skips the IP stack and the ICRC, rdma_rxe does both.
+# In both, rroce and rdma_rxe are interleaved: every round runs all tests on
+# one, then on the other (which goes first alternates).
+# Full mode (default): both setups, BENCH_REPEATS=5 rounds, all metrics of
+# bench/lib.sh (the two-VM setup also the write sweep 2 B ... 8 MiB, post
+# list 16, 4 QPs, bidirectional).  Takes about 70 minutes on the 2-core
+# TCG host (estimated from the per-run wall times of a QUICK run; see
+# the "seconds" of meta.json for what a run really took).
+# --quick (or QUICK=1): loopback only, 3 rounds of write/read/send_bw
+# 64 KiB, write_bw 64 B (message rate) and write_lat 8 B, shorter runs
+# (-D 3); --setups pair for the two-VM setup instead.
 # BENCH_ONLY=REGEX runs only the tests whose names match (e.g. 'write_bw_.*').
-# Then bench/report.py prints the table and writes
+# The host is looked at (bench/host_state.py) at the start, every half
+# minute and at the end: other QEMU processes or CPU load not ours make the
+# report say "machine not idle".
+# Then bench/report.py prints the tables and writes
 # bench/results/DATE.json and bench/results/DATE.png.  Needs rroce.ko and
 # the provider built (the Makefile's bench target does that first).
 set -euo pipefail
@@ -36,10 +48,10 @@ while [ $# -gt 0 ]; do
 done
 if [ "$quick" = 1 ]; then
 	suite=quick duration=3 margin=1
-	: "${setups:=loopback}" "${repeats:=2}"
+	: "${setups:=loopback}" "${repeats:=${BENCH_REPEATS:-3}}"
 else
 	suite=full duration=5 margin=1
-	: "${setups:=loopback pair}" "${repeats:=3}"
+	: "${setups:=pair loopback}" "${repeats:=${BENCH_REPEATS:-5}}"
 fi
 
 ko=${RROCE_KO:-$top/build/plain/rroce.ko}
@@ -53,20 +65,10 @@ date=$(date +%Y-%m-%d)
 mkdir -p "$logs" "$results"
 rm -rf "$logs/loopback" "$logs/pair" "$logs/pair-vms" "$logs"/*.log "$logs/meta.json"
 
-# Other QEMU processes (not ours) compete for the 2 host cores: sample how
-# many there are, every 15 s, for the record.
-others() {
-	local p q n=0
-	for p in $(pgrep -f '^[^ ]*qemu-system' || true); do
-		q=$p
-		while [ "$q" -gt 1 ] && [ "$q" != $$ ]; do
-			q=$(awk '{ print $4 }' "/proc/$q/stat" 2>/dev/null || echo 1)
-		done
-		[ "$q" = $$ ] || n=$((n + 1))
-	done
-	echo $n
-}
-(while :; do echo "$(date +%s) $(others)"; sleep 15; done) >"$logs/others.txt" &
+# Other QEMU processes and other CPU load (not ours) compete for the 2 host
+# cores: look at the host now, every half minute and at the end.
+/usr/bin/python3 "$here/host_state.py" $$ >"$logs/host-start.json"
+(while :; do /usr/bin/python3 "$here/host_state.py" --line $$; sleep 28; done) >"$logs/others.txt" &
 sampler=$!
 trap 'kill $sampler 2>/dev/null || true' EXIT
 
@@ -98,11 +100,13 @@ for s in $setups; do
 	done_step
 done
 kill $sampler 2>/dev/null || true
+/usr/bin/python3 "$here/host_state.py" $$ >"$logs/host-end.json"
 
 # What the report needs to say how this was measured.
 /usr/bin/python3 - "$logs/meta.json" <<EOF
 import json, sys
-o = [int(l.split()[1]) for l in open("$logs/others.txt") if len(l.split()) == 2]
+s = [l.split() for l in open("$logs/others.txt") if len(l.split()) == 4]
+o, c = [int(x[1]) for x in s], [float(x[2]) for x in s]
 json.dump({
     "date": "$date", "mode": "$suite", "setups": "$setups".split(), "repeats": $repeats,
     "perftest_duration_s": $duration, "perftest_margin_s": $margin,
@@ -112,6 +116,10 @@ json.dump({
     "git": "$git_rev",
     "other_qemu_max": max(o) if o else 0,
     "other_qemu_mean": round(sum(o) / len(o), 2) if o else 0,
+    "other_cpu_pct_max": max(c) if c else 0,
+    "other_cpu_pct_mean": round(sum(c) / len(c), 1) if c else 0,
+    "host_start": json.load(open("$logs/host-start.json")),
+    "host_end": json.load(open("$logs/host-end.json")),
 }, open(sys.argv[1], "w"), indent=1)
 EOF
 /usr/bin/python3 "$here/report.py" "$logs" "$results/$date.json" --png "$results/$date.png"

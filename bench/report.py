@@ -1,23 +1,36 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
-"""Summarise the logs of bench/in-vm.sh (loopback) and bench/pair.sh (two VMs):
-medians per setup, driver and metric, the rroce/rxe ratio, terminal tables, a
-JSON file and (with --png) a plot.
+"""Summarise the logs of bench/pair.sh (two VMs) and bench/in-vm.sh (loopback):
+per setup, driver and metric the median and min-max over the rounds, the
+rroce/rxe ratio, the failed runs apart; terminal tables, a JSON file and (with
+--png) a plot.
 
     report.py LOGDIR OUT.json [--png OUT.png] [--markdown OUT.md]
 
-LOGDIR holds loopback/ and pair/ (each DRV.NAME.ROUND.log and .cpu files,
-pair/ also .srv.cpu) and meta.json, or, as before, loopback logs directly.
+LOGDIR holds pair/ and loopback/ (each DRV.NAME.ROUND.log and .cpu files, pair/
+also .srv.cpu) and meta.json, or, as before, loopback logs directly.
 
-OUT.json is a list of rows, one per metric, as before ("metric", "rroce",
-"rxe", "n", "rroce_advantage"), with more fields: "setup", "unit",
-"better" ("higher" or "lower"), "ratio" (rroce/rxe, plain), "tcp" (iperf3
-on the same link, bandwidth rows), "values" (all rounds).  Loopback metric
-names are unchanged (write_bw_64K_MBps); the two-VM ones start with "pair:".
-The last row has metric "meta": how, when and where it was measured.
+A run without a result, with a rate of 0 or an infinite latency, or whose log
+is missing (from the rounds of meta.json) is a failure: it is listed with its
+test and round and left out of every median.
+
+Bytes moved (for the CPU cost) come from perftest's own counts: #iterations x
+#bytes for a fixed count (-n: SEND, and 4 MiB and more), its rate x -D for a
+duration run (iperf3: its byte count, scaled from the measured seconds to the
+whole run with -O).  CPU is system+softirq+irq time of the guest(s) (not user
+time: perftest busy-polls), per GiB moved.
+
+OUT.json is a list of rows, one per metric ("metric", "rroce", "rxe", "n",
+"rroce_advantage", "setup", "name", "unit", "better" ("higher" or "lower"),
+"ratio" (rroce/rxe of the medians), "min", "max", "values" (the good rounds),
+"failed" (rounds left out), "tcp" (iperf3 on the same link, bandwidth rows)).
+Loopback metric names are as before (write_bw_64K_MBps); the two-VM ones start
+with "pair:".  The last row has metric "meta": how, when and where it was
+measured, "failures" and "machine_idle".
 """
 import argparse
 import json
+import math
 import os
 import statistics
 from collections import defaultdict
@@ -27,11 +40,23 @@ BW_OPS = ("write", "read", "send")
 LAT_OPS = ("write", "send", "read")
 BW_SIZES = ("64B", "4K", "64K", "1M")
 LAT_SIZES = ("8B", "4K")
-SIZE_BYTES = {"8B": 8, "64B": 64, "4K": 4096, "64K": 65536, "1M": 1 << 20}
+SETUPS = ("pair", "loopback")  # the headline first
 SETUP_TITLE = {
-    "loopback": "loopback: one VM, server and client on one device",
-    "pair": "two VMs joined by virtio-net (QEMU socket netdev)",
+    "pair": "two VMs joined by virtio-net (QEMU stream netdev), the same path for both",
+    "loopback": "loopback, one VM, server and client on one device; UNEQUAL: rroce same-device "
+                "shortcut (no ICRC, no IP stack) vs rxe with ICRC through the IP stack",
 }
+SHORT_TITLE = {"pair": "two VMs (headline)", "loopback": "loopback (unequal: rroce same-device shortcut)"}
+CPU_TITLE = "sys+softirq+irq CPU s per GiB"
+CPU_SIDES = {"pair": "client+server", "loopback": "both ends in one guest"}
+GIB = float(1 << 30)
+KEYS = ("MBps", "Mpps", "us_typ", "us_p99", "cpu_s_per_GiB", "cpu_client_s_per_GiB", "cpu_server_s_per_GiB")
+
+
+def size_bytes(label):
+    """'64B' -> 64, '4K' -> 4096, '8M' -> 8 MiB, else None"""
+    mult = {"B": 1, "K": 1 << 10, "M": 1 << 20}.get(label[-1:])
+    return int(label[:-1]) * mult if mult and label[:-1].isdigit() else None
 
 
 def numbers(line):
@@ -44,68 +69,151 @@ def numbers(line):
         return None
 
 
+def header(path):
+    """the command of a run ("# bench: CMD", its first line), as a list"""
+    try:
+        with open(path, errors="replace") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    return first.split()[2:] if first.startswith("# bench:") else None
+
+
 def parse_perftest(path):
-    """{'MBps','Mpps'} of a bw client log or {'us_typ','us_p99'} of a lat one."""
+    """{'size','iters','MBps','Mpps'} of a bw log, {'us_typ','us_p99'} of a lat one"""
     for line in open(path, errors="replace"):
         nums = numbers(line)
         if nums is None:
             continue
         if len(nums) in (5, 6):  # bw (6 with --cpu_util)
-            return {"MBps": nums[3], "Mpps": nums[4]}
-        if len(nums) == 9:
+            size, iters, mbps, mpps = nums[0], nums[1], nums[3], nums[4]
+            # MB/s has 2 decimals, Mpps 6: below 10 KiB messages the rate
+            # from Mpps is the more precise (perftest computes both from the
+            # same count: MB/s = Mpps * 1e6 * size / 2^20)
+            if size >= 10240:  # Mpps of big messages is 0.00000x: no rate
+                return {"size": size, "iters": iters, "MBps": mbps}
+            if mpps > 0:
+                mbps = mpps * 1e6 * size / (1 << 20)
+            return {"size": size, "iters": iters, "MBps": mbps, "Mpps": mpps}
+        if len(nums) == 9:  # t_typical is the median (p50)
             return {"us_typ": nums[4], "us_p99": nums[7]}
     return {}
 
 
 def parse_iperf3(path):
+    """{'MBps', 'bytes'}: bytes moved in the whole run (-O seconds too)"""
     try:
-        j = json.load(open(path, errors="replace"))
-        bps = j["end"]["sum_received"]["bits_per_second"]
+        text = "".join(l for l in open(path, errors="replace") if not l.startswith("# bench:"))
+        j = json.loads(text)
+        s = j["end"]["sum_received"]
+        t = j["start"]["test_start"]
+        bps, secs, omit = s["bits_per_second"], s["seconds"], t.get("omit", 0)
+        moved = s["bytes"] * (secs + omit) / secs if secs else 0
     except (ValueError, KeyError, TypeError):
         return {}
-    return {"MBps": bps / 8 / (1 << 20)}
+    return {"MBps": bps / 8 / (1 << 20), "bytes": moved}
 
 
 def parse_cpu(path):
+    """system+softirq+irq seconds of a .cpu file ("kern_s user_s wall_s ncpu side")"""
     try:
         t = open(path).read().split()
-        return float(t[0])
+        return float(t[0]) if len(t) == 5 else None
     except (OSError, ValueError, IndexError):
         return None
 
 
-def load(setup_dir, duration):
-    """runs[(drv, name)][round] = {metric: value}"""
-    runs = defaultdict(dict)
+def parse_wall(path):
+    try:
+        return float(open(path).read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def arg(cmd, opt):
+    return cmd[cmd.index(opt) + 1] if cmd and opt in cmd[:-1] else None
+
+
+def moved_bytes(r, cmd, name, duration):
+    """bytes a perftest bw run moved, from perftest's counts"""
+    fixed = arg(cmd, "-n") is not None if cmd else name.startswith("send_bw_")
+    if fixed:
+        return r["iters"] * r["size"]
+    d = float(arg(cmd, "-D") or duration)
+    return r["MBps"] * (1 << 20) * d  # the rate of the -D window, for all of -D
+
+
+def bad(v):
+    return v is None or not math.isfinite(v) or v <= 0
+
+
+def load(setup, setup_dir, duration, rounds=None):
+    """runs[(drv, name)][round] = {metric: value}, failures, wall[drv.name] = [s]
+
+    A failure is {"setup", "driver", "test", "round", "why", "metrics"}.
+    rounds: how many rounds there should be (else as many as seen)."""
+    runs, failures, wall = defaultdict(dict), [], defaultdict(list)
     if not os.path.isdir(setup_dir):
-        return runs
-    files = sorted(os.listdir(setup_dir))
-    for f in files:
+        return runs, failures, wall
+    seen = set()
+    for f in sorted(os.listdir(setup_dir)):
         p = f.split(".")
-        if len(p) != 4 or p[3] != "log":
+        if len(p) != 4 or p[3] != "log" or not p[2].isdigit():
             continue
-        drv, name, rnd = p[0], p[1], p[2]
+        drv, name, rnd = p[0], p[1], int(p[2])
+        seen.add((drv, name, rnd))
         path = os.path.join(setup_dir, f)
-        r = parse_iperf3(path) if drv == "tcp" else parse_perftest(path)
         base = os.path.join(setup_dir, f"{drv}.{name}.{rnd}")
-        if name.startswith("send_bw_") and os.path.exists(base + ".srv.log"):
-            # SEND: what the receiver (the server) got; the sender's -D
-            # report of rdma_rxe is often 0 (its sample window never closes)
-            r = parse_perftest(base + ".srv.log") or r
+        cmd = header(path)
+        if drv == "tcp":
+            r = parse_iperf3(path)
+        else:
+            r = parse_perftest(path)
+            if name.startswith("send_bw_") and os.path.exists(base + ".srv.log"):
+                # SEND: what the receiver (the server) got
+                r = parse_perftest(base + ".srv.log") or r
+        w = parse_wall(base + ".cpu")
+        if w is not None:
+            wall[f"{drv}.{name}"].append(w)
+
+        def fail(why, metrics):
+            failures.append({"setup": setup, "driver": drv, "test": name, "round": rnd,
+                             "why": why, "metrics": metrics})
         if not r:
+            fail("no result", [])
             continue
-        cli, srv = parse_cpu(base + ".cpu"), parse_cpu(base + ".srv.cpu")
-        if "MBps" in r and r["MBps"] > 0:
-            # data moved during the whole run (the margins too): rate x -D
-            gib = r["MBps"] * duration / 1024
-            if cli is not None:
-                both = cli + (srv or 0.0)
-                r["cpu_s_per_GiB"] = both / gib
+        good = {k: v for k, v in r.items() if k not in ("size", "iters", "bytes") and not bad(v)}
+        if not good:
+            fail("rate 0" if "MBps" in r else "latency not finite", [])
+            continue
+        worse = sorted(k for k in r if k not in good and k not in ("size", "iters", "bytes"))
+        if worse:
+            fail(", ".join(f"{k} = {r[k]}" for k in worse), worse)
+        if "MBps" in good and ("bytes" in r or "iters" in r):
+            moved = r["bytes"] if drv == "tcp" else moved_bytes(r, cmd, name, duration)
+            cli, srv = parse_cpu(base + ".cpu"), parse_cpu(base + ".srv.cpu")
+            if cli is None or (setup == "pair" and srv is None) or bad(moved):
+                fail("no byte count" if bad(moved) else "no CPU record", ["cpu_s_per_GiB"])
+            else:
+                gib = moved / GIB
+                good["cpu_s_per_GiB"] = (cli + (srv or 0.0)) / gib
                 if srv is not None:
-                    r["cpu_client_s_per_GiB"] = cli / gib
-                    r["cpu_server_s_per_GiB"] = srv / gib
-        runs[(drv, name)][rnd] = r
-    return runs
+                    good["cpu_client_s_per_GiB"] = cli / gib
+                    good["cpu_server_s_per_GiB"] = srv / gib
+        runs[(drv, name)][rnd] = good
+    # runs that should be there: every test seen for one RDMA driver for both,
+    # the iperf3 ones for tcp, in every round
+    n = rounds or max([r for _, _, r in seen], default=0)
+    names = {"rdma": sorted({nm for d, nm, _ in seen if d != "tcp"}),
+             "tcp": sorted({nm for d, nm, _ in seen if d == "tcp"})}
+    for drv in DRIVERS + ("tcp",):
+        for name in names["tcp" if drv == "tcp" else "rdma"]:
+            for rnd in range(1, n + 1):
+                if (drv, name, rnd) not in seen:
+                    failures.append({"setup": setup, "driver": drv, "test": name, "round": rnd,
+                                     "why": "missing (no log)", "metrics": []})
+    failures.sort(key=lambda x: (x["driver"], x["test"], x["round"]))
+    return runs, failures, wall
 
 
 def unit_of(metric):
@@ -117,15 +225,28 @@ def unit_of(metric):
     return "", "higher"
 
 
-def rows_of(setup, runs):
+def rows_of(setup, runs, failures=()):
     vals = defaultdict(lambda: defaultdict(list))  # metric -> drv -> [values]
     for (drv, name), rounds in runs.items():
-        for rnd in sorted(rounds, key=lambda x: int(x) if x.isdigit() else 0):
+        for rnd in sorted(rounds):
             for k, v in rounds[rnd].items():
                 if drv == "tcp":
                     vals[name.replace("tcp_", "", 1) + "_" + k]["tcp"].append(v)
                 else:
                     vals[name + "_" + k][drv].append(v)
+    failed = defaultdict(lambda: defaultdict(list))  # metric -> drv -> [rounds]
+    for f in failures:
+        if f["driver"] not in DRIVERS + ("tcp",):
+            continue
+        name = f["test"].replace("tcp_", "", 1) if f["driver"] == "tcp" else f["test"]
+        ms = [name + "_" + k for k in KEYS if name + "_" + k in vals]
+        if not ms:  # failed in every round: a row for its main metric
+            ms = [name + ("_us_typ" if "_lat_" in name else "_MBps")]
+            vals[ms[0]][f["driver"]]
+        for m in ms:
+            k = m[len(name) + 1:]
+            if not f["metrics"] or k in f["metrics"] or (k.startswith("cpu_") and "cpu_s_per_GiB" in f["metrics"]):
+                failed[m][f["driver"]].append(f["round"])
     rows = []
     for metric in sorted(vals):
         d = vals[metric]
@@ -140,7 +261,10 @@ def rows_of(setup, runs):
                "rroce": r, "rxe": x, "n": {k: len(v) for k, v in d.items()},
                "rroce_advantage": adv, "setup": setup, "name": metric,
                "unit": unit, "better": better, "ratio": ratio,
-               "values": {k: v for k, v in d.items()}}
+               "min": {k: min(v) for k, v in d.items() if v},
+               "max": {k: max(v) for k, v in d.items() if v},
+               "values": {k: v for k, v in d.items()},
+               "failed": {k: sorted(v) for k, v in failed[metric].items()}}
         if "tcp" in med:
             row["tcp"] = med["tcp"]
         rows.append(row)
@@ -177,53 +301,97 @@ def ratio_s(row, width=9):
     return fmt(r, width) if r is None else f"{r:>{width - 1}.2f}x"
 
 
+def short(v):
+    """3 significant digits (whole numbers from 1000)"""
+    return f"{v:.3g}" if 0.001 <= abs(v) < 1000 else fmt(v, 0).strip()
+
+
+def cell(row, drv):
+    """'median (min-max)' of DRV in ROW, 'failed' if no round was good"""
+    if not row:
+        return "-"
+    v = row["values"].get(drv)
+    if not v:
+        return "failed" if row["failed"].get(drv) else "-"
+    med = short(statistics.median(v))
+    if len(v) == 1:
+        return f"{med} (n=1)"
+    return f"{med} ({short(min(v))}-{short(max(v))})"
+
+
 def tables(setup, rows, meta):
-    """[(title, header, [cells...])] of one setup"""
+    """[(title, header, [cells...], note)] of one setup"""
     by = {row["name"]: row for row in rows}
     g = lambda n: by.get(n)
     out = []
-    cpu_hdr = "CPU s/GiB " + ("client+server" if setup == "pair" else "both ends")
     t = []
     for op in BW_OPS:
         for s in BW_SIZES:
-            bw, cpu = g(f"{op}_bw_{s}_MBps"), g(f"{op}_bw_{s}_cpu_s_per_GiB")
-            if not bw:
-                continue
-            t.append([f"ib_{op}_bw {s}", fmt(bw["rroce"]), fmt(bw["rxe"]), ratio_s(bw),
-                      fmt(bw.get("tcp")), fmt(cpu and cpu["rroce"]), fmt(cpu and cpu["rxe"]),
-                      ratio_s(cpu)])
+            bw = g(f"{op}_bw_{s}_MBps")
+            if bw:
+                tcp = short(bw["tcp"]) if bw.get("tcp") else "-"
+                t.append([f"ib_{op}_bw {s}", cell(bw, "rroce"), cell(bw, "rxe"), ratio_s(bw), tcp])
+    bw = g("write_bw_64K_bidir_MBps")
+    if bw:
+        t.append(["ib_write_bw -b 64K (sum of both ways)", cell(bw, "rroce"), cell(bw, "rxe"), ratio_s(bw),
+                  "-"])
     if t:
-        out.append(("bandwidth, MiB/s (higher is better); CPU time per GiB moved (lower is better)",
-                    ["metric", "rroce", "rxe", "rroce/rxe", "TCP", "CPU rroce", "CPU rxe",
-                     "rroce/rxe"], t, cpu_hdr))
+        out.append(("bandwidth, MiB/s (higher is better)", ["metric", "rroce", "rxe", "rroce/rxe", "TCP"], t,
+                    None))
+    # the write sweep: every write_bw_SIZE
+    sweep = sorted((size_bytes(n[9:-5]), n[9:-5]) for n in by
+                   if n.startswith("write_bw_") and n.endswith("_MBps") and size_bytes(n[9:-5]))
+    if any(s not in BW_SIZES for _, s in sweep):
+        t = [[f"ib_write_bw {s}", cell(g(f"write_bw_{s}_MBps"), "rroce"), cell(g(f"write_bw_{s}_MBps"), "rxe"),
+              ratio_s(g(f"write_bw_{s}_MBps"))] for _, s in sweep]
+        out.append(("ib_write_bw vs message size, MiB/s (higher is better)",
+                    ["metric", "rroce", "rxe", "rroce/rxe"], t, None))
+    t = []
+    for label, n in [("ib_write_bw 64B", "write_bw_64B"), ("ib_write_bw 64B -l 16", "write_bw_64B_l16"),
+                     ("ib_write_bw 64B -q 4", "write_bw_64B_q4"), ("ib_read_bw 64B", "read_bw_64B"),
+                     ("ib_send_bw 64B", "send_bw_64B")]:
+        m = g(f"{n}_Mpps")
+        if m:
+            t.append([label, cell(m, "rroce"), cell(m, "rxe"), ratio_s(m)])
+    if t:
+        out.append(("message rate at 64 B, Mpps (higher is better)", ["metric", "rroce", "rxe", "rroce/rxe"], t,
+                    None))
+    t = []
+    for op in BW_OPS:
+        for s in BW_SIZES:
+            c = g(f"{op}_bw_{s}_cpu_s_per_GiB")
+            if not c:
+                continue
+            r = [f"ib_{op}_bw {s}", cell(c, "rroce"), cell(c, "rxe"), ratio_s(c)]
+            if setup == "pair":
+                for drv in DRIVERS:
+                    a, b = g(f"{op}_bw_{s}_cpu_client_s_per_GiB"), g(f"{op}_bw_{s}_cpu_server_s_per_GiB")
+                    r.append(" / ".join(short(x[drv]) if x and x.get(drv) is not None else "-" for x in (a, b)))
+            t.append(r)
+    if t:
+        hdr = ["metric", "rroce", "rxe", "rroce/rxe"]
+        if setup == "pair":
+            hdr += ["rroce cli / srv", "rxe cli / srv"]
+        out.append((f"{CPU_TITLE} moved (lower is better)", hdr, t, CPU_SIDES.get(setup)))
     t = []
     for s in BW_SIZES:
         bw, cpu = g(f"bw_{s}_MBps"), g(f"bw_{s}_cpu_s_per_GiB")
-        if bw and bw.get("tcp") is not None:
-            t.append([f"iperf3 -l {s}", fmt(bw["tcp"]), fmt(cpu and cpu.get("tcp"))])
+        if bw and bw["values"].get("tcp") is not None:
+            t.append([f"iperf3 -l {s}", cell(bw, "tcp"), cell(cpu, "tcp")])
     if t:
-        out.append(("TCP on the same link (iperf3, one stream)", ["metric", "MiB/s", "CPU s/GiB"], t,
-                    cpu_hdr))
-    t = []
-    for op in BW_OPS:
-        m = g(f"{op}_bw_64B_Mpps")
-        if m:
-            t.append([f"ib_{op}_bw 64B", fmt(m["rroce"]), fmt(m["rxe"]), ratio_s(m)])
-    if t:
-        out.append(("message rate at 64 B, Mpps (higher is better)",
-                    ["metric", "rroce", "rxe", "rroce/rxe"], t, None))
+        out.append(("TCP on the same link (iperf3, one stream)", ["metric", "MiB/s", CPU_TITLE], t,
+                    CPU_SIDES.get(setup)))
     t = []
     for op in LAT_OPS:
         for s in LAT_SIZES:
             a, b = g(f"{op}_lat_{s}_us_typ"), g(f"{op}_lat_{s}_us_p99")
             if not a:
                 continue
-            t.append([f"ib_{op}_lat {s}", fmt(a["rroce"]), fmt(a["rxe"]), ratio_s(a),
-                      fmt(b and b["rroce"]), fmt(b and b["rxe"]), ratio_s(b)])
+            t.append([f"ib_{op}_lat {s}", cell(a, "rroce"), cell(a, "rxe"), ratio_s(a),
+                      cell(b, "rroce"), cell(b, "rxe"), ratio_s(b)])
     if t:
-        out.append(("latency, us (lower is better): typical (median) and 99th percentile",
-                    ["metric", "typ rroce", "typ rxe", "rroce/rxe", "p99 rroce", "p99 rxe",
-                     "rroce/rxe"], t, None))
+        out.append(("latency, us (lower is better): p50 (perftest's t_typical) and p99",
+                    ["metric", "p50 rroce", "p50 rxe", "rroce/rxe", "p99 rroce", "p99 rxe", "rroce/rxe"], t, None))
     return out
 
 
@@ -231,24 +399,64 @@ def setup_line(setup, meta):
     # "rounds" (per setup) when a run was cut short, else "repeats"
     rep = meta.get("rounds", {}).get(setup, meta.get("repeats", "?"))
     cpus = meta.get("vcpus", {}).get(setup, "?")
-    if setup == "pair":
-        return f"{SETUP_TITLE[setup]}, {cpus} vCPU each, medians of {rep} rounds"
-    return f"{SETUP_TITLE.get(setup, setup)}, {cpus} vCPUs, medians of {rep} rounds"
+    each = " each" if setup == "pair" else "s"
+    return f"{SETUP_TITLE.get(setup, setup)}; {cpus} vCPU{each}; median (min-max) of {rep} rounds"
 
 
-def print_terminal(all_tables, meta):
+def machine_notes(meta):
+    """[] if the host looked idle (no other QEMU, little other CPU load), else what was seen"""
+    notes = []
+    for when in ("start", "end"):
+        h = meta.get(f"host_{when}") or {}
+        if h.get("other_qemu"):
+            notes.append(f"{len(h['other_qemu'])} other QEMU process(es) at the {when}")
+        if h.get("other_cpu_pct", 0) >= 25:
+            busy = ", ".join(h.get("busy", [])[:3])
+            notes.append(f"other processes used {h['other_cpu_pct']:.0f}% of a CPU at the {when}"
+                         + (f" ({busy})" if busy else ""))
+    if meta.get("other_qemu_max", 0) > 0:
+        notes.append(f"up to {meta['other_qemu_max']} other QEMU process(es) during the run"
+                     f" (mean {meta.get('other_qemu_mean', '?')})")
+    if meta.get("other_cpu_pct_max", 0) >= 50 or meta.get("other_cpu_pct_mean", 0) >= 10:
+        notes.append(f"other processes used up to {meta['other_cpu_pct_max']:.0f}% of a CPU during the run"
+                     f" (mean {meta.get('other_cpu_pct_mean', 0):.0f}%)")
+    return notes
+
+
+def failure_line(f):
+    what = f" ({', '.join(f['metrics'])})" if f["metrics"] and "=" not in f["why"] else ""
+    return f"{f['setup']}: {f['driver']} {f['test']} round {f['round']}: {f['why']}{what}"
+
+
+def summary_lines(meta, failures):
+    lines = []
+    m = meta.get("mode")
+    if m:
+        lines.append(f"rroce vs rdma_rxe, {meta.get('date', '')}, {m} mode, git {meta.get('git', '?')}, "
+                     f"{meta.get('seconds', {}).get('total', '?')} s")
+    notes = machine_notes(meta)
+    lines.append("machine NOT IDLE: " + "; ".join(notes) if notes else
+                 "machine idle (no other QEMU, no other load seen)")
+    lines.append(f"failures: {len(failures)} (left out of the medians)")
+    lines += ["  " + failure_line(f) for f in failures]
+    return lines
+
+
+def print_terminal(all_tables, meta, failures):
+    print("\n".join(summary_lines(meta, failures)))
     for setup, tabs in all_tables:
         print(f"\n== {setup_line(setup, meta)} ==")
         for title, hdr, t, note in tabs:
             print(f"-- {title}" + (f"; CPU = {note}" if note else ""))
-            w0 = max(len(hdr[0]), max(len(r[0]) for r in t))
-            print(f"{hdr[0]:<{w0}} " + " ".join(f"{h:>10}" for h in hdr[1:]))
+            w = [max(len(str(r[i])) for r in [hdr] + t) for i in range(len(hdr))]
+            print(f"{hdr[0]:<{w[0]}}  " + "  ".join(f"{h:>{w[i + 1]}}" for i, h in enumerate(hdr[1:])))
             for r in t:
-                print(f"{r[0]:<{w0}} " + " ".join(f"{c.strip():>10}" for c in r[1:]))
+                print(f"{r[0]:<{w[0]}}  " + "  ".join(f"{c.strip():>{w[i + 1]}}" for i, c in enumerate(r[1:])))
 
 
-def markdown(all_tables, meta):
-    lines = []
+def markdown(all_tables, meta, failures):
+    lines = [l if not l.startswith("  ") else "- " + l.strip() for l in summary_lines(meta, failures)]
+    lines.append("")
     for setup, tabs in all_tables:
         lines.append(f"**{setup_line(setup, meta)}**\n")
         for title, hdr, t, note in tabs:
@@ -276,26 +484,32 @@ def plot(png, setups_rows, meta):
     for c, (setup, rows) in enumerate(cols):
         by = {row["name"]: row for row in rows}
         ax = axes[0][c]
+        ticks = set()
         for drv in DRIVERS:
             for op in BW_OPS:
-                pts = [(SIZE_BYTES[s], by[f"{op}_bw_{s}_MBps"][drv]) for s in BW_SIZES
-                       if by.get(f"{op}_bw_{s}_MBps") and by[f"{op}_bw_{s}_MBps"][drv]]
+                pts = sorted((size_bytes(n[len(op) + 4:-5]), by[n][drv]) for n in by
+                             if n.startswith(f"{op}_bw_") and n.endswith("_MBps")
+                             and size_bytes(n[len(op) + 4:-5]) and by[n][drv])
+                ticks.update(x for x, _ in pts)
                 if pts:
                     ax.plot(*zip(*pts), style[op], marker=marker[op], color=color[drv],
                             label=f"{drv} {op}", linewidth=2 if drv == "rroce" else 1.3,
                             markersize=7)
-        pts = [(SIZE_BYTES[s], by[f"bw_{s}_MBps"]["values"]) for s in BW_SIZES if by.get(f"bw_{s}_MBps")]
+        pts = [(size_bytes(s), by[f"bw_{s}_MBps"]["values"]) for s in BW_SIZES if by.get(f"bw_{s}_MBps")]
         pts = [(x, statistics.median(v["tcp"])) for x, v in pts if v.get("tcp")]
         if pts:
             ax.plot(*zip(*pts), "-.", marker="x", color=color["tcp"], label="TCP (iperf3 -l size)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xticks([SIZE_BYTES[s] for s in BW_SIZES], BW_SIZES)
+        ticks = sorted(ticks)
+        lab = lambda b: f"{b >> 20}M" if b >= 1 << 20 else f"{b >> 10}K" if b >= 1024 else f"{b}B"
+        ax.set_xticks(ticks, [lab(b) for b in ticks], fontsize=7 if len(ticks) > 8 else 9)
         ax.set_xlabel("message size")
         ax.set_ylabel("MiB/s (median)")
-        ax.set_title(f"bandwidth — {SETUP_TITLE.get(setup, setup)}", fontsize=10)
+        ax.set_title(f"bandwidth — {SHORT_TITLE.get(setup, setup)}", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, ncol=2)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, ncol=2)
 
         ax = axes[1][c]
         cats = [(op, s) for op in LAT_OPS for s in LAT_SIZES if by.get(f"{op}_lat_{s}_us_typ")]
@@ -311,7 +525,7 @@ def plot(png, setups_rows, meta):
                 typ.append(t)
                 up.append(max(0.0, (p or t) - t))
             if xs:
-                ax.bar(xs, typ, w, color=color[drv], alpha=0.8, label=f"{drv} typical")
+                ax.bar(xs, typ, w, color=color[drv], alpha=0.8, label=f"{drv} p50")
                 ax.errorbar(xs, typ, yerr=[[0] * len(up), up], fmt="none", ecolor="black",
                             capsize=4, linewidth=1)
                 for x, t in zip(xs, typ):
@@ -319,15 +533,38 @@ def plot(png, setups_rows, meta):
                                 xytext=(0, -12), ha="center", fontsize=7, color="white")
         ax.set_xticks(range(len(cats)), [f"{op} {s}" for op, s in cats])
         ax.set_yscale("log")
-        ax.set_ylabel("µs (bar: typical, whisker: p99)")
-        ax.set_title(f"latency — {SETUP_TITLE.get(setup, setup)}", fontsize=10)
+        ax.set_ylabel("µs (bar: p50, whisker: p99)")
+        ax.set_title(f"latency — {SHORT_TITLE.get(setup, setup)}", fontsize=10)
         ax.grid(True, axis="y", which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"rroce vs rdma_rxe (perftest), {meta.get('date', '')}, {meta.get('mode', '')} mode\n"
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    idle = "" if not machine_notes(meta) else ", machine NOT idle"
+    fig.suptitle(f"rroce vs rdma_rxe (perftest), {meta.get('date', '')}, {meta.get('mode', '')} mode{idle}\n"
                  "2-core TCG emulator (no KVM): absolute numbers are low, compare the ratios",
                  fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     fig.savefig(png, dpi=110)
+
+
+def report(logdir, meta):
+    """(setups_rows, failures, wall) of LOGDIR"""
+    duration = meta.get("perftest_duration_s", 3)
+    if any(os.path.isdir(os.path.join(logdir, s)) for s in SETUPS):
+        dirs = [(s, os.path.join(logdir, s)) for s in SETUPS]
+    else:
+        dirs = [("loopback", logdir)]
+    setups_rows, failures, wall = [], [], {}
+    for s, d in dirs:
+        n = meta.get("rounds", {}).get(s, meta.get("repeats"))
+        if s in meta.get("setups", []) and not os.path.isdir(d):
+            failures.append({"setup": s, "driver": "-", "test": "-", "round": "-",
+                             "why": "no results at all", "metrics": []})
+        runs, fails, w = load(s, d, duration, n)
+        setups_rows.append((s, rows_of(s, runs, fails)))
+        failures += fails
+        if w:
+            wall[s] = {k: round(statistics.median(v), 1) for k, v in sorted(w.items())}
+    return setups_rows, failures, wall
 
 
 def main():
@@ -341,21 +578,19 @@ def main():
     mp = os.path.join(a.logdir, "meta.json")
     if os.path.exists(mp):
         meta = json.load(open(mp))
-    duration = meta.get("perftest_duration_s", 3)
-    if os.path.isdir(os.path.join(a.logdir, "loopback")) or os.path.isdir(os.path.join(a.logdir, "pair")):
-        dirs = [(s, os.path.join(a.logdir, s)) for s in ("loopback", "pair")]
-    else:
-        dirs = [("loopback", a.logdir)]
-    setups_rows = [(s, rows_of(s, load(d, duration))) for s, d in dirs]
+    setups_rows, failures, wall = report(a.logdir, meta)
     all_tables = [(s, tables(s, rows, meta)) for s, rows in setups_rows if rows]
-    print_terminal(all_tables, meta)
+    print_terminal(all_tables, meta, failures)
     rows = [r for _, rs in setups_rows for r in rs]
     rows.append({"metric": "meta", "rroce": None, "rxe": None, "n": {}, "rroce_advantage": None,
-                 "meta": meta})
+                 "meta": meta, "failures": failures, "failure_count": len(failures),
+                 "machine_idle": not machine_notes(meta), "machine_notes": machine_notes(meta),
+                 "cpu": CPU_TITLE + " moved: system+softirq+irq time of the guest(s) around each run",
+                 "wall_s_median": wall})
     json.dump(rows, open(a.out_json, "w"), indent=1)
     print(f"\nwrote {a.out_json}")
     if a.markdown:
-        open(a.markdown, "w").write(markdown(all_tables, meta))
+        open(a.markdown, "w").write(markdown(all_tables, meta, failures))
         print(f"wrote {a.markdown}")
     if a.png:
         plot(a.png, setups_rows, meta)

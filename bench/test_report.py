@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Host-side self test of bench/report.py on made-up logs (no VM needed):
+
+    python3 bench/test_report.py        (or python3 -m pytest bench/test_report.py)
+
+A rate of 0.00 is a failure, listed, and not in the median; SEND's bytes come
+from perftest's counts (#iterations x #bytes), not MB/s x -D; a missing log
+is a failure; CPU is the system+softirq+irq field of the .cpu files.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
+
+BW_HDR = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+LAT_HDR = (" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+           "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n")
+META = {"date": "2099-01-01", "mode": "full", "setups": ["pair", "loopback"], "repeats": 3,
+        "perftest_duration_s": 5, "perftest_margin_s": 1, "vcpus": {"loopback": 2, "pair": 1},
+        "seconds": {"total": 1}, "git": "test", "other_qemu_max": 0, "other_qemu_mean": 0,
+        "other_cpu_pct_max": 3.0, "other_cpu_pct_mean": 1.0,
+        "host_start": {"other_qemu": [], "other_cpu_pct": 2.0, "busy": []},
+        "host_end": {"other_qemu": [], "other_cpu_pct": 1.0, "busy": []}}
+
+
+def bw_log(cmd, size, iters, mbps, mpps):
+    return (f"# bench: {cmd}\n" + "-" * 87 + "\n                    RDMA_Write BW Test\n"
+            " local address: LID 0000 QPN 0x0011 PSN 0x8e2a5c RKey 0x000201 VAddr 0x007f1b2c4d5000\n"
+            + BW_HDR + f" {size:<7}    {iters:<10}       0.00               {mbps:<7.2f}\t\t   {mpps:<7.6f}\n"
+            + "-" * 87 + "\n")
+
+
+def lat_log(cmd, typ, p99):
+    return (f"# bench: {cmd}\n" + LAT_HDR +
+            f" 8       300          800.10        9000.00      {typ}  \t       900.00     \t50.00"
+            f"\t\t{p99} \t\t9000.00\n")
+
+
+def write(d, name, text):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "w") as f:
+        f.write(text)
+
+
+def cpu(kern, user, wall=6.0, side="client"):
+    return f"{kern:.3f} {user:.3f} {wall:.3f} 1 {side}\n"
+
+
+def fixture(top):
+    """pair/ and loopback/ logs of 3 rounds, with the failures the tests look for"""
+    pair = os.path.join(top, "pair")
+    wcmd = "ib_write_bw -d rroce0 -x 3 -p 19001 -F -s 65536 -D 5 --margin 1 10.79.0.1"
+    for drv in report.DRIVERS:
+        for rnd in (1, 2, 3):
+            # write_bw_64K: rroce round 2 reports 0.00 MB/s (a failure)
+            mbps = {"rroce": [10.0, 0.0, 30.0], "rxe": [5.0, 6.0, 7.0]}[drv][rnd - 1]
+            write(pair, f"{drv}.write_bw_64K.{rnd}.log", bw_log(wcmd, 65536, int(mbps * 16 * 3), mbps, mbps / 16))
+            write(pair, f"{drv}.write_bw_64K.{rnd}.cpu", cpu(1.0, 5.0))
+            write(pair, f"{drv}.write_bw_64K.{rnd}.srv.cpu", cpu(0.5, 0.1, side="server"))
+            # send_bw_64K: 192 x 64 KiB = 12 MiB whatever the rate says
+            scmd = "ib_send_bw -d rroce0 -x 3 -p 19002 -F -s 65536 -n 192 10.79.0.1"
+            write(pair, f"{drv}.send_bw_64K.{rnd}.log", bw_log(scmd, 65536, 192, 0.0, 0.0))
+            write(pair, f"{drv}.send_bw_64K.{rnd}.srv.log", bw_log(scmd, 65536, 192, 4.0, 0.000064))
+            write(pair, f"{drv}.send_bw_64K.{rnd}.cpu", cpu(1.5, 3.0))
+            write(pair, f"{drv}.send_bw_64K.{rnd}.srv.cpu", cpu(0.5, 3.0, side="server"))
+            # write_bw_2B: 0.00 MB/s printed, but 0.0016 Mpps: a rate, not a failure
+            cmd2 = "ib_write_bw -d rroce0 -x 3 -p 19003 -F -s 2 -D 5 --margin 1 10.79.0.1"
+            write(pair, f"{drv}.write_bw_2B.{rnd}.log", bw_log(cmd2, 2, 4800, 0.0, 0.0016))
+            write(pair, f"{drv}.write_bw_2B.{rnd}.cpu", cpu(0.2, 5.0))
+            write(pair, f"{drv}.write_bw_2B.{rnd}.srv.cpu", cpu(0.1, 0.1, side="server"))
+            # write_lat_8B: rxe round 3 has an infinite median; round 1 of rroce is missing
+            if (drv, rnd) != ("rroce", 1):
+                typ = "inf" if (drv, rnd) == ("rxe", 3) else f"{100.0 * rnd:.2f}"
+                write(pair, f"{drv}.write_lat_8B.{rnd}.log",
+                      lat_log("ib_write_lat -d rroce0 -s 8 -n 300 10.79.0.1", typ, "5000.00"))
+                write(pair, f"{drv}.write_lat_8B.{rnd}.cpu", cpu(0.3, 2.0))
+    for rnd in (1, 2, 3):
+        j = {"start": {"test_start": {"duration": 3, "omit": 1}},
+             "end": {"sum_received": {"bytes": 30 << 20, "seconds": 3.0, "bits_per_second": (10 << 20) * 8}}}
+        write(pair, f"tcp.tcp_bw_64K.{rnd}.log", "# bench: iperf3 -c 10.79.0.1 -l 65536 -J\n" + json.dumps(j))
+        write(pair, f"tcp.tcp_bw_64K.{rnd}.cpu", cpu(2.0, 0.5))
+        write(pair, f"tcp.tcp_bw_64K.{rnd}.srv.cpu", cpu(2.0, 0.5, side="server"))
+    loop = os.path.join(top, "loopback")
+    for drv in report.DRIVERS:
+        for rnd in (1, 2, 3):
+            write(loop, f"{drv}.read_bw_64K.{rnd}.log",
+                  bw_log("ib_read_bw -s 65536 -D 5 --margin 1", 65536, 900, 20.0 + rnd, 0.0003))
+            write(loop, f"{drv}.read_bw_64K.{rnd}.cpu", cpu(2.0, 9.0, side="both"))
+    write(top, "meta.json", json.dumps(META))
+
+
+def build():
+    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    fixture(top)
+    setups_rows, failures, wall = report.report(top, json.load(open(os.path.join(top, "meta.json"))))
+    rows = {r["metric"]: r for _, rs in setups_rows for r in rs}
+    return top, rows, failures
+
+
+def test_zero_is_a_failure_not_a_sample():
+    _, rows, failures = build()
+    r = rows["pair:write_bw_64K_MBps"]
+    assert r["values"]["rroce"] == [10.0, 30.0], r["values"]
+    assert r["rroce"] == 20.0 and r["n"]["rroce"] == 2
+    assert r["min"]["rroce"] == 10.0 and r["max"]["rroce"] == 30.0
+    assert r["failed"]["rroce"] == [2]
+    assert r["rxe"] == 6.0 and r["n"]["rxe"] == 3 and "rxe" not in r["failed"]
+    assert [f for f in failures if (f["driver"], f["test"], f["round"]) == ("rroce", "write_bw_64K", 2)]
+    # nor in the CPU figures of that run
+    assert rows["pair:write_bw_64K_cpu_s_per_GiB"]["n"]["rroce"] == 2
+
+
+def test_send_bytes_from_counts():
+    _, rows, _ = build()
+    gib = 192 * 65536 / float(1 << 30)  # not 4 MB/s x 5 s
+    r = rows["pair:send_bw_64K_cpu_s_per_GiB"]
+    assert abs(r["rroce"] - (1.5 + 0.5) / gib) < 1e-6, r["rroce"]
+    assert abs(rows["pair:send_bw_64K_cpu_client_s_per_GiB"]["rxe"] - 1.5 / gib) < 1e-6
+    assert abs(rows["pair:send_bw_64K_cpu_server_s_per_GiB"]["rxe"] - 0.5 / gib) < 1e-6
+    # the rate is the receiver's (the client's 0.00 is not used)
+    assert rows["pair:send_bw_64K_MBps"]["rroce"] == 4.0
+
+
+def test_duration_bytes_and_kernel_cpu():
+    _, rows, _ = build()
+    # -D 5: rate x 5 s; CPU is the first field (system+softirq+irq), not user time
+    gib = 30.0 * 5 / 1024
+    assert abs(rows["pair:write_bw_64K_cpu_s_per_GiB"]["values"]["rroce"][1] - 1.5 / gib) < 1e-6
+    assert abs(rows["read_bw_64K_cpu_s_per_GiB"]["rroce"] - 2.0 / (22.0 * 5 / 1024)) < 1e-6
+
+
+def test_small_message_rate_from_mpps():
+    _, rows, failures = build()
+    r = rows["pair:write_bw_2B_MBps"]
+    assert r["n"] == {"rroce": 3, "rxe": 3}
+    assert abs(r["rroce"] - 0.0016 * 1e6 * 2 / (1 << 20)) < 1e-9
+    assert not [f for f in failures if f["test"] == "write_bw_2B"]
+
+
+def test_missing_and_infinite_are_failures():
+    _, rows, failures = build()
+    why = {(f["driver"], f["test"], f["round"]): f["why"] for f in failures}
+    assert why[("rroce", "write_lat_8B", 1)].startswith("missing")
+    assert ("rxe", "write_lat_8B", 3) in why
+    r = rows["pair:write_lat_8B_us_typ"]
+    assert r["values"]["rroce"] == [200.0, 300.0] and r["values"]["rxe"] == [100.0, 200.0]
+    assert r["failed"] == {"rroce": [1], "rxe": [3]}
+    assert len(failures) == 3, failures
+
+
+def test_tcp_bytes_and_machine_flag():
+    _, rows, _ = build()
+    # iperf3: 30 MiB in 3 s measured, -O 1: 40 MiB in the whole run
+    r = rows["pair:bw_64K_cpu_s_per_GiB"]
+    assert abs(r["tcp"] - 4.0 / (40 / 1024)) < 1e-6
+    assert rows["pair:write_bw_64K_MBps"]["tcp"] == 10.0
+    assert report.machine_notes(META) == []
+    busy = dict(META, other_qemu_max=2, host_start={"other_qemu": ["123 qemu-system-x86_64 -m 2G"]})
+    notes = report.machine_notes(busy)
+    assert len(notes) == 2 and "other QEMU" in notes[0], notes
+
+
+def test_end_to_end():
+    top, _, _ = build()
+    out = os.path.join(top, "out.json")
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run([sys.executable, os.path.join(here, "report.py"), top, out,
+                        "--markdown", os.path.join(top, "out.md")],
+                       capture_output=True, text=True, check=True)
+    text = p.stdout
+    assert text.index("two VMs") < text.index("UNEQUAL"), text  # the headline first
+    assert "machine idle" in text and "failures: 3" in text
+    assert "pair: rroce write_bw_64K round 2: rate 0" in text, text
+    assert report.CPU_TITLE in text
+    rows = json.load(open(out))
+    assert rows[-1]["metric"] == "meta" and rows[-1]["failure_count"] == 3
+    assert rows[-1]["machine_idle"] is True
+    med = [r for r in rows if r["metric"] == "pair:write_bw_64K_MBps"][0]
+    assert med["rroce"] == statistics.median([10.0, 30.0])
+
+
+if __name__ == "__main__":
+    for k, f in sorted(globals().items()):
+        if k.startswith("test_") and callable(f):
+            f()
+            print(f"ok {k}")

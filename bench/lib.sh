@@ -2,16 +2,18 @@
 # bench/pair.sh, after selftests/lib.sh).
 # shellcheck shell=bash
 #
-# What is measured (BENCH_SUITE; BENCH_SETUP is loopback or pair):
-#   full   ib_{write,read,send}_bw at 64 B, 4 KiB, 64 KiB, 1 MiB (-D; SEND
-#          a fixed count, see bw_cmd; the 64 B runs give the message rate);
-#          ib_{write,send,read}_lat at 8 B and 4 KiB (-n BENCH_LAT_ITERS:
-#          t_typical = p50, and p99); iperf3 TCP with -l of the same four
-#          sizes (BENCH_TCP=1).  The two-VM setup (the headline) also:
-#          ib_write_bw over sizes 2 B ... 8 MiB (with the four above: 2 B,
-#          then powers of 4 from 16 B to 4 MiB, then 8 MiB), 64 B with a
-#          post list of 16 (-l 16) and with 4 QPs (-q 4), bidirectional
-#          64 KiB (-b).
+# What is measured (BENCH_SUITE; BENCH_SETUP is pair or loopback):
+#   full, pair (the headline; the full run's time goes here)
+#          ib_write_bw over 2 B ... 8 MiB (2 B, powers of 4 from 16 B to
+#          4 MiB, 8 MiB); ib_read_bw and ib_send_bw at 64 B, 64 KiB, 1 MiB;
+#          (-D, or a fixed count: see bw_cmd; the 64 B runs give the
+#          message rate); ib_write_bw 64 B with a post list of 16 (-l 16)
+#          and with 4 QPs (-q 4); bidirectional ib_write_bw 64 KiB (-b);
+#          ib_{write,send,read}_lat 8 B (-n BENCH_LAT_ITERS: p50 =
+#          t_typical, and p99); iperf3 TCP -l 64 KiB and 1 MiB (BENCH_TCP=1).
+#   full, loopback (unequal, see bench/in-vm.sh: a few metrics only)
+#          write/read/send_bw 64 KiB, write_bw 64 B, write/send/read_lat
+#          8 B; iperf3 -l 64 KiB.
 #   quick  write/read/send_bw 64 KiB, write_bw 64 B, write_lat 8 B.
 # Every run leaves in $BENCH_OUT: DRV.NAME.ROUND.log (the client's output,
 # what bench/report.py parses; its first line "# bench: CMD" is the
@@ -36,32 +38,31 @@ tcp_tests() { _tcp_tests | _only; }
 _only() { if [ -n "${BENCH_ONLY:-}" ]; then grep -E "^($BENCH_ONLY) "; else cat; fi; }
 _bench_tests() {
 	local op s
-	if [ "$BENCH_SUITE" = quick ]; then
+	if [ "$BENCH_SUITE" = quick ] || [ "${BENCH_SETUP:-}" != pair ]; then
 		for op in write read send; do
 			echo "${op}_bw_64K $(bw_cmd "$op" 65536)"
 		done
 		echo "write_bw_64B $(bw_cmd write 64)"
-		echo "write_lat_8B ib_write_lat -s 8 -n $BENCH_LAT_ITERS"
-		return
+		for op in write send read; do
+			echo "${op}_lat_8B ib_${op}_lat -s 8 -n $BENCH_LAT_ITERS"
+			[ "$BENCH_SUITE" = quick ] && break
+		done
+		return 0
 	fi
-	for op in write read send; do
-		for s in 64 4096 65536 1048576; do
+	for s in 2 16 64 256 1024 4096 16384 65536 262144 1048576 4194304 8388608; do
+		echo "write_bw_$(size_label "$s") $(bw_cmd write "$s")"
+	done
+	for op in read send; do
+		for s in 64 65536 1048576; do
 			echo "${op}_bw_$(size_label "$s") $(bw_cmd "$op" "$s")"
 		done
-	done
-	for op in write send read; do
-		for s in 8 4096; do
-			echo "${op}_lat_$(size_label "$s") ib_${op}_lat -s $s -n $BENCH_LAT_ITERS"
-		done
-	done
-	[ "${BENCH_SETUP:-}" = pair ] || return 0
-	# the rest of the write sweep, 2 B ... 8 MiB
-	for s in 2 16 256 1024 16384 262144 4194304 8388608; do
-		echo "write_bw_$(size_label "$s") $(bw_cmd write "$s")"
 	done
 	echo "write_bw_64B_l16 $(bw_cmd write 64) -l 16"
 	echo "write_bw_64B_q4 $(bw_cmd write 64) -q 4"
 	echo "write_bw_64K_bidir $(bw_cmd write 65536) -b"
+	for op in write send read; do
+		echo "${op}_lat_8B ib_${op}_lat -s 8 -n $BENCH_LAT_ITERS"
+	done
 }
 
 # bw_cmd OP SIZE: the perftest command line of a bandwidth run.  WRITE and
@@ -89,7 +90,10 @@ _tcp_tests() {
 	local s
 	[ "$BENCH_SUITE" = quick ] && return
 	[ "${BENCH_TCP:-1}" = 1 ] || return
-	for s in 64 4096 65536 1048576; do echo "tcp_bw_$(size_label "$s") $s"; done
+	for s in 65536 1048576; do
+		[ "${BENCH_SETUP:-}" = pair ] || [ "$s" = 65536 ] || continue
+		echo "tcp_bw_$(size_label "$s") $s"
+	done
 }
 
 size_label() {

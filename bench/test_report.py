@@ -65,8 +65,8 @@ def fixture(top):
             write(pair, f"{drv}.write_bw_64K.{rnd}.srv.cpu", cpu(0.5, 0.1, side="server"))
             # send_bw_64K: 192 x 64 KiB = 12 MiB whatever the rate says
             scmd = "ib_send_bw -d rroce0 -x 3 -p 19002 -F -s 65536 -n 192 10.79.0.1"
-            write(pair, f"{drv}.send_bw_64K.{rnd}.log", bw_log(scmd, 65536, 192, 0.0, 0.0))
-            write(pair, f"{drv}.send_bw_64K.{rnd}.srv.log", bw_log(scmd, 65536, 192, 4.0, 0.000064))
+            write(pair, f"{drv}.send_bw_64K.{rnd}.log", bw_log(scmd, 65536, 192, 4.0, 0.000064))
+            write(pair, f"{drv}.send_bw_64K.{rnd}.srv.log", bw_log(scmd, 65536, 192, 0.0, 0.0))
             write(pair, f"{drv}.send_bw_64K.{rnd}.cpu", cpu(1.5, 3.0))
             write(pair, f"{drv}.send_bw_64K.{rnd}.srv.cpu", cpu(0.5, 3.0, side="server"))
             # write_bw_2B: 0.00 MB/s printed, but 0.0016 Mpps: a rate, not a failure
@@ -123,7 +123,7 @@ def test_send_bytes_from_counts():
     assert abs(r["rroce"] - (1.5 + 0.5) / gib) < 1e-6, r["rroce"]
     assert abs(rows["pair:send_bw_64K_cpu_client_s_per_GiB"]["rxe"] - 1.5 / gib) < 1e-6
     assert abs(rows["pair:send_bw_64K_cpu_server_s_per_GiB"]["rxe"] - 0.5 / gib) < 1e-6
-    # the rate is the receiver's (the client's 0.00 is not used)
+    # the rate is the sender's (the client's; the receiver's 0.00 is not used)
     assert rows["pair:send_bw_64K_MBps"]["rroce"] == 4.0
 
 
@@ -176,6 +176,7 @@ def test_end_to_end():
     text = p.stdout
     assert text.index("two VMs") < text.index("UNEQUAL"), text  # the headline first
     assert "machine idle" in text and "failures: 3" in text
+    assert "pair: rroce write_bw_64K round 2: rate 0 though 0 iterations" not in text
     assert "pair: rroce write_bw_64K round 2: rate 0" in text, text
     assert report.CPU_TITLE in text
     rows = json.load(open(out))

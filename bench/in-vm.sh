@@ -3,7 +3,8 @@
 # same netdev, interleaved, BENCH_REPEATS times; then (full suite) iperf3
 # over the same address.  Saves every client log as $1/DRV.NAME.ROUND.log
 # and the CPU time around each run as $1/DRV.NAME.ROUND.cpu (bench/lib.sh
-# has the list of tests; bench/report.py reads the files).
+# has the list of tests; bench/report.py reads the files).  A perftest log
+# starts with "# bench: CMD" and ends with "# exit: STATUS".
 #
 # Topology per driver: loopback on one device on rr0 (rroce0, or rxe0 after
 # rroce0 is deleted, since both want UDP 4791 in init_net), server and
@@ -23,7 +24,7 @@ port=19000
 
 # run DRIVER NAME TOOL ARGS...: one server/client pair on $DEV, on $IP0
 run() {
-	local drv=$1 name=$2 tool=$3 idx=$GIDX spid
+	local drv=$1 name=$2 tool=$3 idx=$GIDX spid crc src
 	shift 3
 	stamp "$drv $name"
 	port=$((port + 1))
@@ -32,10 +33,12 @@ run() {
 	spid=$!
 	wait_for 20 bash -c "ss -Hltn 'sport = :$port' | grep -q ." || { echo "# $drv $name: server did not start" >&2; kill $spid; return; }
 	timeout "$BENCH_TMO" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@" "$IP0" >/tmp/bc.log 2>&1
+	crc=$?
 	wait $spid
+	src=$?
 	cpu_write "$out/$drv.$name.$round.cpu" both
-	{ echo "# bench: $tool $*"; cat /tmp/bc.log; } >"$out/$drv.$name.$round.log"
-	{ echo "# bench: $tool $*"; cat /tmp/bs.log; } >"$out/$drv.$name.$round.srv.log"
+	{ echo "# bench: $tool $*"; cat /tmp/bc.log; echo "# exit: $crc"; } >"$out/$drv.$name.$round.log"
+	{ echo "# bench: $tool $*"; cat /tmp/bs.log; echo "# exit: $src"; } >"$out/$drv.$name.$round.srv.log"
 	is_result /tmp/bc.log || { echo "# $drv $name: no result" >&2; tail -3 /tmp/bc.log >&2; }
 }
 

@@ -70,8 +70,8 @@ _bench_tests() {
 # duration mode now and then (perftest 4.5, seen with rxe and rroce), so
 # SEND runs a fixed count, and so do messages of 4 MiB and more (at a few
 # MB/s only a message or two complete in the -D window): 12 MiB, at least
-# 2 and at most 5000 messages, a few seconds at the two-VM speed under
-# TCG.  bench/report.py takes the bytes moved from perftest's counts
+# 5 (perftest's least) and at most 5000 messages, a few seconds at the
+# two-VM speed under TCG (5 x 8 MiB: ten).  bench/report.py takes the bytes moved from perftest's counts
 # (#iterations x #bytes for a count, its rate x -D for a duration).
 bw_cmd() {
 	local op=$1 s=$2 n
@@ -81,7 +81,7 @@ bw_cmd() {
 	fi
 	n=$((12582912 / s))
 	[ "$n" -gt 5000 ] && n=5000
-	[ "$n" -lt 2 ] && n=2
+	[ "$n" -lt 5 ] && n=5  # perftest's least -n
 	echo "ib_${op}_bw -s $s -n $n"
 }
 

@@ -34,15 +34,15 @@ not_yet='t connect|unable to init the socket|connection refused|unable to connec
 
 # client FILE CMD...: run CMD (a client) until it gets past connecting, at
 # most BENCH_TMO+60 s (the server gives up on a run after BENCH_TMO); CPU
-# time around the last attempt.  FILE starts with "# bench: CMD".
+# time around the last attempt.  FILE starts with "# bench: CMD" and ends
+# with "# exit: STATUS".
 client() {
 	local f=$1 end=$((SECONDS + BENCH_TMO + 60)) rc t0
 	shift
 	while :; do
 		cpu_mark
 		t0=$SECONDS
-		{ echo "# bench: $*"; timeout "$BENCH_TMO" "$@"; } >"$f" 2>&1
-		rc=$?
+		{ echo "# bench: $*"; timeout "$BENCH_TMO" "$@"; rc=$?; echo "# exit: $rc"; } >"$f" 2>&1
 		is_result "$f" && return $rc
 		# a quick refusal: the server is not listening yet (iperf3 -J
 		# exits 0 then)
@@ -74,8 +74,11 @@ one() {
 		idx=$GIDX
 		if [ "$role" = a ]; then
 			cpu_mark
-			{ echo "# bench: $tool $*"; timeout "$BENCH_TMO" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@"; } \
-				>"$base.srv.log" 2>&1
+			{
+				echo "# bench: $tool $*"
+				timeout "$BENCH_TMO" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@"
+				echo "# exit: $?"
+			} >"$base.srv.log" 2>&1
 			cpu_write "$base.srv.cpu" server
 		else
 			client "$base.log" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@" "$peer"

@@ -79,6 +79,15 @@ def header(path):
     return first.split()[2:] if first.startswith("# bench:") else None
 
 
+def exit_status(path):
+    """STATUS of the "# exit: STATUS" line a log ends with (124: timeout)"""
+    try:
+        last = [l for l in open(path, errors="replace") if l.startswith("# exit:")]
+        return int(last[-1].split()[2]) if last else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def parse_perftest(path):
     """{'size','iters','MBps','Mpps'} of a bw log, {'us_typ','us_p99'} of a lat one"""
     for line in open(path, errors="replace"):
@@ -103,7 +112,7 @@ def parse_perftest(path):
 def parse_iperf3(path):
     """{'MBps', 'bytes'}: bytes moved in the whole run (-O seconds too)"""
     try:
-        text = "".join(l for l in open(path, errors="replace") if not l.startswith("# bench:"))
+        text = "".join(l for l in open(path, errors="replace") if not l.startswith("# "))
         j = json.loads(text)
         s = j["end"]["sum_received"]
         t = j["start"]["test_start"]
@@ -180,7 +189,8 @@ def load(setup, setup_dir, duration, rounds=None):
             failures.append({"setup": setup, "driver": drv, "test": name, "round": rnd,
                              "why": why, "metrics": metrics})
         if not r:
-            fail("no result", [])
+            rc = exit_status(path)
+            fail("no result" + ("" if rc is None else f" (exit {rc})"), [])
             continue
         good = {k: v for k, v in r.items() if k not in ("size", "iters", "bytes") and not bad(v)}
         if not good:
@@ -345,10 +355,14 @@ def tables(setup, rows, meta):
     sweep = sorted((size_bytes(n[9:-5]), n[9:-5]) for n in by
                    if n.startswith("write_bw_") and n.endswith("_MBps") and size_bytes(n[9:-5]))
     if any(s not in BW_SIZES for _, s in sweep):
-        t = [[f"ib_write_bw {s}", cell(g(f"write_bw_{s}_MBps"), "rroce"), cell(g(f"write_bw_{s}_MBps"), "rxe"),
-              ratio_s(g(f"write_bw_{s}_MBps"))] for _, s in sweep]
-        out.append(("ib_write_bw vs message size, MiB/s (higher is better)",
-                    ["metric", "rroce", "rxe", "rroce/rxe"], t, None))
+        t = []
+        for _, s in sweep:
+            bw, cpu = g(f"write_bw_{s}_MBps"), g(f"write_bw_{s}_cpu_s_per_GiB")
+            t.append([f"ib_write_bw {s}", cell(bw, "rroce"), cell(bw, "rxe"), ratio_s(bw),
+                      fmt(cpu and cpu["rroce"]), fmt(cpu and cpu["rxe"]), ratio_s(cpu)])
+        out.append(("ib_write_bw vs message size, MiB/s (higher is better), and its CPU cost (medians)",
+                    ["metric", "rroce", "rxe", "rroce/rxe", "CPU rroce", "CPU rxe", "rroce/rxe"], t,
+                    f"{CPU_TITLE}, {CPU_SIDES.get(setup)}"))
     t = []
     for label, n in [("ib_write_bw 64B", "write_bw_64B"), ("ib_write_bw 64B -l 16", "write_bw_64B_l16"),
                      ("ib_write_bw 64B -q 4", "write_bw_64B_q4"), ("ib_read_bw 64B", "read_bw_64B"),
@@ -436,7 +450,8 @@ def summary_lines(meta, failures):
     m = meta.get("mode")
     if m:
         lines.append(f"rroce vs rdma_rxe, {meta.get('date', '')}, {m} mode, git {meta.get('git', '?')}, "
-                     f"{meta.get('seconds', {}).get('total', '?')} s")
+                     f"{meta.get('seconds', {}).get('total', '?')} s"
+                     + (f", only the tests matching {meta['only']}" if meta.get("only") else ""))
     notes = machine_notes(meta)
     lines.append("machine NOT IDLE: " + "; ".join(notes) if notes else
                  "machine idle (no other QEMU, no other load seen)")

@@ -14,14 +14,17 @@
 #             shortcut skips the IP stack and the ICRC, rdma_rxe does both.
 # In both, rroce and rdma_rxe are interleaved: every round runs all tests on
 # one, then on the other (which goes first alternates).
-# Full mode (default): both setups, BENCH_REPEATS=5 rounds, all metrics of
-# bench/lib.sh (the two-VM setup also the write sweep 2 B ... 8 MiB, post
-# list 16, 4 QPs, bidirectional).  Takes about 70 minutes on the 2-core
-# TCG host (estimated from the per-run wall times of a QUICK run; see
-# the "seconds" of meta.json for what a run really took).
+# Full mode (default): both setups, the two-VM one first, BENCH_REPEATS=5
+# rounds; the two-VM setup runs all metrics of bench/lib.sh (write sweep
+# 2 B ... 8 MiB, post list 16, 4 QPs, bidirectional, latency p50/p99),
+# the loopback one a few.  Time: about 70 minutes on the 2-core TCG host
+# (an estimate from the runs of 2026-12-01, both with other VMs on the
+# host: two VMs, -D 5, ~10.5 s per perftest run, 5 x 48 runs + iperf3 +
+# driver switches ~46 min; loopback ~15 s per run, 5 x 14 runs ~19 min;
+# ~3 min of VM boots).  The "seconds" of meta.json say what it took.
 # --quick (or QUICK=1): loopback only, 3 rounds of write/read/send_bw
 # 64 KiB, write_bw 64 B (message rate) and write_lat 8 B, shorter runs
-# (-D 3); --setups pair for the two-VM setup instead.
+# (-D 3); with --setups pair the same on two VMs (about 10 minutes).
 # BENCH_ONLY=REGEX runs only the tests whose names match (e.g. 'write_bw_.*').
 # The host is looked at (bench/host_state.py) at the start, every half
 # minute and at the end: other QEMU processes or CPU load not ours make the
@@ -113,7 +116,7 @@ json.dump({
     "vcpus": {"loopback": $cpus_loop, "pair": $cpus_pair}, "pair_pinned": ${BENCH_PIN:-0} == 1,
     "seconds": {$(for s in $setups; do printf '"%s": %s, ' "$s" "${took[$s]}"; done) "total": $(($(date +%s) - t_start))},
     "host_cpus": $(nproc), "host": "$(uname -r)",
-    "git": "$git_rev",
+    "git": "$git_rev", "only": "${BENCH_ONLY:-}",
     "other_qemu_max": max(o) if o else 0,
     "other_qemu_mean": round(sum(o) / len(o), 2) if o else 0,
     "other_cpu_pct_max": max(c) if c else 0,

@@ -166,6 +166,17 @@ def test_tcp_bytes_and_machine_flag():
     assert len(notes) == 2 and "other QEMU" in notes[0], notes
 
 
+def test_exit_status_in_failure():
+    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    d = os.path.join(top, "pair")
+    write(d, "rroce.send_bw_64K.1.log", "# bench: ib_send_bw -s 65536 -n 192\n" + BW_HDR + "# exit: 124\n")
+    write(d, "rroce.send_bw_64K.1.cpu", cpu(1.0, 1.0))
+    runs, failures, _ = report.load("pair", d, 5, 1)
+    why = {(f["driver"], f["round"]): f["why"] for f in failures}
+    assert why == {("rroce", 1): "no result (exit 124)", ("rxe", 1): "missing (no log)"}, why
+    assert not runs
+
+
 def test_end_to_end():
     top, _, _ = build()
     out = os.path.join(top, "out.json")

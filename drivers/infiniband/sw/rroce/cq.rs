@@ -35,7 +35,7 @@ use kernel::prelude::*;
 
 use crate::device::RroceDev;
 use crate::glue;
-use crate::lock::{new_spinlock_bh, SpinLockBh};
+use crate::lock::{new_spinlock_irq, SpinLockIrq};
 use crate::proto::abi::{CreateCqCmd, CreateCqResp, ResizeCqCmd, ResizeCqResp};
 use crate::proto::ring::{Consumer, Producer, RingError, RingLayout};
 use crate::proto::wqe::{self, Cqe, CQE_BYTES};
@@ -69,10 +69,13 @@ struct CqState {
     prod: Producer,
     /// The consumer side of a kernel CQ ([`poll_cq`]).
     cons: Option<Consumer>,
+    /// The CQ overflowed: it is in the error state and takes no more
+    /// entries (`IB_EVENT_CQ_ERR` was raised once).
+    overflowed: bool,
 }
 
 struct CqPriv {
-    state: Pin<KBox<SpinLockBh<CqState>>>,
+    state: Pin<KBox<SpinLockIrq<CqState>>>,
     /// `IB_CQ_SOLICITED`/`IB_CQ_NEXT_COMP` armed by `req_notify_cq`.
     armed: AtomicU32,
 }
@@ -101,7 +104,7 @@ fn create(cq: &mut RroceCq, attr: &bindings::ib_cq_init_attr, udata: *mut bindin
     let (mem, offset) = unsafe { RingMem::new(uctx, buf)? };
     // From here on dropping `mem` gives the entry back.
     let prod = Producer::new(layout, RING_START);
-    let state = KBox::pin_init(new_spinlock_bh!(CqState { mem, prod, cons }, "rroce_cq"), GFP_KERNEL)?;
+    let state = KBox::pin_init(new_spinlock_irq!(CqState { mem, prod, cons, overflowed: false }, "rroce_cq"), GFP_KERNEL_ACCOUNT)?;
     if !udata.is_null() {
         let resp = CreateCqResp {
             mmap_offset: offset,
@@ -217,8 +220,9 @@ pub(crate) unsafe extern "C" fn resize_cq(
 /// What [`push`] did.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pushed {
-    /// The CQ overflowed: the entry is lost (the owner got
-    /// `IB_EVENT_CQ_ERR`).
+    /// The CQ overflowed (now or earlier): the entry is lost, the CQ is in
+    /// the error state (its owner got one `IB_EVENT_CQ_ERR`) and the QP
+    /// must enter the error state.
     Lost,
     /// Stored; the CQ was not armed for it.
     Stored,
@@ -237,12 +241,23 @@ pub(crate) unsafe fn push(cq: *mut bindings::ib_cq, cqe: &Cqe, solicited: bool) 
     // SAFETY: per the requirements `cq` is a created CQ of ours.  Only
     // `p` is borrowed: `resize_cq` may write `ib.cqe` meanwhile.
     let p = unsafe { (*cq.cast::<RroceCq>()).p.assume_init_ref() };
-    let ok = {
+    // `Err(first)`: lost, and whether this is the overflow itself.
+    let r = {
         let mut guard = p.state.lock();
         let st = &mut *guard;
-        st.prod.push(st.mem.buf(), &cqe.to_bytes()).is_ok()
+        if st.overflowed {
+            Err(false)
+        } else if st.prod.push(st.mem.buf(), &cqe.to_bytes()).is_ok() {
+            Ok(())
+        } else {
+            st.overflowed = true;
+            Err(true)
+        }
     };
-    if !ok {
+    if let Err(first) = r {
+        if !first {
+            return Pushed::Lost;
+        }
         // SAFETY: `cq` is live; ib_core set these fields at creation.
         let (handler, device, context) = unsafe { ((*cq).event_handler, (*cq).device, (*cq).cq_context) };
         if let Some(h) = handler {
@@ -262,13 +277,13 @@ pub(crate) unsafe fn push(cq: *mut bindings::ib_cq, cqe: &Cqe, solicited: bool) 
     } else {
         bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
     };
-    // Disarm exactly once per event.
-    let armed = p.armed.fetch_and(!bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK, Ordering::AcqRel);
-    if armed & want != 0 {
+    // Disarm exactly once per event, in one atomic transition: an arming
+    // this entry does not match stays untouched (clearing it and putting
+    // it back would hide it from a concurrent push of another QP).
+    let disarmed = p.armed.fetch_update(Ordering::AcqRel, Ordering::Acquire, |armed| (armed & want != 0).then_some(0));
+    if disarmed.is_ok() {
         Pushed::Notify
     } else {
-        // Not for us: put the arming back.
-        p.armed.fetch_or(armed, Ordering::AcqRel);
         Pushed::Stored
     }
 }

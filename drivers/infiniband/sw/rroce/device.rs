@@ -47,8 +47,6 @@ pub(crate) struct DevPriv {
     pub(crate) attrs: bindings::ib_device_attr,
     /// Memory region keys (the index part).
     pub(crate) keys: IdTable,
-    /// Generation byte of the next memory region key.
-    pub(crate) key_gen: AtomicU32,
     /// Queue pair numbers.
     pub(crate) qpns: IdTable,
     /// Shared receive queue numbers.
@@ -304,6 +302,9 @@ impl PinnedDrop for Registration {
             unsafe { bindings::unregister_pernet_subsys(self.pernet.get()) };
         }
         GLOBAL.store(ptr::null_mut(), Ordering::Release);
+        // The devices are gone; what they freed through RCU must be freed
+        // before this module's code goes.
+        crate::ah::wait_for_frees();
     }
 }
 
@@ -359,7 +360,6 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 cqs: AtomicU32::new(0),
                 attrs: verbs::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
                 keys: IdTable::new(),
-                key_gen: AtomicU32::new(0),
                 qpns: IdTable::new(),
                 srqns: IdTable::new(),
                 ahs: IdTable::new(),

@@ -39,7 +39,7 @@ use crate::proto::wqe::{
     RECV_HDR_BYTES, SEND_SIGNALED,
 };
 use crate::proto::rc::{Outcome, ReqCounters, RespCounters};
-use crate::shm::SharedBuf;
+use crate::shm::{PrivVec, SharedBuf};
 use crate::stats::Counter;
 
 /// Responder resources (outstanding READ/atomic requests) per QP; also the
@@ -61,13 +61,19 @@ const PENDING_MAX: usize = 2 * MAX_RD_RES;
 /// Response packets sent per run from the receive path / the work item.
 const RESP_BUDGET_RX: u32 = 32;
 const RESP_BUDGET_WORK: u32 = 128;
+/// Ring entries (WQEs taken, flushed or sent) one pass handles under the
+/// QP lock with bottom halves off; the QP's work item does the rest in
+/// later passes.  User space controls the producer index and may keep
+/// moving it: without a budget one doorbell could keep a CPU in the kernel
+/// (and every RCU grace period waiting) for as long as it likes.
+const RING_BUDGET: u32 = 256;
 /// UC request packets sent per run: UC has no ACK clock, so a long burst
 /// is cut into runs of the work item (letting the receive side, e.g. a
 /// veth peer's backlog, drain in between) instead of overflowing queues.
 const UC_BURST: u32 = 64;
 
 /// The requester's WQE storage, one slot per SQ entry.
-pub(crate) struct KSlots(KVVec<Slot>);
+pub(crate) struct KSlots(PrivVec<Slot>);
 
 impl SlotStore for KSlots {
     fn slots(&self) -> &[Slot] {
@@ -120,6 +126,9 @@ pub(crate) struct Ctx<'a> {
     /// Affiliated asynchronous events due ([`EV_COMM_EST`]...), raised by
     /// [`Ctx::fire`] once the QP lock is dropped.
     pub(crate) events: core::cell::Cell<u8>,
+    /// A completion of this QP was lost: its CQ overflowed (and is in the
+    /// error state); [`Dp::after_cq_loss`] moves the QP to ERR.
+    pub(crate) cq_lost: core::cell::Cell<bool>,
 }
 
 /// [`Ctx::events`] bit: `IB_EVENT_COMM_EST` (first packet received in RTR).
@@ -177,8 +186,10 @@ impl Ctx<'_> {
     }
 
     fn pushed(&self, r: cq::Pushed, bit: u8) {
-        if r == cq::Pushed::Notify {
-            self.notify.set(self.notify.get() | bit);
+        match r {
+            cq::Pushed::Notify => self.notify.set(self.notify.get() | bit),
+            cq::Pushed::Lost => self.cq_lost.set(true),
+            cq::Pushed::Stored => {}
         }
     }
 
@@ -186,9 +197,16 @@ impl Ctx<'_> {
     /// loopback packets sent.  Call without the QP lock held.
     pub(crate) fn fire(&self) {
         let dev = self.dev;
-        dev.p.loopq.drain(|pkt| {
+        let left = dev.p.loopq.drain(|pkt| {
             let _ = rx_local(dev, pkt);
         });
+        if left {
+            // This QP's work item drains the rest (`Dp::on_work` ends in
+            // another `fire`).
+            // SAFETY: the work item was set up at QP creation and is
+            // cancelled only after the QP stopped taking events.
+            unsafe { glue::rroce_work_queue(self.work) };
+        }
         let n = self.notify.replace(0);
         if n & NOTIFY_SEND != 0 {
             // SAFETY: the QP holds a use count on its CQs.
@@ -221,7 +239,7 @@ pub(crate) struct Dp {
     sq: Consumer,
     rq: Consumer,
     sq_layout: RingLayout,
-    sq_shadow: KVVec<u8>,
+    sq_shadow: PrivVec<u8>,
     /// Ring index of requester WQE 0.
     sq_base: u32,
     req: Option<Requester<KSlots>>,
@@ -263,10 +281,13 @@ pub(crate) struct Dp {
     /// for every earlier WQE to complete ([`Dp::run_held`]); no later WQE
     /// is taken meanwhile.
     held: Option<SendWqe>,
+    /// A ring loop stopped at [`RING_BUDGET`]: the work item continues it
+    /// ([`Dp::defer`]).
+    resume: bool,
 }
 
 fn zeroed(n: usize) -> Result<KVVec<u8>> {
-    Ok(KVVec::from_elem(0u8, n, GFP_KERNEL)?)
+    Ok(KVVec::from_elem(0u8, n, GFP_KERNEL_ACCOUNT)?)
 }
 
 impl Dp {
@@ -285,8 +306,9 @@ impl Dp {
     ) -> Result<KBox<Dp>> {
         let entries = sq_layout.entries() as usize;
         let esz = sq_layout.entry_size() as usize;
-        let shadow = zeroed(entries.checked_mul(esz).ok_or(EINVAL)?)?;
-        let slots = KVVec::from_elem(Slot::EMPTY, entries, GFP_KERNEL)?;
+        // Both grow with the queue depth: charged like the rings.
+        let shadow = PrivVec::new(entries.checked_mul(esz).ok_or(EINVAL)?, 0u8)?;
+        let slots = PrivVec::new(entries, Slot::EMPTY)?;
         let resz = rq_layout.entry_size() as usize;
         let dp = Dp {
             sq: Consumer::new(sq_layout, start),
@@ -318,12 +340,13 @@ impl Dp {
                 ud,
             },
             recv_lim: RecvLimits { max_sge: recv_max_sge, max_msg_size: max_msg },
-            pending: KVVec::from_elem(None, PENDING_MAX, GFP_KERNEL)?,
+            pending: KVVec::from_elem(None, PENDING_MAX, GFP_KERNEL_ACCOUNT)?,
             pend_head: 0,
             pend_len: 0,
             seen_req: ReqCounters::default(),
             seen_resp: RespCounters::default(),
             polling: false,
+            resume: false,
             ud,
             uc,
             qkey: 0,
@@ -331,7 +354,7 @@ impl Dp {
             comm_est: false,
             held: None,
         };
-        Ok(KBox::new(dp, GFP_KERNEL)?)
+        Ok(KBox::new(dp, GFP_KERNEL_ACCOUNT)?)
     }
 
     /// Lets a kernel RC QP post `IB_WR_REG_MR`.
@@ -501,14 +524,40 @@ impl Dp {
         self.flush_rq(ctx);
     }
 
+    /// After a section of work under the QP lock: if a completion was lost
+    /// to an overflowed CQ, the QP enters the error state (IBA 11.6.2: a
+    /// CQ overrun is an error of the CQ and of the work queues that
+    /// complete into it).  Its flush completions are lost too; the CQ
+    /// raised `IB_EVENT_CQ_ERR` once.
+    pub(crate) fn after_cq_loss(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if ctx.cq_lost.replace(false) && *st != QpState::Err {
+            self.to_error(ctx, st);
+            ctx.cq_lost.set(false);
+        }
+    }
+
     /// Completes every WQE in the RQ ring with `WR_FLUSH_ERR` (error state).
     pub(crate) fn flush_rq(&mut self, ctx: &Ctx<'_>) {
         let mut buf = [0u8; RECV_HDR_BYTES];
-        while let Ok(true) = self.rq.read_next(ctx.rq_ring, &mut buf) {
+        for _ in 0..RING_BUDGET {
+            if !matches!(self.rq.read_next(ctx.rq_ring, &mut buf), Ok(true)) {
+                return;
+            }
             let wr_id = recv_wr_id(&buf);
             push_recv(ctx, &Cqe::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, ctx.qpn), false);
             let _ = self.rq.release_all(ctx.rq_ring);
         }
+        self.defer(ctx);
+    }
+
+    /// A loop reached [`RING_BUDGET`]: the work item continues where it
+    /// stopped (through the doorbell, [`Dp::on_work`]) once the lock has
+    /// been dropped.
+    fn defer(&mut self, ctx: &Ctx<'_>) {
+        self.resume = true;
+        // SAFETY: the work item was set up at QP creation and is cancelled
+        // only after the QP stopped taking events.
+        unsafe { glue::rroce_work_queue(ctx.work) };
     }
 
     /// In the error state: completes every WQE in the SQ ring with
@@ -519,6 +568,7 @@ impl Dp {
             self.flush_sq_ring(ctx);
             return;
         }
+        let start = self.sq.index();
         loop {
             self.complete_sends(ctx);
             let before = self.sq.index();
@@ -529,17 +579,25 @@ impl Dp {
             if self.sq.index() == before {
                 return;
             }
+            if self.sq.index().wrapping_sub(start) >= RING_BUDGET {
+                self.defer(ctx);
+                return;
+            }
         }
     }
 
     /// Flushes SQ ring entries when there is no requester.
     fn flush_sq_ring(&mut self, ctx: &Ctx<'_>) {
         let mut hdr = [0u8; 16];
-        while let Ok(true) = self.sq.read_next(ctx.sq_ring, &mut hdr) {
+        for _ in 0..RING_BUDGET {
+            if !matches!(self.sq.read_next(ctx.sq_ring, &mut hdr), Ok(true)) {
+                return;
+            }
             let wr_id = u64::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7]]);
             push_send(ctx, &Cqe::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Send, ctx.qpn));
             let _ = self.sq.release_all(ctx.sq_ring);
         }
+        self.defer(ctx);
     }
 
     /// The QP's Q_Key (after every `modify_qp`).
@@ -594,7 +652,7 @@ impl Dp {
     /// a WQE published while the flag was still set is taken now (see
     /// `proto::ring`, "Doorbell suppression").
     pub(crate) fn update_polling(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
-        loop {
+        for _ in 0..RING_BUDGET {
             let active =
                 *st == QpState::Rts && self.req.as_ref().is_some_and(|r| r.outstanding() > 0 && !r.is_error());
             if active == self.polling {
@@ -617,11 +675,12 @@ impl Dp {
                 }
             }
         }
+        self.defer(ctx);
     }
 
     /// Takes new WQEs and sends; a broken SQ ring moves the QP to ERR.
     fn take_and_pump(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
-        loop {
+        for _ in 0..RING_BUDGET {
             if self.take_wqes(ctx).is_err() {
                 ctx.raise(EV_FATAL);
                 self.to_error(ctx, st);
@@ -630,12 +689,13 @@ impl Dp {
             self.pump(ctx, st);
             // A local operation held back by sends that `pump` just
             // completed (UC completes them as they are sent) runs now;
-            // each round consumes one, so this ends.
+            // each round consumes one.
             let ready = self.held.is_some() && self.req.as_ref().is_some_and(|r| r.all_completed() && !r.is_error());
             if !ready || *st == QpState::Err {
                 return;
             }
         }
+        self.defer(ctx);
     }
 
     /// Moves new SQ entries into the requester while it has room.  `Err`
@@ -903,11 +963,7 @@ impl Dp {
                 place_failed = (!ok).then_some(true);
             }
             Place::Mem { rkey, va } => {
-                let ok = u32::try_from(payload.len())
-                    .map_err(|_| MrError::Range)
-                    .and_then(|n| remote(ctx, rkey, va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE))
-                    .and_then(|(mr, at)| mr.write(at, payload))
-                    .is_ok();
+                let ok = remote_write(ctx, rkey, va, payload).is_ok();
                 local_err = !ok;
                 place_failed = (!ok).then_some(false);
             }
@@ -977,7 +1033,7 @@ impl Dp {
     /// completes with an error and the QP enters the SQE state.
     fn ud_send_all(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
         let mtu = link::active_mtu(ctx.dev.p.ndev.mtu()).map_or(256, |m| m.bytes());
-        loop {
+        for _ in 0..RING_BUDGET {
             let idx = self.sq.index();
             let r = self.shadow_range(idx);
             let Some(entry) = self.sq_shadow.get_mut(r.clone()) else { return };
@@ -1013,6 +1069,7 @@ impl Dp {
                 return;
             }
         }
+        self.defer(ctx);
     }
 
     /// Builds and sends the packet of one UD WQE.
@@ -1137,6 +1194,11 @@ impl Dp {
     /// The work item: continue sending queued responses (RC) or the
     /// next burst of requests (UC).
     pub(crate) fn on_work(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if core::mem::take(&mut self.resume) {
+            // Continue a ring loop that stopped at its budget (it defers
+            // again if there is still more).
+            let _ = self.doorbell(ctx, st);
+        }
         if self.uc {
             if matches!(*st, QpState::Rts | QpState::Sqd) {
                 self.take_and_pump(ctx, st);
@@ -1154,11 +1216,7 @@ impl Dp {
         let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
         let ok = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
             None => true,
-            Some(src) => u32::try_from(buf.len())
-                .map_err(|_| MrError::Range)
-                .and_then(|n| remote(ctx, src.rkey, src.va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_READ))
-                .and_then(|(mr, at)| mr.read(at, buf))
-                .is_ok(),
+            Some(src) => remote_read(ctx, src.rkey, src.va, buf).is_ok(),
         });
         let _ = ok;
     }
@@ -1218,7 +1276,7 @@ fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
 fn take_recv(
     ctx: &Ctx<'_>,
     rq: &mut Consumer,
-    srq: Option<(&crate::srq::SrqPriv, &mut kernel::sync::lock::Guard<'_, crate::srq::SrqInner, crate::lock::SpinLockBhBackend>)>,
+    srq: Option<(&crate::srq::SrqPriv, &mut kernel::sync::lock::Guard<'_, crate::srq::SrqInner, crate::lock::SpinLockIrqBackend>)>,
 ) {
     match srq {
         Some((s, g)) => {
@@ -1332,8 +1390,12 @@ fn send_pkt(
         return false;
     }
     // SAFETY: `rroce_tx_alloc` returned `total` writable bytes owned by the
-    // new skb, which nobody else sees until we send it.
-    let buf = unsafe { core::slice::from_raw_parts_mut(data, total) };
+    // new skb, which nobody else sees until we send it; they are
+    // initialised here, before a slice is formed over them.
+    let buf = unsafe {
+        ptr::write_bytes(data, 0, total);
+        core::slice::from_raw_parts_mut(data, total)
+    };
     let built = (|| {
         let hl = path.ip.write(buf, roce_len).ok()?;
         let roce = buf.get_mut(hl..)?;
@@ -1398,6 +1460,29 @@ fn remote<'a>(ctx: &Ctx<'a>, rkey: u32, va: u64, len: u32, flag: u32) -> Result<
     crate::mw::remote(ctx.dev, ctx.pd, ctx.qpn, rkey, va, len, flag)
 }
 
+/// Writes `data` (a WRITE's payload) at `va` under `rkey`.  A zero-length
+/// access touches no memory, so it checks no key (IBA 9.4.4: the R_Key of
+/// a zero-length RDMA WRITE is not validated; `proto::rc` skips it too).
+fn remote_write(ctx: &Ctx<'_>, rkey: u32, va: u64, data: &[u8]) -> Result<(), MrError> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let n = u32::try_from(data.len()).map_err(|_| MrError::Range)?;
+    let (mr, at) = remote(ctx, rkey, va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE)?;
+    mr.write(at, data)
+}
+
+/// Reads a READ response's payload from `va` under `rkey` into `buf`; as
+/// [`remote_write`], a zero-length READ checks no key (IBA 9.4.5).
+fn remote_read(ctx: &Ctx<'_>, rkey: u32, va: u64, buf: &mut [u8]) -> Result<(), MrError> {
+    if buf.is_empty() {
+        return Ok(());
+    }
+    let n = u32::try_from(buf.len()).map_err(|_| MrError::Range)?;
+    let (mr, at) = remote(ctx, rkey, va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_READ)?;
+    mr.read(at, buf)
+}
+
 impl MemCheck for Mem<'_, '_> {
     fn check(&mut self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(), AccessError> {
         self.region(rkey, va, len, access).map(|_| ())
@@ -1405,6 +1490,12 @@ impl MemCheck for Mem<'_, '_> {
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
         let (mr, va) = self.region(rkey, va, 8, Access::Atomic)?;
+        // The engine checked the requested address; through a zero-based
+        // window the target is the window's base plus it, which must be
+        // aligned too.
+        if va & 7 != 0 {
+            return Err(AccessError::Misaligned);
+        }
         let r = match op {
             AtomicOp::CompareSwap { compare, swap } => mr.atomic(va, true, compare, swap),
             AtomicOp::FetchAdd { add } => mr.atomic(va, false, add, 0),

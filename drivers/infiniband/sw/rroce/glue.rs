@@ -41,14 +41,18 @@ extern "C" {
         -> *mut bindings::ib_ucontext;
     pub(crate) fn rroce_spin_lock_bh(lock: *mut bindings::spinlock_t);
     pub(crate) fn rroce_spin_unlock_bh(lock: *mut bindings::spinlock_t);
+    pub(crate) fn rroce_spin_lock_irqsave(lock: *mut bindings::spinlock_t) -> kernel::ffi::c_ulong;
+    pub(crate) fn rroce_spin_unlock_irqrestore(lock: *mut bindings::spinlock_t, flags: kernel::ffi::c_ulong);
+    pub(crate) fn rroce_irqs_disabled() -> bool;
     pub(crate) fn rroce_num_possible_cpus() -> c_uint;
     pub(crate) fn rroce_xa_init_alloc1(xa: *mut bindings::xarray);
-    pub(crate) fn rroce_xa_alloc(
+    pub(crate) fn rroce_xa_alloc_cyclic(
         xa: *mut bindings::xarray,
         id: *mut u32,
         entry: *mut c_void,
         min: u32,
         max: u32,
+        next: *mut u32,
         gfp: bindings::gfp_t,
     ) -> c_int;
     pub(crate) fn rroce_xa_erase_if(xa: *mut bindings::xarray, id: u32, entry: *mut c_void) -> bool;
@@ -109,6 +113,8 @@ extern "C" {
     pub(crate) fn rroce_page_copy(page: *mut bindings::page, off: c_uint, buf: *mut c_void, len: c_uint, to_page: bool);
     pub(crate) fn rroce_smp_mb();
     pub(crate) fn rroce_param_max_objects() -> c_uint;
+    pub(crate) fn rroce_param_max_ctx_ring_mb() -> c_uint;
+    pub(crate) fn rroce_vma_set_io_flags(vma: *mut bindings::vm_area_struct);
     pub(crate) fn rroce_local_bh_disable();
     pub(crate) fn rroce_local_bh_enable();
     pub(crate) fn rroce_loopq_new() -> *mut c_void;
@@ -116,6 +122,7 @@ extern "C" {
     pub(crate) fn rroce_loopq_put(q: *mut c_void, skb: *mut bindings::sk_buff, max: u32) -> bool;
     pub(crate) fn rroce_loopq_begin(q: *mut c_void) -> bool;
     pub(crate) fn rroce_loopq_next(q: *mut c_void, data: *mut *mut u8, len: *mut u32) -> *mut bindings::sk_buff;
+    pub(crate) fn rroce_loopq_stop(q: *mut c_void) -> bool;
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;
     pub(crate) fn rroce_page_atomic(page: *mut bindings::page, off: c_uint, cas: bool, a: u64, b: u64) -> u64;
 }

@@ -18,11 +18,18 @@ use crate::glue;
 /// # Invariants
 ///
 /// `xa` is an initialised allocating xarray; `count` is the number of ids
-/// in use.  Stored pointers are owned by their objects, which remove their
+/// in use; `next` is only accessed by `xa_alloc_cyclic` under the xarray's
+/// lock.  Stored pointers are owned by their objects, which remove their
 /// id before they go away.
+///
+/// Ids are handed out cyclically (the next free one after the last one
+/// given, wrapping): a freed id is reused as late as possible, so a late
+/// completion or packet naming a destroyed QP (or a key of a deregistered
+/// region) does not reach a new, unrelated object.
 pub(crate) struct IdTable {
     xa: bindings::xarray,
     count: AtomicU32,
+    next: core::cell::UnsafeCell<u32>,
 }
 
 // SAFETY: the xarray does its own locking; the stored pointers are only
@@ -35,7 +42,7 @@ impl IdTable {
     /// An empty table.  (An xarray holds no pointers to itself until
     /// something is stored, so the value may move until then.)
     pub(crate) fn new() -> Self {
-        let mut t = IdTable { xa: bindings::xarray::default(), count: AtomicU32::new(0) };
+        let mut t = IdTable { xa: bindings::xarray::default(), count: AtomicU32::new(0), next: core::cell::UnsafeCell::new(0) };
         // SAFETY: initialises the empty xarray in `t`.
         unsafe { glue::rroce_xa_init_alloc1(&mut t.xa) };
         // INVARIANT: initialised above.
@@ -60,13 +67,38 @@ impl IdTable {
             .map_err(|_| ENOMEM)?;
         let mut id = 0u32;
         // SAFETY: the xarray is initialised (type invariant); `obj` stays
-        // valid until its owner calls `remove`.
-        let err = unsafe { glue::rroce_xa_alloc(self.xa(), &mut id, obj, min, max, gfp) };
-        if err != 0 {
+        // valid until its owner calls `remove`; `next` is only touched by
+        // `xa_alloc_cyclic` under the xarray's lock.
+        let err = unsafe { glue::rroce_xa_alloc_cyclic(self.xa(), &mut id, obj, min, max, self.next.get(), gfp) };
+        // 1: allocated after wrapping around.
+        if err < 0 {
             self.count.fetch_sub(1, Ordering::Relaxed);
             return Err(Error::from_errno(err));
         }
         Ok(id)
+    }
+
+    /// Takes a free id in `[min, max]` (if fewer than `limit` are in use)
+    /// without publishing anything under it: lookups find nothing there
+    /// until [`Self::publish`].  An object is published only once it is
+    /// committed, so no reader can reach one whose creation still fails.
+    pub(crate) fn reserve(&self, min: u32, max: u32, limit: u32, gfp: bindings::gfp_t) -> Result<u32> {
+        self.insert_gfp(core::ptr::null_mut(), min, max, limit, gfp)
+    }
+
+    /// Publishes `obj` under `id`, reserved by [`Self::reserve`].  Cannot
+    /// fail: the slot exists, so nothing is allocated.
+    pub(crate) fn publish(&self, id: u32, obj: *mut c_void) {
+        // SAFETY: the xarray is initialised (type invariant); `obj` stays
+        // valid until its owner calls `remove`.
+        unsafe { bindings::xa_store(self.xa(), id as _, obj, bindings::GFP_ATOMIC) };
+    }
+
+    /// Gives back an id reserved by [`Self::reserve`] and never published.
+    pub(crate) fn unreserve(&self, id: u32) {
+        // SAFETY: the xarray is initialised (type invariant).
+        unsafe { bindings::xa_erase(self.xa(), id as _) };
+        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The object stored under `id`, or null.  The pointer is only

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
-//! A spinlock that also disables bottom halves: `spin_lock_bh`.
+//! Spinlocks that also disable bottom halves (`spin_lock_bh`) or
+//! interrupts (`spin_lock_irqsave`).
 //!
 //! C header: [`include/linux/spinlock.h`](srctree/include/linux/spinlock.h)
 //!
 //! The 6.12 `kernel::sync::SpinLock` takes a plain `spin_lock`, which is not
 //! enough for state that the UDP receive path (softirq) and system calls
 //! (process context) both touch: a softirq interrupting a lock holder on the
-//! same CPU would spin forever.
+//! same CPU would spin forever.  State that kernel consumers reach through
+//! `ib_post_send`/`ib_post_recv`/`ib_poll_cq`, which they may call with
+//! interrupts disabled (ib_mad posts under `spin_lock_irqsave`), needs the
+//! irqsave flavour: releasing a `_bh` lock there would run softirqs inside
+//! the caller's critical section (and lockdep warns).
 
 use kernel::bindings;
 use kernel::sync::lock::{Backend, Lock};
@@ -56,4 +61,59 @@ unsafe impl Backend for SpinLockBhBackend {
         // SAFETY: the caller owns the lock.
         unsafe { glue::rroce_spin_unlock_bh(ptr) }
     }
+}
+
+/// A [`Lock`] taken with `spin_lock_irqsave`: usable in any context,
+/// including with interrupts already disabled.  Nothing under it may
+/// re-enable bottom halves (no transmission, no `_bh` lock).
+pub(crate) type SpinLockIrq<T> = Lock<T, SpinLockIrqBackend>;
+
+/// Creates a [`SpinLockIrq`] initialiser with a static lockdep class.
+macro_rules! new_spinlock_irq {
+    ($inner:expr, $name:literal) => {
+        kernel::sync::lock::Lock::<_, $crate::lock::SpinLockIrqBackend>::new(
+            $inner,
+            kernel::c_str!($name),
+            kernel::static_lock_class!(),
+        )
+    };
+}
+pub(crate) use new_spinlock_irq;
+
+/// The `spin_lock_irqsave` backend; the guard keeps the saved flags.
+pub(crate) struct SpinLockIrqBackend;
+
+// SAFETY: `lock`/`unlock` are the kernel's spinlock primitives, which give
+// mutual exclusion once `init` ran; interrupts stay disabled while held and
+// the flags saved by `lock` are restored by `unlock`.
+unsafe impl Backend for SpinLockIrqBackend {
+    type State = bindings::spinlock_t;
+    type GuardState = kernel::ffi::c_ulong;
+
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut bindings::lock_class_key,
+    ) {
+        // SAFETY: the caller guarantees `ptr` is writable and `name`/`key`
+        // live forever.
+        unsafe { bindings::__spin_lock_init(ptr, name, key) }
+    }
+
+    unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
+        // SAFETY: the caller guarantees `ptr` was initialised.
+        unsafe { glue::rroce_spin_lock_irqsave(ptr) }
+    }
+
+    unsafe fn unlock(ptr: *mut Self::State, flags: &Self::GuardState) {
+        // SAFETY: the caller owns the lock; `flags` came from its `lock`.
+        unsafe { glue::rroce_spin_unlock_irqrestore(ptr, *flags) }
+    }
+}
+
+/// Whether the caller runs with interrupts disabled (then nothing may
+/// enable bottom halves: transmission is deferred to a work item).
+pub(crate) fn irqs_disabled() -> bool {
+    // SAFETY: reads the CPU's interrupt flag.
+    unsafe { glue::rroce_irqs_disabled() }
 }

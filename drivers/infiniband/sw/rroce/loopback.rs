@@ -24,6 +24,9 @@ use crate::glue;
 /// Packets waiting in one queue at most; beyond it a packet is dropped
 /// like on a full link (the requester retransmits).
 const MAX_QUEUED: u32 = 4096;
+/// Packets one drain delivers with bottom halves off (each may queue an
+/// answer: the drain never ends by itself while two QPs of the device talk).
+const DRAIN_BUDGET: u32 = 256;
 
 /// A device's loopback queue.
 ///
@@ -60,18 +63,26 @@ impl LoopQueue {
         unsafe { glue::rroce_loopq_put(self.q.as_ptr(), skb, MAX_QUEUED) }
     }
 
-    /// Hands every queued packet to `f`, including the ones `f` queues,
-    /// unless another context is draining already (it then takes them).
-    /// Call with no spinlock of ours held.
-    pub(crate) fn drain(&self, mut f: impl FnMut(&[u8])) {
+    /// Hands the queued packets to `f`, including the ones `f` queues,
+    /// unless another context is draining already (it then takes them);
+    /// at most [`DRAIN_BUDGET`] of them.  Returns `true` if it stopped at
+    /// the budget with packets left: the caller must have them drained
+    /// later (from a work item).  Call with no spinlock of ours held.
+    pub(crate) fn drain(&self, mut f: impl FnMut(&[u8])) -> bool {
         // SAFETY: the queue is live.
         if !unsafe { glue::rroce_loopq_begin(self.q.as_ptr()) } {
-            return;
+            return false;
         }
         // The receive path expects bottom halves off (RCU read side).
         // SAFETY: paired with the enable below.
         unsafe { glue::rroce_local_bh_disable() };
-        loop {
+        let mut left = false;
+        for n in 0.. {
+            if n == DRAIN_BUDGET {
+                // SAFETY: the queue is live; we are its drainer.
+                left = unsafe { glue::rroce_loopq_stop(self.q.as_ptr()) };
+                break;
+            }
             let mut data: *mut u8 = core::ptr::null_mut();
             let mut len: u32 = 0;
             // SAFETY: the queue is live; we are its drainer.
@@ -89,6 +100,7 @@ impl LoopQueue {
         }
         // SAFETY: paired with the disable above.
         unsafe { glue::rroce_local_bh_enable() };
+        left
     }
 }
 

@@ -137,12 +137,20 @@ impl MrError {
     }
 }
 
+/// A fresh key for key-table slot `index`: the index above a random key
+/// byte, so that a peer cannot guess the keys of other regions and windows
+/// from its own (the index alone is predictable).
+pub(crate) fn new_key(index: u32) -> u32 {
+    // SAFETY: `get_random_u8` may be called in any context.
+    (index << 8) | u32::from(unsafe { bindings::get_random_u8() })
+}
+
 /// Registers `mr` (already filled but for its keys) and returns `ib_mr`.
 fn publish(dev: &RroceDev, mut mr: KBox<RroceMr>) -> Result<*mut bindings::ib_mr> {
     let max = dev.p.attrs.max_mr as u32;
     let raw = &mut *mr as *mut RroceMr;
     let index = dev.p.keys.insert(raw.cast(), 1, max, max)?;
-    let key = (index << 8) | (dev.p.key_gen.fetch_add(1, Ordering::Relaxed) & 0xff);
+    let key = new_key(index);
     mr.index = index;
     mr.ib.lkey = key;
     mr.ib.rkey = key;
@@ -189,7 +197,7 @@ fn pin_user(
     let page_off = start & (bindings::PAGE_SIZE as u64 - 1);
     let npages = usize::try_from((page_off + length).div_ceil(bindings::PAGE_SIZE as u64)).map_err(|_| EINVAL);
     let pages = npages.and_then(|n| {
-        let mut v = KVVec::with_capacity(n, GFP_KERNEL)?;
+        let mut v = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         // SAFETY: `v` has room for `n` pointers; `umem` is pinned.
         let got = unsafe { glue::rroce_umem_pages(umem.as_ptr(), v.as_mut_ptr(), n as _) };
         if got as usize != n {
@@ -223,7 +231,7 @@ fn pin_user(
             key: AtomicU32::new(0),
             fr: None,
         },
-        GFP_KERNEL,
+        GFP_KERNEL_ACCOUNT,
     )?;
     Ok(mr)
 }
@@ -498,6 +506,9 @@ impl RroceMr {
     /// Executes an 8-byte atomic at `va` (checked, 8-byte aligned) and
     /// returns the original value.
     pub(crate) fn atomic(&self, va: u64, cas: bool, a: u64, b: u64) -> Result<u64, MrError> {
+        if va & 7 != 0 {
+            return Err(MrError::Range);
+        }
         let mut orig = None;
         self.walk(va, 8, |page, poff, _, n| {
             if n == 8 {
@@ -595,7 +606,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_i
                 key: AtomicU32::new(0),
                 fr: None,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         publish(dev, mr)
     })();
@@ -683,9 +694,9 @@ pub(crate) unsafe extern "C" fn alloc_mr(
         }
         // SAFETY: `pd` is a live PD of one of our devices.
         let dev = unsafe { RroceDev::from_ib((*pd).device) };
-        let mut list = KVVec::with_capacity(max_num_sg as usize, GFP_KERNEL)?;
+        let mut list = KVVec::with_capacity(max_num_sg as usize, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..max_num_sg {
-            list.push(AtomicU64::new(0), GFP_KERNEL)?;
+            list.push(AtomicU64::new(0), GFP_KERNEL_ACCOUNT)?;
         }
         let fr = KBox::new(
             Fr {
@@ -698,7 +709,7 @@ pub(crate) unsafe extern "C" fn alloc_mr(
                 npages: AtomicU32::new(0),
                 access: AtomicU32::new(0),
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         let mut ib = bindings::ib_mr::default();
         ib.page_size = bindings::PAGE_SIZE as u32;
@@ -716,7 +727,7 @@ pub(crate) unsafe extern "C" fn alloc_mr(
                 key: AtomicU32::new(0),
                 fr: Some(fr),
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         publish(dev, mr)
     })();

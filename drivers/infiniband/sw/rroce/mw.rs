@@ -25,7 +25,6 @@
 
 use core::ffi::c_void;
 use core::mem::{size_of, MaybeUninit};
-use core::sync::atomic::Ordering;
 use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::c_int;
@@ -245,7 +244,7 @@ fn alloc(mw: &mut RroceMw) -> Result {
     if !matches!(mw.ib.type_, bindings::ib_mw_type_IB_MW_TYPE_1 | bindings::ib_mw_type_IB_MW_TYPE_2) {
         return Err(EINVAL);
     }
-    let st = KBox::pin_init(new_spinlock_bh!(MwState { rkey: 0, bound: None }, "rroce_mw"), GFP_KERNEL)?;
+    let st = KBox::pin_init(new_spinlock_bh!(MwState { rkey: 0, bound: None }, "rroce_mw"), GFP_KERNEL_ACCOUNT)?;
     // INVARIANT: initialised before the window is published below.
     mw.p.write(MwPriv { st });
     let tagged = (mw as *mut RroceMw as usize | MW_TAG) as *mut c_void;
@@ -258,7 +257,7 @@ fn alloc(mw: &mut RroceMw) -> Result {
             return Err(e);
         }
     };
-    let key = (index << 8) | (dev.p.key_gen.fetch_add(1, Ordering::Relaxed) & 0xff);
+    let key = crate::mr::new_key(index);
     mw.st().lock().rkey = key;
     mw.ib.rkey = key;
     Ok(())

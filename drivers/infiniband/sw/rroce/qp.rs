@@ -13,7 +13,7 @@
 //! and the retransmission timer in [`timer_fn`].
 
 use core::mem::{offset_of, size_of, MaybeUninit};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::c_int;
@@ -26,11 +26,11 @@ use crate::proto::net::{udp_sport, IpAddr, IpUdp};
 use crate::proto::rc::{is_rc_request, is_rc_response, is_uc_request, InRequest, InResponse};
 use kernel::types::Opaque;
 use crate::proto::link;
-use crate::lock::{new_spinlock_bh, SpinLockBh};
+use crate::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::mcast;
 use crate::proto::abi::{CreateQpCmd, CreateQpResp};
 use crate::proto::qp::{AttrMask, DeviceLimits, QpAttrs, QpState, QpType};
-use crate::proto::ring::{Producer, RingLayout};
+use crate::proto::ring::{Producer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING};
 use crate::proto::wqe::{self, SendOpcode, SendPayload, SendWqe, Sge};
 use crate::shm::SharedBuf;
 use crate::verbs::{self, RingMem};
@@ -64,12 +64,11 @@ struct QpStateInner {
     attrs: QpAttrs,
     av: Option<AddressVector>,
     dp: KBox<Dp>,
-    /// The producer side of a kernel consumer's rings.
-    kq: Option<KernelQueues>,
 }
 
 /// The rings of a kernel QP are filled by [`post_send`]/[`post_recv`]
-/// (under the QP lock) instead of by a user process.
+/// (under their own irqsave lock, [`QpPriv::kq`]) instead of by a user
+/// process; the data path consumes them under the QP lock.
 struct KernelQueues {
     sq: Producer,
     rq: Producer,
@@ -121,6 +120,15 @@ struct QpPriv {
     /// Route cache, owned (freed on drop); may be null.
     dst: *mut bindings::dst_cache,
     inner: Pin<KBox<SpinLockBh<QpStateInner>>>,
+    /// The producer side of a kernel consumer's rings (`None` for a user
+    /// QP).  Its own irqsave lock, never held together with `inner`'s
+    /// except inside it: kernel consumers post with interrupts disabled.
+    kq: Option<Pin<KBox<SpinLockIrq<KernelQueues>>>>,
+    /// The QP state as of the last data-path section ([`unlock`]), for
+    /// posts that cannot take the QP lock (interrupts disabled).
+    state_seen: AtomicU32,
+    /// A post with interrupts disabled left the doorbell to the work item.
+    kick: AtomicBool,
 }
 
 impl Drop for QpPriv {
@@ -188,14 +196,28 @@ impl RroceQp {
             notify: core::cell::Cell::new(0),
             ib_qp: core::ptr::from_ref(&self.ib).cast_mut(),
             events: core::cell::Cell::new(0),
+            cq_lost: core::cell::Cell::new(false),
         }
     }
 }
 
+type DpGuard<'a> = kernel::sync::lock::Guard<'a, QpStateInner, crate::lock::SpinLockBhBackend>;
+
 impl QpPriv {
-    fn lock_dp(&self) -> kernel::sync::lock::Guard<'_, QpStateInner, crate::lock::SpinLockBhBackend> {
+    fn lock_dp(&self) -> DpGuard<'_> {
         self.inner.lock()
     }
+}
+
+/// Ends a data-path section: a completion lost to a CQ overflow puts the
+/// QP into the error state (the CQ is in error), then the lock is dropped
+/// and the due handlers and events run.
+fn unlock(p: &QpPriv, ctx: &Ctx<'_>, mut g: DpGuard<'_>) {
+    let inner = &mut *g;
+    inner.dp.after_cq_loss(ctx, &mut inner.state);
+    p.state_seen.store(inner.state as u32, Ordering::Release);
+    drop(g);
+    ctx.fire();
 }
 
 fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bindings::ib_udata) -> Result {
@@ -267,26 +289,26 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     )?;
     let kq = if sq.mem.is_kernel() {
         dp.allow_fast_reg();
-        Some(KernelQueues {
+        let queues = KernelQueues {
             sq: Producer::new(sq.layout, RING_START),
             rq: Producer::new(rq.layout, RING_START),
-            staging: KVVec::from_elem(0u8, sq_size.max(rq_size) as usize, GFP_KERNEL)?,
-        })
+            staging: KVVec::from_elem(0u8, sq_size.max(rq_size) as usize, GFP_KERNEL_ACCOUNT)?,
+        };
+        Some(KBox::pin_init(new_spinlock_irq!(queues, "rroce_qp_post"), GFP_KERNEL_ACCOUNT)?)
     } else {
         None
     };
     let inner = KBox::pin_init(
-        new_spinlock_bh!(
-            QpStateInner { state: QpState::Reset, attrs: QpAttrs::default(), av: None, dp, kq },
-            "rroce_qp"
-        ),
-        GFP_KERNEL,
+        new_spinlock_bh!(QpStateInner { state: QpState::Reset, attrs: QpAttrs::default(), av: None, dp }, "rroce_qp"),
+        GFP_KERNEL_ACCOUNT,
     )?;
     let max_qp = dev.p.attrs.max_qp as u32;
+    // Only reserved here: the QP is published once it is complete (below),
+    // so the receive path never finds one whose creation still fails.
     let qpn = if ty == QpType::Gsi {
-        dev.p.qpns.insert(self_ptr.cast(), GSI_QPN, GSI_QPN, max_qp)?
+        dev.p.qpns.reserve(GSI_QPN, GSI_QPN, max_qp, bindings::GFP_KERNEL)?
     } else {
-        dev.p.qpns.insert(self_ptr.cast(), QPN_MIN, QPN_MAX, max_qp)?
+        dev.p.qpns.reserve(QPN_MIN, QPN_MAX, max_qp, bindings::GFP_KERNEL)?
     };
     let has_rq = srq.is_none();
     let resp = CreateQpResp {
@@ -307,7 +329,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     };
     if !udata.is_null() {
         if let Err(e) = verbs::copy_to_udata(udata, &resp.to_bytes()) {
-            dev.p.qpns.remove(qpn);
+            dev.p.qpns.unreserve(qpn);
             return Err(e);
         }
     }
@@ -333,6 +355,9 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         // SAFETY: plain allocation; a null cache just means no caching.
         dst: unsafe { glue::rroce_dst_cache_new() },
         inner,
+        kq,
+        state_seen: AtomicU32::new(QpState::Reset as u32),
+        kick: AtomicBool::new(false),
     });
     // SAFETY: the timer is embedded in the QP, which does not move; it is
     // shut down in `destroy_qp` before the QP memory is freed.
@@ -340,6 +365,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     // SAFETY: as for the timer; cancelled in `destroy_qp`.
     unsafe { glue::rroce_work_init(qp.work.get(), work_fn) };
     qp.live.store(true, Ordering::Release);
+    dev.p.qpns.publish(qpn, self_ptr.cast());
     Ok(())
 }
 
@@ -443,8 +469,7 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
         inner.attrs = QpAttrs::default();
         inner.av = None;
     }
-    drop(g);
-    ctx.fire();
+    unlock(p, &ctx, g);
     Ok(())
 }
 
@@ -608,48 +633,75 @@ unsafe fn kernel_reg_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8]) 
 unsafe fn post_send_kernel(
     q: &RroceQp,
     p: &QpPriv,
-    mut wr: *const bindings::ib_send_wr,
+    wr: *const bindings::ib_send_wr,
 ) -> (c_int, *const bindings::ib_send_wr) {
-    let ctx = q.ctx(p);
-    let mut g = p.lock_dp();
-    let inner = &mut *g;
-    let mut err = 0;
-    if matches!(inner.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+    let Some(kq) = p.kq.as_ref() else { return (-(bindings::EINVAL as c_int), wr) };
+    // With interrupts disabled (ib_mad posts under `spin_lock_irqsave`)
+    // neither the QP's `_bh` lock nor transmission is allowed: the
+    // requests go into the ring and the work item rings the doorbell.
+    let deferred = crate::lock::irqs_disabled();
+    let g = (!deferred).then(|| p.lock_dp());
+    let state = g.as_ref().map_or_else(|| p.state_seen.load(Ordering::Acquire), |g| g.state as u32);
+    if [QpState::Reset, QpState::Init, QpState::Rtr].iter().any(|&s| s as u32 == state) {
         return (-(bindings::EINVAL as c_int), wr);
     }
-    if let Some(kq) = inner.kq.as_mut() {
-        let ring = p.sq.buf();
-        // SAFETY: per the requirements each `wr` is valid.
-        while let Some(w) = unsafe { wr.as_ref() } {
-            match kq.sq.is_full(ring) {
-                Ok(false) => {}
-                _ => {
-                    err = -(bindings::ENOMEM as c_int);
-                    break;
-                }
-            }
-            kq.staging.fill(0);
-            // SAFETY: per the requirements.
-            if let Err(e) = unsafe { kernel_send_wqe(p, w, &mut kq.staging) } {
-                err = e.to_errno();
-                break;
-            }
-            let esz = p.sq.layout.entry_size() as usize;
-            let entry = kq.staging.get(..esz).unwrap_or(&[]);
-            if kq.sq.write_next(ring, entry).is_err() {
-                err = -(bindings::ENOMEM as c_int);
-                break;
-            }
-            wr = w.next;
+    // SAFETY: per the requirements.
+    let (err, wr) = unsafe { fill_sq(p, &mut kq.lock(), wr) };
+    match g {
+        Some(mut g) => {
+            let ctx = q.ctx(p);
+            let inner = &mut *g;
+            let _ = inner.dp.doorbell(&ctx, &mut inner.state);
+            unlock(p, &ctx, g);
         }
-        let _ = kq.sq.publish(ring);
-    } else {
-        err = -(bindings::EINVAL as c_int);
+        None => kick(q, p),
     }
-    let _ = inner.dp.doorbell(&ctx, &mut inner.state);
-    drop(g);
-    ctx.fire();
     (err, if err == 0 { core::ptr::null() } else { wr })
+}
+
+/// Writes the chain `wr` into the SQ ring of a kernel QP and publishes
+/// it; returns the errno and the first request not posted.
+///
+/// # Safety
+///
+/// `wr` heads a valid chain of kernel work requests.
+unsafe fn fill_sq(
+    p: &QpPriv,
+    kq: &mut KernelQueues,
+    mut wr: *const bindings::ib_send_wr,
+) -> (c_int, *const bindings::ib_send_wr) {
+    let ring = p.sq.buf();
+    let mut err = 0;
+    // SAFETY: per the requirements each `wr` is valid.
+    while let Some(w) = unsafe { wr.as_ref() } {
+        if !matches!(kq.sq.is_full(ring), Ok(false)) {
+            err = -(bindings::ENOMEM as c_int);
+            break;
+        }
+        kq.staging.fill(0);
+        // SAFETY: per the requirements.
+        if let Err(e) = unsafe { kernel_send_wqe(p, w, &mut kq.staging) } {
+            err = e.to_errno();
+            break;
+        }
+        let esz = p.sq.layout.entry_size() as usize;
+        let entry = kq.staging.get(..esz).unwrap_or(&[]);
+        if kq.sq.write_next(ring, entry).is_err() {
+            err = -(bindings::ENOMEM as c_int);
+            break;
+        }
+        wr = w.next;
+    }
+    let _ = kq.sq.publish(ring);
+    (err, wr)
+}
+
+/// Leaves the doorbell of a kernel post made with interrupts disabled to
+/// the QP's work item.
+fn kick(q: &RroceQp, p: &QpPriv) {
+    p.kick.store(true, Ordering::Release);
+    // SAFETY: set up at creation, cancelled in `destroy_qp`.
+    unsafe { glue::rroce_work_queue(q.work.get()) };
 }
 
 /// `post_send`: for a kernel QP the work requests; for a user QP the
@@ -689,8 +741,7 @@ pub(crate) unsafe extern "C" fn post_send(
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     };
-    drop(g);
-    ctx.fire();
+    unlock(p, &ctx, g);
     r
 }
 
@@ -701,72 +752,111 @@ pub(crate) unsafe extern "C" fn post_send(
 /// `ib_device_ops::post_recv` contract.
 pub(crate) unsafe extern "C" fn post_recv(
     qp: *mut bindings::ib_qp,
-    mut wr: *const bindings::ib_recv_wr,
+    wr: *const bindings::ib_recv_wr,
     bad_wr: *mut *const bindings::ib_recv_wr,
 ) -> c_int {
     // SAFETY: `qp` was created by us and its owner holds it for the call.
     let (q, p) = unsafe { RroceQp::from_ib(qp) };
-    let ctx = q.ctx(p);
-    let mut g = p.lock_dp();
-    let inner = &mut *g;
-    let mut err = 0;
-    match inner.kq.as_mut() {
+    let (err, bad) = match p.kq.as_ref() {
         // Receives of a QP with an SRQ are posted to the SRQ.
-        Some(_) if !p.srq.is_null() => err = -(bindings::EINVAL as c_int),
-        Some(_) if inner.state == QpState::Reset => err = -(bindings::EINVAL as c_int),
+        Some(_) if !p.srq.is_null() => (-(bindings::EINVAL as c_int), wr),
         Some(kq) => {
-            let ring = p.rq.buf();
-            // SAFETY: ib_core passes a valid chain of work requests.
-            while let Some(w) = unsafe { wr.as_ref() } {
-                if w.num_sge < 0 || w.num_sge as u32 > p.max_recv_sge {
-                    err = -(bindings::EINVAL as c_int);
-                    break;
-                }
-                let n = w.num_sge as usize;
-                let mut sges = [Sge::default(); verbs::MAX_SGE as usize];
-                if n != 0 {
-                    // SAFETY: the request has `num_sge` SGEs.
-                    let sgl = unsafe { core::slice::from_raw_parts(w.sg_list, n) };
-                    for (d, s) in sges.iter_mut().zip(sgl) {
-                        *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+            // As in `post_send_kernel`: with interrupts disabled the QP
+            // lock is not taken.
+            let deferred = crate::lock::irqs_disabled();
+            let g = (!deferred).then(|| p.lock_dp());
+            let state = g.as_ref().map_or_else(|| p.state_seen.load(Ordering::Acquire), |g| g.state as u32);
+            if state == QpState::Reset as u32 {
+                (-(bindings::EINVAL as c_int), wr)
+            } else {
+                // SAFETY: ib_core passes a valid chain of work requests.
+                let r = unsafe { fill_rq(p, &mut kq.lock(), wr) };
+                match g {
+                    Some(mut g) => {
+                        let ctx = q.ctx(p);
+                        let inner = &mut *g;
+                        if inner.state == QpState::Err {
+                            inner.dp.flush_rq(&ctx);
+                        }
+                        unlock(p, &ctx, g);
+                    }
+                    None => {
+                        // A QP entering ERR sets CONS_FLUSHING, then a full
+                        // barrier, then flushes the ring; publishing, a
+                        // full barrier, then reading the flag here means
+                        // one of the two sees the other's entries.
+                        // SAFETY: a plain memory barrier.
+                        unsafe { glue::rroce_smp_mb() };
+                        let flags = p.rq.buf().load_u32_acquire(CONS_FLAGS_OFFSET).unwrap_or(0);
+                        if flags & CONS_FLUSHING != 0 {
+                            kick(q, p);
+                        }
                     }
                 }
-                kq.staging.fill(0);
-                let esz = p.rq.layout.entry_size() as usize;
-                // SAFETY: plain-old-data union.
-                let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
-                let built = sges
-                    .get(..n)
-                    .and_then(|s| wqe::write_recv_wqe(&mut kq.staging, wr_id, s).ok())
-                    .and_then(|_| kq.staging.get(..esz));
-                let Some(entry) = built else {
-                    err = -(bindings::EINVAL as c_int);
-                    break;
-                };
-                if kq.rq.write_next(ring, entry).is_err() {
-                    err = -(bindings::ENOMEM as c_int);
-                    break;
-                }
-                wr = w.next;
-            }
-            let _ = kq.rq.publish(ring);
-            if inner.state == QpState::Err {
-                inner.dp.flush_rq(&ctx);
+                r
             }
         }
-        None => err = -(bindings::EINVAL as c_int),
-    }
-    drop(g);
-    ctx.fire();
+        None => (-(bindings::EINVAL as c_int), wr),
+    };
     if err != 0 && !bad_wr.is_null() {
         // SAFETY: ib_core passes a writable `bad_wr`.
-        unsafe { *bad_wr = wr };
+        unsafe { *bad_wr = bad };
     }
     err
 }
 
+/// Writes the chain `wr` into the RQ ring of a kernel QP and publishes it;
+/// returns the errno and the first request not posted.
+///
+/// # Safety
+///
+/// `wr` heads a valid chain of kernel receive requests.
+unsafe fn fill_rq(
+    p: &QpPriv,
+    kq: &mut KernelQueues,
+    mut wr: *const bindings::ib_recv_wr,
+) -> (c_int, *const bindings::ib_recv_wr) {
+    let ring = p.rq.buf();
+    let mut err = 0;
+    // SAFETY: per the requirements each `wr` is valid.
+    while let Some(w) = unsafe { wr.as_ref() } {
+        if w.num_sge < 0 || w.num_sge as u32 > p.max_recv_sge {
+            err = -(bindings::EINVAL as c_int);
+            break;
+        }
+        let n = w.num_sge as usize;
+        let mut sges = [Sge::default(); verbs::MAX_SGE as usize];
+        if n != 0 {
+            // SAFETY: the request has `num_sge` SGEs.
+            let sgl = unsafe { core::slice::from_raw_parts(w.sg_list, n) };
+            for (d, s) in sges.iter_mut().zip(sgl) {
+                *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+            }
+        }
+        kq.staging.fill(0);
+        let esz = p.rq.layout.entry_size() as usize;
+        // SAFETY: plain-old-data union.
+        let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
+        let built = sges
+            .get(..n)
+            .and_then(|s| wqe::write_recv_wqe(&mut kq.staging, wr_id, s).ok())
+            .and_then(|_| kq.staging.get(..esz));
+        let Some(entry) = built else {
+            err = -(bindings::EINVAL as c_int);
+            break;
+        };
+        if kq.rq.write_next(ring, entry).is_err() {
+            err = -(bindings::ENOMEM as c_int);
+            break;
+        }
+        wr = w.next;
+    }
+    let _ = kq.rq.publish(ring);
+    (err, wr)
+}
+
 /// Runs `f` on the data path of `q` under its lock, if `q` is live.
-fn with_live(q: &RroceQp, f: impl FnOnce(&Ctx<'_>, &mut QpStateInner)) {
+fn with_live(q: &RroceQp, f: impl FnOnce(&Ctx<'_>, &QpPriv, &mut QpStateInner)) {
     if !q.live.load(Ordering::Acquire) {
         return;
     }
@@ -774,9 +864,8 @@ fn with_live(q: &RroceQp, f: impl FnOnce(&Ctx<'_>, &mut QpStateInner)) {
     let p = unsafe { q.p.assume_init_ref() };
     let ctx = q.ctx(p);
     let mut g = p.lock_dp();
-    f(&ctx, &mut g);
-    drop(g);
-    ctx.fire();
+    f(&ctx, p, &mut g);
+    unlock(p, &ctx, g);
 }
 
 /// The retransmission timer of a QP.
@@ -788,7 +877,7 @@ unsafe extern "C" fn timer_fn(t: *mut bindings::timer_list) {
     // SAFETY: the timer is the `timer` field of an `RroceQp` (container_of);
     // `destroy_qp` shuts the timer down before the QP goes away.
     let q = unsafe { &*t.cast::<u8>().sub(offset_of!(RroceQp, timer)).cast::<RroceQp>() };
-    with_live(q, |ctx, inner| inner.dp.on_timer(ctx, &mut inner.state));
+    with_live(q, |ctx, _, inner| inner.dp.on_timer(ctx, &mut inner.state));
 }
 
 /// The response work item of a QP.
@@ -800,7 +889,13 @@ unsafe extern "C" fn work_fn(w: *mut bindings::work_struct) {
     // SAFETY: the work is the `work` field of an `RroceQp`; `destroy_qp`
     // cancels it before the QP goes away.
     let q = unsafe { &*w.cast::<u8>().sub(offset_of!(RroceQp, work)).cast::<RroceQp>() };
-    with_live(q, |ctx, inner| inner.dp.on_work(ctx, &mut inner.state));
+    with_live(q, |ctx, p, inner| {
+        if p.kick.swap(false, Ordering::AcqRel) {
+            // Posted with interrupts disabled (`post_send_kernel`).
+            let _ = inner.dp.doorbell(ctx, &mut inner.state);
+        }
+        inner.dp.on_work(ctx, &mut inner.state)
+    });
 }
 
 /// A UD datagram for UD/GSI QP `p`.  Bottom halves disabled.
@@ -809,8 +904,7 @@ fn deliver_ud(p: &QpPriv, ctx: &Ctx<'_>, parsed: &crate::proto::hdr::Parsed, ip:
     let inner = &mut *g;
     let taken = matches!(inner.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe)
         && inner.dp.on_ud(ctx, parsed, ip, payload);
-    drop(g);
-    ctx.fire();
+    unlock(p, &ctx, g);
     taken
 }
 
@@ -889,8 +983,7 @@ pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: 
     } else {
         false
     };
-    drop(g);
-    ctx.fire();
+    unlock(p, &ctx, g);
     taken
 }
 

@@ -153,15 +153,33 @@ void rroce_spin_unlock_bh(spinlock_t *lock)
 	spin_unlock_bh(lock);
 }
 
+unsigned long rroce_spin_lock_irqsave(spinlock_t *lock)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+void rroce_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
+{
+	spin_unlock_irqrestore(lock, flags);
+}
+
+bool rroce_irqs_disabled(void)
+{
+	return irqs_disabled();
+}
+
 void rroce_xa_init_alloc1(struct xarray *xa)
 {
 	xa_init_flags(xa, XA_FLAGS_ALLOC1);
 }
 
-int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
-		   gfp_t gfp)
+int rroce_xa_alloc_cyclic(struct xarray *xa, u32 *id, void *entry, u32 min,
+			  u32 max, u32 *next, gfp_t gfp)
 {
-	return xa_alloc(xa, id, entry, XA_LIMIT(min, max), gfp);
+	return xa_alloc_cyclic(xa, id, entry, XA_LIMIT(min, max), next, gfp);
 }
 
 /*
@@ -440,6 +458,25 @@ unsigned int rroce_param_max_objects(void)
 	return READ_ONCE(max_objects);
 }
 
+/*
+ * Ring memory one user context may have mapped (its queues' rings), in
+ * MiB; creating a queue beyond it fails with ENOMEM.  Each ring is also
+ * charged to the creator's memory cgroup.
+ */
+static unsigned int max_ctx_ring_mb = 512;
+module_param(max_ctx_ring_mb, uint, 0644);
+MODULE_PARM_DESC(max_ctx_ring_mb, "ring memory per user context in MiB (default 512)");
+
+unsigned int rroce_param_max_ctx_ring_mb(void)
+{
+	return READ_ONCE(max_ctx_ring_mb);
+}
+
+void rroce_vma_set_io_flags(struct vm_area_struct *vma)
+{
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+}
+
 void rroce_smp_mb(void)
 {
 	smp_mb();
@@ -531,6 +568,19 @@ struct sk_buff *rroce_loopq_next(void *p, u8 **data, u32 *len)
 		*len = skb_tail_pointer(skb) - skb_network_header(skb);
 	}
 	return skb;
+}
+
+/* The drainer stops early: true if packets are left for a later drain. */
+bool rroce_loopq_stop(void *p)
+{
+	struct rroce_loopq *q = p;
+	bool left;
+
+	spin_lock_bh(&q->lock);
+	q->draining = false;
+	left = !skb_queue_empty(&q->q);
+	spin_unlock_bh(&q->lock);
+	return left;
 }
 
 /*

@@ -37,11 +37,14 @@ int rroce_udp_tunnel_open(struct net *net, bool ipv6, u16 port, void *user_data,
 
 void rroce_spin_lock_bh(spinlock_t *lock);
 void rroce_spin_unlock_bh(spinlock_t *lock);
+unsigned long rroce_spin_lock_irqsave(spinlock_t *lock);
+void rroce_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
+bool rroce_irqs_disabled(void);
 
 struct xarray;
 void rroce_xa_init_alloc1(struct xarray *xa);
-int rroce_xa_alloc(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
-		   gfp_t gfp);
+int rroce_xa_alloc_cyclic(struct xarray *xa, u32 *id, void *entry, u32 min,
+			  u32 max, u32 *next, gfp_t gfp);
 int rroce_mcast_join(struct net_device *ndev, const u8 *mgid, bool join);
 bool rroce_xa_erase_if(struct xarray *xa, u32 id, void *entry);
 bool rroce_xa_replace(struct xarray *xa, u32 id, void *old, void *new);
@@ -73,6 +76,8 @@ unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
 struct page *rroce_virt_to_page(u64 addr);
 void rroce_smp_mb(void);
 unsigned int rroce_param_max_objects(void);
+unsigned int rroce_param_max_ctx_ring_mb(void);
+void rroce_vma_set_io_flags(struct vm_area_struct *vma);
 void rroce_local_bh_disable(void);
 void rroce_local_bh_enable(void);
 void *rroce_loopq_new(void);
@@ -80,6 +85,7 @@ void rroce_loopq_free(void *q);
 bool rroce_loopq_put(void *q, struct sk_buff *skb, u32 max);
 bool rroce_loopq_begin(void *q);
 struct sk_buff *rroce_loopq_next(void *q, u8 **data, u32 *len);
+bool rroce_loopq_stop(void *q);
 void rroce_page_copy(struct page *page, unsigned int off, void *buf,
 		     unsigned int len, bool to_page);
 u64 rroce_page_atomic(struct page *page, unsigned int off, bool cas, u64 a,

@@ -19,7 +19,7 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
-use crate::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhBackend};
+use crate::lock::{new_spinlock_irq, SpinLockIrq, SpinLockIrqBackend};
 use crate::proto::abi::{CreateSrqCmd, CreateSrqResp};
 use crate::proto::ring::{Consumer, Producer};
 use crate::proto::srq::{check_create, check_modify, LimitWatch, SrqError, SrqLimits};
@@ -72,7 +72,7 @@ pub(crate) struct SrqPriv {
     lim: RecvLimits,
     max_sge: u32,
     srqn: u32,
-    inner: Pin<KBox<SpinLockBh<SrqInner>>>,
+    inner: Pin<KBox<SpinLockIrq<SrqInner>>>,
 }
 
 impl SrqPriv {
@@ -92,7 +92,7 @@ impl SrqPriv {
     }
 
     /// Takes the SRQ lock.
-    pub(crate) fn lock(&self) -> kernel::sync::lock::Guard<'_, SrqInner, SpinLockBhBackend> {
+    pub(crate) fn lock(&self) -> kernel::sync::lock::Guard<'_, SrqInner, SpinLockIrqBackend> {
         self.inner.lock()
     }
 }
@@ -166,17 +166,17 @@ fn create(s: &mut RroceSrq, init: &mut bindings::ib_srq_init_attr, udata: *mut b
     let kq = if ring.mem.is_kernel() {
         Some(KernelSrq {
             prod: Producer::new(ring.layout, RING_START),
-            staging: KVVec::from_elem(0u8, esz as usize, GFP_KERNEL)?,
+            staging: KVVec::from_elem(0u8, esz as usize, GFP_KERNEL_ACCOUNT)?,
         })
     } else {
         None
     };
     let inner = KBox::pin_init(
-        new_spinlock_bh!(
+        new_spinlock_irq!(
             SrqInner { cons: Consumer::new(ring.layout, RING_START), watch: LimitWatch::default(), kq },
             "rroce_srq"
         ),
-        GFP_KERNEL,
+        GFP_KERNEL_ACCOUNT,
     )?;
     let srqn = dev.p.srqns.insert(self_ptr.cast(), SRQN_MIN, SRQN_MAX, dev.p.attrs.max_srq as u32)?;
     if !udata.is_null() {

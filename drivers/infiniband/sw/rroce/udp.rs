@@ -10,7 +10,7 @@
 //! still counts as a user (its unregistration is queued), the pernet exit
 //! hook closes the sockets early and marks the entry dead.
 
-use core::ptr;
+use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::error::to_result;
@@ -45,15 +45,20 @@ pub(crate) struct RxStats {
 /// # Invariants
 ///
 /// While `dead` is false, `sock4` is an open tunnel socket of `net` whose
-/// `sk_user_data` points to this object, and `sock6` is either null or the
-/// same for IPv6.  Once `dead`, both are null and `net` is a stale address.
+/// `sk_user_data` points to `rx`, and `sock6` is either null or the same
+/// for IPv6.  Once `dead`, both are null and `net` is a stale address.
+/// `rx` is owned (from [`KBox::into_raw`]) and freed only after the sockets
+/// are closed and an RCU grace period has passed.
 pub(crate) struct NetSock {
     net: *mut bindings::net,
     users: usize,
     dead: bool,
     sock4: *mut bindings::socket,
     sock6: *mut bindings::socket,
-    pub(crate) rx: RxStats,
+    /// What the receive callback sees through `sk_user_data`: a separate
+    /// allocation, so that the registry's `&mut NetSock` never aliases the
+    /// callbacks' shared references (they only use its atomics).
+    rx: NonNull<RxStats>,
 }
 
 impl NetSock {
@@ -107,6 +112,8 @@ impl NetSocks {
             return Ok(NetSockRef(&**e));
         }
         self.0.reserve(1, GFP_KERNEL)?;
+        let rx = KBox::new(RxStats::default(), GFP_KERNEL)?;
+        // From here on dropping `e` closes the sockets and frees `rx`.
         let mut e = KBox::new(
             NetSock {
                 net,
@@ -114,11 +121,11 @@ impl NetSocks {
                 dead: false,
                 sock4: ptr::null_mut(),
                 sock6: ptr::null_mut(),
-                rx: RxStats::default(),
+                rx: NonNull::from(KBox::leak(rx)),
             },
             GFP_KERNEL,
         )?;
-        let data = ptr::addr_of_mut!(*e).cast::<c_void>();
+        let data = e.rx.as_ptr().cast::<c_void>();
         // SAFETY: `net` is the live namespace of a netdev the caller holds;
         // `data` stays valid until the socket is released (`close`) and an
         // RCU grace period has passed (`put`/`net_exit` free it after
@@ -173,15 +180,9 @@ impl Drop for NetSock {
         self.close();
         // SAFETY: objects are dropped in process context only.
         unsafe { bindings::synchronize_rcu() };
-    }
-}
-
-impl NetSockRef {
-    /// The namespace's receive counters.
-    #[expect(dead_code, reason = "read by the statistics counters (data path)")]
-    pub(crate) fn rx(&self) -> &RxStats {
-        // SAFETY: by the type invariant the entry is alive while we exist.
-        unsafe { &(*self.0).rx }
+        // SAFETY: by the type invariant `rx` came from `KBox::into_raw`;
+        // the sockets are closed and their callbacks are over.
+        drop(unsafe { KBox::from_raw(self.rx.as_ptr()) });
     }
 }
 
@@ -195,13 +196,12 @@ impl NetSockRef {
 /// and an skb we own.
 unsafe extern "C" fn rx_callback(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
     // SAFETY: `sk` is valid per the function's contract.
-    let ns = unsafe { glue::rroce_sk_user_data(sk) }.cast::<NetSock>().cast_const();
-    if !ns.is_null() {
-        // SAFETY: `sk_user_data` points to a `NetSock` freed only after an
-        // RCU grace period that started after it was cleared; we are in an
-        // RCU read-side section.
-        let ns = unsafe { &*ns };
-        ns.rx.packets.fetch_add(1, Ordering::Relaxed);
+    let rx = unsafe { glue::rroce_sk_user_data(sk) }.cast::<RxStats>().cast_const();
+    // SAFETY: `sk_user_data` is the `rx` of a `NetSock`, freed only after
+    // the socket was released and an RCU grace period passed; we are in an
+    // RCU read-side section.
+    if let Some(rx) = unsafe { rx.as_ref() } {
+        rx.packets.fetch_add(1, Ordering::Relaxed);
         let mut data: *mut u8 = ptr::null_mut();
         let mut len: kernel::ffi::c_uint = 0;
         // SAFETY: we own `skb`.
@@ -213,16 +213,16 @@ unsafe extern "C" fn rx_callback(sk: *mut bindings::sock, skb: *mut bindings::sk
             let in_dev = unsafe { glue::rroce_skb_dev(skb) };
             let counter = match crate::dp::rx(in_dev, pkt) {
                 Ok(()) => None,
-                Err(crate::dp::RxDrop::Malformed) => Some(&ns.rx.dropped_malformed),
-                Err(crate::dp::RxDrop::Icrc) => Some(&ns.rx.dropped_icrc),
-                Err(crate::dp::RxDrop::NoDevice) => Some(&ns.rx.dropped_no_dev),
-                Err(crate::dp::RxDrop::NoQp) => Some(&ns.rx.dropped_no_qp),
+                Err(crate::dp::RxDrop::Malformed) => Some(&rx.dropped_malformed),
+                Err(crate::dp::RxDrop::Icrc) => Some(&rx.dropped_icrc),
+                Err(crate::dp::RxDrop::NoDevice) => Some(&rx.dropped_no_dev),
+                Err(crate::dp::RxDrop::NoQp) => Some(&rx.dropped_no_qp),
             };
             if let Some(c) = counter {
                 c.fetch_add(1, Ordering::Relaxed);
             }
         } else {
-            ns.rx.dropped_malformed.fetch_add(1, Ordering::Relaxed);
+            rx.dropped_malformed.fetch_add(1, Ordering::Relaxed);
         }
     }
     // SAFETY: we own `skb`.

@@ -7,7 +7,7 @@
 //! into references and errors into negative errnos with `from_result`.
 
 use core::mem::size_of;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::error::{from_result, to_result};
 use kernel::ffi::c_int;
@@ -172,6 +172,37 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
 #[repr(C)]
 struct RroceUcontext {
     ib: bindings::ib_ucontext,
+    /// Bytes of ring memory of the context's queues, at most
+    /// `max_ctx_ring_mb` MiB (a memory cgroup may allow less).
+    ring_bytes: AtomicUsize,
+}
+
+/// Charges `len` bytes of ring memory to the user context `uctx`; `ENOMEM`
+/// over the module's per-context limit.
+///
+/// # Safety
+///
+/// `uctx` is a live context of ours.
+unsafe fn charge_ring(uctx: *mut bindings::ib_ucontext, len: usize) -> Result {
+    // SAFETY: ib_core allocated `size_ib_ucontext` bytes: ours.
+    let u = unsafe { &*uctx.cast::<RroceUcontext>() };
+    // SAFETY: reads a module parameter.
+    let max = (unsafe { crate::glue::rroce_param_max_ctx_ring_mb() } as usize).saturating_mul(1 << 20);
+    u.ring_bytes
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(len).filter(|&t| t <= max))
+        .map(|_| ())
+        .map_err(|_| ENOMEM)
+}
+
+/// Gives back a charge of [`charge_ring`].
+///
+/// # Safety
+///
+/// As for [`charge_ring`], which charged `len`.
+unsafe fn uncharge_ring(uctx: *mut bindings::ib_ucontext, len: usize) {
+    // SAFETY: per the requirements.
+    let u = unsafe { &*uctx.cast::<RroceUcontext>() };
+    u.ring_bytes.fetch_sub(len, Ordering::Relaxed);
 }
 
 /// Our part of a protection domain (allocated by ib_core).
@@ -206,7 +237,7 @@ impl MmapEntry {
         buf: SharedBuf,
     ) -> Result<(NonNull<MmapEntry>, u64)> {
         let len = crate::proto::ring::SharedRegion::len(&buf);
-        let e = KBox::new(MmapEntry { rdma: Default::default(), buf }, GFP_KERNEL)?;
+        let e = KBox::new(MmapEntry { rdma: Default::default(), buf }, GFP_KERNEL_ACCOUNT)?;
         let e = KBox::into_raw(e);
         // SAFETY: `e` is a valid entry; on success ib_core keeps it and
         // releases it through `mmap_free`.
@@ -247,8 +278,9 @@ pub(crate) enum RingMem {
     /// # Invariants
     ///
     /// The entry came from [`MmapEntry::insert`] and is removed only by
-    /// `Drop`.
-    Mapped(NonNull<MmapEntry>),
+    /// `Drop`; its length is charged to the live user context `uctx`
+    /// (objects are destroyed before their context) until then.
+    Mapped(NonNull<MmapEntry>, *mut bindings::ib_ucontext),
     /// Kernel-only.
     Kernel(SharedBuf),
 }
@@ -270,17 +302,23 @@ impl RingMem {
         if uctx.is_null() {
             return Ok((RingMem::Kernel(buf), 0));
         }
+        let len = crate::proto::ring::SharedRegion::len(&buf);
         // SAFETY: per the requirements.
-        let (e, off) = unsafe { MmapEntry::insert(uctx, buf)? };
-        // INVARIANT: inserted just now.
-        Ok((RingMem::Mapped(e), off))
+        unsafe { charge_ring(uctx, len)? };
+        // SAFETY: per the requirements.
+        let (e, off) = unsafe { MmapEntry::insert(uctx, buf) }.inspect_err(|_| {
+            // SAFETY: charged above.
+            unsafe { uncharge_ring(uctx, len) }
+        })?;
+        // INVARIANT: inserted and charged just now.
+        Ok((RingMem::Mapped(e, uctx), off))
     }
 
     /// The ring memory.
     pub(crate) fn buf(&self) -> &SharedBuf {
         match self {
             // SAFETY: we hold the entry's initial reference until `drop`.
-            RingMem::Mapped(e) => unsafe { e.as_ref() }.buf(),
+            RingMem::Mapped(e, _) => unsafe { e.as_ref() }.buf(),
             RingMem::Kernel(b) => b,
         }
     }
@@ -293,9 +331,12 @@ impl RingMem {
 
 impl Drop for RingMem {
     fn drop(&mut self) {
-        if let RingMem::Mapped(e) = self {
+        if let RingMem::Mapped(e, uctx) = *self {
+            let len = crate::proto::ring::SharedRegion::len(self.buf());
             // SAFETY: by the invariant, inserted and removed once here.
-            unsafe { MmapEntry::remove(*e) };
+            unsafe { MmapEntry::remove(e) };
+            // SAFETY: by the invariant, charged to the live `uctx`.
+            unsafe { uncharge_ring(uctx, len) };
         }
     }
 }
@@ -553,11 +594,12 @@ unsafe extern "C" fn mmap(
         return -(bindings::EINVAL as c_int);
     }
     // SAFETY: every entry of our contexts is an `MmapEntry` (first field),
-    // alive while we hold the reference from `rdma_user_mmap_entry_get`.
-    let kaddr = unsafe { (*entry.cast::<MmapEntry>()).buf.kaddr() };
-    // SAFETY: `kaddr` is a `vmalloc_user` area covering the entry, whose
-    // length ib_core checked against the VMA's.
-    let ret = unsafe { bindings::remap_vmalloc_range(vma, kaddr, 0) };
+    // alive while we hold the reference from `rdma_user_mmap_entry_get`;
+    // ib_core checked the VMA's length against the entry's.
+    let ret = match unsafe { (*entry.cast::<MmapEntry>()).buf.map_into(vma) } {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    };
     // SAFETY: drops the reference taken by `rdma_user_mmap_entry_get`.
     unsafe { bindings::rdma_user_mmap_entry_put(entry) };
     ret

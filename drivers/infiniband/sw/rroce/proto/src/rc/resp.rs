@@ -101,6 +101,11 @@ pub enum AccessError {
     OutOfRange,
     /// The region or the QP does not allow the access.
     NoPermission,
+    /// An atomic whose address in the region is not 8-byte aligned,
+    /// although the requested address was: a zero-based window bound at
+    /// an unaligned offset (the target is what must be aligned, IBA
+    /// 9.4.5; answered like any misaligned atomic: invalid request).
+    Misaligned,
 }
 
 /// An atomic operation on 8 bytes of remote memory.
@@ -931,6 +936,7 @@ impl<const R: usize> Responder<R> {
         };
         let orig = match mem.atomic(ae.rkey, ae.va, op) {
             Ok(v) => v,
+            Err(AccessError::Misaligned) => return self.invalid(pkt.psn),
             Err(_) => {
                 return self.fatal(
                     pkt.psn,
@@ -1045,6 +1051,40 @@ mod placement_tests {
         fn peek_len(&mut self) -> Option<u32> {
             Some(4096)
         }
+    }
+
+    /// Memory whose atomics land at an unaligned address (a zero-based
+    /// window bound at an odd offset).
+    struct UnalignedTarget;
+    impl MemCheck for UnalignedTarget {
+        fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+            Ok(())
+        }
+        fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+            Err(AccessError::Misaligned)
+        }
+    }
+
+    #[test]
+    fn atomic_on_unaligned_target_is_invalid_request() {
+        use super::super::super::hdr::{AtomicEth, NAK_INVALID_REQUEST};
+        use super::super::super::opcode::RC_FETCH_ADD;
+        let mut r = responder();
+        let pkt = InRequest {
+            opcode: RC_FETCH_ADD,
+            psn: Psn::new(10),
+            atomic: Some(AtomicEth {
+                va: 0,
+                rkey: 7,
+                swap_add: 1,
+                compare: 0,
+            }),
+            ..InRequest::default()
+        };
+        let a = r.on_request(&pkt, &mut UnalignedTarget, &mut Rq);
+        assert_eq!(nak_of(&a), (Psn::new(10), NAK_INVALID_REQUEST, 0));
+        assert!(a.qp_error);
+        assert_eq!(a.outcome, Outcome::InvalidRequest);
     }
 
     fn responder() -> Responder<4> {

@@ -25,6 +25,8 @@
 #include <infiniband/verbs.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_ioctl_cmds.h>
 #include <signal.h>
@@ -45,6 +47,7 @@ static int g_n, g_failed;
 static double g_scale = 1.0;
 static int g_debug; /* debug kernel: fewer iterations */
 static int g_to = 14; /* local ACK timeout exponent (18 on the debug kernel) */
+static int g_pair_depth = 16; /* send and receive queue depth of pair_create's QPs */
 
 static void check(int ok, const char *desc, const char *fmt, ...)
 {
@@ -519,7 +522,7 @@ static int pair_create(struct pair *p, struct dev *d, size_t size, int use_srq, 
 	if (!p->mra || !p->mrb || !p->cqa || !p->cqb)
 		goto fail;
 	nb = maps_read(before);
-	p->a = mkqp(d->pd, p->cqa, NULL, IBV_QPT_RC, 16);
+	p->a = mkqp(d->pd, p->cqa, NULL, IBV_QPT_RC, g_pair_depth);
 	if (!p->a)
 		goto fail;
 	p->namaps = maps_new(before, nb, p->amaps, 4);
@@ -532,7 +535,7 @@ static int pair_create(struct pair *p, struct dev *d, size_t size, int use_srq, 
 			goto fail;
 	}
 	p->nbmaps = maps_new(before, nb, p->bmaps, 4);
-	p->b = mkqp(d->pd, p->cqb, p->srq, IBV_QPT_RC, 16);
+	p->b = mkqp(d->pd, p->cqb, p->srq, IBV_QPT_RC, g_pair_depth);
 	if (!p->b)
 		goto fail;
 	if (!use_srq)
@@ -2009,6 +2012,210 @@ static void case_memlock(struct dev *d)
 	free(b);
 }
 
+/* ------------------------------------------------ stalls and CQ overflow */
+/*
+ * A thread that keeps the producer index of a ring one ring ahead of the
+ * consumer index the kernel publishes: a kernel loop that re-reads the
+ * producer index until the ring is empty never ends while it runs.
+ */
+struct mover {
+	struct ring *r;
+	double until;
+	volatile int running;
+	unsigned long moves;
+};
+
+static void pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void *mover_fn(void *arg)
+{
+	struct mover *m = arg;
+
+	/* on the other CPU than the thread that rings the doorbell */
+	pin_to(1);
+	m->running = 1;
+	while (now_s() < m->until) {
+		for (int i = 0; i < 1000; i++) {
+			uint32_t c = __atomic_load_n((uint32_t *)ring_c(m->r), __ATOMIC_ACQUIRE);
+
+			ring_publish(m->r, c + m->r->entries);
+			m->moves++;
+		}
+	}
+	__atomic_store_n(&m->running, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Async events of one type within secs (stops at the first quiet gap). */
+static int count_events(struct ibv_context *ctx, enum ibv_event_type want, double secs, int *others)
+{
+	enum ibv_event_type ev;
+	int n = 0;
+
+	*others = 0;
+	while (async_event(ctx, secs, &ev) == 0) {
+		if (ev == want)
+			n++;
+		else
+			(*others)++;
+		if (n + *others > 100000)
+			break;
+	}
+	return n;
+}
+
+/*
+ * A QP in ERR whose SQ (variant 0) or RQ (variant 1) producer index is
+ * kept moving by another thread while this one rings the doorbell once:
+ * the doorbell must return while the mover still runs (the kernel flushes
+ * a bounded batch per pass and continues from a work item, instead of
+ * looping with bottom halves disabled for as long as user space likes --
+ * a soft lockup and an RCU stall for the whole machine).  The flood of
+ * flush completions overflows the 64-entry CQ: exactly one
+ * IBV_EVENT_CQ_ERR, not one per lost completion.
+ */
+static void case_index_mover(struct dev *d)
+{
+	static const char *names[] = { "SQ", "RQ" };
+	double run_s = 6 * g_scale;
+
+	for (int v = 0; v < 2; v++) {
+		struct pair p;
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+		char desc[256];
+		pthread_t t;
+
+		/* Deep queues: while the kernel works through one ring's worth,
+		 * the mover has many chances to see entries released and to
+		 * publish more (with a shallow ring, on a loaded machine, the
+		 * kernel may empty it before the mover runs at all). */
+		g_pair_depth = 16384;
+		int pc = pair_create(&p, d, 65536, 0, 2, g_to, 1, 1);
+
+		g_pair_depth = 16;
+		if (pc) {
+			check(0, names[v], "cannot create the pair");
+			continue;
+		}
+		struct ring *r = v == 0 ? &p.sq : &p.rq;
+		struct ibv_qp *qp = v == 0 ? p.a : p.b;
+		struct ibv_wc wc[64];
+
+		if (ibv_modify_qp(qp, &a, IBV_QP_STATE) || wait_state(qp, IBV_QPS_ERR, 5) != IBV_QPS_ERR) {
+			check(0, names[v], "cannot move the QP to ERR");
+			pair_destroy(&p);
+			continue;
+		}
+		drain(v == 0 ? p.cqa : p.cqb, wc, 64, 0.5);
+		count_events(d->ctx, IBV_EVENT_CQ_ERR, 0.2, &(int){ 0 });
+		for (uint32_t i = 0; i < r->entries; i++)
+			fill_random(ring_slot(r, i), r->es);
+		struct mover m = { .r = r, .until = now_s() + run_s };
+
+		pin_to(0);
+		if (pthread_create(&t, NULL, mover_fn, &m)) {
+			check(0, names[v], "pthread_create");
+			pair_destroy(&p);
+			continue;
+		}
+		while (!__atomic_load_n(&m.running, __ATOMIC_ACQUIRE))
+			msleep(1);
+		msleep(50);
+		uint32_t c0 = *ring_c(r);
+		double t0 = now_s();
+		int db = doorbell(qp);
+		double took = now_s() - t0;
+		int alive = __atomic_load_n(&m.running, __ATOMIC_ACQUIRE);
+
+		pthread_join(t, NULL);
+		msleep(200);
+		/* (How far the mover got ahead of the kernel depends on how
+		 * the host schedules the two vCPUs: informational.) */
+		diag("  the kernel consumed %u entries (a ring holds %u)", *ring_c(r) - c0, r->entries);
+		{
+			uint32_t pe = *ring_p(r);
+			int db2 = doorbell(qp);
+
+			msleep(200);
+			check(db2 == 0 && *ring_c(r) == pe,
+			      "  ... with the mover stopped, one more doorbell flushes the rest of the ring",
+			      "doorbell %d, p %u, c %u", db2, pe, *ring_c(r));
+		}
+		snprintf(desc, sizeof(desc),
+			 "%s producer index moved by another thread during one doorbell on a QP in ERR: the doorbell "
+			 "returns while the mover still runs",
+			 names[v]);
+		check(alive, desc, "doorbell %d returned after %.2f s, the mover had stopped (%lu moves in %.1f s)", db,
+		      took, m.moves, run_s);
+		diag("  doorbell took %.3f s; %lu index moves", took, m.moves);
+		/* the work item finishes the last batch; then the kernel is quiet */
+		int others = 0, nerr = count_events(d->ctx, IBV_EVENT_CQ_ERR, 3, &others);
+
+		snprintf(desc, sizeof(desc), "  ... the flushed %s overflows the CQ: exactly one IBV_EVENT_CQ_ERR",
+			 names[v]);
+		check(nerr == 1, desc, "%d CQ_ERR events, %d others", nerr, others);
+		check(qp_state(qp) == IBV_QPS_ERR, "  ... the QP stays in ERR", "%s", qps(qp_state(qp)));
+		pair_destroy(&p);
+	}
+	device_still_works(d, "moving producer indices");
+}
+
+/*
+ * More signaled completions than the CQ holds, none polled, on a QP in
+ * RTS: the CQ overflows, raises IBV_EVENT_CQ_ERR once (not once per lost
+ * completion) and the QP completing into it enters the error state (IBA:
+ * a CQ overrun is an error of the CQ and its work queues).
+ */
+static void case_cq_overflow(struct dev *d)
+{
+	struct ibv_cq *cq = ibv_create_cq(d->ctx, 16, NULL, NULL, 0);
+	struct pair p;
+	struct ibv_qp *q = NULL, *peer = NULL;
+	int others = 0;
+
+	if (!cq || pair_create(&p, d, 65536, 0, 7, g_to, 7, 0)) {
+		check(0, "CQ overflow", "cannot create the CQ or the pair");
+		if (cq)
+			ibv_destroy_cq(cq);
+		return;
+	}
+	int e = cq->cqe, n = 3 * e;
+
+	q = mkqp(d->pd, cq, NULL, IBV_QPT_RC, n);
+	peer = mkqp(d->pd, p.cqb, NULL, IBV_QPT_RC, 8);
+	if (!q || !peer || qp_to_rts(d, q, peer->qp_num, 7, g_to, 7) || qp_to_rts(d, peer, q->qp_num, 7, g_to, 7)) {
+		check(0, "CQ overflow", "cannot connect the QP");
+		goto out;
+	}
+	count_events(d->ctx, IBV_EVENT_CQ_ERR, 0.2, &others);
+	int posted = 0;
+
+	for (int i = 0; i < n; i++)
+		posted += post_write(q, 100 + i, p.bufa + 64 * i, 64, p.mra->lkey, p.bufb + 64 * i, p.mrb->rkey,
+				     IBV_WR_RDMA_WRITE) == 0;
+	int s = wait_state(q, IBV_QPS_ERR, 10);
+	int nerr = count_events(d->ctx, IBV_EVENT_CQ_ERR, 3, &others);
+
+	diag("CQ of %d entries, %d signaled WRITEs posted", e, posted);
+	check(nerr == 1, "CQ overflow: exactly one IBV_EVENT_CQ_ERR", "%d CQ_ERR events, %d others", nerr, others);
+	check(s == IBV_QPS_ERR, "CQ overflow: the QP completing into the CQ enters ERR", "QP %s", qps(s));
+out:
+	if (q)
+		ibv_destroy_qp(q);
+	if (peer)
+		ibv_destroy_qp(peer);
+	pair_destroy(&p);
+	check(ibv_destroy_cq(cq) == 0, "CQ overflow: the overflowed CQ can be destroyed", "%s", strerror(errno));
+	device_still_works(d, "a CQ overflow");
+}
+
 int main(int argc, char **argv)
 {
 	struct dev d;
@@ -2018,7 +2225,7 @@ int main(int argc, char **argv)
 	if (argc != 4) {
 		fprintf(stderr,
 			"usage: %s DEV GID_INDEX CASE\n  CASE: sq_garbage sq_index rq srq cq_index ud uverbs "
-			"destroy_inflight exit fork limits memlock\n",
+			"destroy_inflight exit fork limits memlock index_mover cq_overflow\n",
 			argv[0]);
 		return 2;
 	}
@@ -2058,6 +2265,10 @@ int main(int argc, char **argv)
 		case_limits(&d, argv[1]);
 	else if (!strcmp(c, "memlock"))
 		case_memlock(&d);
+	else if (!strcmp(c, "index_mover"))
+		case_index_mover(&d);
+	else if (!strcmp(c, "cq_overflow"))
+		case_cq_overflow(&d);
 	else {
 		fprintf(stderr, "unknown case %s\n", c);
 		return 2;

@@ -40,6 +40,39 @@ again = MR(pd, 4096, LW)
 check(again.lkey != first, "a new MR does not reuse a just-freed key", f"{again.lkey:#x} == {first:#x}")
 again.close()
 
+# Keys must not be guessable from one's own (a peer holding one rkey could
+# otherwise try the neighbours): the key byte is random, so among 200
+# registrations in a row the low bytes do not step by a constant.
+seq = [MR(pd, 4096, LW | e.IBV_ACCESS_REMOTE_READ) for _ in range(200)]
+low = [m.rkey & 0xFF for m in seq]
+steps = {(b - a) & 0xFF for a, b in zip(low, low[1:])}
+check(len(steps) > 50 and len(set(low)) > 100, "the key bytes of 200 consecutive MRs look random (no constant step)",
+      f"{len(steps)} distinct steps, {len(set(low))} distinct bytes: {low[:12]}")
+idx = [m.rkey >> 8 for m in seq]
+for m in seq:
+    m.close()
+# Freed key indexes are reused as late as possible: the next registration
+# does not take the index just freed.
+nxt = MR(pd, 4096, LW)
+check(nxt.lkey >> 8 not in idx, "a new MR takes a fresh key index, not one of the 200 just freed",
+      f"index {nxt.lkey >> 8:#x}")
+nxt.close()
+
+# The same for QP numbers: a destroyed QP's number is not handed out again
+# right away (a late completion or packet must never name a new QP).
+from pyverbs.cq import CQ
+from pyverbs.qp import QP, QPCap, QPInitAttr
+cq = CQ(ctx, 8)
+cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+qpns = []
+for _ in range(20):
+    q = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
+    qpns.append(q.qp_num)
+    q.close()
+check(len(set(qpns)) == 20, "20 QPs created and destroyed in turn get 20 different QP numbers",
+      f"{sorted(set(qpns))[:8]}...")
+cq.close()
+
 
 
 

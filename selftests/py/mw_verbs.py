@@ -28,6 +28,8 @@ QP to ERR, a fresh QP pair is made and must transfer fine.
     the window is invalidated; ibv_dealloc_mw of a bound window -> the key
     is refused and the region can go
   - qp_ex: ibv_wr_bind_mw, ibv_wr_local_inv
+  - atomics through zero-based type-2 windows: a window based at an
+    unaligned address -> REM_INV_REQ_ERR (the target must be aligned)
 """
 import errno
 import os
@@ -354,8 +356,49 @@ def main():
     check(st == e.IBV_WC_REM_ACCESS_ERR, "qp_ex: access after ibv_wr_local_inv -> REM_ACCESS_ERR",
           status_str(st) if st is not None else "no completion")
     mw4.close()
+    zero_based_atomics(d0, d1, mr1)
     good_transfer(d0, d1, mr1, "at the end")
     finish()
+
+
+def zero_based_atomics(d0, d1, mr1):
+    """Atomics through zero-based type-2 windows: the address that must be
+    8-byte aligned is the target in the region (the window's base plus the
+    requested offset), not the offset alone.  A window based 4 bytes off
+    alignment: FETCH_AND_ADD at window offset 0 -> REM_INV_REQ_ERR, memory
+    unchanged; a window based at an aligned address: it works."""
+    acc = RW | e.IBV_ACCESS_REMOTE_ATOMIC | e.IBV_ACCESS_ZERO_BASED
+    for base, ok in ((4 + 256, False), (8 + 256, True)):
+        p = Pair(d0, d1)
+        mw = MW(d1.pd, e.IBV_MW_TYPE_2)
+        mr1.write(bytes(range(32)), 32, 256)
+        before = mr1.read(32, 256)
+        key, wc = p.bind2(mw, mr1, mr1.buf + base, 64, acc)
+        check(wc is not None and wc.status == e.IBV_WC_SUCCESS,
+              f"zero-based type-2 window at region offset {base}: bind", wc_str(wc) if wc else "none")
+        wr = SendWR(wr_id=5, opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, num_sge=1,
+                    sg=[SGE(p.buf0.buf, 8, p.buf0.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_atomic(key, 0, 1, 0)
+        p.qp0.post_send(wr)
+        got = p.wcs(p.cq0)
+        st = got[0].status if got else None
+        after = mr1.read(32, 256)
+        if ok:
+            word = int.from_bytes(before[base - 256:base - 256 + 8], "little")
+            want = before[:base - 256] + (word + 1).to_bytes(8, "little") + before[base - 256 + 8:]
+            check(st == e.IBV_WC_SUCCESS and after == want,
+                  "zero-based window at an aligned base: FETCH_AND_ADD at window offset 0 adds at the base",
+                  status_str(st) if st is not None else "no completion")
+        else:
+            check(st == e.IBV_WC_REM_INV_REQ_ERR and after == before,
+                  "zero-based window 4 bytes off alignment: FETCH_AND_ADD at window offset 0 -> "
+                  "REM_INV_REQ_ERR, memory unchanged",
+                  (status_str(st) if st is not None else "no completion") + f", memory {after.hex()}")
+        wc = p.local_inv(key, wr_id=0x8a) if ok else None
+        if ok:
+            check(wc is not None and wc.status == e.IBV_WC_SUCCESS, "  ... the window is invalidated",
+                  wc_str(wc) if wc else "none")
+        mw.close()
 
 
 if __name__ == "__main__":

@@ -547,6 +547,42 @@ def case_atomic_results(d0, d1):
     fresh_pair_ok(d0, d1)
 
 
+def case_zero_length_rkey0(d0, d1):
+    # IBA 9.4.4/9.4.5: a zero-length RDMA WRITE or READ accesses no memory,
+    # so its R_Key and VA are not checked (mlx5 and rxe do not NAK it).
+    # rkey 0 and address 0 here: the WRITE, the READ (its response carries
+    # no payload) and a WRITE_WITH_IMM (the receive completes with byte_len
+    # 0 and the immediate) all succeed, the QPs stay in RTS and a normal
+    # WRITE behind them lands.  retry_cnt 2: a missing response shows up as
+    # RETRY_EXC_ERR instead of an endless retry.
+    p = Pair(d0, d1, retry_cnt=2)
+    c = Counters(d0, d1)
+    before = pattern(p.size, 0x21)
+    p.mr1.write(before, p.size, 0)
+    src = pattern(4096, 0x42)
+    p.mr0.write(src, 4096, 8192)
+    p.recv(100, 64, 0)
+    p.send(1, e.IBV_WR_RDMA_WRITE, 0, 0, raddr=0, rkey=0)
+    p.send(2, e.IBV_WR_RDMA_READ, 0, 0, raddr=0, rkey=0)
+    p.send(3, e.IBV_WR_RDMA_WRITE_WITH_IMM, 0, 0, raddr=0, rkey=0, imm=0x12345678)
+    p.send(4, e.IBV_WR_RDMA_WRITE, 4096, 8192, raddr=p.mr1.buf + 4096, rkey=p.mr1.rkey)
+    expect_wcs(p.cq0, [(1, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_WRITE), (2, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_READ),
+                       (3, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_WRITE), (4, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_WRITE)],
+               "requester, zero-length WRITE/READ/WRITE_WITH_IMM with rkey 0, then a 4 KiB WRITE")
+    got = expect_wcs(p.cq1, [(100, e.IBV_WC_SUCCESS, e.IBV_WC_RECV_RDMA_WITH_IMM)],
+                     "responder, the zero-length WRITE_WITH_IMM")
+    if got:
+        w = got[0]
+        check(w.byte_len == 0 and w.wc_flags & e.IBV_WC_WITH_IMM and w.imm_data == 0x12345678,
+              "the receive has byte_len 0 and the immediate", wc_str(w))
+    expect_state(p.qp0, e.IBV_QPS_RTS, "the requester QP")
+    expect_state(p.qp1, e.IBV_QPS_RTS, "the responder QP")
+    want = before[:4096] + src + before[8192:]
+    check(p.mr1.read(p.size, 0) == want, "responder memory: only the 4 KiB WRITE changed it")
+    c.show()
+    fresh_pair_ok(d0, d1)
+
+
 # ---- isolation: keys of other PDs and deregistered keys
 # IBA 10.6.3: an L_Key/R_Key is valid only with QPs of the MR's PD, and
 # only while the MR is registered.

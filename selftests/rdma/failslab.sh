@@ -35,9 +35,9 @@ OPS=${FAILSLAB_OPS-ctx pd cq qp mr srq ah qp_rts}
 # "page allocation failure: ..." with a stack dump up to </TASK>) are
 # expected here and cut out before looking for splats.
 check_dmesg() {
-	local log leaks n
+	local log leaks n off
 	t_begin "no kernel warnings, splats or leaks in dmesg (beyond the reports of the injected failures)"
-	leaks=$(kmemleak_scan)
+	leaks=$(kmemleak_scan) || t_fail "kmemleak refuses to scan (it turned itself off: 'kmemleak:' lines in dmesg); no leak check"
 	n=$(dmesg_since_mark | grep -cE '(allocation failure|vmalloc error):')
 	[ "$n" != 0 ] && diag "$n allocation-failure reports of injected failures (expected, not counted)"
 	log=$(dmesg_since_mark | awk '/(allocation failure|vmalloc error):/ { skip = 1 } skip && /<\/TASK>/ { skip = 0; next } !skip')
@@ -49,6 +49,8 @@ check_dmesg() {
 		t_fail "kmemleak suspects leaks:"
 		printf '%s\n' "$leaks" | head -60 | sed 's/^/#   /'
 	fi
+	off=$(kernel_checks_off)
+	[ -z "$off" ] || t_fail "kernel checks were off: $off"
 	t_end
 }
 test_init 12

@@ -42,7 +42,7 @@
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
-CASES=(sq_garbage sq_index rq srq cq_index ud uverbs destroy_inflight exit fork)
+CASES=(sq_garbage sq_index rq srq cq_index index_mover cq_overflow ud uverbs destroy_inflight exit fork)
 test_init $((${#CASES[@]} + 4))
 
 why=$(provider_unavailable)

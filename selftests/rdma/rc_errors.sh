@@ -57,6 +57,7 @@ CASES=(
 	"rnr_retry_exceeded|SEND without a receive, rnr_retry 0 -> RNR_RETRY_EXC_ERR"
 	"retry_exceeded|no ACK (unknown destination QP), retry_cnt 2 -> RETRY_EXC_ERR"
 	"retry_cnt_7_infinite|no ACK, retry_cnt 7: keeps retrying (7 = infinite, as documented), ERR flushes"
+	"zero_length_rkey0|zero-length RDMA WRITE, READ and WRITE_WITH_IMM with rkey 0 / address 0 succeed, QPs stay RTS"
 	"atomic_results|ATOMIC FETCH_AND_ADD / CMP_AND_SWP (match and mismatch): returned and remote values"
 	"atomic_misaligned_fetch_add|ATOMIC FETCH_AND_ADD at a misaligned address -> REM_INV_REQ_ERR, nothing changed"
 	"atomic_misaligned_cmp_swap|ATOMIC CMP_AND_SWP at a misaligned address -> REM_INV_REQ_ERR, nothing changed"

@@ -23,6 +23,10 @@ if cargo test "${fuzz[@]}" --no-default-features --release 2>&1 | tee "$log"; th
 read -r p f < <(awk '/^test result:/ {for (i = 1; i <= NF; i++) {if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i}} END {print p+0, f+0}' "$log")
 pass=$((pass + p)) fail=$((fail + f))
 done_step
+# The bench report's parsing and aggregation (failures never in a median).
+step "bench/test_report.py"
+if /usr/bin/python3 "$RROCE_TOP/bench/test_report.py"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: bench/test_report.py" >&2; fi
+done_step
 step "cargo fmt --check"
 if cargo fmt --all -- --check && cargo fmt "${fuzz[@]}" -- --check; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: cargo fmt" >&2; fi
 done_step

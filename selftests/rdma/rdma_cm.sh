@@ -9,7 +9,7 @@
 #   REQ/REP on the GSI QP, then UD sends addressed by AH and Q_Key).
 # (rxe has no netns support: with RROCE_TYPE=rxe everything is skipped.)
 . "$(dirname "$0")/../lib.sh"
-test_init 8
+test_init 9
 
 why=$(provider_unavailable)
 [ "$RROCE_TYPE" = rxe ] && why=${why:-rxe has no network namespace support (its UDP socket lives in init_net only)}
@@ -89,6 +89,50 @@ fi
 if cm_pair "ib_write_bw -R (rdma_cm connection) 64 KiB x 200" 120 \
 	ib_write_bw -R -d "$DEV1" -s 65536 -n 200 -F -- ib_write_bw -R -d "$DEV0" -s 65536 -n 200 -F "$IP1"; then
 	grep -qE '^ *65536 +200' /tmp/cm-cli.$$ || t_fail "no result line: $(tail -3 /tmp/cm-cli.$$ | tr '\n' ' ')"
+	t_end
+fi
+
+# CM churn under UD traffic: every CM MAD goes out on the GSI QP through an
+# address handle that ib_cm creates and destroys without waiting for a
+# grace period (RDMA_DESTROY_AH_SLEEPABLE not set), while UD sends read
+# AHs under RCU; ib_mad posts those sends with interrupts disabled.  A
+# use-after-free would show on the debug kernel (KASAN); the connections
+# and the UD datagrams must all get through.
+t_begin "CM churn (6 x ucmatose, 8 connections each) while udaddy moves UD datagrams"
+if [ -n "$why" ]; then
+	t_skip "$why"
+else
+	cm_listeners() { ns "$NS1" rdma res show cm_id 2>/dev/null | grep -c LISTEN; }
+	listeners_gt() { [ "$(cm_listeners)" -gt "$1" ]; }
+	tmo=$((300 * ${RROCE_TIMEOUT_SCALE:-1}))
+	ns "$NS1" timeout "$tmo" udaddy -b "$IP1" -c 2 -C 100 -S 256 >/tmp/cm-ud-srv.$$ 2>&1 &
+	upid=$!
+	wait_for 20 listeners_gt 0
+	timeout "$tmo" udaddy -s "$IP1" -c 2 -C 100 -S 256 >/tmp/cm-ud-cli.$$ 2>&1 &
+	ucpid=$!
+	bad=0
+	for i in 1 2 3 4 5 6; do
+		n0=$(cm_listeners)
+		ns "$NS1" timeout 120 ucmatose -b "$IP1" -c 8 -C 2 -S 100 >/tmp/cm-srv.$$ 2>&1 &
+		spid=$!
+		wait_for 20 listeners_gt "$n0"
+		timeout 120 ucmatose -s "$IP1" -c 8 -C 2 -S 100 >/tmp/cm-cli.$$ 2>&1 || {
+			bad=1
+			t_fail "round $i: ucmatose client: $(tail -2 /tmp/cm-cli.$$ | tr '\n' ' ')"
+		}
+		wait_for 20 not kill -0 "$spid" || kill "$spid" 2>/dev/null
+		wait "$spid" || { bad=1; t_fail "round $i: ucmatose server: $(tail -2 /tmp/cm-srv.$$ | tr '\n' ' ')"; }
+	done
+	wait "$ucpid"
+	urc=$?
+	wait "$upid"
+	usrc=$?
+	[ $urc = 0 ] && grep -q "test complete" /tmp/cm-ud-cli.$$ ||
+		t_fail "udaddy client exited $urc: $(tail -2 /tmp/cm-ud-cli.$$ | tr '\n' ' ')"
+	[ $usrc = 0 ] && grep -q "test complete" /tmp/cm-ud-srv.$$ ||
+		t_fail "udaddy server exited $usrc: $(tail -2 /tmp/cm-ud-srv.$$ | tr '\n' ' ')"
+	[ $bad = 0 ] && diag "6 rounds of 8 connections, udaddy 2 x 100 datagrams meanwhile"
+	rm -f /tmp/cm-ud-srv.$$ /tmp/cm-ud-cli.$$
 	t_end
 fi
 

@@ -32,6 +32,13 @@ if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
 	done_step
 fi
 
+# clippy: host-test's cargo clippy and the module's CLIPPY=1 build.
+if ! rustup component list --installed 2>/dev/null | grep -q '^clippy'; then
+	step "rustup component add clippy"
+	rustup component add clippy
+	done_step
+fi
+
 if ! command -v bindgen >/dev/null || ! bindgen --version | grep -q "$BINDGEN_VERSION"; then
 	step "cargo install bindgen-cli $BINDGEN_VERSION"
 	cargo install --quiet --locked bindgen-cli --version "$BINDGEN_VERSION"

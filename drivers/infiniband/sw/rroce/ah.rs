@@ -171,6 +171,6 @@ pub(crate) unsafe extern "C" fn destroy_ah(ah: *mut bindings::ib_ah, _flags: u32
     // sleeping).
     // SAFETY: the entry is ours (published, now unpublished), and its
     // `rcu` is used only here.
-    unsafe { bindings::call_rcu(&raw mut (*p.entry.as_ptr()).rcu, Some(free_entry)) };
+    unsafe { bindings::call_rcu(core::ptr::addr_of_mut!((*p.entry.as_ptr()).rcu), Some(free_entry)) };
     0
 }

@@ -293,6 +293,7 @@ fn zeroed(n: usize) -> Result<KVVec<u8>> {
 impl Dp {
     /// State for a QP with the given ring layouts (both rings start at
     /// `start`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         sq_layout: RingLayout,
         rq_layout: RingLayout,
@@ -460,7 +461,7 @@ impl Dp {
                 if ctx.srq.is_some() {
                     ctx.raise(EV_LAST_WQE);
                 }
-                self.to_error(ctx, st);
+                self.enter_error(ctx, st);
             }
             QpState::Reset => self.reset(ctx),
             _ => {}
@@ -493,7 +494,7 @@ impl Dp {
 
     /// Enters the error state: everything outstanding completes with
     /// `WR_FLUSH_ERR` (or the error already decided).
-    pub(crate) fn to_error(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+    pub(crate) fn enter_error(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
         if *st != QpState::Err && ctx.srq.is_some() {
             ctx.raise(EV_LAST_WQE);
         }
@@ -531,7 +532,7 @@ impl Dp {
     /// raised `IB_EVENT_CQ_ERR` once.
     pub(crate) fn after_cq_loss(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
         if ctx.cq_lost.replace(false) && *st != QpState::Err {
-            self.to_error(ctx, st);
+            self.enter_error(ctx, st);
             ctx.cq_lost.set(false);
         }
     }
@@ -670,7 +671,7 @@ impl Dp {
                 Ok(_) => return,
                 Err(_) => {
                     ctx.raise(EV_FATAL);
-                    self.to_error(ctx, st);
+                    self.enter_error(ctx, st);
                     return;
                 }
             }
@@ -683,7 +684,7 @@ impl Dp {
         for _ in 0..RING_BUDGET {
             if self.take_wqes(ctx).is_err() {
                 ctx.raise(EV_FATAL);
-                self.to_error(ctx, st);
+                self.enter_error(ctx, st);
                 return;
             }
             self.pump(ctx, st);
@@ -786,7 +787,7 @@ impl Dp {
         self.complete_sends(ctx);
         self.sync_counters(ctx);
         if self.req.as_ref().is_some_and(|r| r.is_error()) && *st != QpState::Err {
-            self.to_error(ctx, st);
+            self.enter_error(ctx, st);
         }
         if let Some(dl) = self.req.as_ref().and_then(|r| r.next_deadline()) {
             // SAFETY: the timer was set up at QP creation and is shut down
@@ -861,7 +862,7 @@ impl Dp {
     /// QP's peer: its source is the path's destination and its
     /// destination the path's source (the RoCE counterpart of the LRH
     /// address check, IBA 9.6.1.2).  Without a path (before RTR), never.
-    pub(crate) fn from_peer(&self, ip: &[u8]) -> bool {
+    pub(crate) fn is_from_peer(&self, ip: &[u8]) -> bool {
         let Some(path) = self.path.as_ref() else { return false };
         net::ip_addrs(ip).is_some_and(|(src, dst)| src == path.ip.dst && dst == path.ip.src)
     }
@@ -1023,7 +1024,7 @@ impl Dp {
             }
         }
         if a.qp_error || local_err || rq_broken {
-            self.to_error(ctx, st);
+            self.enter_error(ctx, st);
         }
         self.sync_counters(ctx);
     }
@@ -1042,7 +1043,7 @@ impl Dp {
                 Ok(false) => return,
                 Err(_) => {
                     ctx.raise(EV_FATAL);
-                    self.to_error(ctx, st);
+                    self.enter_error(ctx, st);
                     return;
                 }
             }

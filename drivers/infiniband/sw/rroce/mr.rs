@@ -190,10 +190,7 @@ fn pin_user(
         // SAFETY: pinned above and not yet owned by an MR.
         unsafe { bindings::ib_umem_release(umem.as_ptr()) }
     };
-    let mut ibmr = bindings::ib_mr::default();
-    ibmr.iova = iova;
-    ibmr.length = length;
-    ibmr.page_size = bindings::PAGE_SIZE as u32;
+    let ibmr = bindings::ib_mr { iova, length, page_size: bindings::PAGE_SIZE as u32, ..Default::default() };
     let page_off = start & (bindings::PAGE_SIZE as u64 - 1);
     let npages = usize::try_from((page_off + length).div_ceil(bindings::PAGE_SIZE as u64)).map_err(|_| EINVAL);
     let pages = npages.and_then(|n| {
@@ -711,8 +708,7 @@ pub(crate) unsafe extern "C" fn alloc_mr(
             },
             GFP_KERNEL_ACCOUNT,
         )?;
-        let mut ib = bindings::ib_mr::default();
-        ib.page_size = bindings::PAGE_SIZE as u32;
+        let ib = bindings::ib_mr { page_size: bindings::PAGE_SIZE as u32, ..Default::default() };
         let mr = KBox::new(
             RroceMr {
                 ib,

@@ -223,7 +223,7 @@ fn unlock(p: &QpPriv, ctx: &Ctx<'_>, mut g: DpGuard<'_>) {
 fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bindings::ib_udata) -> Result {
     let ty = QpType::from_ib(init.qp_type).ok_or_else(verbs::eopnotsupp)?;
     // The GSI QP (QP1) belongs to ib_core's MAD layer: kernel only.
-    if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && !(ty == QpType::Gsi && udata.is_null()) {
+    if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && (ty != QpType::Gsi || !udata.is_null()) {
         return Err(verbs::eopnotsupp());
     }
     if init.create_flags != 0 {
@@ -569,7 +569,10 @@ unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8])
         if total > p.max_inline {
             return Err(EINVAL);
         }
-        let (head, data) = out.split_at_mut_checked(wqe::SEND_HDR_BYTES).ok_or(EINVAL)?;
+        if out.len() < wqe::SEND_HDR_BYTES {
+            return Err(EINVAL);
+        }
+        let (head, data) = out.split_at_mut(wqe::SEND_HDR_BYTES);
         let mut at = 0usize;
         for s in sgl {
             let len = s.length as usize;
@@ -904,7 +907,7 @@ fn deliver_ud(p: &QpPriv, ctx: &Ctx<'_>, parsed: &crate::proto::hdr::Parsed, ip:
     let inner = &mut *g;
     let taken = matches!(inner.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe)
         && inner.dp.on_ud(ctx, parsed, ip, payload);
-    unlock(p, &ctx, g);
+    unlock(p, ctx, g);
     taken
 }
 
@@ -970,7 +973,7 @@ pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: 
     let inner = &mut *g;
     let st = inner.state;
     // Connected QPs take packets from their peer only.
-    if !inner.dp.from_peer(ip) {
+    if !inner.dp.is_from_peer(ip) {
         return false;
     }
     let taken = if request && matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) {

@@ -58,7 +58,7 @@ impl SharedBuf {
     pub(crate) unsafe fn map_into(&self, vma: *mut bindings::vm_area_struct) -> Result {
         // SAFETY: per the requirements.
         let (start, end) = unsafe { ((*vma).__bindgen_anon_1.__bindgen_anon_1.vm_start, (*vma).__bindgen_anon_1.__bindgen_anon_1.vm_end) };
-        let page = bindings::PAGE_SIZE as usize;
+        let page = bindings::PAGE_SIZE;
         let pages = self.len.div_ceil(page);
         if (end - start).div_ceil(page) > pages {
             return Err(EINVAL);

@@ -118,22 +118,24 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
 /// The device attributes of a new device whose node GUID is `guid`.
 pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     use limits::*;
-    let mut a = bindings::ib_device_attr::default();
-    a.vendor_id = VENDOR_ID;
-    a.sys_image_guid = guid;
-    a.max_mr_size = u64::MAX;
-    a.page_size_cap = PAGE_SIZE_CAP;
-    a.max_qp = MAX_QP as c_int;
-    a.max_qp_wr = MAX_QP_WR as c_int;
-    a.max_send_sge = MAX_SGE as c_int;
-    a.max_recv_sge = MAX_SGE as c_int;
-    a.max_sge_rd = MAX_SGE as c_int;
-    a.max_srq = MAX_SRQ as c_int;
-    a.max_srq_wr = MAX_SRQ_WR as c_int;
-    a.max_srq_sge = MAX_SGE as c_int;
-    a.max_cq = MAX_CQ as c_int;
-    a.max_cqe = MAX_CQE as c_int;
-    a.max_mr = MAX_MR as c_int;
+    let mut a = bindings::ib_device_attr {
+        vendor_id: VENDOR_ID,
+        sys_image_guid: guid,
+        max_mr_size: u64::MAX,
+        page_size_cap: PAGE_SIZE_CAP,
+        max_qp: MAX_QP as c_int,
+        max_qp_wr: MAX_QP_WR as c_int,
+        max_send_sge: MAX_SGE as c_int,
+        max_recv_sge: MAX_SGE as c_int,
+        max_sge_rd: MAX_SGE as c_int,
+        max_srq: MAX_SRQ as c_int,
+        max_srq_wr: MAX_SRQ_WR as c_int,
+        max_srq_sge: MAX_SGE as c_int,
+        max_cq: MAX_CQ as c_int,
+        max_cqe: MAX_CQE as c_int,
+        max_mr: MAX_MR as c_int,
+        ..Default::default()
+    };
     // Memory windows share the key table with the regions (`max_mr` keys).
     a.max_mw = MAX_MR as c_int;
     a.device_cap_flags |= (bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW

@@ -30,7 +30,7 @@ impl AllocUcontextResp {
     pub const SIZE: usize = 16;
 
     /// Little-endian-free native byte image, as `copy_to_user` sends it.
-    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         b[0..4].copy_from_slice(&self.abi_version.to_ne_bytes());
         b[4..8].copy_from_slice(&self.reserved.to_ne_bytes());
@@ -80,7 +80,7 @@ impl CreateQueueCmd {
     pub const SIZE: usize = 8;
 
     /// Native byte image.
-    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         put(&mut b, 0, self.flags.to_ne_bytes());
         put(&mut b, 4, self.reserved.to_ne_bytes());
@@ -124,7 +124,7 @@ impl CreateCqResp {
     pub const SIZE: usize = 24;
 
     /// Native byte image, as `copy_to_user` sends it.
-    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         put(&mut b, 0, self.mmap_offset.to_ne_bytes());
         put(&mut b, 8, self.ring_bytes.to_ne_bytes());
@@ -173,7 +173,7 @@ impl ResizeCqResp {
     pub const SIZE: usize = 24;
 
     /// Native byte image, as `copy_to_user` sends it.
-    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         put(&mut b, 0, self.mmap_offset.to_ne_bytes());
         put(&mut b, 8, self.ring_bytes.to_ne_bytes());
@@ -239,7 +239,7 @@ impl CreateQpResp {
     pub const SIZE: usize = 64;
 
     /// Native byte image, as `copy_to_user` sends it.
-    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         put(&mut b, 0, self.sq_offset.to_ne_bytes());
         put(&mut b, 8, self.rq_offset.to_ne_bytes());
@@ -311,7 +311,7 @@ impl CreateSrqResp {
     pub const SIZE: usize = 32;
 
     /// Native byte image, as `copy_to_user` sends it.
-    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         put(&mut b, 0, self.mmap_offset.to_ne_bytes());
         put(&mut b, 8, self.ring_bytes.to_ne_bytes());
@@ -355,7 +355,7 @@ impl CreateAhResp {
     pub const SIZE: usize = 8;
 
     /// Native byte image, as `copy_to_user` sends it.
-    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         put(&mut b, 0, self.ah_num.to_ne_bytes());
         put(&mut b, 4, self.reserved.to_ne_bytes());

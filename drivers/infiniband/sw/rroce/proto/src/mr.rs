@@ -157,7 +157,7 @@ pub struct RegRequest {
 impl RegRequest {
     /// Stores the request in a REG_MR send WQE (see `SendOpcode::RegMr`
     /// for the fields used).
-    pub fn to_wqe(&self, w: &mut SendWqe) {
+    pub fn to_wqe(self, w: &mut SendWqe) {
         w.rkey = self.key;
         w.remote_addr = self.iova;
         w.compare_add = self.length;

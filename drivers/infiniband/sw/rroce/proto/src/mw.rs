@@ -255,7 +255,8 @@ pub fn check_invalidate(
         return Err(InvalidateError::Type1);
     }
     match b {
-        Some(b) if window_rkey == rkey && qpn.is_none_or(|q| b.qpn == Some(q)) => Ok(()),
+        // (Not `is_none_or`: the kernel's MSRV is 1.78.)
+        Some(b) if window_rkey == rkey && (qpn.is_none() || qpn == b.qpn) => Ok(()),
         _ => Err(InvalidateError::Key),
     }
 }

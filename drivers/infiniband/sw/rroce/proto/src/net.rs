@@ -39,16 +39,16 @@ impl IpAddr {
     }
 
     /// The GID of this address (IPv4-mapped for IPv4).
-    pub fn to_gid(&self) -> [u8; 16] {
+    pub fn to_gid(self) -> [u8; 16] {
         match self {
             IpAddr::V4(a) => {
                 let mut g = [0u8; 16];
                 g[10] = 0xff;
                 g[11] = 0xff;
-                g[12..].copy_from_slice(a);
+                g[12..].copy_from_slice(&a);
                 g
             }
-            IpAddr::V6(a) => *a,
+            IpAddr::V6(a) => a,
         }
     }
 

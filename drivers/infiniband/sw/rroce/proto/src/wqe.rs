@@ -348,7 +348,7 @@ pub struct Sge {
 
 impl Sge {
     /// Byte image.
-    pub fn to_bytes(&self) -> [u8; SGE_BYTES] {
+    pub fn to_bytes(self) -> [u8; SGE_BYTES] {
         let mut b = [0u8; SGE_BYTES];
         wr(&mut b, 0, self.addr.to_ne_bytes());
         wr(&mut b, 8, self.length.to_ne_bytes());
@@ -459,7 +459,7 @@ impl SendWqe {
     }
 
     /// Byte image of the header, fields as they are (no checks).
-    pub fn to_bytes(&self) -> [u8; SEND_HDR_BYTES] {
+    pub fn to_bytes(self) -> [u8; SEND_HDR_BYTES] {
         let mut b = [0u8; SEND_HDR_BYTES];
         wr(&mut b, 0, self.wr_id.to_ne_bytes());
         wr(&mut b, 8, [self.opcode as u8]);
@@ -678,7 +678,7 @@ pub struct RecvWqe {
 
 impl RecvWqe {
     /// Byte image of the header.
-    pub fn to_bytes(&self) -> [u8; RECV_HDR_BYTES] {
+    pub fn to_bytes(self) -> [u8; RECV_HDR_BYTES] {
         let mut b = [0u8; RECV_HDR_BYTES];
         wr(&mut b, 0, self.wr_id.to_ne_bytes());
         wr(&mut b, 8, self.num_sge.to_ne_bytes());
@@ -960,7 +960,7 @@ impl Cqe {
     }
 
     /// Byte image (reserved bytes zero).
-    pub fn to_bytes(&self) -> [u8; CQE_BYTES] {
+    pub fn to_bytes(self) -> [u8; CQE_BYTES] {
         let mut b = [0u8; CQE_BYTES];
         wr(&mut b, 0, self.wr_id.to_ne_bytes());
         wr(&mut b, 8, [self.status as u8]);

@@ -33,6 +33,20 @@ macro_rules! new_spinlock_bh {
 }
 pub(crate) use new_spinlock_bh;
 
+/// `Backend::init` of both backends: the kernel's `spin_lock_init`.
+///
+/// # Safety
+///
+/// `ptr` is writable; `name` and `key` live forever.
+unsafe fn spin_lock_init(
+    ptr: *mut bindings::spinlock_t,
+    name: *const kernel::ffi::c_char,
+    key: *mut bindings::lock_class_key,
+) {
+    // SAFETY: per the requirements.
+    unsafe { bindings::__spin_lock_init(ptr, name, key) }
+}
+
 /// The `spin_lock_bh` backend.
 pub(crate) struct SpinLockBhBackend;
 
@@ -47,9 +61,8 @@ unsafe impl Backend for SpinLockBhBackend {
         name: *const kernel::ffi::c_char,
         key: *mut bindings::lock_class_key,
     ) {
-        // SAFETY: the caller guarantees `ptr` is writable and `name`/`key`
-        // live forever.
-        unsafe { bindings::__spin_lock_init(ptr, name, key) }
+        // SAFETY: forwarded from the caller.
+        unsafe { spin_lock_init(ptr, name, key) }
     }
 
     unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
@@ -95,9 +108,8 @@ unsafe impl Backend for SpinLockIrqBackend {
         name: *const kernel::ffi::c_char,
         key: *mut bindings::lock_class_key,
     ) {
-        // SAFETY: the caller guarantees `ptr` is writable and `name`/`key`
-        // live forever.
-        unsafe { bindings::__spin_lock_init(ptr, name, key) }
+        // SAFETY: forwarded from the caller.
+        unsafe { spin_lock_init(ptr, name, key) }
     }
 
     unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {

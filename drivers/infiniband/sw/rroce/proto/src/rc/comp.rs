@@ -316,6 +316,10 @@ impl<S: SlotStore> Requester<S> {
             self.rd_inflight = self.rd_inflight.saturating_sub(1);
         }
         self.done_upto = idx.wrapping_add(1);
+        if self.pending_error == Some(self.done_upto) {
+            // Everything before the failed WQE has completed.
+            self.flush();
+        }
     }
 
     /// `una` moved forward: reload the retry budgets, restart the timer and
@@ -380,6 +384,15 @@ impl<S: SlotStore> Requester<S> {
     /// Enter the error state (e.g. `modify_qp` to ERR): nothing more is sent
     /// and every WQE without a status completes with `WR_FLUSH_ERR`.
     pub fn flush(&mut self) {
+        if let Some(e) = self.pending_error.take() {
+            // An earlier WQE failed first (or the QP is moved to ERR):
+            // the local error is not the one reported, the WQE flushes.
+            if e != self.done_upto {
+                if let Some(s) = self.slot_mut(e) {
+                    s.done = None;
+                }
+            }
+        }
         self.error = true;
         self.deadline = None;
         self.rnr_until = None;

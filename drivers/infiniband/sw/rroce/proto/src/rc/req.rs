@@ -234,6 +234,11 @@ pub struct Requester<S: SlotStore> {
     pub(super) retry_psn: Option<Psn>,
     /// The QP is in the error state.
     pub(super) error: bool,
+    /// A WQE that failed locally (its status is in its slot) while earlier
+    /// WQEs still waited for their acknowledgements: nothing from it on is
+    /// sent, and the QP enters the error state once the earlier ones have
+    /// completed ([`Requester::local_error`]).
+    pub(super) pending_error: Option<u32>,
     pub(super) counters: ReqCounters,
 }
 
@@ -272,6 +277,7 @@ impl<S: SlotStore> Requester<S> {
             retry: RetryState::new(cfg.retry_cnt, cfg.rnr_retry),
             retry_psn: None,
             error: false,
+            pending_error: None,
             counters: ReqCounters::default(),
         }
     }
@@ -317,12 +323,32 @@ impl<S: SlotStore> Requester<S> {
     /// not polled yet: the last READ response or the atomic ACK completes
     /// its WQE before the glue places the data into the local SGEs, and a
     /// failed placement must not be reported as a success.
+    ///
+    /// Completions are in order and the first error is the one that
+    /// explains the others: if earlier WQEs are still waiting for their
+    /// acknowledgements (sent, not yet acknowledged), the error waits for
+    /// them.  Nothing more is sent from `idx` on, retransmissions of the
+    /// earlier WQEs go on, and once they have completed (with success or
+    /// their own error) the QP enters the error state, `idx` completing
+    /// with `status` and the rest flushed.
     pub fn local_error(&mut self, idx: u32, status: WcStatus) {
         let unpolled = idx.wrapping_sub(self.head) < self.tail.wrapping_sub(self.head);
         if let Some(s) = self.slot_mut(idx) {
             if unpolled && matches!(s.done, None | Some(WcStatus::Success)) {
                 s.done = Some(status);
             }
+        }
+        let earlier_pending =
+            unpolled && idx.wrapping_sub(self.head) > self.done_upto.wrapping_sub(self.head);
+        if earlier_pending && !self.error {
+            // The oldest local error counts.
+            let older = self
+                .pending_error
+                .is_some_and(|e| e.wrapping_sub(self.head) < idx.wrapping_sub(self.head));
+            if !older {
+                self.pending_error = Some(idx);
+            }
+            return;
         }
         self.flush();
     }
@@ -465,6 +491,11 @@ impl<S: SlotStore> Requester<S> {
     pub fn blocked(&self) -> Option<Blocked> {
         if self.error {
             return Some(Blocked::Error);
+        }
+        if let Some(e) = self.pending_error {
+            if self.cursor.wrapping_sub(self.done_upto) >= e.wrapping_sub(self.done_upto) {
+                return Some(Blocked::Error);
+            }
         }
         if self.rnr_until.is_some() {
             return Some(Blocked::RnrWait);
@@ -718,7 +749,8 @@ impl<S: SlotStore> Requester<S> {
 /// Why the requester sends nothing (see [`Requester::blocked`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Blocked {
-    /// The QP is in the error state.
+    /// The QP is in the error state, or a WQE failed locally and the QP
+    /// enters it once the WQEs before that one have completed.
     Error,
     /// Waiting for the RNR timer.
     RnrWait,
@@ -1077,6 +1109,89 @@ mod tests {
             ]
         );
         assert!(r.is_idle());
+    }
+
+    /// A WQE that fails locally while earlier ones wait for their ACKs:
+    /// nothing from it on is sent, the earlier ones are retransmitted on a
+    /// timeout and complete with their ACK, then the failed one completes
+    /// with its error (the first error a user sees explains the rest) and
+    /// the later ones flush.
+    #[test]
+    fn local_error_waits_for_earlier_acks() {
+        use super::super::super::hdr::{Aeth, Syndrome};
+        use super::super::InResponse;
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu1024));
+        for id in 1..=3u64 {
+            let mut w = wqe(SendOpcode::RdmaWrite);
+            w.wr_id = id;
+            r.post(w, 3000).unwrap();
+        }
+        // WQE 0 (3 packets) goes out; the first packet of WQE 1 cannot be
+        // gathered.
+        let p0: Vec<_> = (0..3).map(|_| r.next_packet(0).unwrap()).collect();
+        assert!(p0.iter().all(|p| p.wqe == 0));
+        let bad = r.next_packet(0).unwrap();
+        assert_eq!(bad.wqe, 1);
+        r.local_error(1, WcStatus::LocProtErr);
+        assert!(!r.is_error());
+        assert_eq!(r.blocked(), Some(Blocked::Error));
+        assert!(r.next_packet(0).is_none());
+        assert!(r.poll_completion().is_none());
+        // The ACK timeout: WQE 0 is sent again, not WQE 1.
+        let t = r.next_deadline().unwrap();
+        assert!(r.on_timer(t));
+        let again = drain(&mut r);
+        assert_eq!(again.len(), 3);
+        assert!(again.iter().all(|p| p.wqe == 0 && p.retransmit));
+        let ack = InResponse {
+            opcode: RC_ACKNOWLEDGE,
+            psn: p0[2].psn,
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
+                msn: 1,
+            }),
+            ..Default::default()
+        };
+        r.on_response(&ack, t);
+        assert!(r.is_error());
+        let got: Vec<_> = core::iter::from_fn(|| r.poll_completion())
+            .map(|c| (c.wr_id, c.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, WcStatus::Success),
+                (2, WcStatus::LocProtErr),
+                (3, WcStatus::WrFlushErr)
+            ]
+        );
+        assert!(r.is_idle());
+    }
+
+    /// An earlier WQE that fails itself (retries exhausted) is the error
+    /// reported; the locally failed later one then only flushes.
+    #[test]
+    fn earlier_error_wins_over_pending_local_error() {
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu1024));
+        for id in 1..=2u64 {
+            let mut w = wqe(SendOpcode::RdmaWrite);
+            w.wr_id = id;
+            r.post(w, 100).unwrap();
+        }
+        assert_eq!(r.next_packet(0).unwrap().wqe, 0);
+        assert_eq!(r.next_packet(0).unwrap().wqe, 1);
+        r.local_error(1, WcStatus::LocProtErr);
+        let mut now = 0;
+        while !r.is_error() {
+            now = r.next_deadline().unwrap();
+            r.on_timer(now);
+            drain(&mut r);
+        }
+        let got: Vec<_> = core::iter::from_fn(|| r.poll_completion())
+            .map(|c| (c.wr_id, c.status))
+            .collect();
+        assert_eq!(got, [(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr)]);
+        let _ = now;
     }
 
     /// The atomic ACK and the only READ response complete their WQE

@@ -47,6 +47,31 @@ count() { # parse "... N passed, N failed" from the last such line of a log
 	fail=$((fail + $(sed -E 's/.*\b([0-9]+) failed.*/\1/' <<<"$line")))
 }
 mkdir -p build
+# Closing lines (what CI shows first): how long each stage took and which
+# subtests failed, by script.
+stages=()
+stage_t=$t0
+stage_done() { # stage_done NAME: the stage that began at the last mark ended now
+	local now
+	now=$(date +%s)
+	stages+=("$1 $(((now - stage_t) / 60))m$(((now - stage_t) % 60))s")
+	stage_t=$now
+}
+failures=()
+note_failures() { # note_failures LOG: remember "script: not ok N - ..." lines
+	local l
+	[ -f "$1" ] || return 0
+	while IFS= read -r l; do failures+=("$l"); done < <(awk '
+		/^# +not ok [0-9]+/ { sub(/^# +/, ""); bad[++n] = substr($0, 1, 110); next }
+		/^(not )?ok [0-9]+ selftests: rdma: / {
+			name = $0; sub(/.*selftests: rdma: /, "", name); sub(/ .*/, "", name)
+			if ($1 == "not" && n == 0) bad[++n] = substr($0, 1, 110)
+			for (i = 1; i <= n; i++) print name ": " bad[i]
+			n = 0
+		}
+		/^not ok/ && !/selftests: rdma: / { print FILENAME ": " substr($0, 1, 110) }
+	' "$1")
+}
 
 # Robustness tests, run on the debug kernel (most telling first; failslab,
 # which runs only there, last).
@@ -78,12 +103,16 @@ trap stop_debug_build EXIT
 
 "$here/host-test.sh" 2>&1 | tee build/host-test.log
 count build/host-test.log
+grep -qE '^host: [0-9]+ passed, 0 failed' build/host-test.log || failures+=("host tests: $(grep -E 'passed, [0-9]+ failed' build/host-test.log | tail -1)")
+stage_done "host tests"
 
 built=1
 "$here/module.sh" "$flavor" || { built=0; fail=$((fail + 1)); echo "not ok: module build ($flavor)"; }
 "$here/provider.sh" || { built=0; fail=$((fail + 1)); echo "not ok: provider build"; }
 # without its module the kverbs selftest skips; the others still run
 "$here/kmod.sh" "$flavor" || { fail=$((fail + 1)); echo "not ok: kverbs test module build ($flavor)"; }
+[ $built = 1 ] || failures+=("module or provider build ($flavor)")
+stage_done "$flavor kernel + module + provider"
 # finished_scripts LOG: the names of the scripts run.sh finished in LOG
 finished_scripts() {
 	sed -nE 's/^(not )?ok [0-9]+ selftests: rdma: ([a-z0-9_]+).*/\2/p' "$1"
@@ -110,6 +139,8 @@ if [ $built = 1 ]; then
 		plain_vm selftests "$(time_left)"
 	fi
 	count build/selftests.log
+	note_failures build/selftests.log
+	stage_done "VM selftests ($flavor)"
 	done_step
 fi
 if [ $debug_stage = 1 ] && [ $built = 1 ]; then
@@ -150,6 +181,7 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 		fi
 	fi
 	dbg_pid=
+	stage_done "waiting for the debug kernel"
 	if [ $ready = 1 ] && [ "$(date +%s)" -ge "$wait_deadline" ]; then
 		ready=0 why="no time left for it ($((($(date +%s) - t0) / 60)) min into make check)"
 	fi
@@ -180,6 +212,8 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 			echo "debug stage cut by its time limit after $(finished_scripts build/selftests-debug.log | wc -l) of ${#DEBUG_TESTS[@]} scripts"
 		fi
 		mapfile -t on_debug < <(finished_scripts build/selftests-debug.log)
+		note_failures build/selftests-debug.log
+		stage_done "robustness tests (debug)"
 	else
 		echo "ok - debug-kernel stage # SKIP $why"
 	fi
@@ -191,10 +225,13 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 		step "robustness tests the debug stage did not run, on the plain kernel: ${fallback[*]}"
 		plain_vm selftests-fallback "$(time_left)" "${fallback[@]}"
 		count build/selftests-fallback.log
+		note_failures build/selftests-fallback.log
+		stage_done "fallback on plain"
 		done_step
 	fi
 fi
-echo "check took $(($(date +%s) - t0))s"
+echo "check took $(($(date +%s) - t0))s: ${stages[*]/%/,}"
+for f in "${failures[@]}"; do echo "FAILED $f"; done
 if [ $debug_stage = 1 ]; then
 	echo "robustness tests on the debug kernel: ${on_debug[*]:-none}"
 	echo "robustness tests on the plain kernel instead: ${fallback[*]:-none}"

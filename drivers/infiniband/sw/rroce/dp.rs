@@ -197,9 +197,17 @@ impl Ctx<'_> {
     /// loopback packets sent.  Call without the QP lock held.
     pub(crate) fn fire(&self) {
         let dev = self.dev;
-        let left = dev.p.loopq.drain(|pkt| {
-            let _ = rx_local(dev, pkt);
-        });
+        // In softirq context (a packet from the wire, the retransmission
+        // timer) the drain would add up to DRAIN_BUDGET loopback packets to
+        // every packet NAPI delivers -- seconds of softirq under a
+        // loopback flood.  There the QP's work item drains instead.
+        let left = if crate::lock::in_atomic_bh() {
+            dev.p.loopq.has_packets()
+        } else {
+            dev.p.loopq.drain(|pkt| {
+                let _ = rx_local(dev, pkt);
+            })
+        };
         if left {
             // This QP's work item drains the rest (`Dp::on_work` ends in
             // another `fire`).

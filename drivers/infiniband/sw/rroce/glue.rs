@@ -44,6 +44,7 @@ extern "C" {
     pub(crate) fn rroce_spin_lock_irqsave(lock: *mut bindings::spinlock_t) -> kernel::ffi::c_ulong;
     pub(crate) fn rroce_spin_unlock_irqrestore(lock: *mut bindings::spinlock_t, flags: kernel::ffi::c_ulong);
     pub(crate) fn rroce_irqs_disabled() -> bool;
+    pub(crate) fn rroce_in_interrupt() -> bool;
     pub(crate) fn rroce_num_possible_cpus() -> c_uint;
     pub(crate) fn rroce_xa_init_alloc1(xa: *mut bindings::xarray);
     pub(crate) fn rroce_xa_alloc_cyclic(
@@ -121,6 +122,7 @@ extern "C" {
     pub(crate) fn rroce_loopq_free(q: *mut c_void);
     pub(crate) fn rroce_loopq_put(q: *mut c_void, skb: *mut bindings::sk_buff, max: u32) -> bool;
     pub(crate) fn rroce_loopq_begin(q: *mut c_void) -> bool;
+    pub(crate) fn rroce_loopq_pending(q: *mut c_void) -> bool;
     pub(crate) fn rroce_loopq_next(q: *mut c_void, data: *mut *mut u8, len: *mut u32) -> *mut bindings::sk_buff;
     pub(crate) fn rroce_loopq_stop(q: *mut c_void) -> bool;
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;

@@ -129,3 +129,11 @@ pub(crate) fn irqs_disabled() -> bool {
     // SAFETY: reads the CPU's interrupt flag.
     unsafe { glue::rroce_irqs_disabled() }
 }
+
+/// Whether the caller runs in interrupt context, softirq context included,
+/// or with bottom halves or interrupts disabled: no place for work that
+/// user space paces (the same-device loopback drain goes to a work item).
+pub(crate) fn in_atomic_bh() -> bool {
+    // SAFETY: reads the preempt count and the interrupt flag.
+    unsafe { glue::rroce_in_interrupt() || glue::rroce_irqs_disabled() }
+}

@@ -63,6 +63,13 @@ impl LoopQueue {
         unsafe { glue::rroce_loopq_put(self.q.as_ptr(), skb, MAX_QUEUED) }
     }
 
+    /// Whether packets are queued that no drain in progress will take (a
+    /// lockless hint: a drain started after it sees them).
+    pub(crate) fn has_packets(&self) -> bool {
+        // SAFETY: the queue is live.
+        unsafe { glue::rroce_loopq_pending(self.q.as_ptr()) }
+    }
+
     /// Hands the queued packets to `f`, including the ones `f` queues,
     /// unless another context is draining already (it then takes them);
     /// at most [`DRAIN_BUDGET`] of them.  Returns `true` if it stopped at

@@ -171,6 +171,11 @@ bool rroce_irqs_disabled(void)
 	return irqs_disabled();
 }
 
+bool rroce_in_interrupt(void)
+{
+	return in_interrupt();
+}
+
 void rroce_xa_init_alloc1(struct xarray *xa)
 {
 	xa_init_flags(xa, XA_FLAGS_ALLOC1);
@@ -537,6 +542,14 @@ bool rroce_loopq_put(void *p, struct sk_buff *skb, u32 max)
 	return ok;
 }
 
+/* Packets queued and no drainer to take them (a lockless hint). */
+bool rroce_loopq_pending(void *p)
+{
+	struct rroce_loopq *q = p;
+
+	return !skb_queue_empty_lockless(&q->q) && !READ_ONCE(q->draining);
+}
+
 /* Become the drainer: false if the queue is empty or someone drains. */
 bool rroce_loopq_begin(void *p)
 {
@@ -547,7 +560,7 @@ bool rroce_loopq_begin(void *p)
 		return false;
 	spin_lock_bh(&q->lock);
 	ok = !q->draining;
-	q->draining = true;
+	WRITE_ONCE(q->draining, true);
 	spin_unlock_bh(&q->lock);
 	return ok;
 }
@@ -561,7 +574,7 @@ struct sk_buff *rroce_loopq_next(void *p, u8 **data, u32 *len)
 	spin_lock_bh(&q->lock);
 	skb = __skb_dequeue(&q->q);
 	if (!skb)
-		q->draining = false;
+		WRITE_ONCE(q->draining, false);
 	spin_unlock_bh(&q->lock);
 	if (skb) {
 		*data = skb_network_header(skb);
@@ -577,7 +590,7 @@ bool rroce_loopq_stop(void *p)
 	bool left;
 
 	spin_lock_bh(&q->lock);
-	q->draining = false;
+	WRITE_ONCE(q->draining, false);
 	left = !skb_queue_empty(&q->q);
 	spin_unlock_bh(&q->lock);
 	return left;

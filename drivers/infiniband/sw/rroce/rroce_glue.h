@@ -40,6 +40,7 @@ void rroce_spin_unlock_bh(spinlock_t *lock);
 unsigned long rroce_spin_lock_irqsave(spinlock_t *lock);
 void rroce_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
 bool rroce_irqs_disabled(void);
+bool rroce_in_interrupt(void);
 
 struct xarray;
 void rroce_xa_init_alloc1(struct xarray *xa);
@@ -84,6 +85,7 @@ void *rroce_loopq_new(void);
 void rroce_loopq_free(void *q);
 bool rroce_loopq_put(void *q, struct sk_buff *skb, u32 max);
 bool rroce_loopq_begin(void *q);
+bool rroce_loopq_pending(void *q);
 struct sk_buff *rroce_loopq_next(void *q, u8 **data, u32 *len);
 bool rroce_loopq_stop(void *q);
 void rroce_page_copy(struct page *page, unsigned int off, void *buf,

@@ -236,6 +236,9 @@ if [ $debug_stage = 1 ]; then
 	echo "robustness tests on the debug kernel: ${on_debug[*]:-none}"
 	echo "robustness tests on the plain kernel instead: ${fallback[*]:-none}"
 	ran_on_debug failslab || echo "not run: failslab (needs the debug kernel)"
+	n_dbg=0
+	for t in "${DEBUG_TESTS[@]}"; do ran_on_debug "$t" && n_dbg=$((n_dbg + 1)); done
+	echo "debug stage: $n_dbg of ${#DEBUG_TESTS[@]} robustness scripts ran on the debug kernel, $((${#DEBUG_TESTS[@]} - n_dbg)) skipped there"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -235,8 +235,11 @@ check_dmesg() {
 	leaks=$(kmemleak_scan) || t_fail "kmemleak refuses to scan (it turned itself off: 'kmemleak:' lines in dmesg); no leak check"
 	log=$(dmesg_since_mark)
 	if printf '%s\n' "$log" | grep -Eq "$DMESG_BAD"; then
-		t_fail "kernel log has a report:"
-		printf '%s\n' "$log" | grep -En -A30 "$DMESG_BAD" | head -60 | sed 's/^/#   /'
+		# The context first, then the report lines themselves last, next
+		# to the verdict (a log cut at its top still shows what it was).
+		printf '%s\n' "$log" | grep -En -A30 "$DMESG_BAD" | head -50 | sed 's/^/#   /'
+		printf '%s\n' "$log" | grep -En "$DMESG_BAD" | head -8 | sed 's/^/#   report: /'
+		t_fail "kernel log has a report: $(printf '%s\n' "$log" | grep -Em1 "$DMESG_BAD" | cut -c1-160)"
 	fi
 	if [ -n "$leaks" ]; then
 		t_fail "kmemleak suspects leaks:"

@@ -27,6 +27,11 @@ done_step
 step "bench/test_report.py"
 if /usr/bin/python3 "$RROCE_TOP/bench/test_report.py"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: bench/test_report.py" >&2; fi
 done_step
+# Issue 17's rule as a ratchet: no new `unsafe` outside the (future)
+# abstraction layer, no larger module import cycle.
+step "layer check (unsafe outside ib/ net/ sync/ ffi, module cycles)"
+if /usr/bin/python3 "$RROCE_TOP/scripts/layer_check.py"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: layer check" >&2; fi
+done_step
 step "cargo fmt --check"
 if cargo fmt --all -- --check && cargo fmt "${fuzz[@]}" -- --check; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: cargo fmt" >&2; fi
 done_step

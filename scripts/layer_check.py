@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Layer check of the kernel driver (issue 17's rule, as a ratchet).
+
+The rule: `unsafe` only in the abstraction layer (ib/, net/, sync/ and one
+ffi module), and the driver's modules import each other without cycles.
+The driver has no such layer yet, so this check holds the line where it
+is: scripts/layer_baseline.txt records, per file outside the layer, how
+many lines use `unsafe`, and the largest import cycle.  The check fails
+when a file gains `unsafe` lines, a new file outside the layer uses
+`unsafe`, or the cycle grows; when a count drops it says so (lower the
+baseline with --update).
+
+    scripts/layer_check.py            check (exit 1 on a regression)
+    scripts/layer_check.py --update   rewrite the baseline from the tree
+    scripts/layer_check.py --report   counts and the cycle, no verdict
+"""
+import re
+import sys
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parent.parent
+DRV = TOP / "drivers/infiniband/sw/rroce"
+BASELINE = TOP / "scripts/layer_baseline.txt"
+LAYER_DIRS = ("ib", "net", "sync")
+LAYER_FILES = ("ffi.rs",)
+
+UNSAFE = re.compile(r"\bunsafe\b")
+COMMENT = re.compile(r"^\s*//")
+USE = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
+
+
+def driver_files():
+    for p in sorted(DRV.rglob("*.rs")):
+        rel = p.relative_to(DRV)
+        if rel.parts[0] == "proto":  # the host-tested core: forbid(unsafe_code)
+            continue
+        yield rel, p
+
+
+def in_layer(rel):
+    return rel.parts[0] in LAYER_DIRS or str(rel) in LAYER_FILES
+
+
+def unsafe_lines(path):
+    n = 0
+    for line in path.read_text().splitlines():
+        if COMMENT.match(line):
+            continue
+        code = line.split("//", 1)[0]
+        if UNSAFE.search(code) and "forbid(unsafe_code)" not in code:
+            n += 1
+    return n
+
+
+def module_of(rel):
+    return rel.parts[0][:-3] if len(rel.parts) == 1 else rel.parts[0]
+
+
+def graph():
+    edges = {}
+    mods = {module_of(rel) for rel, _ in driver_files()}
+    for rel, p in driver_files():
+        m = module_of(rel)
+        text = "\n".join(l.split("//", 1)[0] for l in p.read_text().splitlines())
+        for t in USE.findall(text):
+            if t in mods and t != m:
+                edges.setdefault(m, set()).add(t)
+        # `use crate::{a, b::c}` groups
+        for grp in re.findall(r"use\s+crate::\{([^}]*)\}", text, re.S):
+            for t in re.findall(r"(?:^|,)\s*([a-z_][a-z0-9_]*)", grp):
+                if t in mods and t != m:
+                    edges.setdefault(m, set()).add(t)
+    return mods, edges
+
+
+def sccs(nodes, edges):
+    """Tarjan: the strongly connected components with more than one module."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def measure():
+    counts = {}
+    for rel, p in driver_files():
+        if in_layer(rel):
+            continue
+        n = unsafe_lines(p)
+        if n:
+            counts[str(rel)] = n
+    mods, edges = graph()
+    comps = sccs(mods, edges)
+    cycle = max((len(c) for c in comps), default=0)
+    return counts, comps, cycle
+
+
+def load_baseline():
+    base, cycle = {}, 0
+    if BASELINE.exists():
+        for line in BASELINE.read_text().splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            k, v = line.split()
+            if k == "cycle":
+                cycle = int(v)
+            else:
+                base[k] = int(v)
+    return base, cycle
+
+
+def main():
+    counts, comps, cycle = measure()
+    total = sum(counts.values())
+    if "--report" in sys.argv or "--update" in sys.argv:
+        for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
+            print(f"{v:4} {k}")
+        print(f"{total:4} lines with unsafe outside the layer, in {len(counts)} files")
+        for c in comps:
+            print(f"cycle of {len(c)} modules: {' '.join(c)}")
+    if "--update" in sys.argv:
+        lines = ["# scripts/layer_check.py --update: lines using `unsafe` outside the",
+                 "# abstraction layer, per file, and the largest module import cycle.",
+                 "# The target is an empty file (issue 17); counts may only go down."]
+        lines += [f"{k} {v}" for k, v in sorted(counts.items())]
+        lines.append(f"cycle {cycle}")
+        BASELINE.write_text("\n".join(lines) + "\n")
+        return 0
+    if "--report" in sys.argv:
+        return 0
+    base, base_cycle = load_baseline()
+    bad = []
+    for k, v in sorted(counts.items()):
+        if v > base.get(k, 0):
+            bad.append(f"{k}: {v} lines with unsafe (baseline {base.get(k, 0)})")
+    if cycle > base_cycle:
+        bad.append(f"module import cycle of {cycle} modules (baseline {base_cycle}): "
+                   + "; ".join(" ".join(c) for c in comps))
+    lower = sum(base.values()) - total
+    for b in bad:
+        print(f"not ok: layer rule: {b}")
+    state = (f"{total} lines with unsafe outside the layer (baseline {sum(base.values())}), "
+             f"largest import cycle {cycle} modules (baseline {base_cycle})")
+    if bad:
+        print(f"layer check FAILED: {state}")
+        return 1
+    print(f"layer check ok: {state}" + (f"; {lower} fewer: lower the baseline with --update" if lower > 0 or cycle < base_cycle else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

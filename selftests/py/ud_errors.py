@@ -92,6 +92,22 @@ def main():
     r = poll(cq1, 1, time.monotonic() + 20)
     check(len(s) == 1 and s[0].status == 0 and len(r) == 1 and r[0].status == 0
           and m1.read(MSG, 1024 + 40) == data, "sending works again after RTS", f"{[wc_str(w) for w in s + r]}")
+    # What a RoCE HCA reports of a received datagram, which UCX's ud_verbs
+    # relies on: wc.sl holds the L3 header type (bit 3: UDP, i.e. RoCEv2;
+    # 2 = IPv4, 1 = IPv6), and the GRH area holds the IP header -- for IPv4
+    # in its last 20 bytes, so its last 4 are the destination address.
+    if r:
+        raw = lambda g: bytes.fromhex(str(g.gid if hasattr(g, "gid") else g).replace(":", ""))
+        g0, g1 = raw(d0.gid), raw(d1.gid)
+        v4 = g1[:12] == bytes(10) + b"\xff\xff"
+        area = m1.read(40, 1024)
+        if v4:
+            ok = r[0].sl == 0xA and area[20] == 0x45 and area[32:36] == g0[12:] and area[36:40] == g1[12:]
+        else:
+            ok = r[0].sl == 0x9 and area[0] >> 4 == 6 and area[8:24] == g0 and area[24:40] == g1
+        check(ok and r[0].wc_flags & e.IBV_WC_GRH,
+              f"receive completion as a RoCE HCA reports it: sl 0x{0xA if v4 else 0x9:x} (RoCEv2 over IPv{4 if v4 else 6}), "
+              "IP header in the GRH area", f"sl 0x{r[0].sl:x}, wc_flags 0x{r[0].wc_flags:x}, area {area.hex()}")
 
     # Wrong Q_Key: dropped without a completion.
     recv(q1, m1, 12)

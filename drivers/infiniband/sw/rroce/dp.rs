@@ -1142,6 +1142,7 @@ impl Dp {
                 cqe.imm_or_inv = imm;
             }
             cqe.network_hdr_type = net;
+            cqe.sl = ud::roce_sl(net);
         }
         push_recv(ctx, &cqe, r.solicited);
         true

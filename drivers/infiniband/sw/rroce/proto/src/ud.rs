@@ -24,6 +24,23 @@ pub const NETWORK_IPV4: u8 = 2;
 /// `enum rdma_network_type` of a RoCEv2 packet over IPv6.
 pub const NETWORK_IPV6: u8 = 3;
 
+/// The `sl` of a UD receive completion of a RoCEv2 packet over IP version
+/// `net` ([`NETWORK_IPV4`] or [`NETWORK_IPV6`]), as RoCE HCAs report it
+/// (the CQE's L3 header type of mlx5): bit 3 = the frame had a UDP
+/// header (RoCEv2), bits 2..0 = the L3 header, 1 IPv6 or 2 IPv4.  RoCE has
+/// no service level on the wire, and UCX's ud_verbs tells from this field
+/// whether the destination address in the GRH area is an IPv4 address
+/// (its last 4 bytes) or a GID (its last 16): with `sl` 0 it took the bytes
+/// of the IPv4 header for a GID and dropped every datagram.
+pub fn roce_sl(net: u8) -> u8 {
+    const UDP: u8 = 0x8;
+    if net == NETWORK_IPV4 {
+        UDP | 2
+    } else {
+        UDP | 1
+    }
+}
+
 /// Headers of a UD send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UdPacket {
@@ -221,6 +238,8 @@ mod tests {
         v4[19] = 7;
         let (g, t) = grh_area(&v4).unwrap();
         assert_eq!(t, NETWORK_IPV4);
+        assert_eq!(roce_sl(t), 0xa);
+        assert_eq!(roce_sl(NETWORK_IPV6), 0x9);
         assert_eq!(&g[..20], &[0u8; 20]);
         assert_eq!(&g[20..], &v4[..20]);
         let mut v6 = [0u8; 40];

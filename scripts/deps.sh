@@ -9,7 +9,8 @@ DEBS=(linux-source-6.12 clang lld llvm libclang-dev flex bison bc libelf-dev
       libssl-dev qemu-system-x86 rdma-core ibverbs-utils ibverbs-providers
       libibverbs-dev librdmacm-dev perftest rdmacm-utils python3-pyverbs
       iproute2 tshark kmod cpio busybox-static xz-utils python3-matplotlib iperf3
-      ethtool procps python3-pip binutils perl ucx-utils)
+      ethtool procps python3-pip binutils perl ucx-utils
+      openmpi-bin libopenmpi-dev)
 BINDGEN_VERSION=0.73.2
 VNG_VERSION=1.42
 

@@ -124,6 +124,29 @@ stage_done "$flavor kernel + module + provider"
 finished_scripts() {
 	sed -nE 's/^(not )?ok [0-9]+ selftests: rdma: ([a-z0-9_]+).*/\2/p' "$1"
 }
+# count_cut LOG WHAT N: count LOG like `count`, but if its run was cut by
+# the time limit (no closing count line), count the subtests of the
+# scripts that finished -- the one cut midway counts for nothing -- and
+# say how far it got (the scripts not run are listed in the closing lines).
+count_cut() {
+	local log=$1 what=$2 n=$3 last p s f
+	if grep -qE '^[0-9]+ passed, [0-9]+ failed' "$log"; then
+		count "$log"
+		return
+	fi
+	last=$(grep -nE '^(not )?ok [0-9]+ selftests: ' "$log" | tail -1 | cut -d: -f1)
+	if [ -n "$last" ]; then
+		head -n "$last" "$log" >"$log.done"
+		p=$(grep -cE '^# ok [0-9]+ ' "$log.done")
+		s=$(grep -cE '^# ok [0-9]+ .*# *SKIP' "$log.done")
+		f=$(grep -cE '^# not ok [0-9]+ ' "$log.done")
+		f=$((f + $(grep -cE '^not ok [0-9]+ selftests: .*# (timed out|exited|ran|printed)' "$log.done")))
+		pass=$((pass + p - s)) fail=$((fail + f))
+	fi
+	echo "$what cut by its time limit after $(finished_scripts "$log" | wc -l) of $n scripts"
+	cut_notes+=("$what cut by the time limit after $(finished_scripts "$log" | wc -l) of $n scripts")
+}
+cut_notes=()
 time_left() { # seconds left until the budget's end, at least 60 (0 = no limit for make check-debug)
 	local l=$((budget_end - $(date +%s)))
 	if [ "$flavor" = debug ]; then echo 0; elif [ $l -lt 60 ]; then echo 60; else echo $l; fi
@@ -135,6 +158,7 @@ plain_vm() { # plain_vm LOGNAME TIMEOUT run.sh-ARGS...
 		timeout --kill-after=30 "$tmo" "$here/vm" --kernel "$flavor" selftests/run.sh "$@" 2>&1 | tee "$log"
 }
 fallback=()
+on_fallback=()
 on_debug=()
 ran_on_debug() { [[ " ${on_debug[*]} " == *" $1 "* ]]; }
 # RROCE_CHECK_PARALLEL=1: the plain suite runs in the background while the
@@ -226,22 +250,7 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 			RROCE_TIMEOUT_SCALE=${RROCE_TIMEOUT_SCALE:-4} RROCE_RESULTS=$RROCE_TOP/build/selftests-debug \
 			timeout --kill-after=30 $((debug_end - $(date +%s))) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" 2>&1 |
 			tee build/selftests-debug.log
-		if grep -qE '^[0-9]+ passed, [0-9]+ failed' build/selftests-debug.log; then
-			count build/selftests-debug.log
-		else
-			# Cut by the time limit: count the subtests of the scripts
-			# that finished; the one cut midway counts for nothing.
-			last=$(grep -nE '^(not )?ok [0-9]+ selftests: ' build/selftests-debug.log | tail -1 | cut -d: -f1)
-			if [ -n "$last" ]; then
-				head -n "$last" build/selftests-debug.log >build/selftests-debug.done
-				p=$(grep -cE '^# ok [0-9]+ ' build/selftests-debug.done)
-				s=$(grep -cE '^# ok [0-9]+ .*# *SKIP' build/selftests-debug.done)
-				f=$(grep -cE '^# not ok [0-9]+ ' build/selftests-debug.done)
-				f=$((f + $(grep -cE '^not ok [0-9]+ selftests: .*# (timed out|exited|ran|printed)' build/selftests-debug.done)))
-				pass=$((pass + p - s)) fail=$((fail + f))
-			fi
-			echo "debug stage cut by its time limit after $(finished_scripts build/selftests-debug.log | wc -l) of ${#DEBUG_TESTS[@]} scripts"
-		fi
+		count_cut build/selftests-debug.log "debug stage" ${#DEBUG_TESTS[@]}
 		mapfile -t on_debug < <(finished_scripts build/selftests-debug.log)
 		note_failures build/selftests-debug.log
 		stage_done "robustness tests (debug)"
@@ -256,7 +265,8 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 	if [ ${#fallback[@]} -gt 0 ]; then
 		step "robustness tests the debug stage did not run, on the plain kernel: ${fallback[*]}"
 		plain_vm selftests-fallback "$(time_left)" "${fallback[@]}"
-		count build/selftests-fallback.log
+		count_cut build/selftests-fallback.log "fallback" ${#fallback[@]}
+		mapfile -t on_fallback < <(finished_scripts build/selftests-fallback.log)
 		note_failures build/selftests-fallback.log
 		stage_done "fallback on plain"
 		done_step
@@ -268,6 +278,10 @@ for f in "${failures[@]}"; do echo "FAILED $f"; done
 if [ $debug_stage = 1 ]; then
 	echo "robustness tests on the debug kernel: ${on_debug[*]:-none}"
 	echo "robustness tests on the plain kernel instead: ${fallback[*]:-none}"
+	for t in "${fallback[@]}"; do
+		[[ " ${on_fallback[*]} " == *" $t "* ]] || echo "not run: $t (the time limit cut the fallback) # SKIP"
+	done
+	for c in "${cut_notes[@]}"; do echo "$c"; done
 	ran_on_debug failslab || echo "not run: failslab (needs the debug kernel)"
 	n_dbg=0
 	for t in "${DEBUG_TESTS[@]}"; do ran_on_debug "$t" && n_dbg=$((n_dbg + 1)); done

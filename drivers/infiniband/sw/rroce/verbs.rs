@@ -34,7 +34,12 @@ mod limits {
     pub(super) const MAX_SRQ: u32 = 0x1_0000;
     pub(super) const MAX_SRQ_WR: u32 = MAX_QP_WR;
     pub(super) const MAX_CQ: u32 = 0x1_0000;
-    pub(super) const MAX_CQE: u32 = 0x1_0000 - 1;
+    /// 1 Mi - 1 entries (64 MiB of ring, charged to the caller's memcg and
+    /// the context's ring cap).  libfabric's ofi_rxm sizes its verbs CQ
+    /// for a whole universe of peers ((rx + tx size) x 256 by default,
+    /// ~200 000 entries) without clamping it to max_cqe: with 64 Ki it
+    /// failed with EINVAL (as on rxe, 32 Ki); mlx5 offers 4 Mi.
+    pub(super) const MAX_CQE: u32 = 0x10_0000 - 1;
     pub(super) const MAX_MR: u32 = 0x1_0000;
     pub(super) const MAX_AH: u32 = 0x1_0000;
     pub(super) const MAX_RD_ATOM: u32 = 16;

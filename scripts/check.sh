@@ -10,10 +10,7 @@
 # or locking bug becomes a report that check_dmesg turns into a failure.
 # The debug kernel is built in the background (niced) from the start, so on
 # a fresh machine (no ~/.cache/rroce) it uses the CPU the TCG VMs leave
-# idle.  RROCE_CHECK_PARALLEL=1: the plain suite runs in the background and
-# the debug stage in a second VM as soon as the debug kernel is there (two
-# TCG VMs on two cores: the timing-sensitive tests get slower; off by
-# default).  Time bounds (seconds since the start; the CI limit is 90 min):
+# idle.  Time bounds (seconds since the start; the CI limit is 90 min):
 #   RROCE_CHECK_BUDGET (5100)     everything ends by then
 #   RROCE_FALLBACK_SECS (600)     kept at the end for the fallback below
 #   RROCE_DEBUG_MIN_SECS (600)    the debug stage starts only with at least
@@ -102,11 +99,7 @@ stop_debug_build() {
 	wait "$dbg_pid" 2>/dev/null
 	dbg_pid=
 }
-stop_all() {
-	stop_debug_build
-	[ -z "${plain_pid:-}" ] || kill "$plain_pid" 2>/dev/null
-}
-trap stop_all EXIT
+trap stop_debug_build EXIT
 
 "$here/host-test.sh" 2>&1 | tee build/host-test.log
 count build/host-test.log
@@ -161,19 +154,9 @@ fallback=()
 on_fallback=()
 on_debug=()
 ran_on_debug() { [[ " ${on_debug[*]} " == *" $1 "* ]]; }
-# RROCE_CHECK_PARALLEL=1: the plain suite runs in the background while the
-# debug kernel is built and its stage runs in a second VM.
-plain_pid=
 plain_t0=
-plain_done() { # the plain suite's log into the output and the counts
+plain_done() { # count the plain suite's log
 	[ -n "$plain_t0" ] || return 0
-	if [ -n "$plain_pid" ]; then
-		wait "$plain_pid"
-		plain_pid=
-		step "VM selftests ($flavor kernel), the log of the run in the background"
-		cat build/selftests.log
-		done_step
-	fi
 	count build/selftests.log
 	note_failures build/selftests.log
 	stages+=("VM selftests ($flavor) $((($(date +%s) - plain_t0) / 60))m$((($(date +%s) - plain_t0) % 60))s")
@@ -182,11 +165,7 @@ plain_done() { # the plain suite's log into the output and the counts
 }
 if [ $built = 1 ]; then
 	plain_t0=$(date +%s)
-	if [ $debug_stage = 1 ] && [ "${RROCE_CHECK_PARALLEL:-0}" = 1 ]; then
-		echo "==> VM selftests ($flavor kernel), all but the robustness tests (those run on the debug kernel), in the background: build/selftests.log" >&2
-		plain_vm selftests "$(time_left)" -x "${DEBUG_TESTS[@]}" >/dev/null &
-		plain_pid=$!
-	elif [ $debug_stage = 1 ]; then
+	if [ $debug_stage = 1 ]; then
 		step "VM selftests ($flavor kernel), all but the robustness tests: those run on the debug kernel"
 		plain_vm selftests "$(time_left)" -x "${DEBUG_TESTS[@]}"
 		done_step
@@ -261,7 +240,6 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 		ran_on_debug "$t" || [ "$t" = failslab ] || fallback+=("$t")
 	done
 	done_step
-	plain_done
 	if [ ${#fallback[@]} -gt 0 ]; then
 		step "robustness tests the debug stage did not run, on the plain kernel: ${fallback[*]}"
 		plain_vm selftests-fallback "$(time_left)" "${fallback[@]}"
@@ -272,7 +250,6 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 		done_step
 	fi
 fi
-plain_done
 echo "check took $(($(date +%s) - t0))s: ${stages[*]/%/,}"
 for f in "${failures[@]}"; do echo "FAILED $f"; done
 if [ $debug_stage = 1 ]; then

@@ -13,9 +13,16 @@ done_step
 if command -v cc >/dev/null && [ -f /usr/include/infiniband/verbs.h ]; then
 	step "building the selftests' C programs"
 	for c in "$RROCE_TOP"/selftests/c/*.c; do
+		# Programs that include mpi.h are built with mpicc (when Open MPI
+		# is installed), the others with cc and -libverbs.
+		how=c_prog
+		if grep -q '^#include <mpi.h>' "$c"; then
+			command -v mpicc >/dev/null || continue
+			how=mpi_prog
+		fi
 		# shellcheck source=../selftests/lib.sh
-		bash -c '. "$1/selftests/lib.sh" && c_prog "$2"' _ "$RROCE_TOP" "$(basename "$c" .c)" >/dev/null ||
-			die "cc failed for $c"
+		bash -c '. "$1/selftests/lib.sh" && "$3" "$2"' _ "$RROCE_TOP" "$(basename "$c" .c)" "$how" >/dev/null ||
+			die "$how failed for $c"
 	done
 	done_step
 fi

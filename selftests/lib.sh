@@ -866,6 +866,19 @@ c_prog() {
 	echo "$dir/$1"
 }
 
+# mpi_prog NAME: like c_prog, with mpicc (Open MPI), no libibverbs.
+mpi_prog() {
+	local src=$RROCE_SELFTESTS/c/$1.c dir=$RROCE_REPO/build/selftests/bin out
+	mkdir -p "$dir" || return 1
+	if [ ! -x "$dir/$1" ] || [ "$src" -nt "$dir/$1" ]; then
+		out=$(mpicc -O2 -Wall -o "$dir/$1" "$src" 2>&1) || {
+			printf '%s\n' "$out" | head -20
+			return 1
+		}
+	fi
+	echo "$dir/$1"
+}
+
 # Why C test programs cannot be built here, or nothing.
 c_prog_unavailable() {
 	command -v cc >/dev/null || { echo "no C compiler (cc)"; return 0; }

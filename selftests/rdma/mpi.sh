@@ -27,12 +27,7 @@ fi
 peer_gids
 
 t_begin "build selftests/c/mpi_pingpong.c (mpicc)"
-bin=$RROCE_REPO/build/selftests/bin/mpi_pingpong
-src=$RROCE_SELFTESTS/c/mpi_pingpong.c
-mkdir -p "$(dirname "$bin")"
-if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
-	out=$(mpicc -O2 -Wall -o "$bin" "$src" 2>&1) || t_fail "mpicc: $(head -5 <<<"$out" | tr '\n' ' ')"
-fi
+bin=$(mpi_prog mpi_pingpong) || t_fail "mpicc: $(head -5 <<<"$bin" | tr '\n' ' ')"
 t_end
 
 # The rsh agent: Open MPI calls it as "AGENT [options] HOST COMMAND..."

@@ -34,12 +34,12 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
-use crate::glue;
-use crate::lock::{new_spinlock_irq, SpinLockIrq};
+use crate::ffi;
+use crate::sync::lock::{new_spinlock_irq, SpinLockIrq};
 use crate::proto::abi::{CreateCqCmd, CreateCqResp, ResizeCqCmd, ResizeCqResp};
 use crate::proto::ring::{Consumer, Producer, RingError, RingLayout};
 use crate::proto::wqe::{self, Cqe, CQE_BYTES};
-use crate::shm::SharedBuf;
+use crate::ib::shm::SharedBuf;
 use crate::verbs::{self, RingMem};
 
 /// First index of every ring: close to the 2^32 wrap, so that the wrap is
@@ -316,7 +316,7 @@ pub(crate) unsafe extern "C" fn create_cq(
         // SAFETY: ib_core passes a zeroed CQ of `CQ_SIZE` bytes and valid
         // attributes; `attrs` is null for kernel callers.
         let (cq, attr, udata) = unsafe {
-            (&mut *cq.cast::<RroceCq>(), &*attr, glue::rroce_attrs_udata(attrs))
+            (&mut *cq.cast::<RroceCq>(), &*attr, ffi::rroce_attrs_udata(attrs))
         };
         // SAFETY: `cq.ib.device` is set by ib_core to one of our devices.
         let dev = unsafe { RroceDev::from_ib(cq.ib.device) };

@@ -21,10 +21,10 @@ use kernel::prelude::*;
 use kernel::sync::Mutex;
 use kernel::types::Opaque;
 
-use crate::glue;
-use crate::idtable::IdTable;
-use crate::netdev::NetDevRef;
-use crate::parent::SynthParent;
+use crate::ffi;
+use crate::sync::idtable::IdTable;
+use crate::net::netdev::NetDevRef;
+use crate::net::parent::SynthParent;
 use crate::proto::link;
 use crate::udp::{NetSockRef, NetSocks};
 use crate::verbs;
@@ -125,7 +125,7 @@ fn rx_table_remove(dev: *mut RroceDev) {
 pub(crate) fn rx_device<'a>(in_dev: *mut bindings::net_device, ipv6: bool, dst: &[u8]) -> Option<&'a RroceDev> {
     let mut same_net = None;
     // SAFETY: the ingress netdev of a packet being received is alive.
-    let net = unsafe { glue::rroce_dev_net(in_dev) };
+    let net = unsafe { ffi::rroce_dev_net(in_dev) };
     for slot in &RX_DEVS {
         let p = slot.load(Ordering::Acquire);
         // SAFETY: table entries stay valid for an RCU grace period after
@@ -149,7 +149,7 @@ pub(crate) fn rx_device<'a>(in_dev: *mut bindings::net_device, ipv6: bool, dst: 
         }
         // SAFETY: the device holds its netdev; `dst` has the length of the
         // family's addresses.
-        if unsafe { glue::rroce_ndev_has_addr(dev.p.ndev.as_ptr(), ipv6, dst.as_ptr()) } {
+        if unsafe { ffi::rroce_ndev_has_addr(dev.p.ndev.as_ptr(), ipv6, dst.as_ptr()) } {
             return Some(dev);
         }
     }
@@ -260,7 +260,7 @@ impl Registration {
             let ib = e.dev.cast::<bindings::ib_device>();
             // SAFETY: entries are removed in `dealloc_driver` before the
             // device is freed, and we hold the lock, so `ib` is valid.
-            unsafe { glue::rroce_ib_device_try_get(ib) }.then(|| NonNull::new(ib)).flatten()
+            unsafe { ffi::rroce_ib_device_try_get(ib) }.then(|| NonNull::new(ib)).flatten()
         })
     }
 
@@ -441,7 +441,7 @@ unsafe fn setup(dev: *mut RroceDev) -> Result {
     ib.uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ)
         | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND);
     // SAFETY: plain query.
-    ib.num_comp_vectors = unsafe { glue::rroce_num_possible_cpus() } as c_int;
+    ib.num_comp_vectors = unsafe { ffi::rroce_num_possible_cpus() } as c_int;
     ib.node_guid = p.attrs.sys_image_guid;
     let desc = b"rroce software RoCEv2\0";
     for (d, s) in ib.node_desc.iter_mut().zip(desc.iter()) {
@@ -469,7 +469,7 @@ pub(crate) unsafe fn dealloc(ib: *mut bindings::ib_device) {
     if let Ok(g) = global() {
         let mut st = g.state.lock();
         if let Some(i) = st.devs.iter().position(|e| e.dev == dev) {
-            crate::util::swap_remove(&mut st.devs, i);
+            crate::sync::kvec::swap_remove(&mut st.devs, i);
         }
         if let Some(s) = p.sock.take() {
             st.socks.put(s);
@@ -559,7 +559,7 @@ unsafe extern "C" fn netdev_event_callback(
     info: *mut c_void,
 ) -> c_int {
     // SAFETY: `info` is the notifier info of a netdev event.
-    let ndev = unsafe { glue::rroce_netdev_notifier_info_to_dev(info) };
+    let ndev = unsafe { ffi::rroce_netdev_notifier_info_to_dev(info) };
     if !ndev.is_null() {
         let _ = netdev_event(event, ndev);
     }

@@ -21,7 +21,7 @@ use kernel::prelude::*;
 
 use crate::cq;
 use crate::device::RroceDev;
-use crate::glue;
+use crate::ffi;
 use crate::mr::{MrError, Need, RroceMr};
 use crate::proto::hdr::{self, Bth, Ext, DEFAULT_PKEY};
 use crate::proto::icrc;
@@ -39,7 +39,7 @@ use crate::proto::wqe::{
     RECV_HDR_BYTES, SEND_SIGNALED,
 };
 use crate::proto::rc::{Outcome, ReqCounters, RespCounters};
-use crate::shm::{PrivVec, SharedBuf};
+use crate::ib::shm::{PrivVec, SharedBuf};
 use crate::stats::Counter;
 
 /// Responder resources (outstanding READ/atomic requests) per QP; also the
@@ -201,7 +201,7 @@ impl Ctx<'_> {
         // timer) the drain would add up to DRAIN_BUDGET loopback packets to
         // every packet NAPI delivers -- seconds of softirq under a
         // loopback flood.  There the QP's work item drains instead.
-        let left = if crate::lock::in_atomic_bh() {
+        let left = if crate::sync::lock::in_atomic_bh() {
             dev.p.loopq.has_packets()
         } else {
             dev.p.loopq.drain(|pkt| {
@@ -213,7 +213,7 @@ impl Ctx<'_> {
             // another `fire`).
             // SAFETY: the work item was set up at QP creation and is
             // cancelled only after the QP stopped taking events.
-            unsafe { glue::rroce_work_queue(self.work) };
+            unsafe { ffi::rroce_work_queue(self.work) };
         }
         let n = self.notify.replace(0);
         if n & NOTIFY_SEND != 0 {
@@ -432,7 +432,7 @@ impl Dp {
         };
         if changed {
             // SAFETY: the cache is only used under the QP lock we hold.
-            unsafe { glue::rroce_dst_cache_reset(ctx.dst) };
+            unsafe { ffi::rroce_dst_cache_reset(ctx.dst) };
         }
         self.path = path;
     }
@@ -513,7 +513,7 @@ impl Dp {
         // CONS_FLUSHING).
         ctx.rq_ring.store_u32_release(CONS_FLAGS_OFFSET, CONS_FLUSHING);
         // SAFETY: a plain memory barrier.
-        unsafe { glue::rroce_smp_mb() };
+        unsafe { ffi::rroce_smp_mb() };
         if let Some(r) = self.req.as_mut() {
             r.flush();
         }
@@ -566,7 +566,7 @@ impl Dp {
         self.resume = true;
         // SAFETY: the work item was set up at QP creation and is cancelled
         // only after the QP stopped taking events.
-        unsafe { glue::rroce_work_queue(ctx.work) };
+        unsafe { ffi::rroce_work_queue(ctx.work) };
     }
 
     /// In the error state: completes every WQE in the SQ ring with
@@ -673,7 +673,7 @@ impl Dp {
                 return;
             }
             // SAFETY: a plain memory barrier.
-            unsafe { glue::rroce_smp_mb() };
+            unsafe { ffi::rroce_smp_mb() };
             match self.sq.refresh(ctx.sq_ring) {
                 Ok(n) if n > 0 => self.take_and_pump(ctx, st),
                 Ok(_) => return,
@@ -780,7 +780,7 @@ impl Dp {
                 if self.uc && sent >= UC_BURST {
                     // SAFETY: the work item was set up at QP creation and
                     // is cancelled only after the QP stopped taking events.
-                    unsafe { glue::rroce_work_queue(ctx.work) };
+                    unsafe { ffi::rroce_work_queue(ctx.work) };
                     break;
                 }
                 sent += 1;
@@ -800,7 +800,7 @@ impl Dp {
         if let Some(dl) = self.req.as_ref().and_then(|r| r.next_deadline()) {
             // SAFETY: the timer was set up at QP creation and is shut down
             // only after the QP stopped taking events.
-            unsafe { glue::rroce_timer_arm(ctx.timer, dl.saturating_sub(now)) };
+            unsafe { ffi::rroce_timer_arm(ctx.timer, dl.saturating_sub(now)) };
         }
     }
 
@@ -1017,7 +1017,7 @@ impl Dp {
         if self.send_pending(ctx, RESP_BUDGET_RX) {
             // SAFETY: the work item was set up at QP creation and is
             // cancelled only after the QP stopped taking events.
-            unsafe { glue::rroce_work_queue(ctx.work) };
+            unsafe { ffi::rroce_work_queue(ctx.work) };
         }
         if *st == QpState::Rtr && !self.comm_est && !a.qp_error {
             self.comm_est = true;
@@ -1218,7 +1218,7 @@ impl Dp {
         }
         if matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) && self.send_pending(ctx, RESP_BUDGET_WORK) {
             // SAFETY: as in `on_request`.
-            unsafe { glue::rroce_work_queue(ctx.work) };
+            unsafe { ffi::rroce_work_queue(ctx.work) };
         }
     }
 
@@ -1286,7 +1286,7 @@ fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
 fn take_recv(
     ctx: &Ctx<'_>,
     rq: &mut Consumer,
-    srq: Option<(&crate::srq::SrqPriv, &mut kernel::sync::lock::Guard<'_, crate::srq::SrqInner, crate::lock::SpinLockIrqBackend>)>,
+    srq: Option<(&crate::srq::SrqPriv, &mut kernel::sync::lock::Guard<'_, crate::srq::SrqInner, crate::sync::lock::SpinLockIrqBackend>)>,
 ) {
     match srq {
         Some((s, g)) => {
@@ -1328,7 +1328,7 @@ fn push_recv(ctx: &Ctx<'_>, cqe: &Cqe, solicited: bool) {
 /// Monotonic time in nanoseconds.
 pub(crate) fn now() -> u64 {
     // SAFETY: plain clock read.
-    unsafe { glue::rroce_ktime_ns() }
+    unsafe { ffi::rroce_ktime_ns() }
 }
 
 /// `crc32_le` of the kernel, for the ICRC.
@@ -1395,7 +1395,7 @@ fn send_pkt(
     let ndev = ctx.dev.p.ndev.as_ptr();
     let mut data: *mut u8 = ptr::null_mut();
     // SAFETY: `ndev` is held by the device.
-    let skb = unsafe { glue::rroce_tx_alloc(ndev, total32, &mut data) };
+    let skb = unsafe { ffi::rroce_tx_alloc(ndev, total32, &mut data) };
     if skb.is_null() || data.is_null() {
         return false;
     }
@@ -1424,7 +1424,7 @@ fn send_pkt(
     })();
     if built.is_none() {
         // SAFETY: the skb is ours and not sent.
-        unsafe { glue::rroce_kfree_skb(skb) };
+        unsafe { ffi::rroce_kfree_skb(skb) };
         ctx.dev.p.stats.inc(Counter::TxErrors);
         return false;
     }
@@ -1433,7 +1433,7 @@ fn send_pkt(
         unsafe { ctx.dev.p.loopq.put(skb) }
     } else {
         // SAFETY: a complete datagram; the call consumes the skb.
-        unsafe { glue::rroce_tx_send(ndev, skb, path.ipv6(), ctx.dst) == 0 }
+        unsafe { ffi::rroce_tx_send(ndev, skb, path.ipv6(), ctx.dst) == 0 }
     };
     ctx.dev.p.stats.inc(if ok { Counter::TxPackets } else { Counter::TxErrors });
     ok

@@ -19,7 +19,7 @@ use kernel::bindings;
 use kernel::ffi::c_void;
 use kernel::prelude::*;
 
-use crate::glue;
+use crate::ffi;
 
 /// Packets waiting in one queue at most; beyond it a packet is dropped
 /// like on a full link (the requester retransmits).
@@ -46,7 +46,7 @@ unsafe impl Sync for LoopQueue {}
 impl LoopQueue {
     pub(crate) fn new() -> Result<Self> {
         // SAFETY: plain allocation.
-        let q = NonNull::new(unsafe { glue::rroce_loopq_new() }).ok_or(ENOMEM)?;
+        let q = NonNull::new(unsafe { ffi::rroce_loopq_new() }).ok_or(ENOMEM)?;
         // INVARIANT: allocated above.
         Ok(Self { q })
     }
@@ -60,14 +60,14 @@ impl LoopQueue {
     /// `skb` must be a linear skb owned by the caller.
     pub(crate) unsafe fn put(&self, skb: *mut bindings::sk_buff) -> bool {
         // SAFETY: the queue is live (type invariant); the skb is ours to give.
-        unsafe { glue::rroce_loopq_put(self.q.as_ptr(), skb, MAX_QUEUED) }
+        unsafe { ffi::rroce_loopq_put(self.q.as_ptr(), skb, MAX_QUEUED) }
     }
 
     /// Whether packets are queued that no drain in progress will take (a
     /// lockless hint: a drain started after it sees them).
     pub(crate) fn has_packets(&self) -> bool {
         // SAFETY: the queue is live.
-        unsafe { glue::rroce_loopq_pending(self.q.as_ptr()) }
+        unsafe { ffi::rroce_loopq_pending(self.q.as_ptr()) }
     }
 
     /// Hands the queued packets to `f`, including the ones `f` queues,
@@ -77,23 +77,23 @@ impl LoopQueue {
     /// later (from a work item).  Call with no spinlock of ours held.
     pub(crate) fn drain(&self, mut f: impl FnMut(&[u8])) -> bool {
         // SAFETY: the queue is live.
-        if !unsafe { glue::rroce_loopq_begin(self.q.as_ptr()) } {
+        if !unsafe { ffi::rroce_loopq_begin(self.q.as_ptr()) } {
             return false;
         }
         // The receive path expects bottom halves off (RCU read side).
         // SAFETY: paired with the enable below.
-        unsafe { glue::rroce_local_bh_disable() };
+        unsafe { ffi::rroce_local_bh_disable() };
         let mut left = false;
         for n in 0.. {
             if n == DRAIN_BUDGET {
                 // SAFETY: the queue is live; we are its drainer.
-                left = unsafe { glue::rroce_loopq_stop(self.q.as_ptr()) };
+                left = unsafe { ffi::rroce_loopq_stop(self.q.as_ptr()) };
                 break;
             }
             let mut data: *mut u8 = core::ptr::null_mut();
             let mut len: u32 = 0;
             // SAFETY: the queue is live; we are its drainer.
-            let skb = unsafe { glue::rroce_loopq_next(self.q.as_ptr(), &mut data, &mut len) };
+            let skb = unsafe { ffi::rroce_loopq_next(self.q.as_ptr(), &mut data, &mut len) };
             if skb.is_null() {
                 break;
             }
@@ -103,10 +103,10 @@ impl LoopQueue {
                 f(unsafe { core::slice::from_raw_parts(data, len as usize) });
             }
             // SAFETY: dequeued, so ours.
-            unsafe { glue::rroce_kfree_skb(skb) };
+            unsafe { ffi::rroce_kfree_skb(skb) };
         }
         // SAFETY: paired with the disable above.
-        unsafe { glue::rroce_local_bh_enable() };
+        unsafe { ffi::rroce_local_bh_enable() };
         left
     }
 }
@@ -114,6 +114,6 @@ impl LoopQueue {
 impl Drop for LoopQueue {
     fn drop(&mut self) {
         // SAFETY: by the type invariant; no one uses the queue any more.
-        unsafe { glue::rroce_loopq_free(self.q.as_ptr()) };
+        unsafe { ffi::rroce_loopq_free(self.q.as_ptr()) };
     }
 }

@@ -15,13 +15,14 @@
 //! held across the join (that takes the RTNL); the receive path reads the
 //! table under a BH spinlock.
 
+#![forbid(unsafe_code)]
+
 use core::pin::Pin;
-use kernel::bindings;
 use kernel::prelude::*;
 use kernel::sync::Mutex;
 
-use crate::glue;
-use crate::lock::{new_spinlock_bh, SpinLockBh};
+use crate::net::netdev::NetDevRef;
+use crate::sync::lock::{new_spinlock_bh, SpinLockBh};
 
 /// Groups per device (`max_mcast_grp`).
 pub(crate) const MAX_GROUPS: usize = 64;
@@ -74,7 +75,7 @@ impl McastTable {
 
     /// Attaches QP `qpn` to group `mgid`; joins the IP group on `ndev` for
     /// the group's first QP.  Attaching twice is not an error.
-    pub(crate) fn attach(&self, ndev: *mut bindings::net_device, mgid: &[u8; 16], qpn: u32) -> Result {
+    pub(crate) fn attach(&self, ndev: &NetDevRef, mgid: &[u8; 16], qpn: u32) -> Result {
         if !is_multicast(mgid) {
             return Err(EINVAL);
         }
@@ -96,14 +97,12 @@ impl McastTable {
             true
         };
         if new_group {
-            // SAFETY: the device holds `ndev`; `mgid` is 16 bytes.
-            let err = unsafe { glue::rroce_mcast_join(ndev, mgid.as_ptr(), true) };
-            if err != 0 {
+            if let Err(e) = ndev.mcast_join(mgid, true) {
                 let mut g = self.groups.lock();
                 if let Some(grp) = g.iter_mut().find(|x| x.n > 0 && x.mgid == *mgid) {
                     *grp = Group::default();
                 }
-                return Err(Error::from_errno(err));
+                return Err(e);
             }
         }
         Ok(())
@@ -111,7 +110,7 @@ impl McastTable {
 
     /// Detaches QP `qpn` from group `mgid` (`EINVAL` if it is not
     /// attached); leaves the IP group with its last QP.
-    pub(crate) fn detach(&self, ndev: *mut bindings::net_device, mgid: &[u8; 16], qpn: u32) -> Result {
+    pub(crate) fn detach(&self, ndev: &NetDevRef, mgid: &[u8; 16], qpn: u32) -> Result {
         let _ctl = self.ctl.lock();
         let emptied = {
             let mut g = self.groups.lock();
@@ -123,14 +122,14 @@ impl McastTable {
             grp.n == 0
         };
         if emptied {
-            // SAFETY: as in `attach`.
-            unsafe { glue::rroce_mcast_join(ndev, mgid.as_ptr(), false) };
+            // Leaving cannot fail in a way the caller could act on.
+            let _ = ndev.mcast_join(mgid, false);
         }
         Ok(())
     }
 
     /// Detaches QP `qpn` from every group (it is being destroyed).
-    pub(crate) fn forget_qp(&self, ndev: *mut bindings::net_device, qpn: u32) {
+    pub(crate) fn forget_qp(&self, ndev: &NetDevRef, qpn: u32) {
         loop {
             let m = {
                 let g = self.groups.lock();

@@ -6,7 +6,7 @@
 //! `reg_user_mr` pins the pages with `ib_umem_get` (which charges them to
 //! `RLIMIT_MEMLOCK` unless the caller has `CAP_IPC_LOCK`) and gives the
 //! region a key: `index << 8 | generation`, where `index` comes from the
-//! device's key [`IdTable`](crate::idtable::IdTable) (an xarray, so the
+//! device's key [`IdTable`](crate::sync::idtable::IdTable) (an xarray, so the
 //! receive path can look keys up under RCU) and `generation` changes on
 //! every registration, so a stale key of a deregistered region does not
 //! match a new one at the same index.
@@ -29,7 +29,7 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
-use crate::glue;
+use crate::ffi;
 use crate::proto::mr::{self as rules, FrState, MrKind, RegRequest, RegionInfo};
 use crate::proto::wqe::WcStatus;
 
@@ -196,7 +196,7 @@ fn pin_user(
     let pages = npages.and_then(|n| {
         let mut v = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         // SAFETY: `v` has room for `n` pointers; `umem` is pinned.
-        let got = unsafe { glue::rroce_umem_pages(umem.as_ptr(), v.as_mut_ptr(), n as _) };
+        let got = unsafe { ffi::rroce_umem_pages(umem.as_ptr(), v.as_mut_ptr(), n as _) };
         if got as usize != n {
             return Err(EINVAL);
         }
@@ -433,7 +433,7 @@ impl RroceMr {
             let a = va.checked_add(u64::from(done)).ok_or(MrError::Range)?;
             // SAFETY: only computes the page of a direct-map address after
             // checking that it is one; no memory is accessed.
-            let page = unsafe { glue::rroce_virt_to_page(a) };
+            let page = unsafe { ffi::rroce_virt_to_page(a) };
             if page.is_null() {
                 return Err(MrError::Range);
             }
@@ -466,7 +466,7 @@ impl RroceMr {
             let kva = base.checked_add(off).ok_or(MrError::Range)?;
             // SAFETY: only computes the page of a direct-map address after
             // checking that it is one; no memory is accessed.
-            let page = unsafe { glue::rroce_virt_to_page(kva) };
+            let page = unsafe { ffi::rroce_virt_to_page(kva) };
             if page.is_null() {
                 return Err(MrError::Range);
             }
@@ -486,7 +486,7 @@ impl RroceMr {
             // direct-map page of the kernel consumer); `poff + n` is within
             // the page; `dst[at..at + n]` is in bounds (walk never exceeds
             // `len`).
-            unsafe { glue::rroce_page_copy(page, poff, dst.as_mut_ptr().add(at).cast(), n, false) }
+            unsafe { ffi::rroce_page_copy(page, poff, dst.as_mut_ptr().add(at).cast(), n, false) }
         })
     }
 
@@ -496,7 +496,7 @@ impl RroceMr {
         self.walk(va, len, |page, poff, at, n| {
             // SAFETY: as in `read`; the page is only read by the copy
             // function through `buf` when copying out, written here.
-            unsafe { glue::rroce_page_copy(page, poff, src.as_ptr().add(at).cast_mut().cast(), n, true) }
+            unsafe { ffi::rroce_page_copy(page, poff, src.as_ptr().add(at).cast_mut().cast(), n, true) }
         })
     }
 
@@ -510,7 +510,7 @@ impl RroceMr {
         self.walk(va, 8, |page, poff, _, n| {
             if n == 8 {
                 // SAFETY: pinned (or direct-map) page, aligned word inside it.
-                orig = Some(unsafe { glue::rroce_page_atomic(page, poff, cas, a, b) });
+                orig = Some(unsafe { ffi::rroce_page_atomic(page, poff, cas, a, b) });
             }
         })?;
         orig.ok_or(MrError::Range)

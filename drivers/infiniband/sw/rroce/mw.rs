@@ -31,7 +31,7 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
-use crate::lock::{new_spinlock_bh, SpinLockBh};
+use crate::sync::lock::{new_spinlock_bh, SpinLockBh};
 use crate::mr::{MrError, Need, RroceMr};
 use crate::proto::mw as rules;
 

@@ -21,18 +21,18 @@ use kernel::prelude::*;
 
 use crate::device::RroceDev;
 use crate::dp::{Ctx, Dp, Path};
-use crate::glue;
+use crate::ffi;
 use crate::proto::net::{udp_sport, IpAddr, IpUdp};
 use crate::proto::rc::{is_rc_request, is_rc_response, is_uc_request, InRequest, InResponse};
 use kernel::types::Opaque;
 use crate::proto::link;
-use crate::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
+use crate::sync::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::mcast;
 use crate::proto::abi::{CreateQpCmd, CreateQpResp};
 use crate::proto::qp::{AttrMask, DeviceLimits, QpAttrs, QpState, QpType};
 use crate::proto::ring::{Producer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING};
 use crate::proto::wqe::{self, SendOpcode, SendPayload, SendWqe, Sge};
-use crate::shm::SharedBuf;
+use crate::ib::shm::SharedBuf;
 use crate::verbs::{self, RingMem};
 
 /// First index of every ring (near the 2^32 wrap, as for CQs).
@@ -134,7 +134,7 @@ struct QpPriv {
 impl Drop for QpPriv {
     fn drop(&mut self) {
         // SAFETY: allocated in `create`, freed once here (null is fine).
-        unsafe { glue::rroce_dst_cache_free(self.dst) };
+        unsafe { ffi::rroce_dst_cache_free(self.dst) };
     }
 }
 
@@ -201,7 +201,7 @@ impl RroceQp {
     }
 }
 
-type DpGuard<'a> = kernel::sync::lock::Guard<'a, QpStateInner, crate::lock::SpinLockBhBackend>;
+type DpGuard<'a> = kernel::sync::lock::Guard<'a, QpStateInner, crate::sync::lock::SpinLockBhBackend>;
 
 impl QpPriv {
     fn lock_dp(&self) -> DpGuard<'_> {
@@ -353,7 +353,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         recv_cq: init.recv_cq,
         srq: init.srq,
         // SAFETY: plain allocation; a null cache just means no caching.
-        dst: unsafe { glue::rroce_dst_cache_new() },
+        dst: unsafe { ffi::rroce_dst_cache_new() },
         inner,
         kq,
         state_seen: AtomicU32::new(QpState::Reset as u32),
@@ -361,9 +361,9 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     });
     // SAFETY: the timer is embedded in the QP, which does not move; it is
     // shut down in `destroy_qp` before the QP memory is freed.
-    unsafe { glue::rroce_timer_setup(qp.timer.get(), timer_fn) };
+    unsafe { ffi::rroce_timer_setup(qp.timer.get(), timer_fn) };
     // SAFETY: as for the timer; cancelled in `destroy_qp`.
-    unsafe { glue::rroce_work_init(qp.work.get(), work_fn) };
+    unsafe { ffi::rroce_work_init(qp.work.get(), work_fn) };
     qp.live.store(true, Ordering::Release);
     dev.p.qpns.publish(qpn, self_ptr.cast());
     Ok(())
@@ -481,7 +481,7 @@ pub(crate) fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u3
         IpAddr::V6(a) => (true, &a[..]),
     };
     // SAFETY: the device holds its netdev; `addr` has the family's length.
-    let local = unsafe { glue::rroce_ndev_has_addr(dev.p.ndev.as_ptr(), ipv6, addr.as_ptr()) };
+    let local = unsafe { ffi::rroce_ndev_has_addr(dev.p.ndev.as_ptr(), ipv6, addr.as_ptr()) };
     Path {
         local,
         ip: IpUdp {
@@ -642,7 +642,7 @@ unsafe fn post_send_kernel(
     // With interrupts disabled (ib_mad posts under `spin_lock_irqsave`)
     // neither the QP's `_bh` lock nor transmission is allowed: the
     // requests go into the ring and the work item rings the doorbell.
-    let deferred = crate::lock::irqs_disabled();
+    let deferred = crate::sync::lock::irqs_disabled();
     let g = (!deferred).then(|| p.lock_dp());
     let state = g.as_ref().map_or_else(|| p.state_seen.load(Ordering::Acquire), |g| g.state as u32);
     if [QpState::Reset, QpState::Init, QpState::Rtr].iter().any(|&s| s as u32 == state) {
@@ -704,7 +704,7 @@ unsafe fn fill_sq(
 fn kick(q: &RroceQp, p: &QpPriv) {
     p.kick.store(true, Ordering::Release);
     // SAFETY: set up at creation, cancelled in `destroy_qp`.
-    unsafe { glue::rroce_work_queue(q.work.get()) };
+    unsafe { ffi::rroce_work_queue(q.work.get()) };
 }
 
 /// `post_send`: for a kernel QP the work requests; for a user QP the
@@ -766,7 +766,7 @@ pub(crate) unsafe extern "C" fn post_recv(
         Some(kq) => {
             // As in `post_send_kernel`: with interrupts disabled the QP
             // lock is not taken.
-            let deferred = crate::lock::irqs_disabled();
+            let deferred = crate::sync::lock::irqs_disabled();
             let g = (!deferred).then(|| p.lock_dp());
             let state = g.as_ref().map_or_else(|| p.state_seen.load(Ordering::Acquire), |g| g.state as u32);
             if state == QpState::Reset as u32 {
@@ -789,7 +789,7 @@ pub(crate) unsafe extern "C" fn post_recv(
                         // full barrier, then reading the flag here means
                         // one of the two sees the other's entries.
                         // SAFETY: a plain memory barrier.
-                        unsafe { glue::rroce_smp_mb() };
+                        unsafe { ffi::rroce_smp_mb() };
                         let flags = p.rq.buf().load_u32_acquire(CONS_FLAGS_OFFSET).unwrap_or(0);
                         if flags & CONS_FLUSHING != 0 {
                             kick(q, p);
@@ -1093,16 +1093,16 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut bindings::ib_qp, _udata: *mu
     let q = unsafe { &*qp.cast::<RroceQp>() };
     q.live.store(false, Ordering::Release);
     // Attachments a kernel consumer left behind (uverbs detaches first).
-    q.dev().p.mcast.forget_qp(q.dev().p.ndev.as_ptr(), q.ib.qp_num);
+    q.dev().p.mcast.forget_qp(&q.dev().p.ndev, q.ib.qp_num);
     q.dev().p.qpns.remove(q.ib.qp_num);
     // Receivers that found the QP before it was unpublished are done after
     // a grace period; then no one can arm the timer any more.
     // SAFETY: process context.
     unsafe { bindings::synchronize_rcu() };
     // SAFETY: set up in `create`.
-    unsafe { glue::rroce_timer_shutdown(q.timer.get()) };
+    unsafe { ffi::rroce_timer_shutdown(q.timer.get()) };
     // SAFETY: set up in `create`; waits for a running instance.
-    unsafe { glue::rroce_work_cancel(q.work.get()) };
+    unsafe { ffi::rroce_work_cancel(q.work.get()) };
     // SAFETY: by the invariant `p` is initialised; this is its one drop.
     let p = unsafe { (*qp.cast::<RroceQp>()).p.assume_init_read() };
     // Dropping the rings gives their mappings back.
@@ -1135,7 +1135,7 @@ pub(crate) unsafe extern "C" fn attach_mcast(qp: *mut bindings::ib_qp, gid: *mut
         // SAFETY: ib_core passes a valid GID.
         let mgid = unsafe { mgid_of(gid) }?;
         let dev = q.dev();
-        dev.p.mcast.attach(dev.p.ndev.as_ptr(), &mgid, q.ib.qp_num)?;
+        dev.p.mcast.attach(&dev.p.ndev, &mgid, q.ib.qp_num)?;
         Ok(0)
     })
 }
@@ -1150,7 +1150,7 @@ pub(crate) unsafe extern "C" fn detach_mcast(qp: *mut bindings::ib_qp, gid: *mut
         // SAFETY: ib_core passes a valid GID.
         let mgid = unsafe { mgid_of(gid) }?;
         let dev = q.dev();
-        dev.p.mcast.detach(dev.p.ndev.as_ptr(), &mgid, q.ib.qp_num)?;
+        dev.p.mcast.detach(&dev.p.ndev, &mgid, q.ib.qp_num)?;
         Ok(0)
     })
 }

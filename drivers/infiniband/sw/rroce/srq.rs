@@ -19,13 +19,13 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
-use crate::lock::{new_spinlock_irq, SpinLockIrq, SpinLockIrqBackend};
+use crate::sync::lock::{new_spinlock_irq, SpinLockIrq, SpinLockIrqBackend};
 use crate::proto::abi::{CreateSrqCmd, CreateSrqResp};
 use crate::proto::ring::{Consumer, Producer};
 use crate::proto::srq::{check_create, check_modify, LimitWatch, SrqError, SrqLimits};
 use crate::proto::wqe::{self, RecvLimits, Sge};
 use crate::qp::{Ring, RING_START};
-use crate::shm::SharedBuf;
+use crate::ib::shm::SharedBuf;
 use crate::verbs;
 
 /// SRQ numbers handed out.

@@ -17,8 +17,8 @@ use kernel::error::to_result;
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 
-use crate::glue;
-use crate::util::swap_remove;
+use crate::ffi;
+use crate::sync::kvec::swap_remove;
 
 /// The IANA port of RoCEv2.
 pub(crate) const ROCE_V2_PORT: u16 = 4791;
@@ -131,11 +131,11 @@ impl NetSocks {
         // RCU grace period has passed (`put`/`net_exit` free it after
         // `synchronize_rcu`).
         to_result(unsafe {
-            glue::rroce_udp_tunnel_open(net, false, ROCE_V2_PORT, data, rx_callback, &mut e.sock4)
+            ffi::rroce_udp_tunnel_open(net, false, ROCE_V2_PORT, data, rx_callback, &mut e.sock4)
         })?;
         // SAFETY: as above.
         let err = unsafe {
-            glue::rroce_udp_tunnel_open(net, true, ROCE_V2_PORT, data, rx_callback, &mut e.sock6)
+            ffi::rroce_udp_tunnel_open(net, true, ROCE_V2_PORT, data, rx_callback, &mut e.sock6)
         };
         if err != 0 && err != -EAFNOSUPPORT {
             // Dropping `e` closes the IPv4 socket.
@@ -196,7 +196,7 @@ impl Drop for NetSock {
 /// and an skb we own.
 unsafe extern "C" fn rx_callback(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
     // SAFETY: `sk` is valid per the function's contract.
-    let rx = unsafe { glue::rroce_sk_user_data(sk) }.cast::<RxStats>().cast_const();
+    let rx = unsafe { ffi::rroce_sk_user_data(sk) }.cast::<RxStats>().cast_const();
     // SAFETY: `sk_user_data` is the `rx` of a `NetSock`, freed only after
     // the socket was released and an RCU grace period passed; we are in an
     // RCU read-side section.
@@ -205,12 +205,12 @@ unsafe extern "C" fn rx_callback(sk: *mut bindings::sock, skb: *mut bindings::sk
         let mut data: *mut u8 = ptr::null_mut();
         let mut len: kernel::ffi::c_uint = 0;
         // SAFETY: we own `skb`.
-        if unsafe { glue::rroce_skb_linear(skb, &mut data, &mut len) } == 0 && !data.is_null() {
+        if unsafe { ffi::rroce_skb_linear(skb, &mut data, &mut len) } == 0 && !data.is_null() {
             // SAFETY: the skb is linear; `len` bytes from its network
             // header are ours to read until we free it.
             let pkt = unsafe { core::slice::from_raw_parts(data, len as usize) };
             // SAFETY: `skb` is valid.
-            let in_dev = unsafe { glue::rroce_skb_dev(skb) };
+            let in_dev = unsafe { ffi::rroce_skb_dev(skb) };
             let counter = match crate::dp::rx(in_dev, pkt) {
                 Ok(()) => None,
                 Err(crate::dp::RxDrop::Malformed) => Some(&rx.dropped_malformed),
@@ -226,6 +226,6 @@ unsafe extern "C" fn rx_callback(sk: *mut bindings::sock, skb: *mut bindings::sk
         }
     }
     // SAFETY: we own `skb`.
-    unsafe { glue::rroce_kfree_skb(skb) };
+    unsafe { ffi::rroce_kfree_skb(skb) };
     0
 }

@@ -20,8 +20,8 @@ use crate::cq;
 use crate::mr;
 use crate::qp;
 use crate::device::{self, RroceDev};
-use crate::shm::SharedBuf;
-use crate::glue;
+use crate::ib::shm::SharedBuf;
+use crate::ffi;
 use crate::proto::abi;
 use crate::proto::link;
 
@@ -154,7 +154,7 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.max_mcast_qp_attach = crate::mcast::MAX_QP_PER_GROUP as c_int;
     a.max_total_mcast_qp_attach = (crate::mcast::MAX_GROUPS * crate::mcast::MAX_QP_PER_GROUP) as c_int;
     // SAFETY: reads a module parameter.
-    let cap = unsafe { glue::rroce_param_max_objects() };
+    let cap = unsafe { ffi::rroce_param_max_objects() };
     if cap != 0 {
         let cap = cap.min(i32::MAX as u32) as c_int;
         for m in [&mut a.max_qp, &mut a.max_srq, &mut a.max_cq, &mut a.max_mr, &mut a.max_pd, &mut a.max_ah] {
@@ -194,7 +194,7 @@ unsafe fn charge_ring(uctx: *mut bindings::ib_ucontext, len: usize) -> Result {
     // SAFETY: ib_core allocated `size_ib_ucontext` bytes: ours.
     let u = unsafe { &*uctx.cast::<RroceUcontext>() };
     // SAFETY: reads a module parameter.
-    let max = (unsafe { crate::glue::rroce_param_max_ctx_ring_mb() } as usize).saturating_mul(1 << 20);
+    let max = (unsafe { crate::ffi::rroce_param_max_ctx_ring_mb() } as usize).saturating_mul(1 << 20);
     u.ring_bytes
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(len).filter(|&t| t <= max))
         .map(|_| ())
@@ -372,7 +372,7 @@ pub(crate) fn user_call<const N: usize>(
         return Err(EINVAL);
     }
     // SAFETY: `udata` belongs to a user call, so it has a live context.
-    let uctx = unsafe { crate::glue::rroce_udata_ucontext(udata) };
+    let uctx = unsafe { crate::ffi::rroce_udata_ucontext(udata) };
     if uctx.is_null() {
         return Err(EINVAL);
     }
@@ -386,7 +386,7 @@ pub(crate) fn copy_from_udata(udata: *mut bindings::ib_udata, dst: &mut [u8]) ->
         return Err(EINVAL);
     }
     // SAFETY: `dst` is writable for its length.
-    to_result(unsafe { glue::rroce_ib_copy_from_udata(dst.as_mut_ptr().cast(), udata, dst.len()) })
+    to_result(unsafe { ffi::rroce_ib_copy_from_udata(dst.as_mut_ptr().cast(), udata, dst.len()) })
 }
 
 /// Copies a driver response to user space, truncated to what it asked for.
@@ -395,7 +395,7 @@ pub(crate) fn copy_to_udata(udata: *mut bindings::ib_udata, src: &[u8]) -> Resul
     let outlen = unsafe { (*udata).outlen };
     let len = src.len().min(outlen);
     // SAFETY: `src` holds `len` readable bytes.
-    to_result(unsafe { glue::rroce_ib_copy_to_udata(udata, src.as_ptr().cast(), len) })
+    to_result(unsafe { ffi::rroce_ib_copy_to_udata(udata, src.as_ptr().cast(), len) })
 }
 
 /// # Safety
@@ -580,7 +580,7 @@ unsafe extern "C" fn dealloc_ucontext(_uctx: *mut bindings::ib_ucontext) {}
 /// process; its later commands fail with EIO, which libibverbs' destroy
 /// calls treat as done.  Nothing is left for the driver: the rings the
 /// process still maps are `vmalloc_user` pages kept alive by the mapping's
-/// own page references (see [`crate::shm`]), and those VMAs carry no
+/// own page references (see [`crate::ib::shm`]), and those VMAs carry no
 /// `vm_operations` of this module, so they may outlive the module too.
 ///
 /// # Safety

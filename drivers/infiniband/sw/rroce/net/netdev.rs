@@ -6,7 +6,7 @@
 use core::ptr::NonNull;
 use kernel::bindings;
 
-use crate::glue;
+use crate::ffi;
 
 /// `ARPHRD_ETHER`: the only link type rroce runs on.
 const ARPHRD_ETHER: u16 = 1;
@@ -34,7 +34,7 @@ impl NetDevRef {
     /// for the duration of the call (holds a reference or the RTNL).
     pub(crate) unsafe fn hold(ndev: NonNull<bindings::net_device>) -> Self {
         // SAFETY: `ndev` is valid per the function's safety requirements.
-        unsafe { glue::rroce_dev_hold(ndev.as_ptr()) };
+        unsafe { ffi::rroce_dev_hold(ndev.as_ptr()) };
         // INVARIANT: the reference was just taken.
         Self(ndev)
     }
@@ -47,19 +47,19 @@ impl NetDevRef {
     /// Current Ethernet MTU.
     pub(crate) fn mtu(&self) -> u32 {
         // SAFETY: by the type invariant the device is valid.
-        unsafe { glue::rroce_netdev_mtu(self.as_ptr()) }
+        unsafe { ffi::rroce_netdev_mtu(self.as_ptr()) }
     }
 
     /// Whether the device is administratively up.
     pub(crate) fn is_running(&self) -> bool {
         // SAFETY: by the type invariant the device is valid.
-        unsafe { glue::rroce_netif_running(self.as_ptr()) }
+        unsafe { ffi::rroce_netif_running(self.as_ptr()) }
     }
 
     /// Whether the device is up and has carrier: the RoCE port is active.
     pub(crate) fn is_active(&self) -> bool {
         // SAFETY: by the type invariant the device is valid.
-        self.is_running() && unsafe { glue::rroce_netif_carrier_ok(self.as_ptr()) }
+        self.is_running() && unsafe { ffi::rroce_netif_carrier_ok(self.as_ptr()) }
     }
 
     /// Whether this is an Ethernet device.
@@ -86,7 +86,7 @@ impl NetDevRef {
     /// The network namespace the device lives in (identity only).
     pub(crate) fn net(&self) -> *mut bindings::net {
         // SAFETY: by the type invariant the device is valid.
-        unsafe { glue::rroce_dev_net(self.as_ptr()) }
+        unsafe { ffi::rroce_dev_net(self.as_ptr()) }
     }
 
     /// The device's `struct device`.
@@ -103,6 +103,15 @@ impl NetDevRef {
         unsafe { (*self.device()).parent }
     }
 
+    /// Joins (`join`) or leaves the IPv4/IPv6 multicast group that RoCEv2
+    /// maps the multicast GID `mgid` to, on this device.
+    pub(crate) fn mcast_join(&self, mgid: &[u8; 16], join: bool) -> kernel::error::Result {
+        // SAFETY: by the type invariant the device is valid; `mgid` points
+        // to the 16 bytes the helper reads.
+        let err = unsafe { ffi::rroce_mcast_join(self.as_ptr(), mgid.as_ptr(), join) };
+        kernel::error::to_result(err)
+    }
+
     /// The interface name, NUL-terminated.
     pub(crate) fn name_ptr(&self) -> *const kernel::ffi::c_char {
         // SAFETY: by the type invariant the device is valid; `name` is a
@@ -114,6 +123,6 @@ impl NetDevRef {
 impl Drop for NetDevRef {
     fn drop(&mut self) {
         // SAFETY: by the type invariant we own one reference.
-        unsafe { glue::rroce_dev_put(self.as_ptr()) };
+        unsafe { ffi::rroce_dev_put(self.as_ptr()) };
     }
 }

@@ -18,7 +18,7 @@ use kernel::bindings;
 use kernel::error::to_result;
 use kernel::prelude::*;
 
-use crate::glue;
+use crate::ffi;
 
 use crate::proto::ring::SharedRegion;
 
@@ -64,7 +64,7 @@ impl SharedBuf {
             return Err(EINVAL);
         }
         // SAFETY: as above.
-        unsafe { glue::rroce_vma_set_io_flags(vma) };
+        unsafe { ffi::rroce_vma_set_io_flags(vma) };
         let mut off = 0;
         while off < end - start {
             // SAFETY: `off` is inside the area (checked above).

@@ -16,7 +16,7 @@
 use kernel::bindings;
 use kernel::sync::lock::{Backend, Lock};
 
-use crate::glue;
+use crate::ffi;
 
 /// A [`Lock`] taken with `spin_lock_bh`.
 pub(crate) type SpinLockBh<T> = Lock<T, SpinLockBhBackend>;
@@ -24,7 +24,7 @@ pub(crate) type SpinLockBh<T> = Lock<T, SpinLockBhBackend>;
 /// Creates a [`SpinLockBh`] initialiser with a static lockdep class.
 macro_rules! new_spinlock_bh {
     ($inner:expr, $name:literal) => {
-        kernel::sync::lock::Lock::<_, $crate::lock::SpinLockBhBackend>::new(
+        kernel::sync::lock::Lock::<_, $crate::sync::lock::SpinLockBhBackend>::new(
             $inner,
             kernel::c_str!($name),
             kernel::static_lock_class!(),
@@ -67,12 +67,12 @@ unsafe impl Backend for SpinLockBhBackend {
 
     unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
         // SAFETY: the caller guarantees `ptr` was initialised.
-        unsafe { glue::rroce_spin_lock_bh(ptr) }
+        unsafe { ffi::rroce_spin_lock_bh(ptr) }
     }
 
     unsafe fn unlock(ptr: *mut Self::State, _guard_state: &Self::GuardState) {
         // SAFETY: the caller owns the lock.
-        unsafe { glue::rroce_spin_unlock_bh(ptr) }
+        unsafe { ffi::rroce_spin_unlock_bh(ptr) }
     }
 }
 
@@ -84,7 +84,7 @@ pub(crate) type SpinLockIrq<T> = Lock<T, SpinLockIrqBackend>;
 /// Creates a [`SpinLockIrq`] initialiser with a static lockdep class.
 macro_rules! new_spinlock_irq {
     ($inner:expr, $name:literal) => {
-        kernel::sync::lock::Lock::<_, $crate::lock::SpinLockIrqBackend>::new(
+        kernel::sync::lock::Lock::<_, $crate::sync::lock::SpinLockIrqBackend>::new(
             $inner,
             kernel::c_str!($name),
             kernel::static_lock_class!(),
@@ -114,12 +114,12 @@ unsafe impl Backend for SpinLockIrqBackend {
 
     unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
         // SAFETY: the caller guarantees `ptr` was initialised.
-        unsafe { glue::rroce_spin_lock_irqsave(ptr) }
+        unsafe { ffi::rroce_spin_lock_irqsave(ptr) }
     }
 
     unsafe fn unlock(ptr: *mut Self::State, flags: &Self::GuardState) {
         // SAFETY: the caller owns the lock; `flags` came from its `lock`.
-        unsafe { glue::rroce_spin_unlock_irqrestore(ptr, *flags) }
+        unsafe { ffi::rroce_spin_unlock_irqrestore(ptr, *flags) }
     }
 }
 
@@ -127,7 +127,7 @@ unsafe impl Backend for SpinLockIrqBackend {
 /// enable bottom halves: transmission is deferred to a work item).
 pub(crate) fn irqs_disabled() -> bool {
     // SAFETY: reads the CPU's interrupt flag.
-    unsafe { glue::rroce_irqs_disabled() }
+    unsafe { ffi::rroce_irqs_disabled() }
 }
 
 /// Whether the caller runs in interrupt context, softirq context included,
@@ -135,5 +135,5 @@ pub(crate) fn irqs_disabled() -> bool {
 /// user space paces (the same-device loopback drain goes to a work item).
 pub(crate) fn in_atomic_bh() -> bool {
     // SAFETY: reads the preempt count and the interrupt flag.
-    unsafe { glue::rroce_in_interrupt() || glue::rroce_irqs_disabled() }
+    unsafe { ffi::rroce_in_interrupt() || ffi::rroce_irqs_disabled() }
 }

@@ -18,7 +18,7 @@ use kernel::prelude::*;
 use kernel::fmt;
 use kernel::str::CString;
 
-use crate::netdev::NetDevRef;
+use crate::net::netdev::NetDevRef;
 
 /// A synthetic parent device with its `net/IFNAME` link.
 ///

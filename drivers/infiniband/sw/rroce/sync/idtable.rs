@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 
-use crate::glue;
+use crate::ffi;
 
 /// An id allocator with lookup.
 ///
@@ -44,7 +44,7 @@ impl IdTable {
     pub(crate) fn new() -> Self {
         let mut t = IdTable { xa: bindings::xarray::default(), count: AtomicU32::new(0), next: core::cell::UnsafeCell::new(0) };
         // SAFETY: initialises the empty xarray in `t`.
-        unsafe { glue::rroce_xa_init_alloc1(&mut t.xa) };
+        unsafe { ffi::rroce_xa_init_alloc1(&mut t.xa) };
         // INVARIANT: initialised above.
         t
     }
@@ -69,7 +69,7 @@ impl IdTable {
         // SAFETY: the xarray is initialised (type invariant); `obj` stays
         // valid until its owner calls `remove`; `next` is only touched by
         // `xa_alloc_cyclic` under the xarray's lock.
-        let err = unsafe { glue::rroce_xa_alloc_cyclic(self.xa(), &mut id, obj, min, max, self.next.get(), gfp) };
+        let err = unsafe { ffi::rroce_xa_alloc_cyclic(self.xa(), &mut id, obj, min, max, self.next.get(), gfp) };
         // 1: allocated after wrapping around.
         if err < 0 {
             self.count.fetch_sub(1, Ordering::Relaxed);
@@ -115,14 +115,14 @@ impl IdTable {
     pub(crate) fn replace(&self, id: u32, old: *mut c_void, new: *mut c_void) -> bool {
         // SAFETY: the xarray is initialised (type invariant); replacing a
         // present entry allocates nothing.
-        unsafe { glue::rroce_xa_replace(self.xa(), id, old, new) }
+        unsafe { ffi::rroce_xa_replace(self.xa(), id, old, new) }
     }
 
     /// Frees `id` if it still holds `obj` (it may have been handed to a
     /// successor with [`Self::replace`]).
     pub(crate) fn remove_if(&self, id: u32, obj: *mut c_void) {
         // SAFETY: the xarray is initialised (type invariant).
-        if unsafe { glue::rroce_xa_erase_if(self.xa(), id, obj) } {
+        if unsafe { ffi::rroce_xa_erase_if(self.xa(), id, obj) } {
             self.count.fetch_sub(1, Ordering::Relaxed);
         }
     }

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Synchronisation and collections (part of the abstraction layer).
+//!
+//! Locks that the 6.12 `kernel::sync` lacks (`_bh` and `_irqsave`
+//! spinlocks), the RCU-readable id table over an allocating xarray, and
+//! small `KVec` helpers.  Like the rest of the layer (`ib`, `net`, `ffi`)
+//! this is the only kind of code in the driver that may use `unsafe`; the
+//! modules above it are `#![forbid(unsafe_code)]` and reach the kernel
+//! through these types.  The layer never imports a module above it.
+
+pub(crate) mod idtable;
+pub(crate) mod kvec;
+pub(crate) mod lock;

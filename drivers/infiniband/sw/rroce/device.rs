@@ -26,7 +26,8 @@ use crate::sync::idtable::IdTable;
 use crate::net::netdev::NetDevRef;
 use crate::net::parent::SynthParent;
 use crate::proto::link;
-use crate::udp::{NetSockRef, NetSocks};
+use crate::dp::RxStats;
+use crate::net::udp::{NetSockRef, NetSocks};
 use crate::verbs;
 
 /// The driver's private part of a device.
@@ -34,7 +35,7 @@ pub(crate) struct DevPriv {
     /// The Ethernet device the port runs on.
     pub(crate) ndev: NetDevRef,
     /// Our reference to the namespace's UDP sockets, given back on dealloc.
-    sock: Option<NetSockRef>,
+    sock: Option<NetSockRef<RxStats>>,
     /// A synthetic sysfs parent when the netdev has no bus parent.
     parent: Option<SynthParent>,
     /// Last port state reported to ib_core, to send each change once.
@@ -167,7 +168,7 @@ struct DevEntry {
 
 struct State {
     devs: KVec<DevEntry>,
-    socks: NetSocks,
+    socks: NetSocks<RxStats>,
 }
 
 // SAFETY: the raw pointers are kernel objects usable from any thread; the

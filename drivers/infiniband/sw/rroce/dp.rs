@@ -15,7 +15,7 @@
 //! receive WQE is copied before use, and every L_Key/R_Key is looked up and
 //! range-checked on each access.
 
-use core::ptr;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 
@@ -40,6 +40,7 @@ use crate::proto::wqe::{
 };
 use crate::proto::rc::{Outcome, ReqCounters, RespCounters};
 use crate::ib::shm::{PrivVec, SharedBuf};
+use crate::net::skb::SkBuff;
 use crate::stats::Counter;
 
 /// Responder resources (outstanding READ/atomic requests) per QP; also the
@@ -1392,48 +1393,34 @@ fn send_pkt(
     let Some(roce_len) = hdr::packet_len(bth.opcode, payload_len as usize) else { return false };
     let total = path.ip.hdr_len() + roce_len;
     let Ok(total32) = u32::try_from(total) else { return false };
-    let ndev = ctx.dev.p.ndev.as_ptr();
-    let mut data: *mut u8 = ptr::null_mut();
-    // SAFETY: `ndev` is held by the device.
-    let skb = unsafe { ffi::rroce_tx_alloc(ndev, total32, &mut data) };
-    if skb.is_null() || data.is_null() {
-        return false;
-    }
-    // SAFETY: `rroce_tx_alloc` returned `total` writable bytes owned by the
-    // new skb, which nobody else sees until we send it; they are
-    // initialised here, before a slice is formed over them.
-    let buf = unsafe {
-        ptr::write_bytes(data, 0, total);
-        core::slice::from_raw_parts_mut(data, total)
-    };
-    let built = (|| {
-        let hl = path.ip.write(buf, roce_len).ok()?;
-        let roce = buf.get_mut(hl..)?;
-        let n = hdr::build_headers(roce, bth, ext).ok()?;
-        let pl_end = n.checked_add(payload_len as usize)?;
-        if !fill(roce.get_mut(n..pl_end)?) {
-            return None;
-        }
-        roce.get_mut(pl_end..roce_len - 4)?.fill(0);
-        if path.local {
-            // Never on a wire: no ICRC (see `loopback`).
-            roce.get_mut(roce_len - 4..)?.fill(0);
-            return Some(());
-        }
-        icrc::write_icrc_ip(crc32, buf).ok().map(|_| ())
-    })();
-    if built.is_none() {
-        // SAFETY: the skb is ours and not sent.
-        unsafe { ffi::rroce_kfree_skb(skb) };
+    let built = SkBuff::build_tx(&ctx.dev.p.ndev, total32, |buf| {
+        (|| {
+            let hl = path.ip.write(buf, roce_len).ok()?;
+            let roce = buf.get_mut(hl..)?;
+            let n = hdr::build_headers(roce, bth, ext).ok()?;
+            let pl_end = n.checked_add(payload_len as usize)?;
+            if !fill(roce.get_mut(n..pl_end)?) {
+                return None;
+            }
+            roce.get_mut(pl_end..roce_len - 4)?.fill(0);
+            if path.local {
+                // Never on a wire: no ICRC (see `loopback`).
+                roce.get_mut(roce_len - 4..)?.fill(0);
+                return Some(());
+            }
+            icrc::write_icrc_ip(crc32, buf).ok().map(|_| ())
+        })()
+        .is_some()
+    });
+    let Some(skb) = built else {
         ctx.dev.p.stats.inc(Counter::TxErrors);
         return false;
-    }
+    };
     let ok = if path.local {
-        // SAFETY: a complete datagram in the skb's linear area; consumed.
-        unsafe { ctx.dev.p.loopq.put(skb) }
+        ctx.dev.p.loopq.put(skb)
     } else {
         // SAFETY: a complete datagram; the call consumes the skb.
-        unsafe { ffi::rroce_tx_send(ndev, skb, path.ipv6(), ctx.dst) == 0 }
+        unsafe { ffi::rroce_tx_send(ctx.dev.p.ndev.as_ptr(), skb.into_raw(), path.ipv6(), ctx.dst) == 0 }
     };
     ctx.dev.p.stats.inc(if ok { Counter::TxPackets } else { Counter::TxErrors });
     ok
@@ -1550,6 +1537,35 @@ impl RecvSource for Rq<'_> {
                 Some(0)
             }
         }
+    }
+}
+
+/// Receive counters of one namespace's sockets, and their receiver.
+#[derive(Default)]
+pub(crate) struct RxStats {
+    /// Packets delivered to the sockets.
+    packets: AtomicU64,
+    /// Packets dropped because no queue pair could take them.
+    dropped_no_qp: AtomicU64,
+    /// Packets dropped because they are malformed (IP/UDP/BTH layout).
+    dropped_malformed: AtomicU64,
+    /// Packets dropped for a wrong ICRC.
+    dropped_icrc: AtomicU64,
+    /// Packets for which no rroce device was found.
+    dropped_no_dev: AtomicU64,
+}
+
+impl crate::net::udp::Receiver for RxStats {
+    fn receive(&self, skb: Option<SkBuff>) {
+        self.packets.fetch_add(1, Ordering::Relaxed);
+        let counter = match skb.as_ref().map(|skb| rx(skb.in_dev(), skb.datagram())) {
+            Some(Ok(())) => return,
+            None | Some(Err(RxDrop::Malformed)) => &self.dropped_malformed,
+            Some(Err(RxDrop::Icrc)) => &self.dropped_icrc,
+            Some(Err(RxDrop::NoDevice)) => &self.dropped_no_dev,
+            Some(Err(RxDrop::NoQp)) => &self.dropped_no_qp,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 }
 

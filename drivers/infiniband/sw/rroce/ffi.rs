@@ -75,8 +75,9 @@ extern "C" {
         sockp: *mut *mut bindings::socket,
     ) -> c_int;
     pub(crate) fn rroce_skb_dev(skb: *const bindings::sk_buff) -> *mut bindings::net_device;
-    pub(crate) fn rroce_skb_linear(skb: *mut bindings::sk_buff, data: *mut *mut u8, len: *mut c_uint)
-        -> c_int;
+    pub(crate) fn rroce_skb_linearize(skb: *mut bindings::sk_buff) -> c_int;
+    pub(crate) fn rroce_skb_network_header(skb: *const bindings::sk_buff) -> *mut u8;
+    pub(crate) fn rroce_skb_tail_pointer(skb: *const bindings::sk_buff) -> *mut u8;
     pub(crate) fn rroce_tx_alloc(
         ndev: *mut bindings::net_device,
         len: c_uint,
@@ -118,13 +119,6 @@ extern "C" {
     pub(crate) fn rroce_vma_set_io_flags(vma: *mut bindings::vm_area_struct);
     pub(crate) fn rroce_local_bh_disable();
     pub(crate) fn rroce_local_bh_enable();
-    pub(crate) fn rroce_loopq_new() -> *mut c_void;
-    pub(crate) fn rroce_loopq_free(q: *mut c_void);
-    pub(crate) fn rroce_loopq_put(q: *mut c_void, skb: *mut bindings::sk_buff, max: u32) -> bool;
-    pub(crate) fn rroce_loopq_begin(q: *mut c_void) -> bool;
-    pub(crate) fn rroce_loopq_pending(q: *mut c_void) -> bool;
-    pub(crate) fn rroce_loopq_next(q: *mut c_void, data: *mut *mut u8, len: *mut u32) -> *mut bindings::sk_buff;
-    pub(crate) fn rroce_loopq_stop(q: *mut c_void) -> bool;
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;
     pub(crate) fn rroce_page_atomic(page: *mut bindings::page, off: c_uint, cas: bool, a: u64, b: u64) -> u64;
 }

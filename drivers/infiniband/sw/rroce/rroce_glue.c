@@ -241,17 +241,19 @@ struct net_device *rroce_skb_dev(const struct sk_buff *skb)
 	return skb->dev;
 }
 
-/*
- * Make the whole skb linear and return the bytes from its network header
- * to its tail.
- */
-int rroce_skb_linear(struct sk_buff *skb, u8 **data, unsigned int *len)
+int rroce_skb_linearize(struct sk_buff *skb)
 {
-	if (skb_linearize(skb))
-		return -ENOMEM;
-	*data = skb_network_header(skb);
-	*len = skb_tail_pointer(skb) - *data;
-	return 0;
+	return skb_linearize(skb);
+}
+
+u8 *rroce_skb_network_header(const struct sk_buff *skb)
+{
+	return skb_network_header(skb);
+}
+
+u8 *rroce_skb_tail_pointer(const struct sk_buff *skb)
+{
+	return skb_tail_pointer(skb);
 }
 
 /*
@@ -495,105 +497,6 @@ void rroce_local_bh_disable(void)
 void rroce_local_bh_enable(void)
 {
 	local_bh_enable();
-}
-
-/*
- * A device's same-device loopback queue (loopback.rs): packets in, one
- * drainer at a time takes them out until the queue is empty.
- */
-struct rroce_loopq {
-	spinlock_t lock;
-	struct sk_buff_head q;
-	bool draining;
-};
-
-void *rroce_loopq_new(void)
-{
-	struct rroce_loopq *q = kzalloc(sizeof(*q), GFP_KERNEL);
-
-	if (q) {
-		spin_lock_init(&q->lock);
-		__skb_queue_head_init(&q->q);
-	}
-	return q;
-}
-
-void rroce_loopq_free(void *p)
-{
-	struct rroce_loopq *q = p;
-
-	__skb_queue_purge(&q->q);
-	kfree(q);
-}
-
-/* Consumes @skb; false if the queue already held @max packets. */
-bool rroce_loopq_put(void *p, struct sk_buff *skb, u32 max)
-{
-	struct rroce_loopq *q = p;
-	bool ok;
-
-	spin_lock_bh(&q->lock);
-	ok = skb_queue_len(&q->q) < max;
-	if (ok)
-		__skb_queue_tail(&q->q, skb);
-	spin_unlock_bh(&q->lock);
-	if (!ok)
-		kfree_skb(skb);
-	return ok;
-}
-
-/* Packets queued and no drainer to take them (a lockless hint). */
-bool rroce_loopq_pending(void *p)
-{
-	struct rroce_loopq *q = p;
-
-	return !skb_queue_empty_lockless(&q->q) && !READ_ONCE(q->draining);
-}
-
-/* Become the drainer: false if the queue is empty or someone drains. */
-bool rroce_loopq_begin(void *p)
-{
-	struct rroce_loopq *q = p;
-	bool ok;
-
-	if (skb_queue_empty_lockless(&q->q))
-		return false;
-	spin_lock_bh(&q->lock);
-	ok = !q->draining;
-	WRITE_ONCE(q->draining, true);
-	spin_unlock_bh(&q->lock);
-	return ok;
-}
-
-/* The drainer's next packet; NULL (and no drainer any more) when empty. */
-struct sk_buff *rroce_loopq_next(void *p, u8 **data, u32 *len)
-{
-	struct rroce_loopq *q = p;
-	struct sk_buff *skb;
-
-	spin_lock_bh(&q->lock);
-	skb = __skb_dequeue(&q->q);
-	if (!skb)
-		WRITE_ONCE(q->draining, false);
-	spin_unlock_bh(&q->lock);
-	if (skb) {
-		*data = skb_network_header(skb);
-		*len = skb_tail_pointer(skb) - skb_network_header(skb);
-	}
-	return skb;
-}
-
-/* The drainer stops early: true if packets are left for a later drain. */
-bool rroce_loopq_stop(void *p)
-{
-	struct rroce_loopq *q = p;
-	bool left;
-
-	spin_lock_bh(&q->lock);
-	WRITE_ONCE(q->draining, false);
-	left = !skb_queue_empty(&q->q);
-	spin_unlock_bh(&q->lock);
-	return left;
 }
 
 /*

@@ -58,7 +58,9 @@ void rroce_work_init(struct work_struct *w, void (*fn)(struct work_struct *));
 void rroce_work_queue(struct work_struct *w);
 void rroce_work_cancel(struct work_struct *w);
 struct net_device *rroce_skb_dev(const struct sk_buff *skb);
-int rroce_skb_linear(struct sk_buff *skb, u8 **data, unsigned int *len);
+int rroce_skb_linearize(struct sk_buff *skb);
+u8 *rroce_skb_network_header(const struct sk_buff *skb);
+u8 *rroce_skb_tail_pointer(const struct sk_buff *skb);
 struct sk_buff *rroce_tx_alloc(struct net_device *ndev, unsigned int len,
 			       u8 **data);
 struct dst_cache;
@@ -81,13 +83,6 @@ unsigned int rroce_param_max_ctx_ring_mb(void);
 void rroce_vma_set_io_flags(struct vm_area_struct *vma);
 void rroce_local_bh_disable(void);
 void rroce_local_bh_enable(void);
-void *rroce_loopq_new(void);
-void rroce_loopq_free(void *q);
-bool rroce_loopq_put(void *q, struct sk_buff *skb, u32 max);
-bool rroce_loopq_begin(void *q);
-bool rroce_loopq_pending(void *q);
-struct sk_buff *rroce_loopq_next(void *q, u8 **data, u32 *len);
-bool rroce_loopq_stop(void *q);
 void rroce_page_copy(struct page *page, unsigned int off, void *buf,
 		     unsigned int len, bool to_page);
 u64 rroce_page_atomic(struct page *page, unsigned int off, bool cas, u64 a,

@@ -49,7 +49,7 @@ mod mw;
 mod qp;
 mod srq;
 mod stats;
-mod udp;
+
 mod verbs;
 
 struct RroceModule {

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Networking objects (part of the abstraction layer): counted netdev
-//! references and the sysfs parent device for netdevs without one.
+//! references, the sysfs parent device for netdevs without one, owned
+//! socket buffers.
 //!
 //! See [`crate::sync`] for the layer's rule.
 
 pub(crate) mod netdev;
 pub(crate) mod parent;
+pub(crate) mod skb;
+pub(crate) mod udp;

@@ -137,3 +137,31 @@ pub(crate) fn in_atomic_bh() -> bool {
     // SAFETY: reads the preempt count and the interrupt flag.
     unsafe { ffi::rroce_in_interrupt() || ffi::rroce_irqs_disabled() }
 }
+
+/// Bottom halves disabled on this CPU for the guard's lifetime
+/// (`local_bh_disable` / `local_bh_enable`).
+///
+/// # Invariants
+///
+/// Created by [`BhGuard::new`], which disabled bottom halves once; the
+/// drop enables them once.  Not `Send`: it must be dropped on the CPU and
+/// in the context it was created in.
+pub(crate) struct BhGuard(core::marker::PhantomData<*mut ()>);
+
+impl BhGuard {
+    /// Disables bottom halves.  Do not create one with interrupts disabled
+    /// (enabling bottom halves again would run softirqs there).
+    pub(crate) fn new() -> Self {
+        // SAFETY: always allowed; paired with the enable in `drop`.
+        unsafe { ffi::rroce_local_bh_disable() };
+        // INVARIANT: disabled once, just above.
+        Self(core::marker::PhantomData)
+    }
+}
+
+impl Drop for BhGuard {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant this undoes our one disable.
+        unsafe { ffi::rroce_local_bh_enable() };
+    }
+}

@@ -9,15 +9,19 @@
 //! rroce devices in other namespaces.  If a namespace dies while a device
 //! still counts as a user (its unregistration is queued), the pernet exit
 //! hook closes the sockets early and marks the entry dead.
+//!
+//! The registry is generic over what receives the datagrams: a
+//! [`Receiver`] is allocated with each namespace's sockets and gets every
+//! datagram they take, as an owned [`SkBuff`], in softirq context.
 
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::error::to_result;
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 
 use crate::ffi;
+use crate::net::skb::SkBuff;
 use crate::sync::kvec::swap_remove;
 
 /// The IANA port of RoCEv2.
@@ -25,19 +29,12 @@ pub(crate) const ROCE_V2_PORT: u16 = 4791;
 
 const EAFNOSUPPORT: c_int = 97;
 
-/// Receive counters of one namespace's sockets.
-#[derive(Default)]
-pub(crate) struct RxStats {
-    /// Packets delivered to the sockets.
-    pub(crate) packets: AtomicU64,
-    /// Packets dropped because no queue pair could take them.
-    pub(crate) dropped_no_qp: AtomicU64,
-    /// Packets dropped because they are malformed (IP/UDP/BTH layout).
-    pub(crate) dropped_malformed: AtomicU64,
-    /// Packets dropped for a wrong ICRC.
-    pub(crate) dropped_icrc: AtomicU64,
-    /// Packets for which no rroce device was found.
-    pub(crate) dropped_no_dev: AtomicU64,
+/// What a namespace's sockets hand their datagrams to.
+pub(crate) trait Receiver: Default + Send + Sync + 'static {
+    /// One datagram (IP header to the end, linear), or `None` if the skb
+    /// could not be made linear (it was freed).  Softirq context, under
+    /// RCU; the skb is freed when dropped.
+    fn receive(&self, skb: Option<SkBuff>);
 }
 
 /// The sockets of one namespace.
@@ -49,7 +46,7 @@ pub(crate) struct RxStats {
 /// for IPv6.  Once `dead`, both are null and `net` is a stale address.
 /// `rx` is owned (from [`KBox::into_raw`]) and freed only after the sockets
 /// are closed and an RCU grace period has passed.
-pub(crate) struct NetSock {
+pub(crate) struct NetSock<R: Receiver> {
     net: *mut bindings::net,
     users: usize,
     dead: bool,
@@ -58,10 +55,10 @@ pub(crate) struct NetSock {
     /// What the receive callback sees through `sk_user_data`: a separate
     /// allocation, so that the registry's `&mut NetSock` never aliases the
     /// callbacks' shared references (they only use its atomics).
-    rx: NonNull<RxStats>,
+    rx: NonNull<R>,
 }
 
-impl NetSock {
+impl<R: Receiver> NetSock<R> {
     /// Closes the sockets; returns whether any was open.
     fn close(&mut self) -> bool {
         let mut closed = false;
@@ -86,33 +83,33 @@ impl NetSock {
 /// Points into a live entry of the [`NetSocks`] that issued it, and that
 /// entry's `users` counts this handle until it is given back with
 /// [`NetSocks::put`].
-pub(crate) struct NetSockRef(*const NetSock);
+pub(crate) struct NetSockRef<R: Receiver>(*const NetSock<R>);
 
 // SAFETY: the pointee is only read through atomics or under the registry lock.
-unsafe impl Send for NetSockRef {}
+unsafe impl<R: Receiver> Send for NetSockRef<R> {}
 // SAFETY: as above.
-unsafe impl Sync for NetSockRef {}
+unsafe impl<R: Receiver> Sync for NetSockRef<R> {}
 
 /// All namespaces' sockets; lives in the driver's global state, under its lock.
-pub(crate) struct NetSocks(KVec<KBox<NetSock>>);
+pub(crate) struct NetSocks<R: Receiver>(KVec<KBox<NetSock<R>>>);
 
 // SAFETY: the raw pointers inside are kernel objects usable from any thread;
 // the registry is only touched under the driver's state mutex.
-unsafe impl Send for NetSocks {}
+unsafe impl<R: Receiver> Send for NetSocks<R> {}
 
-impl NetSocks {
+impl<R: Receiver> NetSocks<R> {
     pub(crate) const fn new() -> Self {
         Self(KVec::new())
     }
 
     /// Takes a reference to `net`'s sockets, opening them if needed.
-    pub(crate) fn get(&mut self, net: *mut bindings::net) -> Result<NetSockRef> {
+    pub(crate) fn get(&mut self, net: *mut bindings::net) -> Result<NetSockRef<R>> {
         if let Some(e) = self.0.iter_mut().find(|e| !e.dead && e.net == net) {
             e.users += 1;
             return Ok(NetSockRef(&**e));
         }
         self.0.reserve(1, GFP_KERNEL)?;
-        let rx = KBox::new(RxStats::default(), GFP_KERNEL)?;
+        let rx = KBox::new(R::default(), GFP_KERNEL)?;
         // From here on dropping `e` closes the sockets and frees `rx`.
         let mut e = KBox::new(
             NetSock {
@@ -131,11 +128,11 @@ impl NetSocks {
         // RCU grace period has passed (`put`/`net_exit` free it after
         // `synchronize_rcu`).
         to_result(unsafe {
-            ffi::rroce_udp_tunnel_open(net, false, ROCE_V2_PORT, data, rx_callback, &mut e.sock4)
+            ffi::rroce_udp_tunnel_open(net, false, ROCE_V2_PORT, data, rx_callback::<R>, &mut e.sock4)
         })?;
         // SAFETY: as above.
         let err = unsafe {
-            ffi::rroce_udp_tunnel_open(net, true, ROCE_V2_PORT, data, rx_callback, &mut e.sock6)
+            ffi::rroce_udp_tunnel_open(net, true, ROCE_V2_PORT, data, rx_callback::<R>, &mut e.sock6)
         };
         if err != 0 && err != -EAFNOSUPPORT {
             // Dropping `e` closes the IPv4 socket.
@@ -148,7 +145,7 @@ impl NetSocks {
     }
 
     /// Gives back a reference; closes the sockets with the last one.
-    pub(crate) fn put(&mut self, r: NetSockRef) {
+    pub(crate) fn put(&mut self, r: NetSockRef<R>) {
         let Some(i) = self.0.iter().position(|e| ptr::eq(&**e, r.0)) else {
             return;
         };
@@ -172,7 +169,7 @@ impl NetSocks {
     }
 }
 
-impl Drop for NetSock {
+impl<R: Receiver> Drop for NetSock<R> {
     fn drop(&mut self) {
         // Whether closed now or earlier (`net_exit`), receive callbacks may
         // still be reading this object through `sk_user_data`: wait them
@@ -194,38 +191,17 @@ impl Drop for NetSock {
 ///
 /// Called by the UDP stack in softirq context under RCU with a valid socket
 /// and an skb we own.
-unsafe extern "C" fn rx_callback(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
+unsafe extern "C" fn rx_callback<R: Receiver>(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
     // SAFETY: `sk` is valid per the function's contract.
-    let rx = unsafe { ffi::rroce_sk_user_data(sk) }.cast::<RxStats>().cast_const();
-    // SAFETY: `sk_user_data` is the `rx` of a `NetSock`, freed only after
-    // the socket was released and an RCU grace period passed; we are in an
-    // RCU read-side section.
+    let rx = unsafe { ffi::rroce_sk_user_data(sk) }.cast::<R>().cast_const();
+    // SAFETY: the UDP stack hands us an skb we own, its network header set.
+    let skb = NonNull::new(skb).and_then(|skb| unsafe { SkBuff::from_rx(skb) });
+    // SAFETY: `sk_user_data` is the `rx` of a `NetSock<R>` (the callback
+    // was registered with the same `R`), freed only after the socket was
+    // released and an RCU grace period passed; we are in an RCU read-side
+    // section.
     if let Some(rx) = unsafe { rx.as_ref() } {
-        rx.packets.fetch_add(1, Ordering::Relaxed);
-        let mut data: *mut u8 = ptr::null_mut();
-        let mut len: kernel::ffi::c_uint = 0;
-        // SAFETY: we own `skb`.
-        if unsafe { ffi::rroce_skb_linear(skb, &mut data, &mut len) } == 0 && !data.is_null() {
-            // SAFETY: the skb is linear; `len` bytes from its network
-            // header are ours to read until we free it.
-            let pkt = unsafe { core::slice::from_raw_parts(data, len as usize) };
-            // SAFETY: `skb` is valid.
-            let in_dev = unsafe { ffi::rroce_skb_dev(skb) };
-            let counter = match crate::dp::rx(in_dev, pkt) {
-                Ok(()) => None,
-                Err(crate::dp::RxDrop::Malformed) => Some(&rx.dropped_malformed),
-                Err(crate::dp::RxDrop::Icrc) => Some(&rx.dropped_icrc),
-                Err(crate::dp::RxDrop::NoDevice) => Some(&rx.dropped_no_dev),
-                Err(crate::dp::RxDrop::NoQp) => Some(&rx.dropped_no_qp),
-            };
-            if let Some(c) = counter {
-                c.fetch_add(1, Ordering::Relaxed);
-            }
-        } else {
-            rx.dropped_malformed.fetch_add(1, Ordering::Relaxed);
-        }
+        rx.receive(skb);
     }
-    // SAFETY: we own `skb`.
-    unsafe { ffi::rroce_kfree_skb(skb) };
     0
 }

@@ -22,7 +22,7 @@ use kernel::sync::Mutex;
 use kernel::types::Opaque;
 
 use crate::ffi;
-use crate::sync::idtable::IdTable;
+use crate::sync::idtable::{IdTable, RcuTable};
 use crate::net::netdev::NetDevRef;
 use crate::net::parent::SynthParent;
 use crate::proto::link;
@@ -53,7 +53,7 @@ pub(crate) struct DevPriv {
     /// Shared receive queue numbers.
     pub(crate) srqns: IdTable,
     /// Address handle numbers.
-    pub(crate) ahs: IdTable,
+    pub(crate) ahs: RcuTable<crate::ah::AhEntry>,
     /// Counters (`hw_counters`).
     pub(crate) stats: crate::stats::Stats,
     /// Packets to the device's own addresses (`loopback`).
@@ -63,30 +63,9 @@ pub(crate) struct DevPriv {
 }
 
 /// An rroce device: ib_core's `ib_device` followed by ours.
-///
-/// # Invariants
-///
-/// Allocated by `_ib_alloc_device` with `ib` at offset 0; `p` is
-/// initialised right after allocation and dropped in `dealloc_driver`.
-#[repr(C)]
-pub(crate) struct RroceDev {
-    pub(crate) ib: bindings::ib_device,
-    pub(crate) p: DevPriv,
-}
+pub(crate) type RroceDev = crate::ib::device::Device<DevPriv>;
 
 impl RroceDev {
-    /// The rroce device an `ib_device` of ours belongs to.
-    ///
-    /// # Safety
-    ///
-    /// `ib` must be an `ib_device` created by this driver whose private part
-    /// is initialised and not yet dropped, valid for `'a`.
-    pub(crate) unsafe fn from_ib<'a>(ib: *mut bindings::ib_device) -> &'a RroceDev {
-        // SAFETY: by the type invariant `ib` is the first field of a
-        // `RroceDev`; the caller guarantees validity.
-        unsafe { &*ib.cast::<RroceDev>() }
-    }
-
     /// Whether the port is up, as last reported to ib_core.
     pub(crate) fn link_active(&self) -> bool {
         self.p.ndev.is_active()
@@ -305,7 +284,7 @@ impl PinnedDrop for Registration {
         GLOBAL.store(ptr::null_mut(), Ordering::Release);
         // The devices are gone; what they freed through RCU must be freed
         // before this module's code goes.
-        crate::ah::wait_for_frees();
+        crate::sync::rcu::barrier();
     }
 }
 
@@ -363,7 +342,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 keys: IdTable::new(),
                 qpns: IdTable::new(),
                 srqns: IdTable::new(),
-                ahs: IdTable::new(),
+                ahs: RcuTable::new(),
                 stats: crate::stats::Stats::new(),
                 loopq,
                 mcast,
@@ -465,8 +444,7 @@ pub(crate) unsafe fn dealloc(ib: *mut bindings::ib_device) {
     let mut p = unsafe { ptr::addr_of_mut!((*dev).p).read() };
     // No receiver may be looking at the device once it is gone.
     rx_table_remove(dev);
-    // SAFETY: ib_core calls `dealloc_driver` in process context.
-    unsafe { bindings::synchronize_rcu() };
+    crate::sync::rcu::synchronize();
     if let Ok(g) = global() {
         let mut st = g.state.lock();
         if let Some(i) = st.devs.iter().position(|e| e.dev == dev) {

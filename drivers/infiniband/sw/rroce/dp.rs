@@ -1086,7 +1086,7 @@ impl Dp {
     fn ud_send_one(&self, ctx: &Ctx<'_>, entry: &[u8], mtu: u32) -> Result<(SendWqe, u32), WcStatus> {
         let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| WcStatus::LocQpOpErr)?;
         let (w, len) = (view.wqe, view.length);
-        let av = crate::ah::lookup(ctx.dev, ctx.pd, w.ah).ok_or(WcStatus::LocQpOpErr)?;
+        let av = crate::ah::lookup(ctx.dev, crate::ib::PdId::of(ctx.pd), w.ah).ok_or(WcStatus::LocQpOpErr)?;
         let pkt = ud::send_packet(&w, len, ctx.qpn, self.qkey, self.ud_psn, mtu)?;
         let path = crate::qp::path_of(ctx.dev, &av, ctx.qpn, w.remote_qpn);
         let mut local = Ok(());

@@ -117,6 +117,8 @@ extern "C" {
     pub(crate) fn rroce_param_max_objects() -> c_uint;
     pub(crate) fn rroce_param_max_ctx_ring_mb() -> c_uint;
     pub(crate) fn rroce_vma_set_io_flags(vma: *mut bindings::vm_area_struct);
+    pub(crate) fn rroce_rcu_read_lock();
+    pub(crate) fn rroce_rcu_read_unlock();
     pub(crate) fn rroce_local_bh_disable();
     pub(crate) fn rroce_local_bh_enable();
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;

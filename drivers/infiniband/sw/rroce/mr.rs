@@ -791,8 +791,7 @@ pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut bindings::ib_mr, _udata: *mu
     dev.p.keys.remove_if(mr.index, ptr::from_ref(&*mr).cast_mut().cast());
     // The data path looks regions up with bottom halves disabled: wait for
     // every such section that may have found it before the pages go.
-    // SAFETY: process context.
-    unsafe { bindings::synchronize_rcu() };
+    crate::sync::rcu::synchronize();
     drop(mr);
     0
 }

@@ -287,8 +287,7 @@ pub(crate) unsafe extern "C" fn dealloc_mw(ibmw: *mut bindings::ib_mw) -> c_int 
     let key = mw.st().lock().rkey;
     dev.p.keys.remove(key >> 8);
     // Every data-path section that may have found the window ends first.
-    // SAFETY: process context.
-    unsafe { bindings::synchronize_rcu() };
+    crate::sync::rcu::synchronize();
     // Deallocating a bound window unbinds it (IBA 11.2.8.x).
     if let Some(b) = mw.st().lock().bound.take() {
         // SAFETY: counted while bound.

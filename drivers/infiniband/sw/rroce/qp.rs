@@ -549,7 +549,7 @@ unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8])
             // `ib_ud_wr`.
             let u = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_ud_wr>() };
             // SAFETY: `ah` is an AH of this device, alive for the call.
-            h.ah = unsafe { crate::ah::num_of(u.ah) }.ok_or(EINVAL)?;
+            h.ah = unsafe { crate::ib::ah::get::<crate::ah::RroceAh>(u.ah) }.ok_or(EINVAL)?.num;
             h.remote_qpn = u.remote_qpn;
             h.remote_qkey = u.remote_qkey;
         }
@@ -1097,8 +1097,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut bindings::ib_qp, _udata: *mu
     q.dev().p.qpns.remove(q.ib.qp_num);
     // Receivers that found the QP before it was unpublished are done after
     // a grace period; then no one can arm the timer any more.
-    // SAFETY: process context.
-    unsafe { bindings::synchronize_rcu() };
+    crate::sync::rcu::synchronize();
     // SAFETY: set up in `create`.
     unsafe { ffi::rroce_timer_shutdown(q.timer.get()) };
     // SAFETY: set up in `create`; waits for a running instance.

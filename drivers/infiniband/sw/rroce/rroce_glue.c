@@ -489,6 +489,16 @@ void rroce_smp_mb(void)
 	smp_mb();
 }
 
+void rroce_rcu_read_lock(void)
+{
+	rcu_read_lock();
+}
+
+void rroce_rcu_read_unlock(void)
+{
+	rcu_read_unlock();
+}
+
 void rroce_local_bh_disable(void)
 {
 	local_bh_disable();

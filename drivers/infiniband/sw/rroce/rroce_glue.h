@@ -81,6 +81,8 @@ void rroce_smp_mb(void);
 unsigned int rroce_param_max_objects(void);
 unsigned int rroce_param_max_ctx_ring_mb(void);
 void rroce_vma_set_io_flags(struct vm_area_struct *vma);
+void rroce_rcu_read_lock(void);
+void rroce_rcu_read_unlock(void);
 void rroce_local_bh_disable(void);
 void rroce_local_bh_enable(void);
 void rroce_page_copy(struct page *page, unsigned int off, void *buf,

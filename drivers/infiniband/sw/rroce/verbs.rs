@@ -22,6 +22,7 @@ use crate::qp;
 use crate::device::{self, RroceDev};
 use crate::ib::shm::SharedBuf;
 use crate::ffi;
+use crate::ib::udata::UData;
 use crate::proto::abi;
 use crate::proto::link;
 
@@ -88,10 +89,10 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         alloc_hw_port_stats: Some(crate::stats::alloc_hw_port_stats),
         get_hw_stats: Some(crate::stats::get_hw_stats),
         size_ib_cq: cq::CQ_SIZE,
-        create_ah: Some(ah::create_ah),
-        create_user_ah: Some(ah::create_ah),
-        destroy_ah: Some(ah::destroy_ah),
-        size_ib_ah: ah::AH_SIZE,
+        create_ah: Some(crate::ib::ah::create_ah::<ah::RroceAh>),
+        create_user_ah: Some(crate::ib::ah::create_ah::<ah::RroceAh>),
+        destroy_ah: Some(crate::ib::ah::destroy_ah::<ah::RroceAh>),
+        size_ib_ah: crate::ib::ah::size::<ah::RroceAh>(),
         create_qp: Some(qp::create_qp),
         modify_qp: Some(qp::modify_qp),
         query_qp: Some(qp::query_qp),
@@ -380,22 +381,14 @@ pub(crate) fn user_call<const N: usize>(
 }
 
 pub(crate) fn copy_from_udata(udata: *mut bindings::ib_udata, dst: &mut [u8]) -> Result {
-    // SAFETY: callers pass the verb's valid `udata`.
-    let inlen = unsafe { (*udata).inlen };
-    if inlen < dst.len() {
-        return Err(EINVAL);
-    }
-    // SAFETY: `dst` is writable for its length.
-    to_result(unsafe { ffi::rroce_ib_copy_from_udata(dst.as_mut_ptr().cast(), udata, dst.len()) })
+    // SAFETY: callers pass the verb's valid `udata` (null: a kernel caller).
+    unsafe { UData::from_raw(udata) }.ok_or(EINVAL)?.read(dst)
 }
 
 /// Copies a driver response to user space, truncated to what it asked for.
 pub(crate) fn copy_to_udata(udata: *mut bindings::ib_udata, src: &[u8]) -> Result {
-    // SAFETY: callers pass the verb's valid `udata`.
-    let outlen = unsafe { (*udata).outlen };
-    let len = src.len().min(outlen);
-    // SAFETY: `src` holds `len` readable bytes.
-    to_result(unsafe { ffi::rroce_ib_copy_to_udata(udata, src.as_ptr().cast(), len) })
+    // SAFETY: callers pass the verb's valid `udata` (null: a kernel caller).
+    unsafe { UData::from_raw(udata) }.ok_or(EINVAL)?.write(src)
 }
 
 /// # Safety

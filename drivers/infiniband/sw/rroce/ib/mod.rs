@@ -1,7 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
-//! InfiniBand core objects (part of the abstraction layer): memory shared
-//! with user space through `rdma_user_mmap_entry` (the mapped rings).
+//! InfiniBand core objects (part of the abstraction layer): the device,
+//! the objects ib_core allocates around the driver's parts (address
+//! handles so far), a verb's user data, and memory shared with user space
+//! through `rdma_user_mmap_entry` (the mapped rings).
 //!
 //! See [`crate::sync`] for the layer's rule.
 
+use kernel::bindings;
+
+pub(crate) mod ah;
+pub(crate) mod device;
 pub(crate) mod shm;
+pub(crate) mod udata;
+
+/// The identity of a protection domain (its address), for comparisons:
+/// an object belongs to the PD it was created in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PdId(usize);
+
+impl PdId {
+    /// The identity of `pd` (never dereferenced).
+    pub(crate) fn of(pd: *mut bindings::ib_pd) -> Self {
+        Self(pd as usize)
+    }
+}

@@ -12,6 +12,7 @@ use kernel::bindings;
 use kernel::prelude::*;
 
 use crate::ffi;
+use crate::sync::rcu::{RcuBox, ReadGuard};
 
 /// An id allocator with lookup.
 ///
@@ -129,10 +130,18 @@ impl IdTable {
 
     /// Frees `id`.
     pub(crate) fn remove(&self, id: u32) {
+        self.take(id);
+    }
+
+    /// Frees `id` and returns what was stored there (null if nothing, or
+    /// only a reservation).
+    fn take(&self, id: u32) -> *mut c_void {
         // SAFETY: the xarray is initialised (type invariant).
-        if !unsafe { bindings::xa_erase(self.xa(), id as _) }.is_null() {
+        let old = unsafe { bindings::xa_erase(self.xa(), id as _) };
+        if !old.is_null() {
             self.count.fetch_sub(1, Ordering::Relaxed);
         }
+        old
     }
 }
 
@@ -140,5 +149,65 @@ impl Drop for IdTable {
     fn drop(&mut self) {
         // SAFETY: the xarray is initialised and no longer used.
         unsafe { bindings::xa_destroy(self.xa()) };
+    }
+}
+
+/// An id table that owns its values and lets readers use them under RCU
+/// without a lock: a removed value is freed after a grace period.
+///
+/// # Invariants
+///
+/// Every non-null entry of `ids` came from [`RcuBox::into_raw`] for `T` and
+/// is owned by the table until removed.
+pub(crate) struct RcuTable<T: Send + Sync + 'static> {
+    ids: IdTable,
+    _values: core::marker::PhantomData<RcuBox<T>>,
+}
+
+impl<T: Send + Sync + 'static> RcuTable<T> {
+    /// An empty table.
+    pub(crate) fn new() -> Self {
+        // INVARIANT: empty.
+        Self { ids: IdTable::new(), _values: core::marker::PhantomData }
+    }
+
+    /// Takes a free id in `[min, max]` (if fewer than `limit` are in use)
+    /// with nothing published under it yet.
+    pub(crate) fn reserve(&self, min: u32, max: u32, limit: u32, gfp: bindings::gfp_t) -> Result<u32> {
+        self.ids.reserve(min, max, limit, gfp)
+    }
+
+    /// Gives back a reserved id that was never published.
+    pub(crate) fn unreserve(&self, id: u32) {
+        self.ids.unreserve(id)
+    }
+
+    /// Publishes `value` under `id` (reserved by [`Self::reserve`]); the
+    /// table owns it from now on.
+    pub(crate) fn publish(&self, id: u32, value: RcuBox<T>) {
+        // INVARIANT: the entry is an `RcuBox<T>` the table now owns.
+        self.ids.publish(id, value.into_raw());
+    }
+
+    /// Runs `f` on the value under `id`, if one is published, inside an
+    /// RCU read-side section.  Any context.
+    pub(crate) fn read<R>(&self, id: u32, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let rcu = ReadGuard::new();
+        let p = self.ids.load(id);
+        // SAFETY: by the type invariant `p` is null or an `RcuBox<T>` of
+        // ours, loaded inside `rcu`; `remove` frees entries only after a
+        // grace period.
+        unsafe { RcuBox::<T>::deref_raw(p, &rcu) }.map(f)
+    }
+
+    /// Unpublishes and frees `id`; its value is freed after a grace period
+    /// (readers that found it may still use it).  Any context.
+    pub(crate) fn remove(&self, id: u32) {
+        let p = self.ids.take(id);
+        // SAFETY: by the type invariant a non-null entry is an `RcuBox<T>`
+        // owned by the table, and it is unpublished now.
+        if let Some(b) = unsafe { RcuBox::<T>::from_raw(p) } {
+            b.free_after_grace_period();
+        }
     }
 }

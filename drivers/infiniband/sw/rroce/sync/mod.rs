@@ -2,8 +2,9 @@
 //! Synchronisation and collections (part of the abstraction layer).
 //!
 //! Locks that the 6.12 `kernel::sync` lacks (`_bh` and `_irqsave`
-//! spinlocks), the RCU-readable id table over an allocating xarray, and
-//! small `KVec` helpers.  Like the rest of the layer (`ib`, `net`, `ffi`)
+//! spinlocks), RCU (read-side guards, values freed after a grace period),
+//! the RCU-readable id tables over an allocating xarray, and small `KVec`
+//! helpers.  Like the rest of the layer (`ib`, `net`, `ffi`)
 //! this is the only kind of code in the driver that may use `unsafe`; the
 //! modules above it are `#![forbid(unsafe_code)]` and reach the kernel
 //! through these types.  The layer never imports a module above it.
@@ -11,3 +12,4 @@
 pub(crate) mod idtable;
 pub(crate) mod kvec;
 pub(crate) mod lock;
+pub(crate) mod rcu;

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Address handles: the `ib_device_ops` entry points and the object ib_core
+//! allocates, around the driver's part.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+//!
+//! ib_core allocates `size_ib_ah` bytes (zeroed) with its `ib_ah` first and
+//! calls `create_ah`; the driver's [`AhOps::create`] returns its part,
+//! which is stored after the `ib_ah` and moved out again by `destroy_ah`.
+//! ib_core may free the allocation right after `destroy_ah` without an RCU
+//! grace period, so anything a lock-free reader uses must live elsewhere
+//! (the driver keeps it in a [`crate::sync::idtable::RcuTable`]).
+
+use core::mem::{size_of, MaybeUninit};
+use kernel::bindings;
+use kernel::error::from_result;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+
+use crate::ib::device::Device;
+use crate::ib::udata::UData;
+use crate::ib::PdId;
+
+/// What an address handle is created from.
+pub(crate) struct AhInit<'a> {
+    /// The protection domain it belongs to.
+    pub(crate) pd: PdId,
+    /// The address vector.
+    pub(crate) attr: &'a bindings::rdma_ah_attr,
+    /// Whether the caller may sleep (`RDMA_CREATE_AH_SLEEPABLE`); if not,
+    /// allocate with `GFP_ATOMIC`.
+    pub(crate) sleepable: bool,
+    /// User space's buffers (`None` for a kernel consumer).
+    pub(crate) udata: Option<UData<'a>>,
+}
+
+/// A driver's address handles.
+pub(crate) trait AhOps: Sized + Send + Sync + 'static {
+    /// The driver's device data.
+    type Dev;
+
+    /// Creates the driver's part of a new AH.
+    fn create(dev: &Device<Self::Dev>, init: AhInit<'_>) -> Result<Self>;
+
+    /// Destroys it.  May be called in atomic context (kernel consumers
+    /// destroy AHs under spinlocks): must not sleep.
+    fn destroy(self, dev: &Device<Self::Dev>);
+}
+
+/// An AH as ib_core allocates it.
+///
+/// # Invariants
+///
+/// Only reached through pointers ib_core passes to this driver's entry
+/// points for a device whose `size_ib_ah` is [`size::<T>`]; `p` is
+/// initialised exactly while the AH exists (from a successful `create_ah`
+/// to `destroy_ah`).
+#[repr(C)]
+pub(crate) struct Ah<T> {
+    ib: bindings::ib_ah,
+    p: MaybeUninit<T>,
+}
+
+/// `ib_device_ops::size_ib_ah` for a driver whose AHs are `T`.
+pub(crate) const fn size<T>() -> usize {
+    size_of::<Ah<T>>()
+}
+
+/// The driver's part of a created AH (a kernel consumer's work request
+/// names one).
+///
+/// # Safety
+///
+/// `ah` must be null or an AH of a device whose AHs are `T`, created and
+/// not destroyed while `'a` lasts.
+pub(crate) unsafe fn get<'a, T>(ah: *mut bindings::ib_ah) -> Option<&'a T> {
+    // CAST: `ib` is the first field of a `repr(C)` `Ah<T>`.
+    // SAFETY: per the requirements, null or valid for `'a`.
+    let a = unsafe { ah.cast::<Ah<T>>().as_ref() }?;
+    // SAFETY: created, so `p` is initialised (type invariant).
+    Some(unsafe { a.p.assume_init_ref() })
+}
+
+/// `ib_device_ops::create_ah` and `create_user_ah`.
+///
+/// # Safety
+///
+/// ib_core's contract: `ah` is a zeroed allocation of `size_ib_ah` bytes
+/// whose `device` and `pd` are set, `init` and its `ah_attr` are valid,
+/// `udata` is null or the call's user data.
+pub(crate) unsafe extern "C" fn create_ah<T: AhOps>(
+    ah: *mut bindings::ib_ah,
+    init: *mut bindings::rdma_ah_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: per the function's contract.
+        let (a, init) = unsafe { (&mut *ah.cast::<Ah<T>>(), &*init) };
+        // SAFETY: ib_core set `device` to one of ours, live for the call.
+        let dev = unsafe { Device::<T::Dev>::from_ib(a.ib.device) };
+        // SAFETY: `ah_attr` is valid for the call.
+        let attr = unsafe { init.ah_attr.as_ref() }.ok_or(EINVAL)?;
+        let sleepable = init.flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
+        // SAFETY: null or valid for the call.
+        let udata = unsafe { UData::from_raw(udata) };
+        let p = T::create(dev, AhInit { pd: PdId::of(a.ib.pd), attr, sleepable, udata })?;
+        // INVARIANT: initialised on success only.
+        a.p.write(p);
+        Ok(0)
+    })
+}
+
+/// `ib_device_ops::destroy_ah`.
+///
+/// # Safety
+///
+/// ib_core's contract: `ah` was created by [`create_ah::<T>`] and is
+/// destroyed once.
+pub(crate) unsafe extern "C" fn destroy_ah<T: AhOps>(ah: *mut bindings::ib_ah, _flags: u32) -> c_int {
+    // SAFETY: per the contract `p` is initialised (type invariant); this is
+    // its one move out; the device outlives its AHs.
+    let (p, dev) = unsafe {
+        let a = &mut *ah.cast::<Ah<T>>();
+        (a.p.assume_init_read(), Device::<T::Dev>::from_ib(a.ib.device))
+    };
+    p.destroy(dev);
+    0
+}

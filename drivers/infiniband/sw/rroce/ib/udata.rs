@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0
+//! A verb's user-space command and response buffers (`struct ib_udata`).
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use kernel::bindings;
+use kernel::error::to_result;
+use kernel::prelude::*;
+
+use crate::ffi;
+
+/// The `udata` of a verb called from user space.
+///
+/// # Invariants
+///
+/// `self.0` is the valid `ib_udata` of the verb call that lasts `'a`.
+#[derive(Clone, Copy)]
+pub(crate) struct UData<'a>(NonNull<bindings::ib_udata>, PhantomData<&'a bindings::ib_udata>);
+
+impl<'a> UData<'a> {
+    /// The `udata` of a verb: `None` for a kernel caller (null).
+    ///
+    /// # Safety
+    ///
+    /// `udata` is null or the valid `ib_udata` of a call that lasts `'a`.
+    pub(crate) unsafe fn from_raw(udata: *mut bindings::ib_udata) -> Option<Self> {
+        // INVARIANT: per the requirements.
+        NonNull::new(udata).map(|p| Self(p, PhantomData))
+    }
+
+    /// Copies the command into `dst`; `EINVAL` if user space sent fewer
+    /// bytes.
+    pub(crate) fn read(&self, dst: &mut [u8]) -> Result {
+        // SAFETY: valid for the call (type invariant).
+        let inlen = unsafe { (*self.0.as_ptr()).inlen };
+        if inlen < dst.len() {
+            return Err(EINVAL);
+        }
+        // SAFETY: `dst` is writable for its length; `udata` is valid.
+        to_result(unsafe { ffi::rroce_ib_copy_from_udata(dst.as_mut_ptr().cast(), self.0.as_ptr(), dst.len()) })
+    }
+
+    /// Copies a response to user space, truncated to what it asked for.
+    pub(crate) fn write(&self, src: &[u8]) -> Result {
+        // SAFETY: valid for the call (type invariant).
+        let outlen = unsafe { (*self.0.as_ptr()).outlen };
+        let len = src.len().min(outlen);
+        // SAFETY: `src` holds `len` readable bytes; `udata` is valid.
+        to_result(unsafe { ffi::rroce_ib_copy_to_udata(self.0.as_ptr(), src.as_ptr().cast(), len) })
+    }
+}

@@ -40,7 +40,8 @@ use crate::proto::abi::{CreateCqCmd, CreateCqResp, ResizeCqCmd, ResizeCqResp};
 use crate::proto::ring::{Consumer, Producer, RingError, RingLayout};
 use crate::proto::wqe::{self, Cqe, CQE_BYTES};
 use crate::ib::shm::SharedBuf;
-use crate::verbs::{self, RingMem};
+use crate::ib::ucontext::RingMem;
+use crate::verbs;
 
 /// First index of every ring: close to the 2^32 wrap, so that the wrap is
 /// exercised within the first few thousand completions of every CQ.
@@ -99,9 +100,8 @@ fn create(cq: &mut RroceCq, attr: &bindings::ib_cq_init_attr, udata: *mut bindin
         .map_err(|_| EINVAL)?;
     let buf = SharedBuf::new(layout.bytes_total())?;
     layout.init_header(&buf, RING_START).map_err(|_| EINVAL)?;
-    let cons = uctx.is_null().then(|| Consumer::new(layout, RING_START));
-    // SAFETY: `uctx` is null or the caller's live context.
-    let (mem, offset) = unsafe { RingMem::new(uctx, buf)? };
+    let cons = uctx.is_none().then(|| Consumer::new(layout, RING_START));
+    let (mem, offset) = RingMem::new(uctx, buf)?;
     // From here on dropping `mem` gives the entry back.
     let prod = Producer::new(layout, RING_START);
     let state = KBox::pin_init(new_spinlock_irq!(CqState { mem, prod, cons, overflowed: false }, "rroce_cq"), GFP_KERNEL_ACCOUNT)?;
@@ -154,8 +154,7 @@ unsafe fn resize(cq: *mut bindings::ib_cq, cqe: c_int, udata: *mut bindings::ib_
     let layout = RingLayout::new(want, CQE_BYTES as u32, (max_cqe + 1).next_power_of_two())
         .map_err(|_| EINVAL)?;
     let buf = SharedBuf::new(layout.bytes_total())?;
-    // SAFETY: `uctx` is null or the caller's live context.
-    let (mem, offset) = unsafe { RingMem::new(uctx, buf)? };
+    let (mem, offset) = RingMem::new(uctx, buf)?;
     // Dropping `mem` on any error below removes the new entry again.
     if !udata.is_null() {
         // Sent before the swap so that a fault here leaves the CQ as it
@@ -173,7 +172,7 @@ unsafe fn resize(cq: *mut bindings::ib_cq, cqe: c_int, udata: *mut bindings::ib_
         let mut guard = p.state.lock();
         let st = &mut *guard;
         // A kernel CQ stays a kernel CQ and a user CQ a user CQ.
-        if st.mem.is_kernel() != uctx.is_null() {
+        if st.mem.is_kernel() != uctx.is_none() {
             return Err(EINVAL);
         }
         let t = st.prod.transfer(st.mem.buf(), layout, mem.buf()).map_err(transfer_errno)?;

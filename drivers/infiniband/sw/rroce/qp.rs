@@ -33,7 +33,8 @@ use crate::proto::qp::{AttrMask, DeviceLimits, QpAttrs, QpState, QpType};
 use crate::proto::ring::{Producer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING};
 use crate::proto::wqe::{self, SendOpcode, SendPayload, SendWqe, Sge};
 use crate::ib::shm::SharedBuf;
-use crate::verbs::{self, RingMem};
+use crate::ib::ucontext::{RingMem, UctxRef};
+use crate::verbs;
 
 /// First index of every ring (near the 2^32 wrap, as for CQs).
 pub(crate) const RING_START: u32 = u32::MAX - 1023;
@@ -83,16 +84,14 @@ pub(crate) struct Ring {
 }
 
 impl Ring {
-    /// # Safety
-    ///
-    /// `uctx` must be null (kernel QP) or a live user context.
-    pub(crate) unsafe fn new(uctx: *mut bindings::ib_ucontext, entries: u32, entry_size: u32) -> Result<(Ring, u64)> {
+    /// A ring of `entries` entries of `entry_size` bytes, mapped into the
+    /// process of `uctx` (then with its mmap offset) or kernel-private.
+    pub(crate) fn new(uctx: Option<UctxRef>, entries: u32, entry_size: u32) -> Result<(Ring, u64)> {
         let layout = RingLayout::new(entries, entry_size, verbs::max_qp_wr().next_power_of_two())
             .map_err(|_| EINVAL)?;
         let buf = SharedBuf::new(layout.bytes_total())?;
         layout.init_header(&buf, RING_START).map_err(|_| EINVAL)?;
-        // SAFETY: per the requirements.
-        let (mem, off) = unsafe { RingMem::new(uctx, buf)? };
+        let (mem, off) = RingMem::new(uctx, buf)?;
         Ok((Ring { mem, layout }, off))
     }
 
@@ -249,8 +248,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     }
     let uctx = verbs::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
     let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
-    // SAFETY: `uctx` is null or the caller's live context.
-    let (sq, sq_off) = unsafe { Ring::new(uctx, cap.max_send_wr, sq_size)? };
+    let (sq, sq_off) = Ring::new(uctx, cap.max_send_wr, sq_size)?;
     // What the rounded entries really hold, never more than the device max.
     let (sq_sge, sq_data) = wqe::send_caps(sq_size);
     let max_send_sge = u32::from(sq_sge).min(max_sge);
@@ -259,14 +257,12 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         Some(s) => {
             // A placeholder RQ with the SRQ's entry size (which sizes the
             // data path's receive scratch), never posted to or mapped.
-            // SAFETY: null context: a kernel ring.
-            let (rq, _) = unsafe { Ring::new(core::ptr::null_mut(), 1, s.entry_size())? };
+            let (rq, _) = Ring::new(None, 1, s.entry_size())?;
             (rq, 0, 0, u32::from(s.recv_limits().max_sge))
         }
         None => {
             let rq_size = wqe::recv_entry_size(cap.max_recv_sge.max(1)).ok_or(EINVAL)?;
-            // SAFETY: as above.
-            let (rq, rq_off) = unsafe { Ring::new(uctx, cap.max_recv_wr, rq_size)? };
+            let (rq, rq_off) = Ring::new(uctx, cap.max_recv_wr, rq_size)?;
             let n = u32::from(wqe::recv_max_sge(rq_size)).min(max_sge);
             (rq, rq_off, n, n)
         }

@@ -160,8 +160,7 @@ fn create(s: &mut RroceSrq, init: &mut bindings::ib_srq_init_attr, udata: *mut b
     let sge = check_create(a.max_wr, a.max_sge, a.srq_limit, &limits).map_err(srq_err)?;
     let uctx = verbs::user_call::<{ CreateSrqCmd::SIZE }>(udata, |c| CreateSrqCmd::from_bytes(c).is_valid())?;
     let esz = wqe::recv_entry_size(sge).ok_or(EINVAL)?;
-    // SAFETY: `uctx` is null or the caller's live context.
-    let (ring, off) = unsafe { Ring::new(uctx, a.max_wr, esz)? };
+    let (ring, off) = Ring::new(uctx, a.max_wr, esz)?;
     let max_sge = u32::from(wqe::recv_max_sge(esz)).min(limits.max_sge);
     let kq = if ring.mem.is_kernel() {
         Some(KernelSrq {

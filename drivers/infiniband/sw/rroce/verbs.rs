@@ -7,22 +7,21 @@
 //! into references and errors into negative errnos with `from_result`.
 
 use core::mem::size_of;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::Ordering;
 use kernel::bindings;
 use kernel::error::{from_result, to_result};
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
-use core::ptr::NonNull;
 
 use crate::ah;
 use crate::cq;
 use crate::mr;
 use crate::qp;
 use crate::device::{self, RroceDev};
-use crate::ib::shm::SharedBuf;
 use crate::ffi;
 use crate::ib::udata::UData;
+use crate::ib::ucontext::{self, UcontextOps, UctxRef};
 use crate::proto::abi;
 use crate::proto::link;
 
@@ -72,11 +71,11 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         get_link_layer: Some(get_link_layer),
         query_gid: Some(query_gid),
         query_pkey: Some(query_pkey),
-        alloc_ucontext: Some(alloc_ucontext),
-        dealloc_ucontext: Some(dealloc_ucontext),
-        disassociate_ucontext: Some(disassociate_ucontext),
-        mmap: Some(mmap),
-        mmap_free: Some(mmap_free),
+        alloc_ucontext: Some(ucontext::alloc_ucontext::<UserAbi>),
+        dealloc_ucontext: Some(ucontext::dealloc_ucontext),
+        disassociate_ucontext: Some(ucontext::disassociate_ucontext),
+        mmap: Some(ucontext::mmap),
+        mmap_free: Some(ucontext::mmap_free),
         alloc_pd: Some(alloc_pd),
         dealloc_pd: Some(dealloc_pd),
         create_cq: Some(cq::create_cq),
@@ -116,7 +115,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         alloc_mr: Some(mr::alloc_mr),
         map_mr_sg: Some(mr::map_mr_sg),
         size_ib_pd: size_of::<RrocePd>(),
-        size_ib_ucontext: size_of::<RroceUcontext>(),
+        size_ib_ucontext: ucontext::SIZE,
         ..Default::default()
     }
 }
@@ -177,176 +176,20 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
 }
 
 /// Our part of a user context (allocated by ib_core).
-#[repr(C)]
-struct RroceUcontext {
-    ib: bindings::ib_ucontext,
-    /// Bytes of ring memory of the context's queues, at most
-    /// `max_ctx_ring_mb` MiB (a memory cgroup may allow less).
-    ring_bytes: AtomicUsize,
-}
+/// The user ABI: what `alloc_ucontext` answers.
+pub(crate) struct UserAbi;
 
-/// Charges `len` bytes of ring memory to the user context `uctx`; `ENOMEM`
-/// over the module's per-context limit.
-///
-/// # Safety
-///
-/// `uctx` is a live context of ours.
-unsafe fn charge_ring(uctx: *mut bindings::ib_ucontext, len: usize) -> Result {
-    // SAFETY: ib_core allocated `size_ib_ucontext` bytes: ours.
-    let u = unsafe { &*uctx.cast::<RroceUcontext>() };
-    // SAFETY: reads a module parameter.
-    let max = (unsafe { crate::ffi::rroce_param_max_ctx_ring_mb() } as usize).saturating_mul(1 << 20);
-    u.ring_bytes
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(len).filter(|&t| t <= max))
-        .map(|_| ())
-        .map_err(|_| ENOMEM)
-}
-
-/// Gives back a charge of [`charge_ring`].
-///
-/// # Safety
-///
-/// As for [`charge_ring`], which charged `len`.
-unsafe fn uncharge_ring(uctx: *mut bindings::ib_ucontext, len: usize) {
-    // SAFETY: per the requirements.
-    let u = unsafe { &*uctx.cast::<RroceUcontext>() };
-    u.ring_bytes.fetch_sub(len, Ordering::Relaxed);
+impl UcontextOps for UserAbi {
+    fn alloc(udata: UData<'_>) -> Result {
+        let resp = abi::AllocUcontextResp { abi_version: abi::ABI_VERSION, ..Default::default() };
+        udata.write(&resp.to_bytes())
+    }
 }
 
 /// Our part of a protection domain (allocated by ib_core).
 #[repr(C)]
 struct RrocePd {
     ib: bindings::ib_pd,
-}
-
-/// A ring offered to user space through `rdma_user_mmap_entry`.
-///
-/// # Invariants
-///
-/// `rdma` is the first field.  Once inserted, ib_core owns the entry: it
-/// stays alive while the queue that inserted it holds its initial reference
-/// (given back with [`MmapEntry::remove`]) or an `mmap` call is using it,
-/// and is freed, ring memory included, through `mmap_free`.
-#[repr(C)]
-pub(crate) struct MmapEntry {
-    rdma: bindings::rdma_user_mmap_entry,
-    buf: SharedBuf,
-}
-
-impl MmapEntry {
-    /// Offers `buf` to `uctx`'s process; returns the entry and the mmap
-    /// offset to hand to user space.
-    ///
-    /// # Safety
-    ///
-    /// `uctx` must be a live user context.
-    pub(crate) unsafe fn insert(
-        uctx: *mut bindings::ib_ucontext,
-        buf: SharedBuf,
-    ) -> Result<(NonNull<MmapEntry>, u64)> {
-        let len = crate::proto::ring::SharedRegion::len(&buf);
-        let e = KBox::new(MmapEntry { rdma: Default::default(), buf }, GFP_KERNEL_ACCOUNT)?;
-        let e = KBox::into_raw(e);
-        // SAFETY: `e` is a valid entry; on success ib_core keeps it and
-        // releases it through `mmap_free`.
-        let err = unsafe { bindings::rdma_user_mmap_entry_insert(uctx, &mut (*e).rdma, len) };
-        if err != 0 {
-            // SAFETY: not inserted, so still ours.
-            drop(unsafe { KBox::from_raw(e) });
-            return Err(Error::from_errno(err));
-        }
-        // SAFETY: inserted entries stay valid until removed.
-        let off = (unsafe { (*e).rdma.start_pgoff } as u64) << bindings::PAGE_SHIFT;
-        // SAFETY: `e` came from `KBox::into_raw`, so it is not null.
-        Ok((unsafe { NonNull::new_unchecked(e) }, off))
-    }
-
-    /// Gives back the creator's reference: no new mappings; the memory
-    /// goes once existing ones are unmapped.
-    ///
-    /// # Safety
-    ///
-    /// `e` must come from [`MmapEntry::insert`] and not have been removed.
-    pub(crate) unsafe fn remove(e: NonNull<MmapEntry>) {
-        // SAFETY: per the requirements the entry is inserted and ours.
-        unsafe { bindings::rdma_user_mmap_entry_remove(&mut (*e.as_ptr()).rdma) };
-    }
-
-    /// The ring memory.
-    pub(crate) fn buf(&self) -> &SharedBuf {
-        &self.buf
-    }
-}
-
-/// The memory of a queue's ring: mapped into a user process (user queues)
-/// or private to the kernel (queues of kernel consumers).
-pub(crate) enum RingMem {
-    /// Offered to user space; the entry is removed on drop.
-    ///
-    /// # Invariants
-    ///
-    /// The entry came from [`MmapEntry::insert`] and is removed only by
-    /// `Drop`; its length is charged to the live user context `uctx`
-    /// (objects are destroyed before their context) until then.
-    Mapped(NonNull<MmapEntry>, *mut bindings::ib_ucontext),
-    /// Kernel-only.
-    Kernel(SharedBuf),
-}
-
-// SAFETY: the entry pointer is only used to reach its `SharedBuf`, which is
-// `Send + Sync`; ib_core keeps the entry alive while we hold it.
-unsafe impl Send for RingMem {}
-// SAFETY: as above.
-unsafe impl Sync for RingMem {}
-
-impl RingMem {
-    /// A ring of `buf`: offered to `uctx`'s process if there is one (then
-    /// with its mmap offset), kernel-private otherwise.
-    ///
-    /// # Safety
-    ///
-    /// `uctx` must be null or a live user context.
-    pub(crate) unsafe fn new(uctx: *mut bindings::ib_ucontext, buf: SharedBuf) -> Result<(RingMem, u64)> {
-        if uctx.is_null() {
-            return Ok((RingMem::Kernel(buf), 0));
-        }
-        let len = crate::proto::ring::SharedRegion::len(&buf);
-        // SAFETY: per the requirements.
-        unsafe { charge_ring(uctx, len)? };
-        // SAFETY: per the requirements.
-        let (e, off) = unsafe { MmapEntry::insert(uctx, buf) }.inspect_err(|_| {
-            // SAFETY: charged above.
-            unsafe { uncharge_ring(uctx, len) }
-        })?;
-        // INVARIANT: inserted and charged just now.
-        Ok((RingMem::Mapped(e, uctx), off))
-    }
-
-    /// The ring memory.
-    pub(crate) fn buf(&self) -> &SharedBuf {
-        match self {
-            // SAFETY: we hold the entry's initial reference until `drop`.
-            RingMem::Mapped(e, _) => unsafe { e.as_ref() }.buf(),
-            RingMem::Kernel(b) => b,
-        }
-    }
-
-    /// Whether the ring belongs to a kernel consumer.
-    pub(crate) fn is_kernel(&self) -> bool {
-        matches!(self, RingMem::Kernel(_))
-    }
-}
-
-impl Drop for RingMem {
-    fn drop(&mut self) {
-        if let RingMem::Mapped(e, uctx) = *self {
-            let len = crate::proto::ring::SharedRegion::len(self.buf());
-            // SAFETY: by the invariant, inserted and removed once here.
-            unsafe { MmapEntry::remove(e) };
-            // SAFETY: by the invariant, charged to the live `uctx`.
-            unsafe { uncharge_ring(uctx, len) };
-        }
-    }
 }
 
 /// `EOPNOTSUPP`, which the 6.12 `kernel::error::code` list lacks (its
@@ -363,26 +206,15 @@ pub(crate) fn eopnotsupp() -> Error {
 pub(crate) fn user_call<const N: usize>(
     udata: *mut bindings::ib_udata,
     valid: impl FnOnce(&[u8; N]) -> bool,
-) -> Result<*mut bindings::ib_ucontext> {
-    if udata.is_null() {
-        return Ok(core::ptr::null_mut());
-    }
+) -> Result<Option<UctxRef>> {
+    // SAFETY: callers pass the verb's valid `udata` (null: a kernel caller).
+    let Some(udata) = (unsafe { UData::from_raw(udata) }) else { return Ok(None) };
     let mut cmd = [0u8; N];
-    copy_from_udata(udata, &mut cmd)?;
+    udata.read(&mut cmd)?;
     if !valid(&cmd) {
         return Err(EINVAL);
     }
-    // SAFETY: `udata` belongs to a user call, so it has a live context.
-    let uctx = unsafe { crate::ffi::rroce_udata_ucontext(udata) };
-    if uctx.is_null() {
-        return Err(EINVAL);
-    }
-    Ok(uctx)
-}
-
-pub(crate) fn copy_from_udata(udata: *mut bindings::ib_udata, dst: &mut [u8]) -> Result {
-    // SAFETY: callers pass the verb's valid `udata` (null: a kernel caller).
-    unsafe { UData::from_raw(udata) }.ok_or(EINVAL)?.read(dst)
+    udata.ucontext().map(Some).ok_or(EINVAL)
 }
 
 /// Copies a driver response to user space, truncated to what it asked for.
@@ -543,75 +375,6 @@ unsafe extern "C" fn query_pkey(
         unsafe { *pkey = 0xffff };
         Ok(0)
     })
-}
-
-/// # Safety
-///
-/// `ib_device_ops::alloc_ucontext` contract.
-unsafe extern "C" fn alloc_ucontext(
-    uctx: *mut bindings::ib_ucontext,
-    udata: *mut bindings::ib_udata,
-) -> c_int {
-    from_result(|| {
-        let _ = uctx;
-        let resp = abi::AllocUcontextResp { abi_version: abi::ABI_VERSION, ..Default::default() };
-        copy_to_udata(udata, &resp.to_bytes())?;
-        Ok(0)
-    })
-}
-
-/// # Safety
-///
-/// `ib_device_ops::dealloc_ucontext` contract.
-unsafe extern "C" fn dealloc_ucontext(_uctx: *mut bindings::ib_ucontext) {}
-
-/// Cuts a process off a device that is going away (netdev deleted, `rdma
-/// link delete`, `rmmod`) instead of making the unregistration wait until
-/// the process closes it.  By the time ib_core calls this it has destroyed
-/// every object of the context through the ordinary destroy verbs (which
-/// removed their mmap entries) and queued `IB_EVENT_DEVICE_FATAL` for the
-/// process; its later commands fail with EIO, which libibverbs' destroy
-/// calls treat as done.  Nothing is left for the driver: the rings the
-/// process still maps are `vmalloc_user` pages kept alive by the mapping's
-/// own page references (see [`crate::ib::shm`]), and those VMAs carry no
-/// `vm_operations` of this module, so they may outlive the module too.
-///
-/// # Safety
-///
-/// `ib_device_ops::disassociate_ucontext` contract.
-unsafe extern "C" fn disassociate_ucontext(_uctx: *mut bindings::ib_ucontext) {}
-
-/// # Safety
-///
-/// `ib_device_ops::mmap` contract.
-unsafe extern "C" fn mmap(
-    uctx: *mut bindings::ib_ucontext,
-    vma: *mut bindings::vm_area_struct,
-) -> c_int {
-    // SAFETY: valid context and VMA per the contract.
-    let entry = unsafe { bindings::rdma_user_mmap_entry_get(uctx, vma) };
-    if entry.is_null() {
-        return -(bindings::EINVAL as c_int);
-    }
-    // SAFETY: every entry of our contexts is an `MmapEntry` (first field),
-    // alive while we hold the reference from `rdma_user_mmap_entry_get`;
-    // ib_core checked the VMA's length against the entry's.
-    let ret = match unsafe { (*entry.cast::<MmapEntry>()).buf.map_into(vma) } {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    };
-    // SAFETY: drops the reference taken by `rdma_user_mmap_entry_get`.
-    unsafe { bindings::rdma_user_mmap_entry_put(entry) };
-    ret
-}
-
-/// # Safety
-///
-/// `ib_device_ops::mmap_free` contract.
-unsafe extern "C" fn mmap_free(entry: *mut bindings::rdma_user_mmap_entry) {
-    // SAFETY: the entry was created by `MmapEntry::insert` from a `KBox`;
-    // this is the last reference, so the ring memory goes with it.
-    drop(unsafe { KBox::from_raw(entry.cast::<MmapEntry>()) });
 }
 
 /// # Safety

@@ -11,13 +11,13 @@
 //! grace period, so anything a lock-free reader uses must live elsewhere
 //! (the driver keeps it in a [`crate::sync::idtable::RcuTable`]).
 
-use core::mem::{size_of, MaybeUninit};
 use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::ib::device::Device;
+use crate::ib::object::{self, CoreObject, NewObj, Obj};
 use crate::ib::udata::UData;
 use crate::ib::PdId;
 
@@ -47,23 +47,9 @@ pub(crate) trait AhOps: Sized + Send + Sync + 'static {
     fn destroy(self, dev: &Device<Self::Dev>);
 }
 
-/// An AH as ib_core allocates it.
-///
-/// # Invariants
-///
-/// Only reached through pointers ib_core passes to this driver's entry
-/// points for a device whose `size_ib_ah` is [`size::<T>`]; `p` is
-/// initialised exactly while the AH exists (from a successful `create_ah`
-/// to `destroy_ah`).
-#[repr(C)]
-pub(crate) struct Ah<T> {
-    ib: bindings::ib_ah,
-    p: MaybeUninit<T>,
-}
-
 /// `ib_device_ops::size_ib_ah` for a driver whose AHs are `T`.
 pub(crate) const fn size<T>() -> usize {
-    size_of::<Ah<T>>()
+    object::size::<bindings::ib_ah, T>()
 }
 
 /// The driver's part of a created AH (a kernel consumer's work request
@@ -74,11 +60,8 @@ pub(crate) const fn size<T>() -> usize {
 /// `ah` must be null or an AH of a device whose AHs are `T`, created and
 /// not destroyed while `'a` lasts.
 pub(crate) unsafe fn get<'a, T>(ah: *mut bindings::ib_ah) -> Option<&'a T> {
-    // CAST: `ib` is the first field of a `repr(C)` `Ah<T>`.
-    // SAFETY: per the requirements, null or valid for `'a`.
-    let a = unsafe { ah.cast::<Ah<T>>().as_ref() }?;
-    // SAFETY: created, so `p` is initialised (type invariant).
-    Some(unsafe { a.p.assume_init_ref() })
+    // SAFETY: per the requirements.
+    unsafe { Obj::<bindings::ib_ah, T>::from_raw(ah) }.map(Obj::get)
 }
 
 /// `ib_device_ops::create_ah` and `create_user_ah`.
@@ -95,17 +78,16 @@ pub(crate) unsafe extern "C" fn create_ah<T: AhOps>(
 ) -> c_int {
     from_result(|| {
         // SAFETY: per the function's contract.
-        let (a, init) = unsafe { (&mut *ah.cast::<Ah<T>>(), &*init) };
+        let (a, init) = unsafe { (NewObj::<_, T>::from_raw(ah), &*init) };
         // SAFETY: ib_core set `device` to one of ours, live for the call.
-        let dev = unsafe { Device::<T::Dev>::from_ib(a.ib.device) };
+        let dev = unsafe { Device::<T::Dev>::from_ib(a.ib().device()) };
         // SAFETY: `ah_attr` is valid for the call.
         let attr = unsafe { init.ah_attr.as_ref() }.ok_or(EINVAL)?;
         let sleepable = init.flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
         // SAFETY: null or valid for the call.
         let udata = unsafe { UData::from_raw(udata) };
-        let p = T::create(dev, AhInit { pd: PdId::of(a.ib.pd), attr, sleepable, udata })?;
-        // INVARIANT: initialised on success only.
-        a.p.write(p);
+        let p = T::create(dev, AhInit { pd: PdId::of(a.ib().pd), attr, sleepable, udata })?;
+        a.init(p);
         Ok(0)
     })
 }
@@ -117,12 +99,9 @@ pub(crate) unsafe extern "C" fn create_ah<T: AhOps>(
 /// ib_core's contract: `ah` was created by [`create_ah::<T>`] and is
 /// destroyed once.
 pub(crate) unsafe extern "C" fn destroy_ah<T: AhOps>(ah: *mut bindings::ib_ah, _flags: u32) -> c_int {
-    // SAFETY: per the contract `p` is initialised (type invariant); this is
-    // its one move out; the device outlives its AHs.
-    let (p, dev) = unsafe {
-        let a = &mut *ah.cast::<Ah<T>>();
-        (a.p.assume_init_read(), Device::<T::Dev>::from_ib(a.ib.device))
-    };
+    // SAFETY: per the contract the AH is created and this is its destroy
+    // verb; the device outlives its AHs.
+    let (p, dev) = unsafe { (Obj::<_, T>::take(ah), Device::<T::Dev>::from_ib((*ah).device)) };
     p.destroy(dev);
     0
 }

@@ -10,7 +10,9 @@ use kernel::bindings;
 
 pub(crate) mod ah;
 pub(crate) mod device;
+pub(crate) mod object;
 pub(crate) mod shm;
+pub(crate) mod ucontext;
 pub(crate) mod udata;
 
 /// The identity of a protection domain (its address), for comparisons:

@@ -10,6 +10,7 @@ use kernel::error::to_result;
 use kernel::prelude::*;
 
 use crate::ffi;
+use crate::ib::ucontext::UctxRef;
 
 /// The `udata` of a verb called from user space.
 ///
@@ -28,6 +29,15 @@ impl<'a> UData<'a> {
     pub(crate) unsafe fn from_raw(udata: *mut bindings::ib_udata) -> Option<Self> {
         // INVARIANT: per the requirements.
         NonNull::new(udata).map(|p| Self(p, PhantomData))
+    }
+
+    /// The user context of the call.  Objects created in the call may
+    /// keep it: ib_core destroys them before the context.
+    pub(crate) fn ucontext(&self) -> Option<UctxRef> {
+        // SAFETY: a user call's `udata` is valid (type invariant); the
+        // context it names is live for the call and outlives the objects
+        // created in it.
+        unsafe { UctxRef::from_raw(ffi::rroce_udata_ucontext(self.0.as_ptr())) }
     }
 
     /// Copies the command into `dst`; `EINVAL` if user space sent fewer

@@ -95,7 +95,7 @@ fn create(cq: &mut RroceCq, attr: &bindings::ib_cq_init_attr, udata: *mut bindin
     if attr.comp_vector >= dev.ib.num_comp_vectors as u32 {
         return Err(EINVAL);
     }
-    let uctx = verbs::user_call::<{ CreateCqCmd::SIZE }>(udata, |c| CreateCqCmd::from_bytes(c).is_valid())?;
+    let uctx = verbs::user_call_raw::<{ CreateCqCmd::SIZE }>(udata, |c| CreateCqCmd::from_bytes(c).is_valid())?;
     let layout = RingLayout::new(attr.cqe, CQE_BYTES as u32, (max_cqe + 1).next_power_of_two())
         .map_err(|_| EINVAL)?;
     let buf = SharedBuf::new(layout.bytes_total())?;
@@ -149,7 +149,7 @@ unsafe fn resize(cq: *mut bindings::ib_cq, cqe: c_int, udata: *mut bindings::ib_
     if want == 0 || want > max_cqe {
         return Err(EINVAL);
     }
-    let uctx = verbs::user_call::<{ ResizeCqCmd::SIZE }>(udata, |c| ResizeCqCmd::from_bytes(c).is_valid())?;
+    let uctx = verbs::user_call_raw::<{ ResizeCqCmd::SIZE }>(udata, |c| ResizeCqCmd::from_bytes(c).is_valid())?;
     // The new ring, made without any lock held (this may sleep).
     let layout = RingLayout::new(want, CQE_BYTES as u32, (max_cqe + 1).next_power_of_two())
         .map_err(|_| EINVAL)?;

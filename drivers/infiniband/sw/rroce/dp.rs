@@ -113,7 +113,7 @@ pub(crate) struct Ctx<'a> {
     /// The SRQ receives come from instead of `rq_ring`, if any.
     pub(crate) srq: Option<&'a crate::srq::SrqPriv>,
     /// The same SRQ for ib_core (null without).
-    pub(crate) ib_srq: *mut bindings::ib_srq,
+    pub(crate) ib_srq: Option<&'a crate::ib::srq::SrqHandle<crate::srq::SrqPriv>>,
     pub(crate) sig_all: bool,
     pub(crate) timer: *mut bindings::timer_list,
     pub(crate) work: *mut bindings::work_struct,
@@ -226,9 +226,11 @@ impl Ctx<'_> {
             // SAFETY: as above.
             unsafe { cq::notify(self.recv_cq) };
         }
-        if n & NOTIFY_SRQ_LIMIT != 0 && !self.ib_srq.is_null() {
-            // SAFETY: the QP holds a use count on its SRQ; no lock is held.
-            unsafe { crate::srq::limit_event(self.ib_srq) };
+        if n & NOTIFY_SRQ_LIMIT != 0 {
+            // No lock is held here.
+            if let Some(srq) = self.ib_srq {
+                srq.limit_reached();
+            }
         }
         let ev = self.events.replace(0);
         if ev != 0 && !self.ib_qp.is_null() {
@@ -513,8 +515,7 @@ impl Dp {
         // barrier orders the flag before the ring is read (`proto::ring`,
         // CONS_FLUSHING).
         ctx.rq_ring.store_u32_release(CONS_FLAGS_OFFSET, CONS_FLUSHING);
-        // SAFETY: a plain memory barrier.
-        unsafe { ffi::rroce_smp_mb() };
+        crate::sync::smp_mb();
         if let Some(r) = self.req.as_mut() {
             r.flush();
         }
@@ -673,8 +674,7 @@ impl Dp {
             if active {
                 return;
             }
-            // SAFETY: a plain memory barrier.
-            unsafe { ffi::rroce_smp_mb() };
+            crate::sync::smp_mb();
             match self.sq.refresh(ctx.sq_ring) {
                 Ok(n) if n > 0 => self.take_and_pump(ctx, st),
                 Ok(_) => return,

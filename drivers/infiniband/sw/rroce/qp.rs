@@ -35,6 +35,9 @@ use crate::proto::wqe::{self, SendOpcode, SendPayload, SendWqe, Sge};
 use crate::ib::shm::SharedBuf;
 use crate::ib::ucontext::{RingMem, UctxRef};
 use crate::verbs;
+use crate::ib::srq::SrqHandle;
+use crate::ib::wr::RecvWrChain;
+use crate::srq::SrqPriv;
 
 /// First index of every ring (near the 2^32 wrap, as for CQs).
 pub(crate) const RING_START: u32 = u32::MAX - 1023;
@@ -115,7 +118,7 @@ struct QpPriv {
     /// The SRQ receives come from, or null (then from `rq`, else `rq` is
     /// a one-entry kernel ring that stays empty).  The QP holds a use
     /// count on it.
-    srq: *mut bindings::ib_srq,
+    srq: Option<SrqHandle<SrqPriv>>,
     /// Route cache, owned (freed on drop); may be null.
     dst: *mut bindings::dst_cache,
     inner: Pin<KBox<SpinLockBh<QpStateInner>>>,
@@ -185,9 +188,8 @@ impl RroceQp {
             recv_cq: p.recv_cq,
             sq_ring: p.sq.buf(),
             rq_ring: p.rq.buf(),
-            // SAFETY: null or an SRQ of ours the QP holds a use count on.
-            srq: unsafe { crate::srq::priv_of(p.srq) },
-            ib_srq: p.srq,
+            srq: p.srq.as_ref().map(SrqHandle::get),
+            ib_srq: p.srq.as_ref(),
             sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
             timer: self.timer.get(),
             work: self.work.get(),
@@ -233,7 +235,8 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     }
     // SAFETY: ib_core passes null or a live SRQ of this device, on which
     // the QP holds a use count from now until it is destroyed.
-    let srq = unsafe { crate::srq::priv_of(init.srq) };
+    let srq_handle = unsafe { SrqHandle::<SrqPriv>::from_raw(init.srq) };
+    let srq = srq_handle.as_ref().map(SrqHandle::get);
     let self_ptr: *mut RroceQp = qp;
     // SAFETY: ib_core set `device` to one of our devices, which outlives
     // its QPs.
@@ -246,7 +249,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     if cap.max_send_wr == 0 || cap.max_send_wr > max_wr || rq_bad || cap.max_send_sge > max_sge || cap.max_inline_data > MAX_INLINE {
         return Err(EINVAL);
     }
-    let uctx = verbs::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
+    let uctx = verbs::user_call_raw::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
     let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
     let (sq, sq_off) = Ring::new(uctx, cap.max_send_wr, sq_size)?;
     // What the rounded entries really hold, never more than the device max.
@@ -347,7 +350,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         pd: qp.ib.pd,
         send_cq: init.send_cq,
         recv_cq: init.recv_cq,
-        srq: init.srq,
+        srq: srq_handle,
         // SAFETY: plain allocation; a null cache just means no caching.
         dst: unsafe { ffi::rroce_dst_cache_new() },
         inner,
@@ -756,102 +759,73 @@ pub(crate) unsafe extern "C" fn post_recv(
 ) -> c_int {
     // SAFETY: `qp` was created by us and its owner holds it for the call.
     let (q, p) = unsafe { RroceQp::from_ib(qp) };
-    let (err, bad) = match p.kq.as_ref() {
-        // Receives of a QP with an SRQ are posted to the SRQ.
-        Some(_) if !p.srq.is_null() => (-(bindings::EINVAL as c_int), wr),
-        Some(kq) => {
-            // As in `post_send_kernel`: with interrupts disabled the QP
-            // lock is not taken.
-            let deferred = crate::sync::lock::irqs_disabled();
-            let g = (!deferred).then(|| p.lock_dp());
-            let state = g.as_ref().map_or_else(|| p.state_seen.load(Ordering::Acquire), |g| g.state as u32);
-            if state == QpState::Reset as u32 {
-                (-(bindings::EINVAL as c_int), wr)
-            } else {
-                // SAFETY: ib_core passes a valid chain of work requests.
-                let r = unsafe { fill_rq(p, &mut kq.lock(), wr) };
-                match g {
-                    Some(mut g) => {
-                        let ctx = q.ctx(p);
-                        let inner = &mut *g;
-                        if inner.state == QpState::Err {
-                            inner.dp.flush_rq(&ctx);
-                        }
-                        unlock(p, &ctx, g);
-                    }
-                    None => {
-                        // A QP entering ERR sets CONS_FLUSHING, then a full
-                        // barrier, then flushes the ring; publishing, a
-                        // full barrier, then reading the flag here means
-                        // one of the two sees the other's entries.
-                        // SAFETY: a plain memory barrier.
-                        unsafe { ffi::rroce_smp_mb() };
-                        let flags = p.rq.buf().load_u32_acquire(CONS_FLAGS_OFFSET).unwrap_or(0);
-                        if flags & CONS_FLUSHING != 0 {
-                            kick(q, p);
-                        }
-                    }
-                }
-                r
-            }
-        }
-        None => (-(bindings::EINVAL as c_int), wr),
-    };
-    if err != 0 && !bad_wr.is_null() {
-        // SAFETY: ib_core passes a writable `bad_wr`.
-        unsafe { *bad_wr = bad };
-    }
-    err
+    // SAFETY: ib_core passes a valid chain of work requests.
+    let mut chain = unsafe { RecvWrChain::from_raw(wr) };
+    let r = post_recv_kernel(q, p, &mut chain);
+    // SAFETY: ib_core passes a writable `bad_wr`.
+    unsafe { chain.finish(r, bad_wr) }
 }
 
-/// Writes the chain `wr` into the RQ ring of a kernel QP and publishes it;
-/// returns the errno and the first request not posted.
-///
-/// # Safety
-///
-/// `wr` heads a valid chain of kernel receive requests.
-unsafe fn fill_rq(
-    p: &QpPriv,
-    kq: &mut KernelQueues,
-    mut wr: *const bindings::ib_recv_wr,
-) -> (c_int, *const bindings::ib_recv_wr) {
-    let ring = p.rq.buf();
-    let mut err = 0;
-    // SAFETY: per the requirements each `wr` is valid.
-    while let Some(w) = unsafe { wr.as_ref() } {
-        if w.num_sge < 0 || w.num_sge as u32 > p.max_recv_sge {
-            err = -(bindings::EINVAL as c_int);
-            break;
+fn post_recv_kernel(q: &RroceQp, p: &QpPriv, chain: &mut RecvWrChain<'_>) -> Result {
+    let kq = p.kq.as_ref().ok_or(EINVAL)?;
+    // Receives of a QP with an SRQ are posted to the SRQ.
+    if p.srq.is_some() {
+        return Err(EINVAL);
+    }
+    // As in `post_send_kernel`: with interrupts disabled the QP lock is
+    // not taken.
+    let deferred = crate::sync::lock::irqs_disabled();
+    let g = (!deferred).then(|| p.lock_dp());
+    let state = g.as_ref().map_or_else(|| p.state_seen.load(Ordering::Acquire), |g| g.state as u32);
+    if state == QpState::Reset as u32 {
+        return Err(EINVAL);
+    }
+    let r = fill_rq(p, &mut kq.lock(), chain);
+    match g {
+        Some(mut g) => {
+            let ctx = q.ctx(p);
+            let inner = &mut *g;
+            if inner.state == QpState::Err {
+                inner.dp.flush_rq(&ctx);
+            }
+            unlock(p, &ctx, g);
         }
-        let n = w.num_sge as usize;
-        let mut sges = [Sge::default(); verbs::MAX_SGE as usize];
-        if n != 0 {
-            // SAFETY: the request has `num_sge` SGEs.
-            let sgl = unsafe { core::slice::from_raw_parts(w.sg_list, n) };
-            for (d, s) in sges.iter_mut().zip(sgl) {
-                *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+        None => {
+            // A QP entering ERR sets CONS_FLUSHING, then a full barrier,
+            // then flushes the ring; publishing, a full barrier, then
+            // reading the flag here means one of the two sees the other's
+            // entries.
+            crate::sync::smp_mb();
+            let flags = p.rq.buf().load_u32_acquire(CONS_FLAGS_OFFSET).unwrap_or(0);
+            if flags & CONS_FLUSHING != 0 {
+                kick(q, p);
             }
         }
-        kq.staging.fill(0);
-        let esz = p.rq.layout.entry_size() as usize;
-        // SAFETY: plain-old-data union.
-        let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
-        let built = sges
-            .get(..n)
-            .and_then(|s| wqe::write_recv_wqe(&mut kq.staging, wr_id, s).ok())
-            .and_then(|_| kq.staging.get(..esz));
-        let Some(entry) = built else {
-            err = -(bindings::EINVAL as c_int);
-            break;
+    }
+    r
+}
+
+/// Writes the requests of `chain` into the RQ ring of a kernel QP and
+/// publishes them; the walk stops at the first one not posted.
+fn fill_rq(p: &QpPriv, kq: &mut KernelQueues, chain: &mut RecvWrChain<'_>) -> Result {
+    let ring = p.rq.buf();
+    let esz = p.rq.layout.entry_size() as usize;
+    let mut r = Ok(());
+    for w in chain.by_ref() {
+        let entry = match w.and_then(|w| crate::srq::kernel_recv_wqe(&w, p.max_recv_sge, esz, &mut kq.staging)) {
+            Ok(e) => e,
+            Err(e) => {
+                r = Err(e);
+                break;
+            }
         };
         if kq.rq.write_next(ring, entry).is_err() {
-            err = -(bindings::ENOMEM as c_int);
+            r = Err(ENOMEM);
             break;
         }
-        wr = w.next;
     }
     let _ = kq.rq.publish(ring);
-    (err, wr)
+    r
 }
 
 /// Runs `f` on the data path of `q` under its lock, if `q` is live.
@@ -1064,7 +1038,7 @@ pub(crate) unsafe extern "C" fn query_qp(
         ah.grh.flow_label = av.flow_label;
         ah.__bindgen_anon_1.roce.dmac = av.dmac;
     }
-    let has_rq = p.srq.is_null();
+    let has_rq = p.srq.is_none();
     let caps = bindings::ib_qp_cap {
         max_send_wr: p.sq.layout.entries(),
         max_recv_wr: if has_rq { p.rq.layout.entries() } else { 0 },
@@ -1076,7 +1050,7 @@ pub(crate) unsafe extern "C" fn query_qp(
     a.cap = caps;
     init.cap = caps;
     init.qp_type = p.ty.to_ib();
-    init.srq = p.srq;
+    init.srq = p.srq.as_ref().map_or(core::ptr::null_mut(), SrqHandle::as_raw);
     init.sq_sig_type = p.sq_sig_type;
     0
 }

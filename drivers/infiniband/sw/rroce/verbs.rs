@@ -99,12 +99,12 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         attach_mcast: Some(qp::attach_mcast),
         detach_mcast: Some(qp::detach_mcast),
         size_ib_qp: qp::QP_SIZE,
-        create_srq: Some(crate::srq::create_srq),
-        modify_srq: Some(crate::srq::modify_srq),
-        query_srq: Some(crate::srq::query_srq),
-        destroy_srq: Some(crate::srq::destroy_srq),
-        post_srq_recv: Some(crate::srq::post_srq_recv),
-        size_ib_srq: crate::srq::SRQ_SIZE,
+        create_srq: Some(crate::ib::srq::create_srq::<crate::srq::SrqPriv>),
+        modify_srq: Some(crate::ib::srq::modify_srq::<crate::srq::SrqPriv>),
+        query_srq: Some(crate::ib::srq::query_srq::<crate::srq::SrqPriv>),
+        destroy_srq: Some(crate::ib::srq::destroy_srq::<crate::srq::SrqPriv>),
+        post_srq_recv: Some(crate::ib::srq::post_srq_recv::<crate::srq::SrqPriv>),
+        size_ib_srq: crate::ib::srq::size::<crate::srq::SrqPriv>(),
         reg_user_mr: Some(mr::reg_user_mr),
         rereg_user_mr: Some(mr::rereg_user_mr),
         get_dma_mr: Some(mr::get_dma_mr),
@@ -204,17 +204,25 @@ pub(crate) fn eopnotsupp() -> Error {
 /// driver command of `N` bytes is read and checked with `valid`, and its
 /// live user context returned; a kernel call gives null.
 pub(crate) fn user_call<const N: usize>(
-    udata: *mut bindings::ib_udata,
+    udata: Option<UData<'_>>,
     valid: impl FnOnce(&[u8; N]) -> bool,
 ) -> Result<Option<UctxRef>> {
-    // SAFETY: callers pass the verb's valid `udata` (null: a kernel caller).
-    let Some(udata) = (unsafe { UData::from_raw(udata) }) else { return Ok(None) };
+    let Some(udata) = udata else { return Ok(None) };
     let mut cmd = [0u8; N];
     udata.read(&mut cmd)?;
     if !valid(&cmd) {
         return Err(EINVAL);
     }
     udata.ucontext().map(Some).ok_or(EINVAL)
+}
+
+/// [`user_call`] for verbs not yet on the typed layer (raw `udata`).
+pub(crate) fn user_call_raw<const N: usize>(
+    udata: *mut bindings::ib_udata,
+    valid: impl FnOnce(&[u8; N]) -> bool,
+) -> Result<Option<UctxRef>> {
+    // SAFETY: callers pass the verb's valid `udata` (null: a kernel caller).
+    user_call(unsafe { UData::from_raw(udata) }, valid)
 }
 
 /// Copies a driver response to user space, truncated to what it asked for.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! InfiniBand core objects (part of the abstraction layer): the device,
 //! the objects ib_core allocates around the driver's parts (address
-//! handles so far), a verb's user data, and memory shared with user space
+//! handles and SRQs so far), kernel work requests, a verb's user data, and memory shared with user space
 //! through `rdma_user_mmap_entry` (the mapped rings).
 //!
 //! See [`crate::sync`] for the layer's rule.
@@ -12,8 +12,10 @@ pub(crate) mod ah;
 pub(crate) mod device;
 pub(crate) mod object;
 pub(crate) mod shm;
+pub(crate) mod srq;
 pub(crate) mod ucontext;
 pub(crate) mod udata;
+pub(crate) mod wr;
 
 /// The identity of a protection domain (its address), for comparisons:
 /// an object belongs to the PD it was created in.

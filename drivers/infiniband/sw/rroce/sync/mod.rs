@@ -13,3 +13,9 @@ pub(crate) mod idtable;
 pub(crate) mod kvec;
 pub(crate) mod lock;
 pub(crate) mod rcu;
+
+/// A full memory barrier (`smp_mb`).
+pub(crate) fn smp_mb() {
+    // SAFETY: a plain barrier, no memory is accessed.
+    unsafe { crate::ffi::rroce_smp_mb() };
+}

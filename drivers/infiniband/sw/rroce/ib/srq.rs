@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Shared receive queues: the `ib_device_ops` entry points, the object
+//! ib_core allocates around the driver's part, and the handle a QP keeps
+//! on the SRQ it receives from.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use core::ptr::NonNull;
+use kernel::bindings;
+use kernel::error::from_result;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+
+use crate::ib::device::Device;
+use crate::ib::object::{self, CoreObject, NewObj, Obj};
+use crate::ib::udata::UData;
+use crate::ib::wr::RecvWrChain;
+
+/// What an SRQ is created from.
+pub(crate) struct SrqInit<'a> {
+    /// `IB_SRQT_BASIC`, `IB_SRQT_XRC`, …
+    pub(crate) srq_type: bindings::ib_srq_type,
+    /// The requested sizes; the driver writes back what it allocated.
+    pub(crate) attr: &'a mut bindings::ib_srq_attr,
+    /// User space's buffers (`None` for a kernel consumer).
+    pub(crate) udata: Option<UData<'a>>,
+}
+
+/// A driver's shared receive queues.
+pub(crate) trait SrqOps: Sized + Send + Sync + 'static {
+    /// The driver's device data.
+    type Dev;
+
+    /// Creates the driver's part of a new SRQ.
+    fn create(dev: &Device<Self::Dev>, init: SrqInit<'_>) -> Result<Self>;
+
+    /// `modify_srq` with the attribute mask `mask`.
+    fn modify(&self, attr: &bindings::ib_srq_attr, mask: bindings::ib_srq_attr_mask) -> Result;
+
+    /// `query_srq`: fills `attr`.
+    fn query(&self, attr: &mut bindings::ib_srq_attr) -> Result;
+
+    /// Destroys it: no QP uses it any more.
+    fn destroy(self, dev: &Device<Self::Dev>);
+
+    /// Posts a kernel consumer's receive requests (the walk stops at the
+    /// first it does not post).
+    fn post_recv(&self, chain: &mut RecvWrChain<'_>) -> Result;
+}
+
+/// `ib_device_ops::size_ib_srq` for a driver whose SRQs are `T`.
+pub(crate) const fn size<T>() -> usize {
+    object::size::<bindings::ib_srq, T>()
+}
+
+/// A QP's reference to the SRQ it receives from.
+///
+/// # Invariants
+///
+/// `self.0` is a created SRQ whose driver part is `T`; ib_core holds a use
+/// count on it for the QP, so it is destroyed only after the QP (and so
+/// after this handle).
+pub(crate) struct SrqHandle<T>(NonNull<Obj<bindings::ib_srq, T>>);
+
+// SAFETY: the SRQ is a kernel object usable from any context; `T` is
+// shared between them anyway (`SrqOps: Send + Sync`).
+unsafe impl<T: Send + Sync> Send for SrqHandle<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send + Sync> Sync for SrqHandle<T> {}
+
+impl<T> SrqHandle<T> {
+    /// The SRQ a QP is created with.
+    ///
+    /// # Safety
+    ///
+    /// `srq` is null or a created SRQ of a device whose SRQs are `T`, on
+    /// which ib_core holds a use count for as long as the handle lives.
+    pub(crate) unsafe fn from_raw(srq: *mut bindings::ib_srq) -> Option<Self> {
+        // CAST: `ib` is the first field of a `repr(C)` `Obj`.
+        // INVARIANT: per the requirements.
+        NonNull::new(srq.cast()).map(Self)
+    }
+
+    /// The driver's part.
+    pub(crate) fn get(&self) -> &T {
+        // SAFETY: created and alive (type invariant).
+        unsafe { self.0.as_ref() }.get()
+    }
+
+    /// ib_core's pointer (`query_qp` reports it).
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_srq {
+        self.0.as_ptr().cast()
+    }
+
+    /// Raises `IB_EVENT_SRQ_LIMIT_REACHED`.  Call without driver locks.
+    pub(crate) fn limit_reached(&self) {
+        let srq = self.as_raw();
+        // SAFETY: alive (type invariant); ib_core set these fields before
+        // `create_srq` and does not change them.
+        let (handler, device, context) = unsafe { ((*srq).event_handler, (*srq).device, (*srq).srq_context) };
+        if let Some(h) = handler {
+            let mut ev = bindings::ib_event {
+                device,
+                event: bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
+                ..Default::default()
+            };
+            ev.element.srq = srq;
+            // SAFETY: the consumer's handler and context, as registered.
+            unsafe { h(&mut ev, context) };
+        }
+    }
+}
+
+/// `ib_device_ops::create_srq`.
+///
+/// # Safety
+///
+/// ib_core's contract: `srq` is a zeroed allocation of `size_ib_srq` bytes
+/// with `device` set, `init` is valid, `udata` null or the call's.
+pub(crate) unsafe extern "C" fn create_srq<T: SrqOps>(
+    srq: *mut bindings::ib_srq,
+    init: *mut bindings::ib_srq_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: per the function's contract.
+        let (s, init) = unsafe { (NewObj::<_, T>::from_raw(srq), &mut *init) };
+        // SAFETY: ib_core set `device` to one of ours, live for the call.
+        let dev = unsafe { Device::<T::Dev>::from_ib(s.ib().device()) };
+        // SAFETY: null or valid for the call.
+        let udata = unsafe { UData::from_raw(udata) };
+        let p = T::create(dev, SrqInit { srq_type: init.srq_type, attr: &mut init.attr, udata })?;
+        s.init(p);
+        Ok(0)
+    })
+}
+
+/// `ib_device_ops::modify_srq`.
+///
+/// # Safety
+///
+/// ib_core's contract: `srq` is created, `attr` valid.
+pub(crate) unsafe extern "C" fn modify_srq<T: SrqOps>(
+    srq: *mut bindings::ib_srq,
+    attr: *mut bindings::ib_srq_attr,
+    mask: bindings::ib_srq_attr_mask,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: per the contract.
+        let (s, a) = unsafe { (Obj::<_, T>::from_raw(srq).ok_or(EINVAL)?, &*attr) };
+        s.get().modify(a, mask)?;
+        Ok(0)
+    })
+}
+
+/// `ib_device_ops::query_srq`.
+///
+/// # Safety
+///
+/// ib_core's contract: `srq` is created, `attr` writable.
+pub(crate) unsafe extern "C" fn query_srq<T: SrqOps>(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> c_int {
+    from_result(|| {
+        // SAFETY: per the contract.
+        let (s, a) = unsafe { (Obj::<_, T>::from_raw(srq).ok_or(EINVAL)?, &mut *attr) };
+        s.get().query(a)?;
+        Ok(0)
+    })
+}
+
+/// `ib_device_ops::destroy_srq`.
+///
+/// # Safety
+///
+/// ib_core's contract: `srq` is created and no QP uses it any more.
+pub(crate) unsafe extern "C" fn destroy_srq<T: SrqOps>(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> c_int {
+    // SAFETY: per the contract this is the destroy verb of a created SRQ;
+    // the device outlives it.
+    let (p, dev) = unsafe { (Obj::<_, T>::take(srq), Device::<T::Dev>::from_ib((*srq).device)) };
+    p.destroy(dev);
+    0
+}
+
+/// `ib_device_ops::post_srq_recv`.
+///
+/// # Safety
+///
+/// ib_core's contract: `srq` is created, `wr` a valid chain, `bad_wr`
+/// writable.
+pub(crate) unsafe extern "C" fn post_srq_recv<T: SrqOps>(
+    srq: *mut bindings::ib_srq,
+    wr: *const bindings::ib_recv_wr,
+    bad_wr: *mut *const bindings::ib_recv_wr,
+) -> c_int {
+    // SAFETY: a valid chain for the call.
+    let mut chain = unsafe { RecvWrChain::from_raw(wr) };
+    // SAFETY: per the contract.
+    let result = match unsafe { Obj::<_, T>::from_raw(srq) } {
+        Some(s) => s.get().post_recv(&mut chain),
+        None => Err(EINVAL),
+    };
+    // SAFETY: writable per the contract.
+    unsafe { chain.finish(result, bad_wr) }
+}

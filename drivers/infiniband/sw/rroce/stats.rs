@@ -2,15 +2,18 @@
 //! Device counters, exported as the port's `hw_counters` (sysfs
 //! `/sys/class/infiniband/DEV/ports/1/hw_counters/` and `rdma statistic`).
 //!
-//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
-//!
 //! The data path adds to relaxed atomics; ib_core reads them through
 //! `get_hw_stats`.  Protocol-engine counters are per QP inside `proto::rc`
 //! and are folded in as deltas after each engine call (see `dp`).
 
+#![forbid(unsafe_code)]
+
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
-use kernel::ffi::{c_char, c_int};
+use kernel::c_str;
+
+use crate::device::{DevPriv, RroceDev};
+use crate::ib::stats::{HwStats, StatDescs};
 
 /// The counters, in `hw_counters` order.
 #[derive(Clone, Copy)]
@@ -64,44 +67,28 @@ pub(crate) enum Counter {
 
 const N: usize = Counter::InvalidNaksSent as usize + 1;
 
-/// Names, NUL-terminated, in [`Counter`] order.
-const NAMES: [&[u8]; N] = [
-    b"rx_packets\0",
-    b"tx_packets\0",
-    b"rx_dropped\0",
-    b"rx_icrc_errors\0",
-    b"tx_errors\0",
-    b"retransmits\0",
-    b"ack_timeouts\0",
-    b"seq_naks_rcvd\0",
-    b"rnr_naks_rcvd\0",
-    b"retry_exceeded\0",
-    b"rnr_retry_exceeded\0",
-    b"duplicate_requests\0",
-    b"out_of_sequence\0",
-    b"rnr_naks_sent\0",
-    b"completion_errors\0",
-    b"uc_dropped\0",
-    b"ignored_responses\0",
-    b"access_naks_sent\0",
-    b"invalid_naks_sent\0",
-];
-
-/// Descriptors handed to ib_core (must outlive every device).
-struct Descs([bindings::rdma_stat_desc; N]);
-
-// SAFETY: the descriptors only point to static strings.
-unsafe impl Sync for Descs {}
-
-static DESCS: Descs = {
-    let mut d = [bindings::rdma_stat_desc { name: core::ptr::null(), flags: 0, priv_: core::ptr::null() }; N];
-    let mut i = 0;
-    while i < N {
-        d[i].name = NAMES[i].as_ptr().cast::<c_char>();
-        i += 1;
-    }
-    Descs(d)
-};
+/// Descriptors, in [`Counter`] order.
+static DESCS: StatDescs<N> = StatDescs::new([
+    c_str!("rx_packets"),
+    c_str!("tx_packets"),
+    c_str!("rx_dropped"),
+    c_str!("rx_icrc_errors"),
+    c_str!("tx_errors"),
+    c_str!("retransmits"),
+    c_str!("ack_timeouts"),
+    c_str!("seq_naks_rcvd"),
+    c_str!("rnr_naks_rcvd"),
+    c_str!("retry_exceeded"),
+    c_str!("rnr_retry_exceeded"),
+    c_str!("duplicate_requests"),
+    c_str!("out_of_sequence"),
+    c_str!("rnr_naks_sent"),
+    c_str!("completion_errors"),
+    c_str!("uc_dropped"),
+    c_str!("ignored_responses"),
+    c_str!("access_naks_sent"),
+    c_str!("invalid_naks_sent"),
+]);
 
 /// A device's counters.
 pub(crate) struct Stats([AtomicU64; N]);
@@ -126,32 +113,13 @@ impl Stats {
     }
 }
 
-/// # Safety
-///
-/// `ib_device_ops::alloc_hw_port_stats` contract.
-pub(crate) unsafe extern "C" fn alloc_hw_port_stats(
-    _ib: *mut bindings::ib_device,
-    _port: u32,
-) -> *mut bindings::rdma_hw_stats {
-    // SAFETY: static descriptors; ib_core frees the result.
-    unsafe { bindings::rdma_alloc_hw_stats_struct(DESCS.0.as_ptr(), N as c_int, 0) }
-}
+impl HwStats for Stats {
+    type Dev = DevPriv;
+    const DESCS: &'static [bindings::rdma_stat_desc] = DESCS.as_slice();
 
-/// # Safety
-///
-/// `ib_device_ops::get_hw_stats` contract.
-pub(crate) unsafe extern "C" fn get_hw_stats(
-    ib: *mut bindings::ib_device,
-    stats: *mut bindings::rdma_hw_stats,
-    _port: u32,
-    _index: c_int,
-) -> c_int {
-    // SAFETY: `ib` is one of our registered devices.
-    let dev = unsafe { crate::device::RroceDev::from_ib(ib) };
-    // SAFETY: `stats` came from `alloc_hw_port_stats`, so it has `N` values.
-    let values = unsafe { (*stats).value.as_mut_slice(N) };
-    for (v, a) in values.iter_mut().zip(dev.p.stats.0.iter()) {
-        *v = a.load(Ordering::Relaxed);
+    fn read(dev: &RroceDev, values: &mut [u64]) {
+        for (v, a) in values.iter_mut().zip(dev.p.stats.0.iter()) {
+            *v = a.load(Ordering::Relaxed);
+        }
     }
-    N as c_int
 }

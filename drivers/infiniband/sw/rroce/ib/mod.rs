@@ -13,6 +13,7 @@ pub(crate) mod device;
 pub(crate) mod object;
 pub(crate) mod shm;
 pub(crate) mod srq;
+pub(crate) mod stats;
 pub(crate) mod ucontext;
 pub(crate) mod udata;
 pub(crate) mod wr;

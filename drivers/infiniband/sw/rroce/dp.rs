@@ -19,7 +19,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 
-use crate::cq;
+use crate::cq::{self, CqPriv};
+use crate::ib::cq::CqHandle;
 use crate::device::RroceDev;
 use crate::ffi;
 use crate::mr::{MrError, Need, RroceMr};
@@ -106,8 +107,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) dev: &'a RroceDev,
     pub(crate) qpn: u32,
     pub(crate) pd: *mut bindings::ib_pd,
-    pub(crate) send_cq: *mut bindings::ib_cq,
-    pub(crate) recv_cq: *mut bindings::ib_cq,
+    pub(crate) send_cq: &'a CqHandle<CqPriv>,
+    pub(crate) recv_cq: &'a CqHandle<CqPriv>,
     pub(crate) sq_ring: &'a SharedBuf,
     pub(crate) rq_ring: &'a SharedBuf,
     /// The SRQ receives come from instead of `rq_ring`, if any.
@@ -217,14 +218,13 @@ impl Ctx<'_> {
             unsafe { ffi::rroce_work_queue(self.work) };
         }
         let n = self.notify.replace(0);
+        // The QP holds a use count on its CQs.
         if n & NOTIFY_SEND != 0 {
-            // SAFETY: the QP holds a use count on its CQs.
-            unsafe { cq::notify(self.send_cq) };
+            self.send_cq.notify();
         }
         // One handler call per CQ, even if both queues share it.
-        if n & NOTIFY_RECV != 0 && (n & NOTIFY_SEND == 0 || self.recv_cq != self.send_cq) {
-            // SAFETY: as above.
-            unsafe { cq::notify(self.recv_cq) };
+        if n & NOTIFY_RECV != 0 && (n & NOTIFY_SEND == 0 || !self.recv_cq.same(self.send_cq)) {
+            self.recv_cq.notify();
         }
         if n & NOTIFY_SRQ_LIMIT != 0 {
             // No lock is held here.
@@ -1314,16 +1314,14 @@ fn push_send(ctx: &Ctx<'_>, cqe: &Cqe) {
     if cqe.status != WcStatus::Success {
         ctx.dev.p.stats.inc(Counter::CompletionErrors);
     }
-    // SAFETY: the QP holds a use count on its CQs.
-    ctx.pushed(unsafe { cq::push(ctx.send_cq, cqe, false) }, NOTIFY_SEND);
+    ctx.pushed(cq::push(ctx.send_cq, cqe, false), NOTIFY_SEND);
 }
 
 fn push_recv(ctx: &Ctx<'_>, cqe: &Cqe, solicited: bool) {
     if cqe.status != WcStatus::Success {
         ctx.dev.p.stats.inc(Counter::CompletionErrors);
     }
-    // SAFETY: the QP holds a use count on its CQs.
-    ctx.pushed(unsafe { cq::push(ctx.recv_cq, cqe, solicited) }, NOTIFY_RECV);
+    ctx.pushed(cq::push(ctx.recv_cq, cqe, solicited), NOTIFY_RECV);
 }
 
 /// Monotonic time in nanoseconds.

@@ -36,6 +36,8 @@ use crate::ib::shm::SharedBuf;
 use crate::ib::ucontext::{RingMem, UctxRef};
 use crate::verbs;
 use crate::ib::srq::SrqHandle;
+use crate::ib::cq::CqHandle;
+use crate::cq::CqPriv;
 use crate::ib::wr::RecvWrChain;
 use crate::srq::SrqPriv;
 
@@ -113,8 +115,8 @@ struct QpPriv {
     max_recv_sge: u32,
     max_inline: u32,
     pd: *mut bindings::ib_pd,
-    send_cq: *mut bindings::ib_cq,
-    recv_cq: *mut bindings::ib_cq,
+    send_cq: CqHandle<CqPriv>,
+    recv_cq: CqHandle<CqPriv>,
     /// The SRQ receives come from, or null (then from `rq`, else `rq` is
     /// a one-entry kernel ring that stays empty).  The QP holds a use
     /// count on it.
@@ -184,8 +186,8 @@ impl RroceQp {
             dev: self.dev(),
             qpn: self.ib.qp_num,
             pd: p.pd,
-            send_cq: p.send_cq,
-            recv_cq: p.recv_cq,
+            send_cq: &p.send_cq,
+            recv_cq: &p.recv_cq,
             sq_ring: p.sq.buf(),
             rq_ring: p.rq.buf(),
             srq: p.srq.as_ref().map(SrqHandle::get),
@@ -233,9 +235,13 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     if !init.srq.is_null() && !matches!(ty, QpType::Rc | QpType::Ud) {
         return Err(verbs::eopnotsupp());
     }
-    // SAFETY: ib_core passes null or a live SRQ of this device, on which
-    // the QP holds a use count from now until it is destroyed.
-    let srq_handle = unsafe { SrqHandle::<SrqPriv>::from_raw(init.srq) };
+    // SAFETY: ib_core passes null or a live SRQ of this device, and the
+    // QP's live CQs, on which the QP holds use counts from now until it is
+    // destroyed.
+    let (srq_handle, send_cq, recv_cq) = unsafe {
+        (SrqHandle::<SrqPriv>::from_raw(init.srq), CqHandle::from_raw(init.send_cq), CqHandle::from_raw(init.recv_cq))
+    };
+    let (Some(send_cq), Some(recv_cq)) = (send_cq, recv_cq) else { return Err(EINVAL) };
     let srq = srq_handle.as_ref().map(SrqHandle::get);
     let self_ptr: *mut RroceQp = qp;
     // SAFETY: ib_core set `device` to one of our devices, which outlives
@@ -348,8 +354,8 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         max_recv_sge,
         max_inline,
         pd: qp.ib.pd,
-        send_cq: init.send_cq,
-        recv_cq: init.recv_cq,
+        send_cq,
+        recv_cq,
         srq: srq_handle,
         // SAFETY: plain allocation; a null cache just means no caching.
         dst: unsafe { ffi::rroce_dst_cache_new() },

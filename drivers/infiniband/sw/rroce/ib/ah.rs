@@ -61,7 +61,7 @@ pub(crate) const fn size<T>() -> usize {
 /// not destroyed while `'a` lasts.
 pub(crate) unsafe fn get<'a, T>(ah: *mut bindings::ib_ah) -> Option<&'a T> {
     // SAFETY: per the requirements.
-    unsafe { Obj::<bindings::ib_ah, T>::from_raw(ah) }.map(Obj::get)
+    unsafe { Obj::<bindings::ib_ah, T>::part(ah) }
 }
 
 /// `ib_device_ops::create_ah` and `create_user_ah`.

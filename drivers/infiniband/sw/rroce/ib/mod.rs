@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! InfiniBand core objects (part of the abstraction layer): the device,
 //! the objects ib_core allocates around the driver's parts (address
-//! handles and SRQs so far), kernel work requests, a verb's user data, and memory shared with user space
+//! handles, CQs and SRQs so far), kernel work requests, a verb's user data, and memory shared with user space
 //! through `rdma_user_mmap_entry` (the mapped rings).
 //!
 //! See [`crate::sync`] for the layer's rule.
@@ -9,6 +9,7 @@
 use kernel::bindings;
 
 pub(crate) mod ah;
+pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod object;
 pub(crate) mod shm;

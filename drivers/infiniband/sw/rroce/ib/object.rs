@@ -11,6 +11,7 @@
 //! driver's part is reachable through [`Obj::from_raw`].
 
 use core::marker::PhantomData;
+use core::ptr::NonNull;
 use core::mem::{size_of, MaybeUninit};
 use kernel::bindings;
 
@@ -46,7 +47,8 @@ core_object!(ib_ah, ib_cq, ib_srq, ib_mw, ib_pd, ib_qp, ib_ucontext);
 /// Only reached through pointers ib_core passes for a device whose
 /// `size_ib_<obj>` is [`size::<I, T>`]; `p` is initialised exactly while
 /// the object exists, from its successful create verb to its destroy verb.
-/// Only [`NewObj`] reaches an `Obj` before that.
+/// No reference to a whole `Obj` is formed once it is created (ib_core
+/// keeps writing its part): only to `p`.
 #[repr(C)]
 pub(crate) struct Obj<I, T> {
     ib: I,
@@ -59,36 +61,44 @@ pub(crate) const fn size<I, T>() -> usize {
 }
 
 impl<I: CoreObject, T> Obj<I, T> {
-    /// A created object's `Obj`.
+    /// The driver's part of a created object.  Only that part is borrowed:
+    /// ib_core (and `resize_cq`) may write fields of its own part
+    /// meanwhile.
     ///
     /// # Safety
     ///
     /// `raw` is null or an object of a device whose objects of this kind
     /// are `T`, created (its create verb succeeded) and not destroyed for
     /// `'a`.
-    pub(crate) unsafe fn from_raw<'a>(raw: *mut I) -> Option<&'a Self> {
-        // CAST: `ib` is the first field of a `repr(C)` `Obj<I, T>`.
+    pub(crate) unsafe fn part<'a>(raw: *mut I) -> Option<&'a T> {
         // SAFETY: per the requirements.
-        unsafe { raw.cast::<Self>().as_ref() }
+        NonNull::new(raw).map(|raw| unsafe { Self::part_of(raw) })
     }
 
-    /// The driver's part.
-    pub(crate) fn get(&self) -> &T {
-        // SAFETY: an `Obj` reached through `from_raw` is created, so `p` is
-        // initialised (type invariant).
-        unsafe { self.p.assume_init_ref() }
+    /// [`Obj::part`] of a pointer known not to be null.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Obj::part`].
+    pub(crate) unsafe fn part_of<'a>(raw: NonNull<I>) -> &'a T {
+        // CAST: `ib` is the first field of a `repr(C)` `Obj<I, T>`.
+        let obj = raw.as_ptr().cast::<Self>();
+        // SAFETY: per the requirements the object is created, so `p` is
+        // initialised (type invariant) and valid for `'a`; only `p` is
+        // borrowed.
+        unsafe { (*core::ptr::addr_of!((*obj).p)).assume_init_ref() }
     }
 
     /// Moves the driver's part out: the destroy verb.
     ///
     /// # Safety
     ///
-    /// `raw` is a created object as for [`Obj::from_raw`], and this is its
+    /// `raw` is a created object as for [`Obj::part`], and this is its
     /// destroy verb: nothing uses the driver's part afterwards.
     pub(crate) unsafe fn take(raw: *mut I) -> T {
         // SAFETY: per the requirements `p` is initialised and this is its
         // one move out; ib_core frees the memory without dropping it.
-        unsafe { (*raw.cast::<Self>()).p.assume_init_read() }
+        unsafe { core::ptr::addr_of!((*raw.cast::<Self>()).p).read().assume_init() }
     }
 }
 
@@ -118,18 +128,23 @@ impl<'a, I: CoreObject, T> NewObj<'a, I, T> {
     }
 
     /// ib_core's part.
-    pub(crate) fn ib(&self) -> &'a I {
-        // SAFETY: ib_core's part is initialised and valid for the call; the
-        // driver's part is not read.
+    pub(crate) fn ib(&self) -> &I {
+        // SAFETY: ib_core's part is initialised and exclusively the verb's
+        // for the call (type invariant).
         unsafe { &(*self.raw).ib }
     }
 
+    /// ib_core's part, to fill in what the driver reports (a CQ's depth).
+    pub(crate) fn ib_mut(&mut self) -> &mut I {
+        // SAFETY: as for `ib`; `&mut self` makes the borrow unique.
+        unsafe { &mut (*self.raw).ib }
+    }
+
     /// Stores the driver's part: the create verb succeeds.
-    pub(crate) fn init(self, p: T) -> &'a Obj<I, T> {
-        // SAFETY: the allocation is ours for the call (type invariant).
-        let obj = unsafe { &mut *self.raw };
+    pub(crate) fn init(self, p: T) {
+        // SAFETY: the allocation is the verb's for the call (type
+        // invariant); only `p` is written.
         // INVARIANT: `p` is initialised now; the verb returns success.
-        obj.p.write(p);
-        obj
+        unsafe { core::ptr::addr_of_mut!((*self.raw).p).write(MaybeUninit::new(p)) };
     }
 }

@@ -60,7 +60,7 @@ pub(crate) const fn size<T>() -> usize {
 /// `self.0` is a created SRQ whose driver part is `T`; ib_core holds a use
 /// count on it for the QP, so it is destroyed only after the QP (and so
 /// after this handle).
-pub(crate) struct SrqHandle<T>(NonNull<Obj<bindings::ib_srq, T>>);
+pub(crate) struct SrqHandle<T>(NonNull<bindings::ib_srq>, core::marker::PhantomData<T>);
 
 // SAFETY: the SRQ is a kernel object usable from any context; `T` is
 // shared between them anyway (`SrqOps: Send + Sync`).
@@ -76,20 +76,19 @@ impl<T> SrqHandle<T> {
     /// `srq` is null or a created SRQ of a device whose SRQs are `T`, on
     /// which ib_core holds a use count for as long as the handle lives.
     pub(crate) unsafe fn from_raw(srq: *mut bindings::ib_srq) -> Option<Self> {
-        // CAST: `ib` is the first field of a `repr(C)` `Obj`.
         // INVARIANT: per the requirements.
-        NonNull::new(srq.cast()).map(Self)
+        NonNull::new(srq).map(|p| Self(p, core::marker::PhantomData))
     }
 
     /// The driver's part.
     pub(crate) fn get(&self) -> &T {
         // SAFETY: created and alive (type invariant).
-        unsafe { self.0.as_ref() }.get()
+        unsafe { Obj::<bindings::ib_srq, T>::part_of(self.0) }
     }
 
     /// ib_core's pointer (`query_qp` reports it).
     pub(crate) fn as_raw(&self) -> *mut bindings::ib_srq {
-        self.0.as_ptr().cast()
+        self.0.as_ptr()
     }
 
     /// Raises `IB_EVENT_SRQ_LIMIT_REACHED`.  Call without driver locks.
@@ -148,8 +147,8 @@ pub(crate) unsafe extern "C" fn modify_srq<T: SrqOps>(
 ) -> c_int {
     from_result(|| {
         // SAFETY: per the contract.
-        let (s, a) = unsafe { (Obj::<_, T>::from_raw(srq).ok_or(EINVAL)?, &*attr) };
-        s.get().modify(a, mask)?;
+        let (s, a) = unsafe { (Obj::<_, T>::part(srq).ok_or(EINVAL)?, &*attr) };
+        s.modify(a, mask)?;
         Ok(0)
     })
 }
@@ -162,8 +161,8 @@ pub(crate) unsafe extern "C" fn modify_srq<T: SrqOps>(
 pub(crate) unsafe extern "C" fn query_srq<T: SrqOps>(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> c_int {
     from_result(|| {
         // SAFETY: per the contract.
-        let (s, a) = unsafe { (Obj::<_, T>::from_raw(srq).ok_or(EINVAL)?, &mut *attr) };
-        s.get().query(a)?;
+        let (s, a) = unsafe { (Obj::<_, T>::part(srq).ok_or(EINVAL)?, &mut *attr) };
+        s.query(a)?;
         Ok(0)
     })
 }
@@ -195,8 +194,8 @@ pub(crate) unsafe extern "C" fn post_srq_recv<T: SrqOps>(
     // SAFETY: a valid chain for the call.
     let mut chain = unsafe { RecvWrChain::from_raw(wr) };
     // SAFETY: per the contract.
-    let result = match unsafe { Obj::<_, T>::from_raw(srq) } {
-        Some(s) => s.get().post_recv(&mut chain),
+    let result = match unsafe { Obj::<_, T>::part(srq) } {
+        Some(s) => s.post_recv(&mut chain),
         None => Err(EINVAL),
     };
     // SAFETY: writable per the contract.

@@ -2,10 +2,10 @@
 /*
  * C shims for rroce.ko: static inline functions and macros of the kernel
  * headers that Rust cannot call directly, declared in rroce_glue.h and
- * bound by hand in glue.rs.  Most are one-line forwards; the longer ones
- * fill C structures full of unions and bitfields (UDP socket config, flow
- * keys for the route lookup) or walk scatterlists with their macros.  No
- * protocol logic lives here.
+ * bound in ffi.rs.  Most are one-line forwards; the longer ones fill C
+ * structures full of unions and bitfields (UDP socket config, flow keys
+ * for the route lookup, the multicast address of a GID) or walk
+ * scatterlists with their macros.  No protocol logic lives here.
  */
 #include <linux/cpumask.h>
 #include <linux/crc32.h>

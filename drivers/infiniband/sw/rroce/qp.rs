@@ -814,24 +814,8 @@ fn post_recv_kernel(q: &RroceQp, p: &QpPriv, chain: &mut RecvWrChain<'_>) -> Res
 /// Writes the requests of `chain` into the RQ ring of a kernel QP and
 /// publishes them; the walk stops at the first one not posted.
 fn fill_rq(p: &QpPriv, kq: &mut KernelQueues, chain: &mut RecvWrChain<'_>) -> Result {
-    let ring = p.rq.buf();
     let esz = p.rq.layout.entry_size() as usize;
-    let mut r = Ok(());
-    for w in chain.by_ref() {
-        let entry = match w.and_then(|w| crate::srq::kernel_recv_wqe(&w, p.max_recv_sge, esz, &mut kq.staging)) {
-            Ok(e) => e,
-            Err(e) => {
-                r = Err(e);
-                break;
-            }
-        };
-        if kq.rq.write_next(ring, entry).is_err() {
-            r = Err(ENOMEM);
-            break;
-        }
-    }
-    let _ = kq.rq.publish(ring);
-    r
+    crate::srq::post_chain(&mut kq.rq, p.rq.buf(), &mut kq.staging, chain, p.max_recv_sge, esz)
 }
 
 /// Runs `f` on the data path of `q` under its lock, if `q` is live.

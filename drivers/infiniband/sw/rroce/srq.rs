@@ -183,23 +183,37 @@ impl SrqOps for SrqPriv {
         let esz = self.entry_size() as usize;
         let mut g = self.lock();
         let kq = g.kq.as_mut().ok_or(EINVAL)?;
-        let mut r = Ok(());
-        for w in chain.by_ref() {
-            let entry = match w.and_then(|w| kernel_recv_wqe(&w, self.max_sge, esz, &mut kq.staging)) {
-                Ok(e) => e,
-                Err(e) => {
-                    r = Err(e);
-                    break;
-                }
-            };
-            if kq.prod.write_next(ring, entry).is_err() {
-                r = Err(ENOMEM);
+        post_chain(&mut kq.prod, ring, &mut kq.staging, chain, self.max_sge, esz)
+    }
+}
+
+/// Writes the requests of `chain` into a kernel receive ring through
+/// `prod` and publishes them: `ENOMEM` when the ring is full, `EINVAL` for
+/// a bad request; the walk stops at the first one not posted.
+pub(crate) fn post_chain(
+    prod: &mut Producer,
+    ring: &SharedBuf,
+    staging: &mut [u8],
+    chain: &mut RecvWrChain<'_>,
+    max_sge: u32,
+    esz: usize,
+) -> Result {
+    let mut r = Ok(());
+    for w in chain.by_ref() {
+        let entry = match w.and_then(|w| kernel_recv_wqe(&w, max_sge, esz, staging)) {
+            Ok(e) => e,
+            Err(e) => {
+                r = Err(e);
                 break;
             }
+        };
+        if prod.write_next(ring, entry).is_err() {
+            r = Err(ENOMEM);
+            break;
         }
-        let _ = kq.prod.publish(ring);
-        r
     }
+    let _ = prod.publish(ring);
+    r
 }
 
 /// Encodes one kernel receive work request into `staging`; returns the

@@ -5,7 +5,6 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::c_int;
@@ -13,7 +12,7 @@ use kernel::prelude::*;
 
 use crate::ffi;
 use crate::ib::device::Device;
-use crate::ib::object::{self, CoreObject, NewObj, Obj};
+use crate::ib::object::{self, CoreObject, Handle, NewObj, Obj};
 use crate::ib::udata::UData;
 
 /// A driver's completion queues.
@@ -46,49 +45,11 @@ pub(crate) const fn size<T>() -> usize {
     object::size::<bindings::ib_cq, T>()
 }
 
-/// A QP's reference to a CQ it completes into.
-///
-/// # Invariants
-///
-/// `self.0` is a created CQ whose driver part is `T`; ib_core holds a use
-/// count on it for the QP, so it is destroyed only after the QP (and so
-/// after this handle).  Only the driver part and fields that ib_core sets
-/// at creation are read (`resize_cq` writes `cqe` concurrently).
-pub(crate) struct CqHandle<T>(NonNull<bindings::ib_cq>, core::marker::PhantomData<T>);
+/// A QP's reference to a CQ it completes into (see [`Handle`]; `resize_cq`
+/// writes `cqe` concurrently, which is never read through it).
+pub(crate) type CqHandle<T> = Handle<bindings::ib_cq, T>;
 
-// SAFETY: the CQ is a kernel object usable from any context; `T` is
-// `Send + Sync` (`CqOps`).
-unsafe impl<T: Send + Sync> Send for CqHandle<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send + Sync> Sync for CqHandle<T> {}
-
-impl<T> CqHandle<T> {
-    /// The CQ a QP is created with.
-    ///
-    /// # Safety
-    ///
-    /// `cq` is null or a created CQ of a device whose CQs are `T`, on which
-    /// ib_core holds a use count for as long as the handle lives.
-    pub(crate) unsafe fn from_raw(cq: *mut bindings::ib_cq) -> Option<Self> {
-        // INVARIANT: per the requirements.
-        NonNull::new(cq).map(|p| Self(p, core::marker::PhantomData))
-    }
-
-    fn as_raw(&self) -> *mut bindings::ib_cq {
-        self.0.as_ptr()
-    }
-
-    /// The driver's part.
-    pub(crate) fn get(&self) -> &T {
-        // SAFETY: created and alive (type invariant).
-        unsafe { Obj::<bindings::ib_cq, T>::part_of(self.0) }
-    }
-
-    /// Whether both handles name the same CQ.
-    pub(crate) fn same(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-
+impl<T> Handle<bindings::ib_cq, T> {
     /// Calls the consumer's completion handler.  No spinlock of the driver
     /// may be held: a kernel consumer's handler may post or poll.
     pub(crate) fn notify(&self) {

@@ -148,3 +148,49 @@ impl<'a, I: CoreObject, T> NewObj<'a, I, T> {
         unsafe { core::ptr::addr_of_mut!((*self.raw).p).write(MaybeUninit::new(p)) };
     }
 }
+
+/// A counted reference to a created object that ib_core keeps alive for
+/// its holder: a QP's CQs and SRQ (ib_core holds a use count on each for
+/// the QP, and destroys the QP first).
+///
+/// # Invariants
+///
+/// `self.0` is a created object whose driver part is `T`, alive for as
+/// long as the handle.  Only the driver part and fields ib_core sets at
+/// creation are read through it.
+pub(crate) struct Handle<I, T>(NonNull<I>, PhantomData<T>);
+
+// SAFETY: ib objects are usable from any context; `T` is shared between
+// them anyway.
+unsafe impl<I, T: Send + Sync> Send for Handle<I, T> {}
+// SAFETY: as above.
+unsafe impl<I, T: Send + Sync> Sync for Handle<I, T> {}
+
+impl<I: CoreObject, T> Handle<I, T> {
+    /// The handle of `raw`, `None` for null.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is null or a created object of a device whose objects of this
+    /// kind are `T`, kept alive by ib_core for as long as the handle lives.
+    pub(crate) unsafe fn from_raw(raw: *mut I) -> Option<Self> {
+        // INVARIANT: per the requirements.
+        NonNull::new(raw).map(|p| Self(p, PhantomData))
+    }
+
+    /// The driver's part.
+    pub(crate) fn get(&self) -> &T {
+        // SAFETY: created and alive (type invariant).
+        unsafe { Obj::<I, T>::part_of(self.0) }
+    }
+
+    /// ib_core's pointer.
+    pub(crate) fn as_raw(&self) -> *mut I {
+        self.0.as_ptr()
+    }
+
+    /// Whether both handles name the same object.
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}

@@ -5,14 +5,13 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::ib::device::Device;
-use crate::ib::object::{self, CoreObject, NewObj, Obj};
+use crate::ib::object::{self, CoreObject, Handle, NewObj, Obj};
 use crate::ib::udata::UData;
 use crate::ib::wr::RecvWrChain;
 
@@ -53,44 +52,10 @@ pub(crate) const fn size<T>() -> usize {
     object::size::<bindings::ib_srq, T>()
 }
 
-/// A QP's reference to the SRQ it receives from.
-///
-/// # Invariants
-///
-/// `self.0` is a created SRQ whose driver part is `T`; ib_core holds a use
-/// count on it for the QP, so it is destroyed only after the QP (and so
-/// after this handle).
-pub(crate) struct SrqHandle<T>(NonNull<bindings::ib_srq>, core::marker::PhantomData<T>);
+/// A QP's reference to the SRQ it receives from (see [`Handle`]).
+pub(crate) type SrqHandle<T> = Handle<bindings::ib_srq, T>;
 
-// SAFETY: the SRQ is a kernel object usable from any context; `T` is
-// shared between them anyway (`SrqOps: Send + Sync`).
-unsafe impl<T: Send + Sync> Send for SrqHandle<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send + Sync> Sync for SrqHandle<T> {}
-
-impl<T> SrqHandle<T> {
-    /// The SRQ a QP is created with.
-    ///
-    /// # Safety
-    ///
-    /// `srq` is null or a created SRQ of a device whose SRQs are `T`, on
-    /// which ib_core holds a use count for as long as the handle lives.
-    pub(crate) unsafe fn from_raw(srq: *mut bindings::ib_srq) -> Option<Self> {
-        // INVARIANT: per the requirements.
-        NonNull::new(srq).map(|p| Self(p, core::marker::PhantomData))
-    }
-
-    /// The driver's part.
-    pub(crate) fn get(&self) -> &T {
-        // SAFETY: created and alive (type invariant).
-        unsafe { Obj::<bindings::ib_srq, T>::part_of(self.0) }
-    }
-
-    /// ib_core's pointer (`query_qp` reports it).
-    pub(crate) fn as_raw(&self) -> *mut bindings::ib_srq {
-        self.0.as_ptr()
-    }
-
+impl<T> Handle<bindings::ib_srq, T> {
     /// Raises `IB_EVENT_SRQ_LIMIT_REACHED`.  Call without driver locks.
     pub(crate) fn limit_reached(&self) {
         let srq = self.as_raw();

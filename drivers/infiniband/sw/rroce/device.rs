@@ -97,12 +97,12 @@ fn rx_table_remove(dev: *mut RroceDev) {
 
 /// The device a received datagram is for: the one on the netdev it arrived
 /// on, else (loopback, or a device on another netdev of the namespace) the
-/// one whose netdev owns the destination address `dst` (`ipv6`: 16 bytes,
-/// else 4).
+/// one whose netdev owns the destination address `dst` (16 bytes: IPv6,
+/// 4: IPv4).
 ///
 /// Must be called in an RCU read-side section (the receive softirq); the
 /// reference is valid until it ends.
-pub(crate) fn rx_device<'a>(in_dev: *mut bindings::net_device, ipv6: bool, dst: &[u8]) -> Option<&'a RroceDev> {
+pub(crate) fn rx_device<'a>(in_dev: *mut bindings::net_device, dst: &[u8]) -> Option<&'a RroceDev> {
     let mut same_net = None;
     // SAFETY: the ingress netdev of a packet being received is alive.
     let net = unsafe { ffi::rroce_dev_net(in_dev) };
@@ -127,9 +127,7 @@ pub(crate) fn rx_device<'a>(in_dev: *mut bindings::net_device, ipv6: bool, dst: 
         if dev.p.ndev.net() != net {
             continue;
         }
-        // SAFETY: the device holds its netdev; `dst` has the length of the
-        // family's addresses.
-        if unsafe { ffi::rroce_ndev_has_addr(dev.p.ndev.as_ptr(), ipv6, dst.as_ptr()) } {
+        if dev.p.ndev.has_addr(dst) {
             return Some(dev);
         }
     }

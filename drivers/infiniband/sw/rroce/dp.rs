@@ -15,6 +15,8 @@
 //! receive WQE is copied before use, and every L_Key/R_Key is looked up and
 //! range-checked on each access.
 
+#![forbid(unsafe_code)]
+
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
@@ -22,7 +24,6 @@ use kernel::prelude::*;
 use crate::cq::{self, CqPriv};
 use crate::ib::cq::CqHandle;
 use crate::device::RroceDev;
-use crate::ffi;
 use crate::mr::{MrError, Need, RroceMr};
 use crate::proto::hdr::{self, Bth, Ext, DEFAULT_PKEY};
 use crate::proto::icrc;
@@ -41,7 +42,10 @@ use crate::proto::wqe::{
 };
 use crate::proto::rc::{Outcome, ReqCounters, RespCounters};
 use crate::ib::shm::{PrivVec, SharedBuf};
+use crate::net::route::DstCache;
 use crate::net::skb::SkBuff;
+use crate::sync::timer::{TimerRef, WorkRef};
+use crate::ib::qp::QpEvents;
 use crate::stats::Counter;
 
 /// Responder resources (outstanding READ/atomic requests) per QP; also the
@@ -116,15 +120,15 @@ pub(crate) struct Ctx<'a> {
     /// The same SRQ for ib_core (null without).
     pub(crate) ib_srq: Option<&'a crate::ib::srq::SrqHandle<crate::srq::SrqPriv>>,
     pub(crate) sig_all: bool,
-    pub(crate) timer: *mut bindings::timer_list,
-    pub(crate) work: *mut bindings::work_struct,
-    /// Route cache (null if it could not be allocated).
-    pub(crate) dst: *mut bindings::dst_cache,
+    pub(crate) timer: TimerRef<'a>,
+    pub(crate) work: WorkRef<'a>,
+    /// Route cache (`None` if it could not be allocated).
+    pub(crate) dst: Option<&'a DstCache>,
     /// Completion handlers due ([`NOTIFY_SEND`], [`NOTIFY_RECV`]), run by
     /// [`Ctx::fire`] once the QP lock is dropped.
     pub(crate) notify: core::cell::Cell<u8>,
     /// The QP for ib_core (its event handler).
-    pub(crate) ib_qp: *mut bindings::ib_qp,
+    pub(crate) ib_qp: QpEvents<'a>,
     /// Affiliated asynchronous events due ([`EV_COMM_EST`]...), raised by
     /// [`Ctx::fire`] once the QP lock is dropped.
     pub(crate) events: core::cell::Cell<u8>,
@@ -156,23 +160,6 @@ const EVENTS: [(u8, bindings::ib_event_type); 5] = [
     (EV_ACCESS_ERR, bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR),
     (EV_LAST_WQE, bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED),
 ];
-
-/// Raises the affiliated event `event` on `qp`.  Call without locks.
-///
-/// # Safety
-///
-/// `qp` must be a live QP.
-unsafe fn qp_event(qp: *mut bindings::ib_qp, event: bindings::ib_event_type) {
-    // SAFETY: `qp` is live; ib_core set these fields after create_qp, and
-    // the data path runs only once the QP is fully created.
-    let (handler, device, context) = unsafe { ((*qp).event_handler, (*qp).device, (*qp).qp_context) };
-    if let Some(h) = handler {
-        let mut ev = bindings::ib_event { device, event, ..Default::default() };
-        ev.element.qp = qp;
-        // SAFETY: the handler and its context were set by ib_core.
-        unsafe { h(&mut ev, context) };
-    }
-}
 
 /// [`Ctx::notify`] bit: the send CQ's handler is due.
 pub(crate) const NOTIFY_SEND: u8 = 1;
@@ -213,9 +200,7 @@ impl Ctx<'_> {
         if left {
             // This QP's work item drains the rest (`Dp::on_work` ends in
             // another `fire`).
-            // SAFETY: the work item was set up at QP creation and is
-            // cancelled only after the QP stopped taking events.
-            unsafe { ffi::rroce_work_queue(self.work) };
+            self.work.queue();
         }
         let n = self.notify.replace(0);
         // The QP holds a use count on its CQs.
@@ -233,13 +218,10 @@ impl Ctx<'_> {
             }
         }
         let ev = self.events.replace(0);
-        if ev != 0 && !self.ib_qp.is_null() {
-            for (bit, event) in EVENTS {
-                if ev & bit != 0 {
-                    // SAFETY: the QP outlives its data path work; no lock
-                    // is held.
-                    unsafe { qp_event(self.ib_qp, event) };
-                }
+        // No lock is held here.
+        for (bit, event) in EVENTS {
+            if ev & bit != 0 {
+                self.ib_qp.raise(event);
             }
         }
     }
@@ -434,8 +416,9 @@ impl Dp {
             _ => true,
         };
         if changed {
-            // SAFETY: the cache is only used under the QP lock we hold.
-            unsafe { ffi::rroce_dst_cache_reset(ctx.dst) };
+            if let Some(d) = ctx.dst {
+                d.reset();
+            }
         }
         self.path = path;
     }
@@ -566,9 +549,7 @@ impl Dp {
     /// been dropped.
     fn defer(&mut self, ctx: &Ctx<'_>) {
         self.resume = true;
-        // SAFETY: the work item was set up at QP creation and is cancelled
-        // only after the QP stopped taking events.
-        unsafe { ffi::rroce_work_queue(ctx.work) };
+        ctx.work.queue();
     }
 
     /// In the error state: completes every WQE in the SQ ring with
@@ -779,9 +760,7 @@ impl Dp {
             let mut sent = 0u32;
             loop {
                 if self.uc && sent >= UC_BURST {
-                    // SAFETY: the work item was set up at QP creation and
-                    // is cancelled only after the QP stopped taking events.
-                    unsafe { ffi::rroce_work_queue(ctx.work) };
+                    ctx.work.queue();
                     break;
                 }
                 sent += 1;
@@ -799,9 +778,7 @@ impl Dp {
             self.enter_error(ctx, st);
         }
         if let Some(dl) = self.req.as_ref().and_then(|r| r.next_deadline()) {
-            // SAFETY: the timer was set up at QP creation and is shut down
-            // only after the QP stopped taking events.
-            unsafe { ffi::rroce_timer_arm(ctx.timer, dl.saturating_sub(now)) };
+            ctx.timer.arm(dl.saturating_sub(now));
         }
     }
 
@@ -1016,9 +993,7 @@ impl Dp {
             Reply::Read(stream) => self.queue_reply(Pending::Read(stream)),
         }
         if self.send_pending(ctx, RESP_BUDGET_RX) {
-            // SAFETY: the work item was set up at QP creation and is
-            // cancelled only after the QP stopped taking events.
-            unsafe { ffi::rroce_work_queue(ctx.work) };
+            ctx.work.queue();
         }
         if *st == QpState::Rtr && !self.comm_est && !a.qp_error {
             self.comm_est = true;
@@ -1218,8 +1193,7 @@ impl Dp {
             return;
         }
         if matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) && self.send_pending(ctx, RESP_BUDGET_WORK) {
-            // SAFETY: as in `on_request`.
-            unsafe { ffi::rroce_work_queue(ctx.work) };
+            ctx.work.queue();
         }
     }
 
@@ -1326,14 +1300,12 @@ fn push_recv(ctx: &Ctx<'_>, cqe: &Cqe, solicited: bool) {
 
 /// Monotonic time in nanoseconds.
 pub(crate) fn now() -> u64 {
-    // SAFETY: plain clock read.
-    unsafe { ffi::rroce_ktime_ns() }
+    crate::sync::timer::ktime_ns()
 }
 
 /// `crc32_le` of the kernel, for the ICRC.
 pub(crate) fn crc32(crc: u32, data: &[u8]) -> u32 {
-    // SAFETY: `data` is a valid slice.
-    unsafe { bindings::crc32_le(crc, data.as_ptr(), data.len()) }
+    crate::net::route::crc32_le(crc, data)
 }
 
 /// Visits the pieces of `len` bytes at message offset `off` of the SGEs:
@@ -1417,8 +1389,7 @@ fn send_pkt(
     let ok = if path.local {
         ctx.dev.p.loopq.put(skb)
     } else {
-        // SAFETY: a complete datagram; the call consumes the skb.
-        unsafe { ffi::rroce_tx_send(ctx.dev.p.ndev.as_ptr(), skb.into_raw(), path.ipv6(), ctx.dst) == 0 }
+        skb.transmit(&ctx.dev.p.ndev, path.ipv6(), ctx.dst)
     };
     ctx.dev.p.stats.inc(if ok { Counter::TxPackets } else { Counter::TxErrors });
     ok
@@ -1587,7 +1558,7 @@ pub(crate) fn rx(in_dev: *mut bindings::net_device, pkt: &[u8]) -> Result<(), Rx
     // check refuses) is still counted as dropped on it.
     let ipv6 = pkt.first().is_some_and(|b| b >> 4 == 6);
     let dst = if ipv6 { pkt.get(24..40) } else { pkt.get(16..20) }.ok_or(RxDrop::Malformed)?;
-    let dev = crate::device::rx_device(in_dev, ipv6, dst).ok_or(RxDrop::NoDevice)?;
+    let dev = crate::device::rx_device(in_dev, dst).ok_or(RxDrop::NoDevice)?;
     let Ok(l) = icrc::ip_layout(pkt) else {
         dev.p.stats.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);

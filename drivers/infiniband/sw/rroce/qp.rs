@@ -12,6 +12,7 @@
 //! `POST_SEND`) lands in [`post_send`], received packets in [`deliver`],
 //! and the retransmission timer in [`timer_fn`].
 
+use core::ptr::NonNull;
 use core::mem::{offset_of, size_of, MaybeUninit};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::bindings;
@@ -36,6 +37,9 @@ use crate::ib::shm::SharedBuf;
 use crate::ib::ucontext::{RingMem, UctxRef};
 use crate::verbs;
 use crate::ib::srq::SrqHandle;
+use crate::ib::qp::QpEvents;
+use crate::net::route::DstCache;
+use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::cq::CqHandle;
 use crate::cq::CqPriv;
 use crate::ib::wr::RecvWrChain;
@@ -121,8 +125,8 @@ struct QpPriv {
     /// a one-entry kernel ring that stays empty).  The QP holds a use
     /// count on it.
     srq: Option<SrqHandle<SrqPriv>>,
-    /// Route cache, owned (freed on drop); may be null.
-    dst: *mut bindings::dst_cache,
+    /// Route cache (`None` without memory: a route lookup per packet).
+    dst: Option<DstCache>,
     inner: Pin<KBox<SpinLockBh<QpStateInner>>>,
     /// The producer side of a kernel consumer's rings (`None` for a user
     /// QP).  Its own irqsave lock, never held together with `inner`'s
@@ -133,13 +137,6 @@ struct QpPriv {
     state_seen: AtomicU32,
     /// A post with interrupts disabled left the doorbell to the work item.
     kick: AtomicBool,
-}
-
-impl Drop for QpPriv {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `create`, freed once here (null is fine).
-        unsafe { ffi::rroce_dst_cache_free(self.dst) };
-    }
 }
 
 /// Our part of a QP (allocated by ib_core, `ib` first).
@@ -181,6 +178,13 @@ impl RroceQp {
         unsafe { RroceDev::from_ib(self.ib.device) }
     }
 
+    /// The QP's work item.
+    fn work(&self) -> WorkRef<'_> {
+        // SAFETY: set up in `create` before the QP was published, cancelled
+        // in `destroy_qp` only after every user of the QP is done.
+        unsafe { WorkRef::new(&self.work) }
+    }
+
     fn ctx<'a>(&'a self, p: &'a QpPriv) -> Ctx<'a> {
         Ctx {
             dev: self.dev(),
@@ -193,11 +197,16 @@ impl RroceQp {
             srq: p.srq.as_ref().map(SrqHandle::get),
             ib_srq: p.srq.as_ref(),
             sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
-            timer: self.timer.get(),
-            work: self.work.get(),
-            dst: p.dst,
+            // SAFETY: set up in `create` before the QP was published, shut
+            // down and cancelled in `destroy_qp` only after every data-path
+            // section (the only users of a `Ctx`) is over; the QP itself is
+            // fully created and outlives them.
+            timer: unsafe { TimerRef::new(&self.timer) },
+            work: self.work(),
+            dst: p.dst.as_ref(),
             notify: core::cell::Cell::new(0),
-            ib_qp: core::ptr::from_ref(&self.ib).cast_mut(),
+            // SAFETY: as above.
+            ib_qp: unsafe { QpEvents::new(NonNull::from(&self.ib)) },
             events: core::cell::Cell::new(0),
             cq_lost: core::cell::Cell::new(false),
         }
@@ -357,8 +366,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         send_cq,
         recv_cq,
         srq: srq_handle,
-        // SAFETY: plain allocation; a null cache just means no caching.
-        dst: unsafe { ffi::rroce_dst_cache_new() },
+        dst: DstCache::new(),
         inner,
         kq,
         state_seen: AtomicU32::new(QpState::Reset as u32),
@@ -481,12 +489,11 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
 /// The IP/UDP template of a connected QP (or of one UD destination).
 pub(crate) fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
     let dst = IpAddr::from_gid(&av.dgid);
-    let (ipv6, addr) = match &dst {
-        IpAddr::V4(a) => (false, &a[..]),
-        IpAddr::V6(a) => (true, &a[..]),
+    let addr = match &dst {
+        IpAddr::V4(a) => &a[..],
+        IpAddr::V6(a) => &a[..],
     };
-    // SAFETY: the device holds its netdev; `addr` has the family's length.
-    let local = unsafe { ffi::rroce_ndev_has_addr(dev.p.ndev.as_ptr(), ipv6, addr.as_ptr()) };
+    let local = dev.p.ndev.has_addr(addr);
     Path {
         local,
         ip: IpUdp {
@@ -708,8 +715,7 @@ unsafe fn fill_sq(
 /// the QP's work item.
 fn kick(q: &RroceQp, p: &QpPriv) {
     p.kick.store(true, Ordering::Release);
-    // SAFETY: set up at creation, cancelled in `destroy_qp`.
-    unsafe { ffi::rroce_work_queue(q.work.get()) };
+    q.work().queue();
 }
 
 /// `post_send`: for a kernel QP the work requests; for a user QP the

@@ -12,6 +12,7 @@ pub(crate) mod ah;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod object;
+pub(crate) mod qp;
 pub(crate) mod shm;
 pub(crate) mod srq;
 pub(crate) mod stats;

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Networking objects (part of the abstraction layer): counted netdev
 //! references, the sysfs parent device for netdevs without one, owned
-//! socket buffers.
+//! socket buffers, route caches and transmission, the RoCEv2 UDP
+//! sockets.
 //!
 //! See [`crate::sync`] for the layer's rule.
 
 pub(crate) mod netdev;
 pub(crate) mod parent;
+pub(crate) mod route;
 pub(crate) mod skb;
 pub(crate) mod udp;

@@ -112,6 +112,19 @@ impl NetDevRef {
         kernel::error::to_result(err)
     }
 
+    /// Whether `addr` (4 bytes: IPv4, 16: IPv6) is an address of this
+    /// device.  Any context (RCU inside).
+    pub(crate) fn has_addr(&self, addr: &[u8]) -> bool {
+        let ipv6 = match addr.len() {
+            4 => false,
+            16 => true,
+            _ => return false,
+        };
+        // SAFETY: by the type invariant the device is valid; `addr` holds
+        // the family's length.
+        unsafe { ffi::rroce_ndev_has_addr(self.as_ptr(), ipv6, addr.as_ptr()) }
+    }
+
     /// The interface name, NUL-terminated.
     pub(crate) fn name_ptr(&self) -> *const kernel::ffi::c_char {
         // SAFETY: by the type invariant the device is valid; `name` is a

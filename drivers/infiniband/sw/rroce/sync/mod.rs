@@ -13,6 +13,7 @@ pub(crate) mod idtable;
 pub(crate) mod kvec;
 pub(crate) mod lock;
 pub(crate) mod rcu;
+pub(crate) mod timer;
 
 /// A full memory barrier (`smp_mb`).
 pub(crate) fn smp_mb() {

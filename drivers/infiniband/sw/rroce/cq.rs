@@ -73,7 +73,7 @@ fn create(dev: &RroceDev, attr: &bindings::ib_cq_init_attr, udata: Option<UData<
     if attr.cqe == 0 || attr.cqe > max_cqe {
         return Err(EINVAL);
     }
-    if attr.comp_vector >= dev.ib.num_comp_vectors as u32 {
+    if attr.comp_vector >= dev.num_comp_vectors() {
         return Err(EINVAL);
     }
     let uctx = verbs::user_call::<{ CreateCqCmd::SIZE }>(udata, |c| CreateCqCmd::from_bytes(c).is_valid())?;

@@ -402,7 +402,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
 /// `dev` must be a freshly allocated, not yet registered rroce device.
 unsafe fn setup(dev: *mut RroceDev) -> Result {
     // SAFETY: per the function's requirements we have exclusive access.
-    let (ib, p) = unsafe { (&mut (*dev).ib, &mut (*dev).p) };
+    let (ib, p) = unsafe { (&mut *(*dev).ib.get(), &mut (*dev).p) };
     let parent = match p.ndev.parent() {
         parent if !parent.is_null() => parent,
         _ => {

@@ -6,10 +6,8 @@
 //! Each callback is a thin `extern "C"` trampoline that turns C arguments
 //! into references and errors into negative errnos with `from_result`.
 
-use core::mem::size_of;
 use core::sync::atomic::Ordering;
 use kernel::bindings;
-use kernel::error::{from_result, to_result};
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
@@ -18,7 +16,8 @@ use crate::ah;
 use crate::cq;
 use crate::mr;
 use crate::qp;
-use crate::device::{self, RroceDev};
+use crate::device::{self, DevPriv, RroceDev};
+use crate::ib::device::{self as ibdev, DeviceOps};
 use crate::ffi;
 use crate::ib::udata::UData;
 use crate::ib::ucontext::{self, UcontextOps, UctxRef};
@@ -65,19 +64,19 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         driver_id: bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
         uverbs_abi_ver: abi::ABI_VERSION,
         dealloc_driver: Some(dealloc_driver),
-        query_device: Some(query_device),
-        query_port: Some(query_port),
-        get_port_immutable: Some(get_port_immutable),
-        get_link_layer: Some(get_link_layer),
-        query_gid: Some(query_gid),
-        query_pkey: Some(query_pkey),
+        query_device: Some(ibdev::query_device::<DevPriv>),
+        query_port: Some(ibdev::query_port::<DevPriv>),
+        get_port_immutable: Some(ibdev::get_port_immutable::<DevPriv>),
+        get_link_layer: Some(ibdev::get_link_layer),
+        query_gid: Some(ibdev::query_gid),
+        query_pkey: Some(ibdev::query_pkey::<DevPriv>),
         alloc_ucontext: Some(ucontext::alloc_ucontext::<UserAbi>),
         dealloc_ucontext: Some(ucontext::dealloc_ucontext),
         disassociate_ucontext: Some(ucontext::disassociate_ucontext),
         mmap: Some(ucontext::mmap),
         mmap_free: Some(ucontext::mmap_free),
-        alloc_pd: Some(alloc_pd),
-        dealloc_pd: Some(dealloc_pd),
+        alloc_pd: Some(ibdev::alloc_pd::<DevPriv>),
+        dealloc_pd: Some(ibdev::dealloc_pd::<DevPriv>),
         create_cq: Some(crate::ib::cq::create_cq::<cq::CqPriv>),
         destroy_cq: Some(crate::ib::cq::destroy_cq::<cq::CqPriv>),
         req_notify_cq: Some(crate::ib::cq::req_notify_cq::<cq::CqPriv>),
@@ -114,7 +113,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         size_ib_mw: crate::mw::MW_SIZE,
         alloc_mr: Some(mr::alloc_mr),
         map_mr_sg: Some(mr::map_mr_sg),
-        size_ib_pd: size_of::<RrocePd>(),
+        size_ib_pd: ibdev::PD_SIZE,
         size_ib_ucontext: ucontext::SIZE,
         ..Default::default()
     }
@@ -175,7 +174,6 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a
 }
 
-/// Our part of a user context (allocated by ib_core).
 /// The user ABI: what `alloc_ucontext` answers.
 pub(crate) struct UserAbi;
 
@@ -184,12 +182,6 @@ impl UcontextOps for UserAbi {
         let resp = abi::AllocUcontextResp { abi_version: abi::ABI_VERSION, ..Default::default() };
         udata.write(&resp.to_bytes())
     }
-}
-
-/// Our part of a protection domain (allocated by ib_core).
-#[repr(C)]
-struct RrocePd {
-    ib: bindings::ib_pd,
 }
 
 /// `EOPNOTSUPP`, which the 6.12 `kernel::error::code` list lacks (its
@@ -239,44 +231,17 @@ unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
     unsafe { device::dealloc(ib) }
 }
 
-/// # Safety
-///
-/// `ib_device_ops::query_device` contract.
-unsafe extern "C" fn query_device(
-    ib: *mut bindings::ib_device,
-    attr: *mut bindings::ib_device_attr,
-    udata: *mut bindings::ib_udata,
-) -> c_int {
-    from_result(|| {
-        // SAFETY: `udata` is null or valid per the contract.
-        if let Some(u) = unsafe { udata.as_ref() } {
-            if u.inlen != 0 || u.outlen != 0 {
-                return Err(EINVAL);
-            }
-        }
-        // SAFETY: `ib` is a live device of ours, `attr` is writable.  ib_core
-        // zeroes `ib.attrs` before asking, so the attributes live with us.
-        unsafe { *attr = RroceDev::from_ib(ib).p.attrs };
-        Ok(0)
-    })
-}
+impl DeviceOps for DevPriv {
+    fn attrs(dev: &RroceDev) -> bindings::ib_device_attr {
+        // ib_core zeroes `ib.attrs` before asking, so the attributes live
+        // with us.
+        dev.p.attrs
+    }
 
-/// # Safety
-///
-/// `ib_device_ops::query_port` contract.
-unsafe extern "C" fn query_port(
-    ib: *mut bindings::ib_device,
-    port: u32,
-    attr: *mut bindings::ib_port_attr,
-) -> c_int {
-    from_result(|| {
+    fn query_port(dev: &RroceDev, port: u32, a: &mut bindings::ib_port_attr) -> Result {
         if port != 1 {
             return Err(EINVAL);
         }
-        // SAFETY: `ib` is a live device of ours.
-        let dev = unsafe { RroceDev::from_ib(ib) };
-        // SAFETY: `attr` is valid and zeroed by ib_core.
-        let a = unsafe { &mut *attr };
         let active = dev.link_active();
         a.state = if active {
             bindings::ib_port_state_IB_PORT_ACTIVE
@@ -300,33 +265,17 @@ unsafe extern "C" fn query_port(
         a.max_msg_sz = limits::MAX_MSG_SZ;
         a.pkey_tbl_len = 1;
         a.max_vl_num = 1;
-        // SAFETY: `ib` is a live device of ours with its netdev set.
-        let err =
-            unsafe { bindings::ib_get_eth_speed(ib, port, &mut a.active_speed, &mut a.active_width) };
-        if err != 0 {
-            // The netdev is going away (or hides its speed): the port query
-            // itself still succeeds, with the slowest rate.
-            a.active_speed = bindings::ib_port_speed_IB_SPEED_SDR as u16;
-            a.active_width = bindings::ib_port_width_IB_WIDTH_1X as u8;
-        }
-        Ok(0)
-    })
-}
+        // The netdev is going away (or hides its speed): the port query
+        // itself still succeeds, with the slowest rate.
+        (a.active_speed, a.active_width) = dev.eth_speed(port).unwrap_or((
+            bindings::ib_port_speed_IB_SPEED_SDR as u16,
+            bindings::ib_port_width_IB_WIDTH_1X as u8,
+        ));
+        Ok(())
+    }
 
-/// # Safety
-///
-/// `ib_device_ops::get_port_immutable` contract.
-unsafe extern "C" fn get_port_immutable(
-    ib: *mut bindings::ib_device,
-    port: u32,
-    imm: *mut bindings::ib_port_immutable,
-) -> c_int {
-    from_result(|| {
-        let mut attr = bindings::ib_port_attr::default();
-        // SAFETY: `ib` is a device of ours being registered.
-        to_result(unsafe { bindings::ib_query_port(ib, port, &mut attr) })?;
-        // SAFETY: `imm` is valid and writable.
-        let imm = unsafe { &mut *imm };
+    fn port_immutable(dev: &RroceDev, port: u32, imm: &mut bindings::ib_port_immutable) -> Result {
+        let attr = dev.query_port_core(port)?;
         imm.pkey_tbl_len = attr.pkey_tbl_len.into();
         imm.gid_tbl_len = attr.gid_tbl_len;
         // RoCEv2 with the GSI QP: ib_core's MAD layer opens QP1 on the port
@@ -338,75 +287,26 @@ unsafe extern "C" fn get_port_immutable(
             | bindings::RDMA_CORE_CAP_ETH_AH;
         // IB_MGMT_MAD_SIZE
         imm.max_mad_size = 256;
-        Ok(0)
-    })
-}
+        Ok(())
+    }
 
-/// # Safety
-///
-/// `ib_device_ops::get_link_layer` contract.
-unsafe extern "C" fn get_link_layer(
-    _ib: *mut bindings::ib_device,
-    _port: u32,
-) -> bindings::rdma_link_layer {
-    bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
-}
-
-/// # Safety
-///
-/// `ib_device_ops::query_gid` contract.
-unsafe extern "C" fn query_gid(
-    ib: *mut bindings::ib_device,
-    port: u32,
-    index: c_int,
-    gid: *mut bindings::ib_gid,
-) -> c_int {
-    // The RoCE GID table is ib_core's (filled from the netdev's addresses).
-    // SAFETY: forwarded with the caller's valid arguments.
-    unsafe { bindings::rdma_query_gid(ib, port, index, gid) }
-}
-
-/// # Safety
-///
-/// `ib_device_ops::query_pkey` contract.
-unsafe extern "C" fn query_pkey(
-    _ib: *mut bindings::ib_device,
-    _port: u32,
-    index: u16,
-    pkey: *mut u16,
-) -> c_int {
-    from_result(|| {
+    fn query_pkey(_dev: &RroceDev, _port: u32, index: u16) -> Result<u16> {
         if index != 0 {
             return Err(EINVAL);
         }
-        // SAFETY: `pkey` is writable.
-        unsafe { *pkey = 0xffff };
-        Ok(0)
-    })
-}
+        Ok(0xffff)
+    }
 
-/// # Safety
-///
-/// `ib_device_ops::alloc_pd` contract.
-unsafe extern "C" fn alloc_pd(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> c_int {
-    from_result(|| {
-        // SAFETY: `pd` is a valid core-allocated PD of one of our devices.
-        let dev = unsafe { RroceDev::from_ib((*pd).device) };
+    fn alloc_pd(dev: &RroceDev) -> Result {
         let max = dev.p.attrs.max_pd as u32;
         dev.p
             .pds
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
-            .map_err(|_| ENOMEM)?;
-        Ok(0)
-    })
-}
+            .map(|_| ())
+            .map_err(|_| ENOMEM)
+    }
 
-/// # Safety
-///
-/// `ib_device_ops::dealloc_pd` contract.
-unsafe extern "C" fn dealloc_pd(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> c_int {
-    // SAFETY: `pd` is a valid PD of one of our devices.
-    let dev = unsafe { RroceDev::from_ib((*pd).device) };
-    dev.p.pds.fetch_sub(1, Ordering::Relaxed);
-    0
+    fn dealloc_pd(dev: &RroceDev) {
+        dev.p.pds.fetch_sub(1, Ordering::Relaxed);
+    }
 }

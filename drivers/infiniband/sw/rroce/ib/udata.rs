@@ -40,6 +40,13 @@ impl<'a> UData<'a> {
         unsafe { UctxRef::from_raw(ffi::rroce_udata_ucontext(self.0.as_ptr())) }
     }
 
+    /// Whether user space passed neither a command nor a response buffer.
+    pub(crate) fn is_empty(&self) -> bool {
+        // SAFETY: valid for the call (type invariant).
+        let u = unsafe { &*self.0.as_ptr() };
+        u.inlen == 0 && u.outlen == 0
+    }
+
     /// Copies the command into `dst`; `EINVAL` if user space sent fewer
     /// bytes.
     pub(crate) fn read(&self, dst: &mut [u8]) -> Result {

@@ -21,15 +21,14 @@
 //! page size, page count, access, key, state) is kept in atomics, as the
 //! data path of other QPs reads it concurrently under RCU.
 
-use core::ptr::{self, NonNull};
+use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::bindings;
-use kernel::error::from_err_ptr;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
-use crate::ffi;
+use crate::ib::umem::{direct_map_page, PageRef, Umem};
 use crate::proto::mr::{self as rules, FrState, MrKind, RegRequest, RegionInfo};
 use crate::proto::wqe::WcStatus;
 
@@ -50,18 +49,16 @@ const ACCESS_ALLOWED: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
 ///
 /// # Invariants
 ///
-/// `pages` holds the pinned pages of `umem` in order; the region's first
-/// byte (`ib.iova`) is at offset `page_off` of `pages[0]`.
+/// The region's first byte (`ib.iova`) is at offset `page_off` of the
+/// first page of `umem`.
 #[repr(C)]
 pub(crate) struct RroceMr {
     ib: bindings::ib_mr,
     /// Pinned user pages; `None` for a kernel DMA MR (addresses are kernel
     /// virtual addresses, see [`Self::walk_dma`]).
-    umem: Option<NonNull<bindings::ib_umem>>,
+    umem: Option<Umem>,
     /// The PD it was registered in.
     pd: *mut bindings::ib_pd,
-    /// The pages of `umem`.
-    pages: KVVec<*mut bindings::page>,
     /// Offset of the first byte in the first page.
     page_off: u64,
     /// User virtual address of the first byte (user MRs; `rereg` pins the
@@ -141,8 +138,7 @@ impl MrError {
 /// byte, so that a peer cannot guess the keys of other regions and windows
 /// from its own (the index alone is predictable).
 pub(crate) fn new_key(index: u32) -> u32 {
-    // SAFETY: `get_random_u8` may be called in any context.
-    (index << 8) | u32::from(unsafe { bindings::get_random_u8() })
+    (index << 8) | u32::from(crate::sync::random_u8())
 }
 
 /// Registers `mr` (already filled but for its keys) and returns `ib_mr`.
@@ -170,7 +166,6 @@ fn check_access(access: c_int) -> Result<u32> {
 /// whose first byte has I/O virtual address `iova`; the region is not yet
 /// published (no keys).
 fn pin_user(
-    ib: *mut bindings::ib_device,
     dev: &RroceDev,
     pd: *mut bindings::ib_pd,
     start: u64,
@@ -182,44 +177,15 @@ fn pin_user(
     if length == 0 || length > dev.p.attrs.max_mr_size {
         return Err(EINVAL);
     }
-    // SAFETY: valid device; ib_umem_get validates the user range, pins the
-    // pages and enforces RLIMIT_MEMLOCK.
-    let umem = from_err_ptr(unsafe { bindings::ib_umem_get(ib, start as _, length as _, access) })?;
-    let umem = NonNull::new(umem).ok_or(ENOMEM)?;
-    let release = || {
-        // SAFETY: pinned above and not yet owned by an MR.
-        unsafe { bindings::ib_umem_release(umem.as_ptr()) }
-    };
+    let umem = Umem::get(dev, start, length, access)?;
     let ibmr = bindings::ib_mr { iova, length, page_size: bindings::PAGE_SIZE as u32, ..Default::default() };
     let page_off = start & (bindings::PAGE_SIZE as u64 - 1);
-    let npages = usize::try_from((page_off + length).div_ceil(bindings::PAGE_SIZE as u64)).map_err(|_| EINVAL);
-    let pages = npages.and_then(|n| {
-        let mut v = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
-        // SAFETY: `v` has room for `n` pointers; `umem` is pinned.
-        let got = unsafe { ffi::rroce_umem_pages(umem.as_ptr(), v.as_mut_ptr(), n as _) };
-        if got as usize != n {
-            return Err(EINVAL);
-        }
-        // SAFETY: the first `n` elements were just written.
-        unsafe { v.set_len(n) };
-        Ok(v)
-    });
-    let pages = match pages {
-        Ok(p) => p,
-        Err(e) => {
-            release();
-            return Err(e);
-        }
-    };
-    // From here the region owns the pages: if the allocation fails, the
-    // value is dropped and `Drop` releases them (releasing them here as
-    // well would free the umem twice).
+    // If the allocation fails, dropping `umem` releases the pages.
     let mr = KBox::new(
         RroceMr {
             ib: ibmr,
             umem: Some(umem),
             pd,
-            pages,
             page_off,
             user_start: start,
             access: acc,
@@ -244,8 +210,8 @@ fn reg_user(
     let ib = unsafe { (*pd).device };
     // SAFETY: as above.
     let dev = unsafe { RroceDev::from_ib(ib) };
-    let mr = pin_user(ib, dev, pd, start, length, iova, access)?;
-    // On failure the box is dropped, releasing the pages (`Drop`).
+    let mr = pin_user(dev, pd, start, length, iova, access)?;
+    // On failure the box is dropped, releasing the pages.
     publish(dev, mr)
 }
 
@@ -288,7 +254,7 @@ fn rereg_user(
     if old.binds.compare_exchange(0, MR_DEAD, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return Err(EBUSY);
     }
-    let mut mr = match pin_user(ib, dev, pd, start, length, iova, access) {
+    let mut mr = match pin_user(dev, pd, start, length, iova, access) {
         Ok(mr) => mr,
         Err(e) => {
             old.binds.store(0, Ordering::Release);
@@ -310,15 +276,6 @@ fn rereg_user(
         return Err(EINVAL);
     }
     Ok(raw.cast())
-}
-
-impl Drop for RroceMr {
-    fn drop(&mut self) {
-        if let Some(u) = self.umem.take() {
-            // SAFETY: the region owns its pinned pages.
-            unsafe { bindings::ib_umem_release(u.as_ptr()) };
-        }
-    }
 }
 
 impl RroceMr {
@@ -399,22 +356,24 @@ impl RroceMr {
 
     /// Visits the pages backing `len` bytes at `va` (already checked):
     /// `f(page, offset in page, offset in the range, length)`.
-    fn walk(&self, va: u64, len: u32, mut f: impl FnMut(*mut bindings::page, u32, usize, u32)) -> Result<(), MrError> {
+    fn walk(&self, va: u64, len: u32, mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool) -> Result<(), MrError> {
         let ps = bindings::PAGE_SIZE as u64;
         if let Some(fr) = self.fr.as_deref() {
             return Self::walk_fr(fr, va, len, f);
         }
-        if self.umem.is_none() {
+        let Some(umem) = self.umem.as_ref() else {
             return Self::walk_dma(va, len, f);
-        }
+        };
         let mut off = va.wrapping_sub(self.ib.iova).checked_add(self.page_off).ok_or(MrError::Range)?;
         let mut done = 0u32;
         while done < len {
             let idx = usize::try_from(off / ps).map_err(|_| MrError::Range)?;
-            let page = *self.pages.get(idx).ok_or(MrError::Range)?;
+            let page = umem.page(idx).ok_or(MrError::Range)?;
             let in_page = (off % ps) as u32;
             let n = (len - done).min(ps as u32 - in_page);
-            f(page, in_page, done as usize, n);
+            if !f(page, in_page, done as usize, n) {
+                return Err(MrError::Range);
+            }
             done += n;
             off += u64::from(n);
         }
@@ -426,20 +385,17 @@ impl RroceMr {
     /// virtual addresses of the direct map.  Each page is checked with
     /// `virt_addr_valid`, so a wild address (say, a remote peer's guess
     /// through an unsafe global rkey) is refused instead of dereferenced.
-    fn walk_dma(va: u64, len: u32, mut f: impl FnMut(*mut bindings::page, u32, usize, u32)) -> Result<(), MrError> {
+    fn walk_dma(va: u64, len: u32, mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool) -> Result<(), MrError> {
         let ps = bindings::PAGE_SIZE as u64;
         let mut done = 0u32;
         while done < len {
             let a = va.checked_add(u64::from(done)).ok_or(MrError::Range)?;
-            // SAFETY: only computes the page of a direct-map address after
-            // checking that it is one; no memory is accessed.
-            let page = unsafe { ffi::rroce_virt_to_page(a) };
-            if page.is_null() {
-                return Err(MrError::Range);
-            }
+            let page = direct_map_page(a).ok_or(MrError::Range)?;
             let in_page = (a % ps) as u32;
             let n = (len - done).min(ps as u32 - in_page);
-            f(page, in_page, done as usize, n);
+            if !f(page, in_page, done as usize, n) {
+                return Err(MrError::Range);
+            }
             done += n;
         }
         Ok(())
@@ -449,7 +405,7 @@ impl RroceMr {
     /// page-size aligned kernel virtual addresses (see the module
     /// documentation); each piece is bounded by the MR page and the kernel
     /// page, and checked with `virt_addr_valid`.
-    fn walk_fr(fr: &Fr, va: u64, len: u32, mut f: impl FnMut(*mut bindings::page, u32, usize, u32)) -> Result<(), MrError> {
+    fn walk_fr(fr: &Fr, va: u64, len: u32, mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool) -> Result<(), MrError> {
         let kps = bindings::PAGE_SIZE as u64;
         let iova = fr.iova.load(Ordering::Relaxed);
         let length = fr.length.load(Ordering::Relaxed);
@@ -464,15 +420,12 @@ impl RroceMr {
             }
             let base = fr.list.get(idx).ok_or(MrError::Range)?.load(Ordering::Relaxed);
             let kva = base.checked_add(off).ok_or(MrError::Range)?;
-            // SAFETY: only computes the page of a direct-map address after
-            // checking that it is one; no memory is accessed.
-            let page = unsafe { ffi::rroce_virt_to_page(kva) };
-            if page.is_null() {
-                return Err(MrError::Range);
-            }
+            let page = direct_map_page(kva).ok_or(MrError::Range)?;
             let in_page = kva % kps;
             let n = u64::from(len - done).min(ps - off).min(kps - in_page) as u32;
-            f(page, in_page as u32, done as usize, n);
+            if !f(page, in_page as u32, done as usize, n) {
+                return Err(MrError::Range);
+            }
             done += n;
         }
         Ok(())
@@ -482,11 +435,7 @@ impl RroceMr {
     pub(crate) fn read(&self, va: u64, dst: &mut [u8]) -> Result<(), MrError> {
         let len = u32::try_from(dst.len()).map_err(|_| MrError::Range)?;
         self.walk(va, len, |page, poff, at, n| {
-            // SAFETY: `page` is pinned by this region (or, for a DMA MR, a
-            // direct-map page of the kernel consumer); `poff + n` is within
-            // the page; `dst[at..at + n]` is in bounds (walk never exceeds
-            // `len`).
-            unsafe { ffi::rroce_page_copy(page, poff, dst.as_mut_ptr().add(at).cast(), n, false) }
+            dst.get_mut(at..at + n as usize).is_some_and(|d| page.read(poff, d))
         })
     }
 
@@ -494,9 +443,7 @@ impl RroceMr {
     pub(crate) fn write(&self, va: u64, src: &[u8]) -> Result<(), MrError> {
         let len = u32::try_from(src.len()).map_err(|_| MrError::Range)?;
         self.walk(va, len, |page, poff, at, n| {
-            // SAFETY: as in `read`; the page is only read by the copy
-            // function through `buf` when copying out, written here.
-            unsafe { ffi::rroce_page_copy(page, poff, src.as_ptr().add(at).cast_mut().cast(), n, true) }
+            src.get(at..at + n as usize).is_some_and(|d| page.write(poff, d))
         })
     }
 
@@ -509,9 +456,9 @@ impl RroceMr {
         let mut orig = None;
         self.walk(va, 8, |page, poff, _, n| {
             if n == 8 {
-                // SAFETY: pinned (or direct-map) page, aligned word inside it.
-                orig = Some(unsafe { ffi::rroce_page_atomic(page, poff, cas, a, b) });
+                orig = page.atomic(poff, cas, a, b);
             }
+            true
         })?;
         orig.ok_or(MrError::Range)
     }
@@ -524,7 +471,7 @@ impl RroceMr {
     /// Its first address and length, for a region of pinned user memory
     /// (`None` for a DMA MR, which has no bounds to bind a window in).
     pub(crate) fn user_range(&self) -> Option<(u64, u64)> {
-        self.umem.map(|_| (self.ib.iova, self.ib.length))
+        self.umem.as_ref().map(|_| (self.ib.iova, self.ib.length))
     }
 
     /// Counts a memory window bound to the region; `false` if the region
@@ -594,7 +541,6 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_i
                 ib: bindings::ib_mr::default(),
                 umem: None,
                 pd,
-                pages: KVVec::new(),
                 page_off: 0,
                 user_start: 0,
                 access: acc,
@@ -714,7 +660,6 @@ pub(crate) unsafe extern "C" fn alloc_mr(
                 ib,
                 umem: None,
                 pd,
-                pages: KVVec::new(),
                 page_off: 0,
                 user_start: 0,
                 access: 0,

@@ -18,6 +18,7 @@ pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod ucontext;
 pub(crate) mod udata;
+pub(crate) mod umem;
 pub(crate) mod wr;
 
 /// The identity of a protection domain (its address), for comparisons:

@@ -20,3 +20,9 @@ pub(crate) fn smp_mb() {
     // SAFETY: a plain barrier, no memory is accessed.
     unsafe { crate::ffi::rroce_smp_mb() };
 }
+
+/// A random byte (`get_random_u8`).  Any context.
+pub(crate) fn random_u8() -> u8 {
+    // SAFETY: `get_random_u8` may be called in any context.
+    unsafe { kernel::bindings::get_random_u8() }
+}

@@ -59,14 +59,18 @@ impl PageRef<'_> {
         true
     }
 
-    /// An 8-byte atomic at offset `off` (8-byte aligned, inside the page):
-    /// compare-and-swap (`cas`: `a` compared, `b` stored) or fetch-and-add
-    /// (`a` added).  The original value; `None` for a bad offset.
+    /// An 8-byte atomic at offset `off` of the page: compare-and-swap
+    /// (`cas`: `a` compared, `b` stored) or fetch-and-add (`a` added),
+    /// atomic with respect to every other one of the module (one lock).
+    /// The original value; `None` if the word is not inside the page.  The
+    /// target address is 8-byte aligned in the region's I/O address space
+    /// (the caller checks); its offset in the page need not be (a region
+    /// may start anywhere in a page).
     pub(crate) fn atomic(&self, off: u32, cas: bool, a: u64, b: u64) -> Option<u64> {
-        if off % 8 != 0 || off as usize + 8 > PAGE_SIZE {
+        if off as usize + 8 > PAGE_SIZE {
             return None;
         }
-        // SAFETY: the page is valid and the aligned word inside it.
+        // SAFETY: the page is valid and the word inside it.
         Some(unsafe { ffi::rroce_page_atomic(self.0.as_ptr(), off, cas, a, b) })
     }
 }

@@ -429,13 +429,14 @@ unsafe fn setup(dev: *mut RroceDev) -> Result {
     to_result(unsafe { bindings::ib_device_set_netdev(ib, p.ndev.as_ptr(), 1) })
 }
 
-/// `dealloc_driver`: the last call ib_core makes for a device.
+/// `ib_device_ops::dealloc_driver`: the last call ib_core makes for a
+/// device.
 ///
 /// # Safety
 ///
 /// `ib` must be an rroce device whose private part is initialised; it is
 /// dropped here and must not be used afterwards.
-pub(crate) unsafe fn dealloc(ib: *mut bindings::ib_device) {
+pub(crate) unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
     let dev = ib.cast::<RroceDev>();
     // SAFETY: per the requirements `p` is initialised; ib_core frees the
     // memory later without dropping it, so moving it out is the one drop.

@@ -37,6 +37,7 @@ use crate::ib::shm::SharedBuf;
 use crate::ib::ucontext::{RingMem, UctxRef};
 use crate::verbs;
 use crate::ib::srq::SrqHandle;
+use crate::ib::udata::UData;
 use crate::ib::qp::QpEvents;
 use crate::net::route::DstCache;
 use crate::sync::timer::{TimerRef, WorkRef};
@@ -232,10 +233,10 @@ fn unlock(p: &QpPriv, ctx: &Ctx<'_>, mut g: DpGuard<'_>) {
     ctx.fire();
 }
 
-fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bindings::ib_udata) -> Result {
+fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<UData<'_>>) -> Result {
     let ty = QpType::from_ib(init.qp_type).ok_or_else(verbs::eopnotsupp)?;
     // The GSI QP (QP1) belongs to ib_core's MAD layer: kernel only.
-    if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && (ty != QpType::Gsi || !udata.is_null()) {
+    if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && (ty != QpType::Gsi || udata.is_some()) {
         return Err(verbs::eopnotsupp());
     }
     if init.create_flags != 0 {
@@ -264,7 +265,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
     if cap.max_send_wr == 0 || cap.max_send_wr > max_wr || rq_bad || cap.max_send_sge > max_sge || cap.max_inline_data > MAX_INLINE {
         return Err(EINVAL);
     }
-    let uctx = verbs::user_call_raw::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
+    let uctx = verbs::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
     let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
     let (sq, sq_off) = Ring::new(uctx, cap.max_send_wr, sq_size)?;
     // What the rounded entries really hold, never more than the device max.
@@ -341,8 +342,8 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         flags: 0,
         reserved: 0,
     };
-    if !udata.is_null() {
-        if let Err(e) = verbs::copy_to_udata(udata, &resp.to_bytes()) {
+    if let Some(udata) = udata {
+        if let Err(e) = udata.write(&resp.to_bytes()) {
             dev.p.qpns.unreserve(qpn);
             return Err(e);
         }
@@ -372,11 +373,13 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: *mut bi
         state_seen: AtomicU32::new(QpState::Reset as u32),
         kick: AtomicBool::new(false),
     });
-    // SAFETY: the timer is embedded in the QP, which does not move; it is
-    // shut down in `destroy_qp` before the QP memory is freed.
-    unsafe { ffi::rroce_timer_setup(qp.timer.get(), timer_fn) };
-    // SAFETY: as for the timer; cancelled in `destroy_qp`.
-    unsafe { ffi::rroce_work_init(qp.work.get(), work_fn) };
+    // SAFETY: the timer and the work item are embedded in the QP, which
+    // does not move; `destroy_qp` shuts the timer down and cancels the
+    // work before the QP memory is freed.
+    unsafe {
+        ffi::rroce_timer_setup(qp.timer.get(), timer_fn);
+        ffi::rroce_work_init(qp.work.get(), work_fn);
+    }
     qp.live.store(true, Ordering::Release);
     dev.p.qpns.publish(qpn, self_ptr.cast());
     Ok(())
@@ -966,8 +969,9 @@ pub(crate) unsafe extern "C" fn create_qp(
 ) -> c_int {
     from_result(|| {
         // SAFETY: ib_core passes a zeroed QP of `QP_SIZE` bytes (with
-        // `device` set) and valid init attributes.
-        let (qp, init) = unsafe { (&mut *qp.cast::<RroceQp>(), &mut *init) };
+        // `device` set), valid init attributes, and null or the call's
+        // `udata`.
+        let (qp, init, udata) = unsafe { (&mut *qp.cast::<RroceQp>(), &mut *init, UData::from_raw(udata)) };
         create(qp, init, udata)?;
         Ok(0)
     })

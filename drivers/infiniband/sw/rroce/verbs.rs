@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The verbs of an rroce device: the `ib_device_ops` table and its callbacks.
+//! The verbs of an rroce device: the `ib_device_ops` table, the device's
+//! limits and attributes, and the device-wide verbs ([`DeviceOps`]).
 //!
-//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
-//!
-//! Each callback is a thin `extern "C"` trampoline that turns C arguments
-//! into references and errors into negative errnos with `from_result`.
+//! The table names the abstraction layer's generic entry points (`ib::*`)
+//! instantiated with the driver's types; the QP, MR and MW entry points are
+//! still the driver's own (`qp`, `mr`, `mw`: not on the layer yet).
+
+#![forbid(unsafe_code)]
 
 use core::sync::atomic::Ordering;
 use kernel::bindings;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
-
 
 use crate::ah;
 use crate::cq;
@@ -18,7 +19,6 @@ use crate::mr;
 use crate::qp;
 use crate::device::{self, DevPriv, RroceDev};
 use crate::ib::device::{self as ibdev, DeviceOps};
-use crate::ffi;
 use crate::ib::udata::UData;
 use crate::ib::ucontext::{self, UcontextOps, UctxRef};
 use crate::proto::abi;
@@ -63,7 +63,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         owner: module.as_ptr(),
         driver_id: bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
         uverbs_abi_ver: abi::ABI_VERSION,
-        dealloc_driver: Some(dealloc_driver),
+        dealloc_driver: Some(device::dealloc_driver),
         query_device: Some(ibdev::query_device::<DevPriv>),
         query_port: Some(ibdev::query_port::<DevPriv>),
         get_port_immutable: Some(ibdev::get_port_immutable::<DevPriv>),
@@ -152,8 +152,7 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.max_mcast_grp = crate::mcast::MAX_GROUPS as c_int;
     a.max_mcast_qp_attach = crate::mcast::MAX_QP_PER_GROUP as c_int;
     a.max_total_mcast_qp_attach = (crate::mcast::MAX_GROUPS * crate::mcast::MAX_QP_PER_GROUP) as c_int;
-    // SAFETY: reads a module parameter.
-    let cap = unsafe { ffi::rroce_param_max_objects() };
+    let cap = ibdev::max_objects_param();
     if cap != 0 {
         let cap = cap.min(i32::MAX as u32) as c_int;
         for m in [&mut a.max_qp, &mut a.max_srq, &mut a.max_cq, &mut a.max_mr, &mut a.max_pd, &mut a.max_ah] {
@@ -206,29 +205,6 @@ pub(crate) fn user_call<const N: usize>(
         return Err(EINVAL);
     }
     udata.ucontext().map(Some).ok_or(EINVAL)
-}
-
-/// [`user_call`] for verbs not yet on the typed layer (raw `udata`).
-pub(crate) fn user_call_raw<const N: usize>(
-    udata: *mut bindings::ib_udata,
-    valid: impl FnOnce(&[u8; N]) -> bool,
-) -> Result<Option<UctxRef>> {
-    // SAFETY: callers pass the verb's valid `udata` (null: a kernel caller).
-    user_call(unsafe { UData::from_raw(udata) }, valid)
-}
-
-/// Copies a driver response to user space, truncated to what it asked for.
-pub(crate) fn copy_to_udata(udata: *mut bindings::ib_udata, src: &[u8]) -> Result {
-    // SAFETY: callers pass the verb's valid `udata` (null: a kernel caller).
-    unsafe { UData::from_raw(udata) }.ok_or(EINVAL)?.write(src)
-}
-
-/// # Safety
-///
-/// `ib_device_ops::dealloc_driver` contract.
-unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
-    // SAFETY: ib_core calls this once, last, for a device of ours.
-    unsafe { device::dealloc(ib) }
 }
 
 impl DeviceOps for DevPriv {

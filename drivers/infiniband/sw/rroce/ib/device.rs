@@ -74,6 +74,13 @@ impl<T> Device<T> {
     }
 }
 
+/// The `max_objects` module parameter: when not 0, devices created
+/// afterwards advertise and enforce at most that many objects of each kind.
+pub(crate) fn max_objects_param() -> u32 {
+    // SAFETY: reads a module parameter.
+    unsafe { crate::ffi::rroce_param_max_objects() }
+}
+
 /// A driver's device-wide verbs.
 pub(crate) trait DeviceOps: Sized + 'static {
     /// What `query_device` reports.

@@ -43,7 +43,7 @@ use crate::net::route::DstCache;
 use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::cq::CqHandle;
 use crate::cq::CqPriv;
-use crate::ib::wr::RecvWrChain;
+use crate::ib::wr::{RecvWrChain, SendExt, SendWr, SendWrChain};
 use crate::srq::SrqPriv;
 
 /// First index of every ring (near the 2^32 wrap, as for CQs).
@@ -512,18 +512,14 @@ pub(crate) fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u3
 }
 
 
+/// A kernel send request as the driver sees it.
+type KernelSendWr<'a> = SendWr<'a, crate::ah::RroceAh>;
+
 /// The send WQE of a kernel work request, written into `out`; `EINVAL`
 /// for what the QP cannot take.
-///
-/// # Safety
-///
-/// `wr` must be a valid work request of a kernel consumer (the container
-/// of its opcode, e.g. `ib_rdma_wr`, and its SGE list valid; inline SGE
-/// addresses are kernel virtual addresses of `length` readable bytes).
-unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8]) -> Result {
+fn kernel_send_wqe(p: &QpPriv, wr: &KernelSendWr<'_>, out: &mut [u8]) -> Result {
     if wr.opcode == bindings::ib_wr_opcode_IB_WR_REG_MR {
-        // SAFETY: per the requirements.
-        return unsafe { kernel_reg_wqe(p, wr, out) };
+        return kernel_reg_wqe(p, wr, out);
     }
     let op = u8::try_from(wr.opcode).ok().and_then(SendOpcode::from_u8).ok_or(EINVAL)?;
     // READ, atomics and SEND with invalidate do not exist on UC.
@@ -532,55 +528,38 @@ unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8])
     }
     // LOCAL_INV is the only local operation of kernel consumers posted
     // with its own opcode (REG_MR above); not on UD/GSI QPs.
-    let local_ok = op == SendOpcode::LocalInv && matches!(p.ty, QpType::Rc | QpType::Uc) && wr.num_sge == 0;
-    if (op.is_local() && !local_ok) || op == SendOpcode::RegMr || wr.num_sge < 0 || wr.num_sge as u32 > p.max_send_sge {
+    let n = wr.sges.len();
+    let local_ok = op == SendOpcode::LocalInv && matches!(p.ty, QpType::Rc | QpType::Uc) && n == 0;
+    if (op.is_local() && !local_ok) || op == SendOpcode::RegMr || n > p.max_send_sge as usize {
         return Err(EINVAL);
     }
-    let n = wr.num_sge as usize;
-    let sgl: &[bindings::ib_sge] = if n == 0 {
-        &[]
-    } else {
-        // SAFETY: per the requirements `sg_list` has `num_sge` entries.
-        unsafe { core::slice::from_raw_parts(wr.sg_list, n) }
-    };
-    let flags = wr.send_flags as u32;
-    // SAFETY: plain-old-data union.
-    let mut h = SendWqe::new(unsafe { wr.__bindgen_anon_1.wr_id }, op);
+    let flags = wr.send_flags;
+    let mut h = SendWqe::new(wr.wr_id, op);
     h.flags = (flags & u32::from(wqe::SEND_FLAGS_ALL)) as u8;
     if op.has_imm() || op.has_inv() {
-        // SAFETY: plain-old-data union (immediate data or an rkey).
-        h.imm_or_inv = unsafe { wr.ex.imm_data };
+        h.imm_or_inv = wr.imm_or_inv;
     }
-    match op {
-        SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm | SendOpcode::RdmaRead => {
-            // SAFETY: per the requirements, RDMA work requests are the
-            // `wr` member of an `ib_rdma_wr`.
-            let r = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_rdma_wr>() };
-            h.remote_addr = r.remote_addr;
-            h.rkey = r.rkey;
+    match wr.ext {
+        SendExt::Rdma { remote_addr, rkey } => {
+            h.remote_addr = remote_addr;
+            h.rkey = rkey;
         }
-        _ if matches!(p.ty, QpType::Ud | QpType::Gsi) => {
-            // SAFETY: a UD QP's work requests are the `wr` member of an
-            // `ib_ud_wr`.
-            let u = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_ud_wr>() };
-            // SAFETY: `ah` is an AH of this device, alive for the call.
-            h.ah = unsafe { crate::ib::ah::get::<crate::ah::RroceAh>(u.ah) }.ok_or(EINVAL)?.num;
-            h.remote_qpn = u.remote_qpn;
-            h.remote_qkey = u.remote_qkey;
+        SendExt::Ud { ah, remote_qpn, remote_qkey } => {
+            h.ah = ah.ok_or(EINVAL)?.num;
+            h.remote_qpn = remote_qpn;
+            h.remote_qkey = remote_qkey;
         }
-        SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
-            // SAFETY: atomics are the `wr` member of an `ib_atomic_wr`.
-            let a = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_atomic_wr>() };
-            h.remote_addr = a.remote_addr;
-            h.rkey = a.rkey;
-            h.compare_add = a.compare_add;
-            h.swap = a.swap;
+        SendExt::Atomic { remote_addr, rkey, compare_add, swap } => {
+            h.remote_addr = remote_addr;
+            h.rkey = rkey;
+            h.compare_add = compare_add;
+            h.swap = swap;
         }
-        _ => {}
+        SendExt::None | SendExt::Reg { .. } => {}
     }
     let inline = flags & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0 && op.allows_inline();
     if inline {
-        let total = sgl.iter().try_fold(0u32, |t, s| t.checked_add(s.length)).ok_or(EINVAL)?;
+        let total = wr.sges.iter().try_fold(0u32, |t, s| t.checked_add(s.length)).ok_or(EINVAL)?;
         if total > p.max_inline {
             return Err(EINVAL);
         }
@@ -589,16 +568,10 @@ unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8])
         }
         let (head, data) = out.split_at_mut(wqe::SEND_HDR_BYTES);
         let mut at = 0usize;
-        for s in sgl {
-            let len = s.length as usize;
-            let dst = data.get_mut(at..at + len).ok_or(EINVAL)?;
-            if len != 0 {
-                // SAFETY: per the requirements an inline SGE is `len`
-                // readable bytes at a kernel virtual address.
-                let src = unsafe { core::slice::from_raw_parts(s.addr as usize as *const u8, len) };
-                dst.copy_from_slice(src);
-            }
-            at += len;
+        for i in 0..n {
+            let src = wr.inline_bytes(i).ok_or(EINVAL)?;
+            data.get_mut(at..at + src.len()).ok_or(EINVAL)?.copy_from_slice(src);
+            at += src.len();
         }
         h.flags |= wqe::SEND_INLINE;
         h.inline_len = total;
@@ -606,7 +579,7 @@ unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8])
         return Ok(());
     }
     let mut sges = [Sge::default(); verbs::MAX_SGE as usize];
-    for (d, s) in sges.iter_mut().zip(sgl) {
+    for (d, s) in sges.iter_mut().zip(wr.sges) {
         *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
     }
     let sges = sges.get(..n).ok_or(EINVAL)?;
@@ -617,43 +590,27 @@ unsafe fn kernel_send_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8])
 /// The WQE of an `IB_WR_REG_MR` (RC QPs): the MR's mapping from its last
 /// `ib_map_mr_sg`, the new key and the access flags go into the WQE; the
 /// registration happens when the requester reaches it (`dp`).
-///
-/// # Safety
-///
-/// `wr` must be the `wr` member of a valid `ib_reg_wr` whose MR is live.
-unsafe fn kernel_reg_wqe(p: &QpPriv, wr: &bindings::ib_send_wr, out: &mut [u8]) -> Result {
-    if p.ty != QpType::Rc || wr.num_sge != 0 {
-        return Err(EINVAL);
-    }
-    // SAFETY: per the requirements.
-    let r = unsafe { &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_reg_wr>() };
-    if r.mr.is_null() {
+fn kernel_reg_wqe(p: &QpPriv, wr: &KernelSendWr<'_>, out: &mut [u8]) -> Result {
+    let SendExt::Reg { mr, key, access } = wr.ext else { return Err(EINVAL) };
+    if p.ty != QpType::Rc || !wr.sges.is_empty() {
         return Err(EINVAL);
     }
     // SAFETY: a live MR of this device (ib_core dispatches by device), not
     // being mapped concurrently (the consumer's duty).
-    let req = unsafe { crate::mr::reg_request(r.mr, r.key, r.access) }?;
-    // SAFETY: plain-old-data union.
-    let mut h = SendWqe::new(unsafe { wr.__bindgen_anon_1.wr_id }, SendOpcode::RegMr);
-    h.flags = (wr.send_flags as u32 & u32::from(wqe::SEND_FLAGS_ALL & !wqe::SEND_INLINE)) as u8;
+    let req = unsafe { crate::mr::reg_request(mr.as_ptr(), key, access) }?;
+    let mut h = SendWqe::new(wr.wr_id, SendOpcode::RegMr);
+    h.flags = (wr.send_flags & u32::from(wqe::SEND_FLAGS_ALL & !wqe::SEND_INLINE)) as u8;
     req.to_wqe(&mut h);
     wqe::write_send_wqe(out, &h, SendPayload::Sges(&[])).map_err(|_| EINVAL)?;
     Ok(())
 }
 
 /// `post_send` of a kernel QP: each work request becomes a WQE in the SQ
-/// ring, then the doorbell runs.  Returns the first request not posted on
-/// error (`ENOMEM` for a full queue, `EINVAL` for a bad request or state).
-///
-/// # Safety
-///
-/// `wr` heads a valid chain of kernel work requests.
-unsafe fn post_send_kernel(
-    q: &RroceQp,
-    p: &QpPriv,
-    wr: *const bindings::ib_send_wr,
-) -> (c_int, *const bindings::ib_send_wr) {
-    let Some(kq) = p.kq.as_ref() else { return (-(bindings::EINVAL as c_int), wr) };
+/// ring, then the doorbell runs.  The walk stops at the first request not
+/// posted (`ENOMEM` for a full queue, `EINVAL` for a bad request or
+/// state).
+fn post_send_kernel(q: &RroceQp, p: &QpPriv, chain: &mut SendWrChain<'_, crate::ah::RroceAh>) -> Result {
+    let kq = p.kq.as_ref().ok_or(EINVAL)?;
     // With interrupts disabled (ib_mad posts under `spin_lock_irqsave`)
     // neither the QP's `_bh` lock nor transmission is allowed: the
     // requests go into the ring and the work item rings the doorbell.
@@ -661,10 +618,9 @@ unsafe fn post_send_kernel(
     let g = (!deferred).then(|| p.lock_dp());
     let state = g.as_ref().map_or_else(|| p.state_seen.load(Ordering::Acquire), |g| g.state as u32);
     if [QpState::Reset, QpState::Init, QpState::Rtr].iter().any(|&s| s as u32 == state) {
-        return (-(bindings::EINVAL as c_int), wr);
+        return Err(EINVAL);
     }
-    // SAFETY: per the requirements.
-    let (err, wr) = unsafe { fill_sq(p, &mut kq.lock(), wr) };
+    let r = fill_sq(p, &mut kq.lock(), chain);
     match g {
         Some(mut g) => {
             let ctx = q.ctx(p);
@@ -674,44 +630,38 @@ unsafe fn post_send_kernel(
         }
         None => kick(q, p),
     }
-    (err, if err == 0 { core::ptr::null() } else { wr })
+    r
 }
 
-/// Writes the chain `wr` into the SQ ring of a kernel QP and publishes
-/// it; returns the errno and the first request not posted.
-///
-/// # Safety
-///
-/// `wr` heads a valid chain of kernel work requests.
-unsafe fn fill_sq(
-    p: &QpPriv,
-    kq: &mut KernelQueues,
-    mut wr: *const bindings::ib_send_wr,
-) -> (c_int, *const bindings::ib_send_wr) {
+/// Writes the requests of `chain` into the SQ ring of a kernel QP and
+/// publishes them; the walk stops at the first one not posted.
+fn fill_sq(p: &QpPriv, kq: &mut KernelQueues, chain: &mut SendWrChain<'_, crate::ah::RroceAh>) -> Result {
     let ring = p.sq.buf();
-    let mut err = 0;
-    // SAFETY: per the requirements each `wr` is valid.
-    while let Some(w) = unsafe { wr.as_ref() } {
-        if !matches!(kq.sq.is_full(ring), Ok(false)) {
-            err = -(bindings::ENOMEM as c_int);
-            break;
-        }
+    let esz = p.sq.layout.entry_size() as usize;
+    let mut r = Ok(());
+    while matches!(kq.sq.is_full(ring), Ok(false)) {
+        let Some(w) = chain.next() else { break };
         kq.staging.fill(0);
-        // SAFETY: per the requirements.
-        if let Err(e) = unsafe { kernel_send_wqe(p, w, &mut kq.staging) } {
-            err = e.to_errno();
+        if let Err(e) = w.and_then(|w| kernel_send_wqe(p, &w, &mut kq.staging)) {
+            r = Err(e);
             break;
         }
-        let esz = p.sq.layout.entry_size() as usize;
         let entry = kq.staging.get(..esz).unwrap_or(&[]);
         if kq.sq.write_next(ring, entry).is_err() {
-            err = -(bindings::ENOMEM as c_int);
+            r = Err(ENOMEM);
             break;
         }
-        wr = w.next;
+    }
+    if r.is_ok() && !chain.stopped_at().is_null() {
+        // The ring filled up before the chain ended: `stopped_at` is the
+        // last request posted, so step to the first one that is not.
+        r = match chain.next() {
+            Some(_) => Err(ENOMEM),
+            None => Ok(()),
+        };
     }
     let _ = kq.sq.publish(ring);
-    (err, wr)
+    r
 }
 
 /// Leaves the doorbell of a kernel post made with interrupts disabled to
@@ -734,22 +684,13 @@ pub(crate) unsafe extern "C" fn post_send(
 ) -> c_int {
     // SAFETY: `qp` was created by us and its owner holds it for the call.
     let (q, p) = unsafe { RroceQp::from_ib(qp) };
-    if p.sq.mem.is_kernel() {
-        // SAFETY: a kernel caller passes a valid chain.
-        let (err, bad) = unsafe { post_send_kernel(q, p, wr) };
-        if err != 0 && !bad_wr.is_null() {
-            // SAFETY: ib_core passes a writable `bad_wr`.
-            unsafe { *bad_wr = bad };
-        }
-        return err;
-    }
-    if !wr.is_null() {
-        // A user QP's work requests are in its mapped ring.
-        if !bad_wr.is_null() {
-            // SAFETY: as above.
-            unsafe { *bad_wr = wr };
-        }
-        return -(bindings::EINVAL as c_int);
+    // SAFETY: a kernel caller passes a valid chain of requests in their
+    // containers; a user QP gets none (its WQEs are in its mapped ring).
+    let mut chain = unsafe { SendWrChain::from_raw(wr, matches!(p.ty, QpType::Ud | QpType::Gsi)) };
+    if p.sq.mem.is_kernel() || !wr.is_null() {
+        let r = if p.sq.mem.is_kernel() { post_send_kernel(q, p, &mut chain) } else { Err(EINVAL) };
+        // SAFETY: ib_core passes a writable `bad_wr`.
+        return unsafe { chain.finish(r, bad_wr) };
     }
     let ctx = q.ctx(p);
     let mut g = p.lock_dp();

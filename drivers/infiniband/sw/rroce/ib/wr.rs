@@ -13,6 +13,25 @@ use kernel::bindings;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
+/// A post verb's return value for `result`, storing `at` (the first
+/// request not posted) in `bad_wr` on failure.
+///
+/// # Safety
+///
+/// `bad_wr` is null or writable.
+unsafe fn finish_post<T>(result: Result, bad_wr: *mut *const T, at: *const T) -> c_int {
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            if !bad_wr.is_null() {
+                // SAFETY: writable per the requirements.
+                unsafe { *bad_wr = at };
+            }
+            e.to_errno()
+        }
+    }
+}
+
 /// One receive work request.
 pub(crate) struct RecvWr<'a> {
     /// The consumer's id (or `wr_cqe`: the same bits), returned in the
@@ -54,16 +73,8 @@ impl<'a> RecvWrChain<'a> {
     ///
     /// `bad_wr` is null or writable (ib_core's contract).
     pub(crate) unsafe fn finish(self, result: Result, bad_wr: *mut *const bindings::ib_recv_wr) -> c_int {
-        match result {
-            Ok(()) => 0,
-            Err(e) => {
-                if !bad_wr.is_null() {
-                    // SAFETY: writable per the requirements.
-                    unsafe { *bad_wr = self.cur };
-                }
-                e.to_errno()
-            }
-        }
+        // SAFETY: forwarded.
+        unsafe { finish_post(result, bad_wr, self.cur) }
     }
 }
 
@@ -188,16 +199,8 @@ impl<'a, A> SendWrChain<'a, A> {
     ///
     /// `bad_wr` is null or writable (ib_core's contract).
     pub(crate) unsafe fn finish(self, result: Result, bad_wr: *mut *const bindings::ib_send_wr) -> c_int {
-        match result {
-            Ok(()) => 0,
-            Err(e) => {
-                if !bad_wr.is_null() {
-                    // SAFETY: writable per the requirements.
-                    unsafe { *bad_wr = self.cur };
-                }
-                e.to_errno()
-            }
-        }
+        // SAFETY: forwarded.
+        unsafe { finish_post(result, bad_wr, self.cur) }
     }
 
     fn ext(&self, w: &'a bindings::ib_send_wr) -> SendExt<'a, A> {

@@ -2,7 +2,7 @@
 //! Address handles: the destination of UD work requests.
 //!
 //! An AH is a resolved RoCEv2 address vector (the same checks as a
-//! connected QP's, see [`qp::address_vector`]) under a small number that
+//! connected QP's, see [`address_vector`]) under a small number that
 //! user space puts into UD send WQEs; the number is looked up (under RCU)
 //! when the WQE is executed, so a WQE can never name another context's
 //! memory, only an AH number that is checked then.
@@ -15,22 +15,12 @@ use crate::device::{DevPriv, RroceDev};
 use crate::ib::ah::{AhInit, AhOps};
 use crate::ib::PdId;
 use crate::proto::abi::CreateAhResp;
-use crate::qp::{self, AddressVector};
+use crate::av::{address_vector, AddressVector, AhEntry};
 use crate::sync::rcu::RcuBox;
 
 /// AH numbers handed out (0 means "none" in the ABI).
 const AH_MIN: u32 = 1;
 const AH_MAX: u32 = 0x00ff_ffff;
-
-/// What the UD data path reads of an AH, under RCU: kept in the device's
-/// AH table, not in ib_core's `ib_ah` allocation (ib_core frees that right
-/// after `destroy_ah` without a grace period unless the caller passed
-/// `RDMA_DESTROY_AH_SLEEPABLE`, which ib_cm does not); the table frees it
-/// after a grace period whatever the flags.
-pub(crate) struct AhEntry {
-    pd: PdId,
-    av: AddressVector,
-}
 
 /// Our part of an AH: its number in the device's AH table.
 pub(crate) struct RroceAh {
@@ -46,7 +36,7 @@ impl AhOps for RroceAh {
     type Dev = DevPriv;
 
     fn create(dev: &RroceDev, init: AhInit<'_>) -> Result<Self> {
-        let av = qp::address_vector(init.attr)?;
+        let av = address_vector(&init.attr)?;
         let max = dev.p.attrs.max_ah as u32;
         // Kernel consumers may create AHs in atomic context; a user's AH is
         // charged to its memory cgroup.

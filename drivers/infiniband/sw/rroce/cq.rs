@@ -39,7 +39,7 @@ use crate::proto::ring::{Consumer, Producer, RingError, RingLayout};
 use crate::proto::wqe::{self, Cqe, CQE_BYTES};
 use crate::ib::shm::SharedBuf;
 use crate::ib::ucontext::RingMem;
-use crate::verbs;
+use crate::limits;
 
 /// First index of every ring: close to the 2^32 wrap, so that the wrap is
 /// exercised within the first few thousand completions of every CQ.
@@ -67,7 +67,7 @@ pub(crate) struct CqPriv {
 /// The new CQ's part and depth (the caller counts it on the device).
 fn create(dev: &RroceDev, attr: &bindings::ib_cq_init_attr, udata: Option<UData<'_>>) -> Result<(CqPriv, u32)> {
     if attr.flags != 0 {
-        return Err(verbs::eopnotsupp());
+        return Err(limits::eopnotsupp());
     }
     let max_cqe = dev.p.attrs.max_cqe as u32;
     if attr.cqe == 0 || attr.cqe > max_cqe {
@@ -76,7 +76,7 @@ fn create(dev: &RroceDev, attr: &bindings::ib_cq_init_attr, udata: Option<UData<
     if attr.comp_vector >= dev.num_comp_vectors() {
         return Err(EINVAL);
     }
-    let uctx = verbs::user_call::<{ CreateCqCmd::SIZE }>(udata, |c| CreateCqCmd::from_bytes(c).is_valid())?;
+    let uctx = limits::user_call::<{ CreateCqCmd::SIZE }>(udata, |c| CreateCqCmd::from_bytes(c).is_valid())?;
     let layout = RingLayout::new(attr.cqe, CQE_BYTES as u32, (max_cqe + 1).next_power_of_two())
         .map_err(|_| EINVAL)?;
     let buf = SharedBuf::new(layout.bytes_total())?;
@@ -183,7 +183,7 @@ impl CqOps for CqPriv {
         if want == 0 || want > max_cqe {
             return Err(EINVAL);
         }
-        let uctx = verbs::user_call::<{ ResizeCqCmd::SIZE }>(udata, |c| ResizeCqCmd::from_bytes(c).is_valid())?;
+        let uctx = limits::user_call::<{ ResizeCqCmd::SIZE }>(udata, |c| ResizeCqCmd::from_bytes(c).is_valid())?;
         // The new ring, made without any lock held (this may sleep).
         let layout = RingLayout::new(want, CQE_BYTES as u32, (max_cqe + 1).next_power_of_two())
             .map_err(|_| EINVAL)?;

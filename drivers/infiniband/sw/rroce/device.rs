@@ -26,9 +26,9 @@ use crate::sync::idtable::{IdTable, RcuTable};
 use crate::net::netdev::NetDevRef;
 use crate::net::parent::SynthParent;
 use crate::proto::link;
-use crate::dp::RxStats;
+use crate::ib::stats::HwStats;
+use crate::stats::{RxHandler, RxStats, Stats};
 use crate::net::udp::{NetSockRef, NetSocks};
-use crate::verbs;
 
 /// The driver's private part of a device.
 pub(crate) struct DevPriv {
@@ -53,7 +53,7 @@ pub(crate) struct DevPriv {
     /// Shared receive queue numbers.
     pub(crate) srqns: IdTable,
     /// Address handle numbers.
-    pub(crate) ahs: RcuTable<crate::ah::AhEntry>,
+    pub(crate) ahs: RcuTable<crate::av::AhEntry>,
     /// Counters (`hw_counters`).
     pub(crate) stats: crate::stats::Stats,
     /// Packets to the device's own addresses (`loopback`).
@@ -163,6 +163,10 @@ pub(crate) struct Registration {
     #[pin]
     state: Mutex<State>,
     module: &'static ThisModule,
+    /// The driver's `ib_device_ops` table (built by `verbs`).
+    ops: fn(&'static ThisModule) -> bindings::ib_device_ops,
+    /// What the namespaces' sockets hand their datagrams to (`dp::rx`).
+    rx: RxHandler,
     stage: AtomicU8,
     link_ops: Opaque<bindings::rdma_link_ops>,
     nb: Opaque<bindings::notifier_block>,
@@ -190,11 +194,17 @@ fn global() -> Result<&'static Registration> {
 
 impl Registration {
     /// Registers the `rroce` link type, the netdev notifier and the pernet hook.
-    pub(crate) fn new(module: &'static ThisModule) -> Result<Pin<KBox<Self>>> {
+    pub(crate) fn new(
+        module: &'static ThisModule,
+        ops: fn(&'static ThisModule) -> bindings::ib_device_ops,
+        rx: RxHandler,
+    ) -> Result<Pin<KBox<Self>>> {
         let reg = KBox::pin_init(
             try_pin_init!(Self {
                 state <- kernel::new_mutex!(State { devs: KVec::new(), socks: NetSocks::new() }),
                 module,
+                ops,
+                rx,
                 stage: AtomicU8::new(0),
                 link_ops: Opaque::new(bindings::rdma_link_ops {
                     type_: c_str!("rroce").as_char_ptr(),
@@ -316,7 +326,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
             return Err(EEXIST);
         }
         st.devs.reserve(1, GFP_KERNEL)?;
-        let sock = st.socks.get(net)?;
+        let sock = st.socks.get(net, || RxStats::new(g.rx))?;
         // SAFETY: plain allocation call; ib_core zeroes the memory and
         // initialises the embedded `ib_device`.
         let raw = unsafe { bindings::_ib_alloc_device(size_of::<RroceDev>()) }.cast::<RroceDev>();
@@ -336,7 +346,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 port_active: AtomicBool::new(active),
                 pds: AtomicU32::new(0),
                 cqs: AtomicU32::new(0),
-                attrs: verbs::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
+                attrs: crate::limits::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
                 keys: IdTable::new(),
                 qpns: IdTable::new(),
                 srqns: IdTable::new(),
@@ -356,7 +366,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
     let ib = dev.cast::<bindings::ib_device>();
     // SAFETY: `ib` is our freshly allocated device; from now on
     // `ib_dealloc_device` (which calls our `dealloc_driver`) undoes it all.
-    unsafe { bindings::ib_set_device_ops(ib, &verbs::device_ops(g.module)) };
+    unsafe { bindings::ib_set_device_ops(ib, &(g.ops)(g.module)) };
 
     // SAFETY: `dev` is valid and not yet visible to anyone else but the
     // device table, which does not touch these fields.
@@ -550,5 +560,17 @@ unsafe extern "C" fn netdev_event_callback(
 unsafe extern "C" fn net_exit_callback(net: *mut bindings::net) {
     if let Ok(g) = global() {
         g.state.lock().socks.net_exit(net);
+    }
+}
+
+/// The port counters (`hw_counters`).
+impl HwStats for Stats {
+    type Dev = DevPriv;
+    const DESCS: &'static [bindings::rdma_stat_desc] = crate::stats::DESCS.as_slice();
+
+    fn read(dev: &RroceDev, values: &mut [u64]) {
+        for (v, a) in values.iter_mut().zip(dev.p.stats.0.iter()) {
+            *v = a.load(Ordering::Relaxed);
+        }
     }
 }

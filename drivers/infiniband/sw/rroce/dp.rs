@@ -17,7 +17,6 @@
 
 #![forbid(unsafe_code)]
 
-use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 
@@ -29,7 +28,8 @@ use crate::proto::hdr::{self, Bth, Ext, DEFAULT_PKEY};
 use crate::proto::icrc;
 use crate::proto::link;
 use crate::proto::ud;
-use crate::proto::net::{self, IpUdp};
+use crate::av::AddressVector;
+use crate::proto::net::{self, udp_sport, IpAddr, IpUdp};
 use crate::proto::qp::{QpAttrs, QpState};
 use crate::proto::rc::{
     AccessError, Action, Access, AtomicOp, ReadResponder, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
@@ -46,7 +46,7 @@ use crate::net::route::DstCache;
 use crate::net::skb::SkBuff;
 use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::qp::QpEvents;
-use crate::stats::Counter;
+use crate::stats::{Counter, RxDrop};
 
 /// Responder resources (outstanding READ/atomic requests) per QP; also the
 /// device's `max_qp_rd_atom`.
@@ -99,6 +99,29 @@ pub(crate) struct Path {
     /// the loopback queue (`loopback`) instead of the IP stack.
     pub(crate) local: bool,
 }
+
+/// The IP/UDP template of a connected QP (or of one UD destination).
+pub(crate) fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
+    let dst = IpAddr::from_gid(&av.dgid);
+    let addr = match &dst {
+        IpAddr::V4(a) => &a[..],
+        IpAddr::V6(a) => &a[..],
+    };
+    let local = dev.p.ndev.has_addr(addr);
+    Path {
+        local,
+        ip: IpUdp {
+            src: IpAddr::from_gid(&av.sgid),
+            dst: IpAddr::from_gid(&av.dgid),
+            tclass: av.traffic_class,
+            hop_limit: if av.hop_limit == 0 { 64 } else { av.hop_limit },
+            flow_label: av.flow_label,
+            sport: udp_sport(qpn, dest_qpn),
+        },
+        dest_qpn,
+    }
+}
+
 
 impl Path {
     fn ipv6(&self) -> bool {
@@ -1063,7 +1086,7 @@ impl Dp {
         let (w, len) = (view.wqe, view.length);
         let av = crate::ah::lookup(ctx.dev, crate::ib::PdId::of(ctx.pd), w.ah).ok_or(WcStatus::LocQpOpErr)?;
         let pkt = ud::send_packet(&w, len, ctx.qpn, self.qkey, self.ud_psn, mtu)?;
-        let path = crate::qp::path_of(ctx.dev, &av, ctx.qpn, w.remote_qpn);
+        let path = path_of(ctx.dev, &av, ctx.qpn, w.remote_qpn);
         let mut local = Ok(());
         send_pkt(ctx, &path, &pkt.bth, &pkt.ext, len, |buf| {
             let r = match view.inline_data() {
@@ -1507,47 +1530,6 @@ impl RecvSource for Rq<'_> {
             }
         }
     }
-}
-
-/// Receive counters of one namespace's sockets, and their receiver.
-#[derive(Default)]
-pub(crate) struct RxStats {
-    /// Packets delivered to the sockets.
-    packets: AtomicU64,
-    /// Packets dropped because no queue pair could take them.
-    dropped_no_qp: AtomicU64,
-    /// Packets dropped because they are malformed (IP/UDP/BTH layout).
-    dropped_malformed: AtomicU64,
-    /// Packets dropped for a wrong ICRC.
-    dropped_icrc: AtomicU64,
-    /// Packets for which no rroce device was found.
-    dropped_no_dev: AtomicU64,
-}
-
-impl crate::net::udp::Receiver for RxStats {
-    fn receive(&self, skb: Option<SkBuff>) {
-        self.packets.fetch_add(1, Ordering::Relaxed);
-        let counter = match skb.as_ref().map(|skb| rx(skb.in_dev(), skb.datagram())) {
-            Some(Ok(())) => return,
-            None | Some(Err(RxDrop::Malformed)) => &self.dropped_malformed,
-            Some(Err(RxDrop::Icrc)) => &self.dropped_icrc,
-            Some(Err(RxDrop::NoDevice)) => &self.dropped_no_dev,
-            Some(Err(RxDrop::NoQp)) => &self.dropped_no_qp,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Why a received datagram was dropped.
-pub(crate) enum RxDrop {
-    /// Not a well-formed RoCEv2 packet.
-    Malformed,
-    /// Wrong ICRC.
-    Icrc,
-    /// No rroce device for its destination.
-    NoDevice,
-    /// No QP took it.
-    NoQp,
 }
 
 /// Receives one RoCEv2 IP datagram (`pkt`: IP header to the end) that

@@ -32,9 +32,7 @@ use crate::ib::umem::{direct_map_page, PageRef, Umem};
 use crate::proto::mr::{self as rules, FrState, MrKind, RegRequest, RegionInfo};
 use crate::proto::wqe::WcStatus;
 
-/// Largest page list of a fast-registration MR
-/// (`max_fast_reg_page_list_len`).
-pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
+use crate::limits::MAX_FAST_REG_PAGES;
 
 /// Access flags a region may carry (the rest are refused or meaningless
 /// for a software device).
@@ -157,7 +155,7 @@ fn publish(dev: &RroceDev, mut mr: KBox<RroceMr>) -> Result<*mut bindings::ib_mr
 fn check_access(access: c_int) -> Result<u32> {
     let access = access as u32;
     if access & !ACCESS_ALLOWED != 0 {
-        return Err(crate::verbs::eopnotsupp());
+        return Err(crate::limits::eopnotsupp());
     }
     Ok(access)
 }

@@ -21,9 +21,11 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::device::RroceDev;
-use crate::dp::{Ctx, Dp, Path};
+use crate::dp::{Ctx, Dp};
 use crate::ffi;
-use crate::proto::net::{udp_sport, IpAddr, IpUdp};
+use crate::av::{address_vector, AddressVector};
+use crate::dp::path_of;
+use crate::ib::ah::RoceAttr;
 use crate::proto::rc::{is_rc_request, is_rc_response, is_uc_request, InRequest, InResponse};
 use kernel::types::Opaque;
 use crate::proto::link;
@@ -35,7 +37,7 @@ use crate::proto::ring::{Producer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, 
 use crate::proto::wqe::{self, SendOpcode, SendPayload, SendWqe, Sge};
 use crate::ib::shm::SharedBuf;
 use crate::ib::ucontext::{RingMem, UctxRef};
-use crate::verbs;
+use crate::limits;
 use crate::ib::srq::SrqHandle;
 use crate::ib::udata::UData;
 use crate::ib::qp::QpEvents;
@@ -55,20 +57,7 @@ const QPN_MIN: u32 = 16;
 /// The GSI QP's number.
 const GSI_QPN: u32 = 1;
 const QPN_MAX: u32 = 0x00ff_ffff;
-/// `IB_GID_TYPE_ROCE_UDP_ENCAP`: RoCEv2, the only GID type rroce speaks.
-const GID_TYPE_ROCE_V2: u32 = bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP;
 
-/// Where a connected QP sends to, resolved at `modify_qp(AV)`.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct AddressVector {
-    pub(crate) dgid: [u8; 16],
-    pub(crate) sgid: [u8; 16],
-    pub(crate) sgid_index: u8,
-    pub(crate) hop_limit: u8,
-    pub(crate) traffic_class: u8,
-    pub(crate) flow_label: u32,
-    pub(crate) dmac: [u8; 6],
-}
 
 struct QpStateInner {
     state: QpState,
@@ -97,7 +86,7 @@ impl Ring {
     /// A ring of `entries` entries of `entry_size` bytes, mapped into the
     /// process of `uctx` (then with its mmap offset) or kernel-private.
     pub(crate) fn new(uctx: Option<UctxRef>, entries: u32, entry_size: u32) -> Result<(Ring, u64)> {
-        let layout = RingLayout::new(entries, entry_size, verbs::max_qp_wr().next_power_of_two())
+        let layout = RingLayout::new(entries, entry_size, limits::max_qp_wr().next_power_of_two())
             .map_err(|_| EINVAL)?;
         let buf = SharedBuf::new(layout.bytes_total())?;
         layout.init_header(&buf, RING_START).map_err(|_| EINVAL)?;
@@ -234,16 +223,16 @@ fn unlock(p: &QpPriv, ctx: &Ctx<'_>, mut g: DpGuard<'_>) {
 }
 
 fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<UData<'_>>) -> Result {
-    let ty = QpType::from_ib(init.qp_type).ok_or_else(verbs::eopnotsupp)?;
+    let ty = QpType::from_ib(init.qp_type).ok_or_else(limits::eopnotsupp)?;
     // The GSI QP (QP1) belongs to ib_core's MAD layer: kernel only.
     if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && (ty != QpType::Gsi || udata.is_some()) {
-        return Err(verbs::eopnotsupp());
+        return Err(limits::eopnotsupp());
     }
     if init.create_flags != 0 {
-        return Err(verbs::eopnotsupp());
+        return Err(limits::eopnotsupp());
     }
     if !init.srq.is_null() && !matches!(ty, QpType::Rc | QpType::Ud) {
-        return Err(verbs::eopnotsupp());
+        return Err(limits::eopnotsupp());
     }
     // SAFETY: ib_core passes null or a live SRQ of this device, and the
     // QP's live CQs, on which the QP holds use counts from now until it is
@@ -258,14 +247,14 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<
     // its QPs.
     let dev = unsafe { RroceDev::from_ib(qp.ib.device) };
     let cap = &mut init.cap;
-    let max_wr = verbs::max_qp_wr();
+    let max_wr = limits::max_qp_wr();
     let max_sge = dev.p.attrs.max_send_sge as u32;
     // With an SRQ the receive capacities are the SRQ's; ignored here.
     let rq_bad = srq.is_none() && (cap.max_recv_wr == 0 || cap.max_recv_wr > max_wr || cap.max_recv_sge > max_sge);
     if cap.max_send_wr == 0 || cap.max_send_wr > max_wr || rq_bad || cap.max_send_sge > max_sge || cap.max_inline_data > MAX_INLINE {
         return Err(EINVAL);
     }
-    let uctx = verbs::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
+    let uctx = limits::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
     let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
     let (sq, sq_off) = Ring::new(uctx, cap.max_send_wr, sq_size)?;
     // What the rounded entries really hold, never more than the device max.
@@ -385,37 +374,6 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<
     Ok(())
 }
 
-/// The address vector of a `modify_qp(AV)`: RoCEv2 with a GRH only.
-pub(crate) fn address_vector(ah: &bindings::rdma_ah_attr) -> Result<AddressVector> {
-    if ah.type_ != bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE
-        || ah.ah_flags as u32 & bindings::ib_ah_flags_IB_AH_GRH == 0
-        || ah.port_num != 1
-    {
-        return Err(EINVAL);
-    }
-    let grh = &ah.grh;
-    // SAFETY: for RoCE ib_core resolves the source GID attribute before
-    // calling the driver and keeps it referenced during the call.
-    let sgid = unsafe { grh.sgid_attr.as_ref() }.ok_or(EINVAL)?;
-    if sgid.gid_type != GID_TYPE_ROCE_V2 {
-        return Err(EINVAL);
-    }
-    // SAFETY: plain-old-data unions.
-    let (dgid, dmac, sgid_raw) = unsafe { (grh.dgid.raw, ah.__bindgen_anon_1.roce.dmac, sgid.gid.raw) };
-    if core::mem::discriminant(&IpAddr::from_gid(&dgid)) != core::mem::discriminant(&IpAddr::from_gid(&sgid_raw)) {
-        return Err(EINVAL);
-    }
-    Ok(AddressVector {
-        dgid,
-        sgid: sgid_raw,
-        sgid_index: grh.sgid_index,
-        hop_limit: grh.hop_limit,
-        traffic_class: grh.traffic_class,
-        flow_label: grh.flow_label,
-        dmac,
-    })
-}
-
 fn to_proto(a: &bindings::ib_qp_attr) -> QpAttrs {
     QpAttrs {
         state: QpState::from_ib(a.qp_state).unwrap_or(QpState::Err),
@@ -451,7 +409,14 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
     if mask.contains(AttrMask::CUR_STATE) && QpState::from_ib(attr.cur_qp_state).is_none() {
         return Err(EINVAL);
     }
-    let av = if mask.contains(AttrMask::AV) { Some(address_vector(&attr.ah_attr)?) } else { None };
+    let av = if mask.contains(AttrMask::AV) {
+        // SAFETY: for an AV ib_core resolves the source GID attribute
+        // before calling the driver and keeps it referenced for the call.
+        let roce = unsafe { RoceAttr::from_raw(&attr.ah_attr) }?;
+        Some(address_vector(&roce)?)
+    } else {
+        None
+    };
     let limits = DeviceLimits {
         active_mtu: link::active_mtu(dev.p.ndev.mtu()).unwrap_or(link::IbMtu::Mtu256),
         max_qp_init_rd_atom: dev.p.attrs.max_qp_init_rd_atom as u32,
@@ -488,29 +453,6 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
     unlock(p, &ctx, g);
     Ok(())
 }
-
-/// The IP/UDP template of a connected QP (or of one UD destination).
-pub(crate) fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u32) -> Path {
-    let dst = IpAddr::from_gid(&av.dgid);
-    let addr = match &dst {
-        IpAddr::V4(a) => &a[..],
-        IpAddr::V6(a) => &a[..],
-    };
-    let local = dev.p.ndev.has_addr(addr);
-    Path {
-        local,
-        ip: IpUdp {
-            src: IpAddr::from_gid(&av.sgid),
-            dst: IpAddr::from_gid(&av.dgid),
-            tclass: av.traffic_class,
-            hop_limit: if av.hop_limit == 0 { 64 } else { av.hop_limit },
-            flow_label: av.flow_label,
-            sport: udp_sport(qpn, dest_qpn),
-        },
-        dest_qpn,
-    }
-}
-
 
 /// A kernel send request as the driver sees it.
 type KernelSendWr<'a> = SendWr<'a, crate::ah::RroceAh>;
@@ -578,7 +520,7 @@ fn kernel_send_wqe(p: &QpPriv, wr: &KernelSendWr<'_>, out: &mut [u8]) -> Result 
         head.copy_from_slice(&h.to_bytes());
         return Ok(());
     }
-    let mut sges = [Sge::default(); verbs::MAX_SGE as usize];
+    let mut sges = [Sge::default(); limits::MAX_SGE as usize];
     for (d, s) in sges.iter_mut().zip(wr.sges) {
         *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
     }

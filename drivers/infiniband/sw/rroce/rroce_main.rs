@@ -39,9 +39,11 @@ mod sync;
 
 // The driver, on top of the layer.
 mod ah;
+mod av;
 mod cq;
 mod device;
 mod dp;
+mod limits;
 mod loopback;
 mod mcast;
 mod mr;
@@ -58,6 +60,6 @@ struct RroceModule {
 
 impl kernel::Module for RroceModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        Ok(Self { _reg: device::Registration::new(module)? })
+        Ok(Self { _reg: device::Registration::new(module, verbs::device_ops, dp::rx)? })
     }
 }

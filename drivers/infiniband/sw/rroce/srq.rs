@@ -25,7 +25,7 @@ use crate::proto::srq::{check_create, check_modify, LimitWatch, SrqError, SrqLim
 use crate::proto::wqe::{self, RecvLimits, Sge};
 use crate::qp::{Ring, RING_START};
 use crate::ib::shm::SharedBuf;
-use crate::verbs;
+use crate::limits;
 
 /// SRQ numbers handed out.
 const SRQN_MIN: u32 = 1;
@@ -105,12 +105,12 @@ impl SrqOps for SrqPriv {
 
     fn create(dev: &RroceDev, init: SrqInit<'_>) -> Result<Self> {
         if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
-            return Err(verbs::eopnotsupp());
+            return Err(limits::eopnotsupp());
         }
         let limits = SrqLimits { max_wr: dev.p.attrs.max_srq_wr as u32, max_sge: dev.p.attrs.max_srq_sge as u32 };
         let a = init.attr;
         let sge = check_create(a.max_wr, a.max_sge, a.srq_limit, &limits).map_err(srq_err)?;
-        let uctx = verbs::user_call::<{ CreateSrqCmd::SIZE }>(init.udata, |c| CreateSrqCmd::from_bytes(c).is_valid())?;
+        let uctx = limits::user_call::<{ CreateSrqCmd::SIZE }>(init.udata, |c| CreateSrqCmd::from_bytes(c).is_valid())?;
         let esz = wqe::recv_entry_size(sge).ok_or(EINVAL)?;
         let (ring, off) = Ring::new(uctx, a.max_wr, esz)?;
         let max_sge = u32::from(wqe::recv_max_sge(esz)).min(limits.max_sge);
@@ -222,7 +222,7 @@ pub(crate) fn kernel_recv_wqe<'a>(w: &RecvWr<'_>, max_sge: u32, esz: usize, stag
     if w.sges.len() > max_sge as usize {
         return Err(EINVAL);
     }
-    let mut sges = [Sge::default(); verbs::MAX_SGE as usize];
+    let mut sges = [Sge::default(); limits::MAX_SGE as usize];
     for (d, s) in sges.iter_mut().zip(w.sges) {
         *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
     }

@@ -12,8 +12,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::c_str;
 
-use crate::device::{DevPriv, RroceDev};
-use crate::ib::stats::{HwStats, StatDescs};
+use crate::ib::stats::StatDescs;
+use crate::net::skb::SkBuff;
+use crate::net::udp::Receiver;
 
 /// The counters, in `hw_counters` order.
 #[derive(Clone, Copy)]
@@ -68,7 +69,7 @@ pub(crate) enum Counter {
 const N: usize = Counter::InvalidNaksSent as usize + 1;
 
 /// Descriptors, in [`Counter`] order.
-static DESCS: StatDescs<N> = StatDescs::new([
+pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
     c_str!("rx_packets"),
     c_str!("tx_packets"),
     c_str!("rx_dropped"),
@@ -91,7 +92,7 @@ static DESCS: StatDescs<N> = StatDescs::new([
 ]);
 
 /// A device's counters.
-pub(crate) struct Stats([AtomicU64; N]);
+pub(crate) struct Stats(pub(crate) [AtomicU64; N]);
 
 impl Stats {
     pub(crate) const fn new() -> Self {
@@ -113,13 +114,63 @@ impl Stats {
     }
 }
 
-impl HwStats for Stats {
-    type Dev = DevPriv;
-    const DESCS: &'static [bindings::rdma_stat_desc] = DESCS.as_slice();
+/// Receive counters of one namespace's sockets, and their receiver.
+pub(crate) struct RxStats {
+    /// What parses and delivers each datagram (`dp::rx`).
+    handler: RxHandler,
+    /// Packets delivered to the sockets.
+    packets: AtomicU64,
+    /// Packets dropped because no queue pair could take them.
+    dropped_no_qp: AtomicU64,
+    /// Packets dropped because they are malformed (IP/UDP/BTH layout).
+    dropped_malformed: AtomicU64,
+    /// Packets dropped for a wrong ICRC.
+    dropped_icrc: AtomicU64,
+    /// Packets for which no rroce device was found.
+    dropped_no_dev: AtomicU64,
+}
 
-    fn read(dev: &RroceDev, values: &mut [u64]) {
-        for (v, a) in values.iter_mut().zip(dev.p.stats.0.iter()) {
-            *v = a.load(Ordering::Relaxed);
+impl RxStats {
+    /// Counters of new sockets whose datagrams go to `handler`.
+    pub(crate) fn new(handler: RxHandler) -> Self {
+        Self {
+            handler,
+            packets: AtomicU64::new(0),
+            dropped_no_qp: AtomicU64::new(0),
+            dropped_malformed: AtomicU64::new(0),
+            dropped_icrc: AtomicU64::new(0),
+            dropped_no_dev: AtomicU64::new(0),
         }
     }
 }
+
+/// Parses and delivers one datagram that arrived on a netdev (identity
+/// only): `Err` says why it was dropped.
+pub(crate) type RxHandler = fn(*mut bindings::net_device, &[u8]) -> Result<(), RxDrop>;
+
+impl Receiver for RxStats {
+    fn receive(&self, skb: Option<SkBuff>) {
+        self.packets.fetch_add(1, Ordering::Relaxed);
+        let counter = match skb.as_ref().map(|skb| (self.handler)(skb.in_dev(), skb.datagram())) {
+            Some(Ok(())) => return,
+            None | Some(Err(RxDrop::Malformed)) => &self.dropped_malformed,
+            Some(Err(RxDrop::Icrc)) => &self.dropped_icrc,
+            Some(Err(RxDrop::NoDevice)) => &self.dropped_no_dev,
+            Some(Err(RxDrop::NoQp)) => &self.dropped_no_qp,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Why a received datagram was dropped.
+pub(crate) enum RxDrop {
+    /// Not a well-formed RoCEv2 packet.
+    Malformed,
+    /// Wrong ICRC.
+    Icrc,
+    /// No rroce device for its destination.
+    NoDevice,
+    /// No QP took it.
+    NoQp,
+}
+

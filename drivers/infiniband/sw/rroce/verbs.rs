@@ -20,42 +20,10 @@ use crate::qp;
 use crate::device::{self, DevPriv, RroceDev};
 use crate::ib::device::{self as ibdev, DeviceOps};
 use crate::ib::udata::UData;
-use crate::ib::ucontext::{self, UcontextOps, UctxRef};
+use crate::limits;
+use crate::ib::ucontext::{self, UcontextOps};
 use crate::proto::abi;
 use crate::proto::link;
-
-/// Device limits advertised in `query_device`.
-mod limits {
-    pub(super) const MAX_PD: u32 = 0x1_0000;
-    pub(super) const MAX_QP: u32 = 0x1_0000;
-    pub(super) const MAX_QP_WR: u32 = 0x4000;
-    pub(crate) const MAX_SGE: u32 = 32;
-    pub(super) const MAX_SRQ: u32 = 0x1_0000;
-    pub(super) const MAX_SRQ_WR: u32 = MAX_QP_WR;
-    pub(super) const MAX_CQ: u32 = 0x1_0000;
-    /// 1 Mi - 1 entries (64 MiB of ring, charged to the caller's memcg and
-    /// the context's ring cap).  libfabric's ofi_rxm sizes its verbs CQ
-    /// for a whole universe of peers ((rx + tx size) x 256 by default,
-    /// ~200 000 entries) without clamping it to max_cqe: with 64 Ki it
-    /// failed with EINVAL (as on rxe, 32 Ki); mlx5 offers 4 Mi.
-    pub(super) const MAX_CQE: u32 = 0x10_0000 - 1;
-    pub(super) const MAX_MR: u32 = 0x1_0000;
-    pub(super) const MAX_AH: u32 = 0x1_0000;
-    pub(super) const MAX_RD_ATOM: u32 = 16;
-    pub(super) const MAX_MSG_SZ: u32 = 1 << 30;
-    pub(super) const GID_TABLE_LEN: u32 = 1024;
-    pub(super) const PAGE_SIZE_CAP: u64 = 0xffff_f000;
-    pub(super) const VENDOR_ID: u32 = 0x00ff_ffff;
-    pub(super) const ACK_DELAY: u8 = 15;
-}
-
-/// Largest work-queue depth (`max_qp_wr`).
-/// SGEs per work request (send and receive).
-pub(crate) const MAX_SGE: u32 = limits::MAX_SGE;
-
-pub(crate) fn max_qp_wr() -> u32 {
-    limits::MAX_QP_WR
-}
 
 /// The ops table; ib_core copies it into each device.
 pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops {
@@ -119,60 +87,6 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
     }
 }
 
-/// The device attributes of a new device whose node GUID is `guid`.
-pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
-    use limits::*;
-    let mut a = bindings::ib_device_attr {
-        vendor_id: VENDOR_ID,
-        sys_image_guid: guid,
-        max_mr_size: u64::MAX,
-        page_size_cap: PAGE_SIZE_CAP,
-        max_qp: MAX_QP as c_int,
-        max_qp_wr: MAX_QP_WR as c_int,
-        max_send_sge: MAX_SGE as c_int,
-        max_recv_sge: MAX_SGE as c_int,
-        max_sge_rd: MAX_SGE as c_int,
-        max_srq: MAX_SRQ as c_int,
-        max_srq_wr: MAX_SRQ_WR as c_int,
-        max_srq_sge: MAX_SGE as c_int,
-        max_cq: MAX_CQ as c_int,
-        max_cqe: MAX_CQE as c_int,
-        max_mr: MAX_MR as c_int,
-        ..Default::default()
-    };
-    // Memory windows share the key table with the regions (`max_mr` keys).
-    a.max_mw = MAX_MR as c_int;
-    a.device_cap_flags |= (bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
-        | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B) as u64;
-    a.max_pd = MAX_PD as c_int;
-    a.max_qp_rd_atom = MAX_RD_ATOM as c_int;
-    a.max_qp_init_rd_atom = MAX_RD_ATOM as c_int;
-    a.max_res_rd_atom = (MAX_RD_ATOM * MAX_QP) as c_int;
-    a.max_ah = MAX_AH as c_int;
-    a.max_mcast_grp = crate::mcast::MAX_GROUPS as c_int;
-    a.max_mcast_qp_attach = crate::mcast::MAX_QP_PER_GROUP as c_int;
-    a.max_total_mcast_qp_attach = (crate::mcast::MAX_GROUPS * crate::mcast::MAX_QP_PER_GROUP) as c_int;
-    let cap = ibdev::max_objects_param();
-    if cap != 0 {
-        let cap = cap.min(i32::MAX as u32) as c_int;
-        for m in [&mut a.max_qp, &mut a.max_srq, &mut a.max_cq, &mut a.max_mr, &mut a.max_pd, &mut a.max_ah] {
-            *m = (*m).min(cap);
-        }
-        a.max_res_rd_atom = (MAX_RD_ATOM as c_int).saturating_mul(a.max_qp);
-    }
-    a.max_pkeys = 1;
-    a.local_ca_ack_delay = ACK_DELAY;
-    // One module-wide lock serialises the responder's atomics (rroce_page_atomic),
-    // so they are atomic across all QPs of the device: IB_ATOMIC_HCA.
-    a.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
-    a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
-    // Fast registration (alloc_mr, map_mr_sg, REG_MR, LOCAL_INV, SEND with
-    // invalidate) for kernel consumers.
-    a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
-    a.max_fast_reg_page_list_len = mr::MAX_FAST_REG_PAGES;
-    a
-}
-
 /// The user ABI: what `alloc_ucontext` answers.
 pub(crate) struct UserAbi;
 
@@ -181,30 +95,6 @@ impl UcontextOps for UserAbi {
         let resp = abi::AllocUcontextResp { abi_version: abi::ABI_VERSION, ..Default::default() };
         udata.write(&resp.to_bytes())
     }
-}
-
-/// `EOPNOTSUPP`, which the 6.12 `kernel::error::code` list lacks (its
-/// `ENOTSUPP` is a kernel-internal code user space does not know).
-pub(crate) fn eopnotsupp() -> Error {
-    Error::from_errno(-(bindings::EOPNOTSUPP as c_int))
-}
-
-/// Copies the driver command of a verb into `dst`.  Fails unless user
-/// space sent at least `dst.len()` bytes.
-/// The caller of a create/resize verb: for a user call (`udata` set) its
-/// driver command of `N` bytes is read and checked with `valid`, and its
-/// live user context returned; a kernel call gives null.
-pub(crate) fn user_call<const N: usize>(
-    udata: Option<UData<'_>>,
-    valid: impl FnOnce(&[u8; N]) -> bool,
-) -> Result<Option<UctxRef>> {
-    let Some(udata) = udata else { return Ok(None) };
-    let mut cmd = [0u8; N];
-    udata.read(&mut cmd)?;
-    if !valid(&cmd) {
-        return Err(EINVAL);
-    }
-    udata.ucontext().map(Some).ok_or(EINVAL)
 }
 
 impl DeviceOps for DevPriv {

@@ -21,12 +21,61 @@ use crate::ib::object::{self, CoreObject, NewObj, Obj};
 use crate::ib::udata::UData;
 use crate::ib::PdId;
 
+/// The RoCE part of an `rdma_ah_attr` (of `create_ah` or `modify_qp`).
+pub(crate) struct RoceAttr {
+    /// `RDMA_AH_ATTR_TYPE_ROCE`.
+    pub(crate) roce: bool,
+    /// `IB_AH_GRH` set.
+    pub(crate) grh: bool,
+    pub(crate) port_num: u32,
+    pub(crate) dgid: [u8; 16],
+    pub(crate) dmac: [u8; 6],
+    /// The source GID (from its GID table attribute).
+    pub(crate) sgid: [u8; 16],
+    /// The source GID's type is RoCEv2 (`IB_GID_TYPE_ROCE_UDP_ENCAP`).
+    pub(crate) sgid_roce_v2: bool,
+    pub(crate) sgid_index: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
+    pub(crate) flow_label: u32,
+}
+
+impl RoceAttr {
+    /// Reads `ah`; `EINVAL` without a source GID attribute.
+    ///
+    /// # Safety
+    ///
+    /// `ah.grh.sgid_attr` is null or a GID attribute ib_core keeps
+    /// referenced for the call (it resolves it before calling the driver).
+    pub(crate) unsafe fn from_raw(ah: &bindings::rdma_ah_attr) -> Result<Self> {
+        let grh = &ah.grh;
+        // SAFETY: per the requirements.
+        let sgid = unsafe { grh.sgid_attr.as_ref() }.ok_or(EINVAL)?;
+        // SAFETY: plain-data unions (the GIDs' raw bytes, the RoCE part of
+        // the address).
+        let (dgid, dmac, sgid_raw) = unsafe { (grh.dgid.raw, ah.__bindgen_anon_1.roce.dmac, sgid.gid.raw) };
+        Ok(Self {
+            roce: ah.type_ == bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE,
+            grh: ah.ah_flags as u32 & bindings::ib_ah_flags_IB_AH_GRH != 0,
+            port_num: ah.port_num,
+            dgid,
+            dmac,
+            sgid: sgid_raw,
+            sgid_roce_v2: sgid.gid_type == bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP,
+            sgid_index: grh.sgid_index,
+            hop_limit: grh.hop_limit,
+            traffic_class: grh.traffic_class,
+            flow_label: grh.flow_label,
+        })
+    }
+}
+
 /// What an address handle is created from.
 pub(crate) struct AhInit<'a> {
     /// The protection domain it belongs to.
     pub(crate) pd: PdId,
     /// The address vector.
-    pub(crate) attr: &'a bindings::rdma_ah_attr,
+    pub(crate) attr: RoceAttr,
     /// Whether the caller may sleep (`RDMA_CREATE_AH_SLEEPABLE`); if not,
     /// allocate with `GFP_ATOMIC`.
     pub(crate) sleepable: bool,
@@ -81,8 +130,9 @@ pub(crate) unsafe extern "C" fn create_ah<T: AhOps>(
         let (a, init) = unsafe { (NewObj::<_, T>::from_raw(ah), &*init) };
         // SAFETY: ib_core set `device` to one of ours, live for the call.
         let dev = unsafe { Device::<T::Dev>::from_ib(a.ib().device()) };
-        // SAFETY: `ah_attr` is valid for the call.
-        let attr = unsafe { init.ah_attr.as_ref() }.ok_or(EINVAL)?;
+        // SAFETY: `ah_attr` is valid for the call, with its source GID
+        // attribute resolved and referenced (ib_core's contract).
+        let attr = unsafe { RoceAttr::from_raw(init.ah_attr.as_ref().ok_or(EINVAL)?) }?;
         let sleepable = init.flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
         // SAFETY: null or valid for the call.
         let udata = unsafe { UData::from_raw(udata) };

@@ -30,7 +30,7 @@ pub(crate) const ROCE_V2_PORT: u16 = 4791;
 const EAFNOSUPPORT: c_int = 97;
 
 /// What a namespace's sockets hand their datagrams to.
-pub(crate) trait Receiver: Default + Send + Sync + 'static {
+pub(crate) trait Receiver: Send + Sync + 'static {
     /// One datagram (IP header to the end, linear), or `None` if the skb
     /// could not be made linear (it was freed).  Softirq context, under
     /// RCU; the skb is freed when dropped.
@@ -103,13 +103,14 @@ impl<R: Receiver> NetSocks<R> {
     }
 
     /// Takes a reference to `net`'s sockets, opening them if needed.
-    pub(crate) fn get(&mut self, net: *mut bindings::net) -> Result<NetSockRef<R>> {
+    /// `rx` makes the receiver of a namespace's new sockets.
+    pub(crate) fn get(&mut self, net: *mut bindings::net, rx: impl FnOnce() -> R) -> Result<NetSockRef<R>> {
         if let Some(e) = self.0.iter_mut().find(|e| !e.dead && e.net == net) {
             e.users += 1;
             return Ok(NetSockRef(&**e));
         }
         self.0.reserve(1, GFP_KERNEL)?;
-        let rx = KBox::new(R::default(), GFP_KERNEL)?;
+        let rx = KBox::new(rx(), GFP_KERNEL)?;
         // From here on dropping `e` closes the sockets and frees `rx`.
         let mut e = KBox::new(
             NetSock {

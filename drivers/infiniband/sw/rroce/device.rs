@@ -60,7 +60,12 @@ pub(crate) struct DevPriv {
     pub(crate) loopq: crate::loopback::LoopQueue,
     /// Multicast groups of UD QPs.
     pub(crate) mcast: crate::mcast::McastTable,
+    /// What receives the packets of [`Self::loopq`] (`recv::rx_local`).
+    pub(crate) local_rx: LocalRx,
 }
+
+/// Receives a packet a device sent to itself.
+pub(crate) type LocalRx = fn(&RroceDev, &[u8]);
 
 /// An rroce device: ib_core's `ib_device` followed by ours.
 pub(crate) type RroceDev = crate::ib::device::Device<DevPriv>;
@@ -165,8 +170,10 @@ pub(crate) struct Registration {
     module: &'static ThisModule,
     /// The driver's `ib_device_ops` table (built by `verbs`).
     ops: fn(&'static ThisModule) -> bindings::ib_device_ops,
-    /// What the namespaces' sockets hand their datagrams to (`dp::rx`).
+    /// What the namespaces' sockets hand their datagrams to (`recv::rx`).
     rx: RxHandler,
+    /// What the devices' loopback queues hand their packets to.
+    local_rx: LocalRx,
     stage: AtomicU8,
     link_ops: Opaque<bindings::rdma_link_ops>,
     nb: Opaque<bindings::notifier_block>,
@@ -198,6 +205,7 @@ impl Registration {
         module: &'static ThisModule,
         ops: fn(&'static ThisModule) -> bindings::ib_device_ops,
         rx: RxHandler,
+        local_rx: LocalRx,
     ) -> Result<Pin<KBox<Self>>> {
         let reg = KBox::pin_init(
             try_pin_init!(Self {
@@ -205,6 +213,7 @@ impl Registration {
                 module,
                 ops,
                 rx,
+                local_rx,
                 stage: AtomicU8::new(0),
                 link_ops: Opaque::new(bindings::rdma_link_ops {
                     type_: c_str!("rroce").as_char_ptr(),
@@ -354,6 +363,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 stats: crate::stats::Stats::new(),
                 loopq,
                 mcast,
+                local_rx: g.local_rx,
             })
         };
         // Cannot fail: capacity was reserved above.

@@ -46,7 +46,7 @@ use crate::net::route::DstCache;
 use crate::net::skb::SkBuff;
 use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::qp::QpEvents;
-use crate::stats::{Counter, RxDrop};
+use crate::stats::Counter;
 
 /// Responder resources (outstanding READ/atomic requests) per QP; also the
 /// device's `max_qp_rd_atom`.
@@ -217,7 +217,7 @@ impl Ctx<'_> {
             dev.p.loopq.has_packets()
         } else {
             dev.p.loopq.drain(|pkt| {
-                let _ = rx_local(dev, pkt);
+                (dev.p.local_rx)(dev, pkt);
             })
         };
         if left {
@@ -1529,54 +1529,5 @@ impl RecvSource for Rq<'_> {
                 Some(0)
             }
         }
-    }
-}
-
-/// Receives one RoCEv2 IP datagram (`pkt`: IP header to the end) that
-/// arrived on `in_dev`.  Softirq context.
-pub(crate) fn rx(in_dev: *mut bindings::net_device, pkt: &[u8]) -> Result<(), RxDrop> {
-    // The UDP stack has validated the IP header: find the device first,
-    // so that a datagram too short for a BTH and ICRC (which the layout
-    // check refuses) is still counted as dropped on it.
-    let ipv6 = pkt.first().is_some_and(|b| b >> 4 == 6);
-    let dst = if ipv6 { pkt.get(24..40) } else { pkt.get(16..20) }.ok_or(RxDrop::Malformed)?;
-    let dev = crate::device::rx_device(in_dev, dst).ok_or(RxDrop::NoDevice)?;
-    let Ok(l) = icrc::ip_layout(pkt) else {
-        dev.p.stats.inc(Counter::RxDropped);
-        return Err(RxDrop::Malformed);
-    };
-    rx_on(dev, pkt, &l, true)
-}
-
-/// Receives a packet `dev` sent to itself (`loopback`): no ICRC.
-/// Bottom halves disabled.
-fn rx_local(dev: &RroceDev, pkt: &[u8]) -> Result<(), RxDrop> {
-    let l = icrc::ip_layout(pkt).map_err(|_| RxDrop::Malformed)?;
-    rx_on(dev, pkt, &l, false)
-}
-
-/// The part of [`rx`] after the device is known.
-fn rx_on(dev: &RroceDev, pkt: &[u8], l: &icrc::IpLayout, check_icrc: bool) -> Result<(), RxDrop> {
-    let roce = pkt.get(l.roce_off..l.end).ok_or(RxDrop::Malformed)?;
-    let s = &dev.p.stats;
-    let Ok(parsed) = hdr::parse_packet(roce) else {
-        s.inc(Counter::RxDropped);
-        return Err(RxDrop::Malformed);
-    };
-    if check_icrc && icrc::verify_ip(crc32, pkt).is_err() {
-        s.inc(Counter::RxIcrcErrors);
-        return Err(RxDrop::Icrc);
-    }
-    if parsed.bth.pkey & 0x7fff != DEFAULT_PKEY & 0x7fff {
-        s.inc(Counter::RxDropped);
-        return Err(RxDrop::Malformed);
-    }
-    let ip = pkt.get(..l.roce_off.saturating_sub(8)).unwrap_or(&[]);
-    if crate::qp::deliver(dev, &parsed, roce, ip) {
-        s.inc(Counter::RxPackets);
-        Ok(())
-    } else {
-        s.inc(Counter::RxDropped);
-        Err(RxDrop::NoQp)
     }
 }

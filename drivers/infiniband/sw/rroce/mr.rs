@@ -93,6 +93,15 @@ struct Fr {
     access: AtomicU32,
 }
 
+/// Bit 0 of a key-table entry: the entry is a memory window's (see `mw`;
+/// regions are at least 8-byte aligned).
+pub(crate) const MW_TAG: usize = 1;
+
+/// Whether a key-table entry is a window's.
+pub(crate) fn is_mw_entry(entry: *mut core::ffi::c_void) -> bool {
+    entry as usize & MW_TAG != 0
+}
+
 /// [`RroceMr::binds`] flag: the region is going away, nothing may bind.
 const MR_DEAD: u32 = 1 << 31;
 
@@ -294,7 +303,7 @@ impl RroceMr {
     /// lifetime rules as [`Self::lookup`]).
     fn at_index(dev: &RroceDev, index: u32) -> Option<&RroceMr> {
         let raw = dev.p.keys.load(index);
-        if crate::mw::is_mw_entry(raw) {
+        if is_mw_entry(raw) {
             // A memory window's entry (see `mw`): no region.
             return None;
         }

@@ -32,16 +32,9 @@ use kernel::prelude::*;
 
 use crate::device::RroceDev;
 use crate::sync::lock::{new_spinlock_bh, SpinLockBh};
-use crate::mr::{MrError, Need, RroceMr};
+use crate::mr::{is_mw_entry, MrError, Need, RroceMr, MW_TAG};
 use crate::proto::mw as rules;
 
-/// Bit 0 of a key-table entry: the entry is a window.
-const MW_TAG: usize = 1;
-
-/// Whether a key-table entry is a window's.
-pub(crate) fn is_mw_entry(entry: *mut c_void) -> bool {
-    entry as usize & MW_TAG != 0
-}
 
 /// A bound window.
 #[derive(Clone, Copy)]

@@ -22,6 +22,7 @@ use kernel::prelude::*;
 
 use crate::device::RroceDev;
 use crate::dp::{Ctx, Dp};
+use crate::ring::{Ring, RING_START};
 use crate::ffi;
 use crate::av::{address_vector, AddressVector};
 use crate::dp::path_of;
@@ -33,10 +34,8 @@ use crate::sync::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockI
 use crate::mcast;
 use crate::proto::abi::{CreateQpCmd, CreateQpResp};
 use crate::proto::qp::{AttrMask, DeviceLimits, QpAttrs, QpState, QpType};
-use crate::proto::ring::{Producer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING};
+use crate::proto::ring::{Producer, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING};
 use crate::proto::wqe::{self, SendOpcode, SendPayload, SendWqe, Sge};
-use crate::ib::shm::SharedBuf;
-use crate::ib::ucontext::{RingMem, UctxRef};
 use crate::limits;
 use crate::ib::srq::SrqHandle;
 use crate::ib::udata::UData;
@@ -48,8 +47,6 @@ use crate::cq::CqPriv;
 use crate::ib::wr::{RecvWrChain, SendExt, SendWr, SendWrChain};
 use crate::srq::SrqPriv;
 
-/// First index of every ring (near the 2^32 wrap, as for CQs).
-pub(crate) const RING_START: u32 = u32::MAX - 1023;
 /// Largest inline payload a send WQE may carry.
 pub(crate) const MAX_INLINE: u32 = 512;
 /// QP numbers handed out (0 and 1 are the special QPs).
@@ -74,29 +71,6 @@ struct KernelQueues {
     rq: Producer,
     /// One entry being built.
     staging: KVVec<u8>,
-}
-
-/// A ring of a QP: mapped into the user process, or the kernel's own.
-pub(crate) struct Ring {
-    pub(crate) mem: RingMem,
-    pub(crate) layout: RingLayout,
-}
-
-impl Ring {
-    /// A ring of `entries` entries of `entry_size` bytes, mapped into the
-    /// process of `uctx` (then with its mmap offset) or kernel-private.
-    pub(crate) fn new(uctx: Option<UctxRef>, entries: u32, entry_size: u32) -> Result<(Ring, u64)> {
-        let layout = RingLayout::new(entries, entry_size, limits::max_qp_wr().next_power_of_two())
-            .map_err(|_| EINVAL)?;
-        let buf = SharedBuf::new(layout.bytes_total())?;
-        layout.init_header(&buf, RING_START).map_err(|_| EINVAL)?;
-        let (mem, off) = RingMem::new(uctx, buf)?;
-        Ok((Ring { mem, layout }, off))
-    }
-
-    pub(crate) fn buf(&self) -> &SharedBuf {
-        self.mem.buf()
-    }
 }
 
 struct QpPriv {

@@ -49,6 +49,8 @@ mod mcast;
 mod mr;
 mod mw;
 mod qp;
+mod recv;
+mod ring;
 mod srq;
 mod stats;
 
@@ -60,6 +62,6 @@ struct RroceModule {
 
 impl kernel::Module for RroceModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        Ok(Self { _reg: device::Registration::new(module, verbs::device_ops, dp::rx)? })
+        Ok(Self { _reg: device::Registration::new(module, verbs::device_ops, recv::rx, recv::rx_local)? })
     }
 }

@@ -23,7 +23,7 @@ use crate::proto::abi::{CreateSrqCmd, CreateSrqResp};
 use crate::proto::ring::{Consumer, Producer};
 use crate::proto::srq::{check_create, check_modify, LimitWatch, SrqError, SrqLimits};
 use crate::proto::wqe::{self, RecvLimits, Sge};
-use crate::qp::{Ring, RING_START};
+use crate::ring::{Ring, RING_START};
 use crate::ib::shm::SharedBuf;
 use crate::limits;
 

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Receive dispatch: a RoCEv2 datagram from the namespace's sockets (or
+//! from the device's own loopback queue) is checked (layout, ICRC, P_Key)
+//! and handed to its QP (`qp::deliver`), which runs the data path on it.
+//! Softirq context, under RCU.
+
+#![forbid(unsafe_code)]
+
+use kernel::bindings;
+
+use crate::device::RroceDev;
+use crate::proto::hdr::{self, DEFAULT_PKEY};
+use crate::proto::icrc;
+use crate::stats::{Counter, RxDrop};
+
+/// Receives one RoCEv2 IP datagram (`pkt`: IP header to the end) that
+/// arrived on `in_dev`.  Softirq context.
+pub(crate) fn rx(in_dev: *mut bindings::net_device, pkt: &[u8]) -> Result<(), RxDrop> {
+    // The UDP stack has validated the IP header: find the device first,
+    // so that a datagram too short for a BTH and ICRC (which the layout
+    // check refuses) is still counted as dropped on it.
+    let ipv6 = pkt.first().is_some_and(|b| b >> 4 == 6);
+    let dst = if ipv6 { pkt.get(24..40) } else { pkt.get(16..20) }.ok_or(RxDrop::Malformed)?;
+    let dev = crate::device::rx_device(in_dev, dst).ok_or(RxDrop::NoDevice)?;
+    let Ok(l) = icrc::ip_layout(pkt) else {
+        dev.p.stats.inc(Counter::RxDropped);
+        return Err(RxDrop::Malformed);
+    };
+    rx_on(dev, pkt, &l, true)
+}
+
+/// Receives a packet `dev` sent to itself (`loopback`): no ICRC.
+/// Bottom halves disabled.  (A dropped packet is counted like one from
+/// the wire; the requester retransmits.)
+pub(crate) fn rx_local(dev: &RroceDev, pkt: &[u8]) {
+    if let Ok(l) = icrc::ip_layout(pkt) {
+        let _ = rx_on(dev, pkt, &l, false);
+    }
+}
+
+/// The part of [`rx`] after the device is known.
+fn rx_on(dev: &RroceDev, pkt: &[u8], l: &icrc::IpLayout, check_icrc: bool) -> Result<(), RxDrop> {
+    let roce = pkt.get(l.roce_off..l.end).ok_or(RxDrop::Malformed)?;
+    let s = &dev.p.stats;
+    let Ok(parsed) = hdr::parse_packet(roce) else {
+        s.inc(Counter::RxDropped);
+        return Err(RxDrop::Malformed);
+    };
+    if check_icrc && icrc::verify_ip(crate::dp::crc32, pkt).is_err() {
+        s.inc(Counter::RxIcrcErrors);
+        return Err(RxDrop::Icrc);
+    }
+    if parsed.bth.pkey & 0x7fff != DEFAULT_PKEY & 0x7fff {
+        s.inc(Counter::RxDropped);
+        return Err(RxDrop::Malformed);
+    }
+    let ip = pkt.get(..l.roce_off.saturating_sub(8)).unwrap_or(&[]);
+    if crate::qp::deliver(dev, &parsed, roce, ip) {
+        s.inc(Counter::RxPackets);
+        Ok(())
+    } else {
+        s.inc(Counter::RxDropped);
+        Err(RxDrop::NoQp)
+    }
+}

@@ -555,8 +555,12 @@ fn fill_sq(p: &QpPriv, kq: &mut KernelQueues, chain: &mut SendWrChain<'_, crate:
     let ring = p.sq.buf();
     let esz = p.sq.layout.entry_size() as usize;
     let mut r = Ok(());
-    while matches!(kq.sq.is_full(ring), Ok(false)) {
-        let Some(w) = chain.next() else { break };
+    for w in chain.by_ref() {
+        // The walk stops at this request: it is the first not posted.
+        if !matches!(kq.sq.is_full(ring), Ok(false)) {
+            r = Err(ENOMEM);
+            break;
+        }
         kq.staging.fill(0);
         if let Err(e) = w.and_then(|w| kernel_send_wqe(p, &w, &mut kq.staging)) {
             r = Err(e);
@@ -567,14 +571,6 @@ fn fill_sq(p: &QpPriv, kq: &mut KernelQueues, chain: &mut SendWrChain<'_, crate:
             r = Err(ENOMEM);
             break;
         }
-    }
-    if r.is_ok() && !chain.stopped_at().is_null() {
-        // The ring filled up before the chain ended: `stopped_at` is the
-        // last request posted, so step to the first one that is not.
-        r = match chain.next() {
-            Some(_) => Err(ENOMEM),
-            None => Ok(()),
-        };
     }
     let _ = kq.sq.publish(ring);
     r

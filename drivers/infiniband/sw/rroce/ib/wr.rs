@@ -186,14 +186,8 @@ impl<'a, A> SendWrChain<'a, A> {
         Self { cur: wr, started: false, ud, _call: PhantomData }
     }
 
-    /// The first request not posted after a failure (the one the walk
-    /// stopped at), null if the walk ended.
-    pub(crate) fn stopped_at(&self) -> *const bindings::ib_send_wr {
-        self.cur
-    }
-
-    /// The verb's return value for `result`; stores [`Self::stopped_at`] in
-    /// `bad_wr` on failure.
+    /// The verb's return value for `result`; stores the request the walk
+    /// stopped at (the first not posted) in `bad_wr` on failure.
     ///
     /// # Safety
     ///

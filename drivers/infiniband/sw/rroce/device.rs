@@ -46,8 +46,8 @@ pub(crate) struct DevPriv {
     pub(crate) cqs: AtomicU32,
     /// What `query_device` reports (ib_core keeps a copy in `ib.attrs`).
     pub(crate) attrs: bindings::ib_device_attr,
-    /// Memory region keys (the index part).
-    pub(crate) keys: IdTable,
+    /// Memory region and window keys (the index part).
+    pub(crate) keys: crate::keys::Keys,
     /// Queue pair numbers.
     pub(crate) qpns: IdTable,
     /// Shared receive queue numbers.
@@ -356,7 +356,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 pds: AtomicU32::new(0),
                 cqs: AtomicU32::new(0),
                 attrs: crate::limits::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
-                keys: IdTable::new(),
+                keys: crate::keys::Keys::new(),
                 qpns: IdTable::new(),
                 srqns: IdTable::new(),
                 ahs: RcuTable::new(),

@@ -6,9 +6,10 @@
 //! and [`Dp::on_ud`] paths.
 //!
 //! Everything here runs under the QP's lock with bottom halves disabled
-//! (doorbell in process context, receive in softirq, retransmission timer),
-//! which is also what keeps the memory regions it looks up alive (see
-//! [`RroceMr::lookup`]).
+//! (doorbell in process context, receive in softirq, retransmission timer)
+//! and inside an RCU read-side section ([`Ctx::rcu`]), for which the
+//! memory regions and windows it looks up are borrowed (see
+//! [`crate::mr::lookup`]).
 //!
 //! Shared memory is never trusted: every send WQE is copied out of the SQ
 //! ring into a private shadow ring and validated there (`decode_send`), every
@@ -23,7 +24,9 @@ use kernel::prelude::*;
 use crate::cq::{self, CqPriv};
 use crate::ib::cq::CqHandle;
 use crate::device::RroceDev;
-use crate::mr::{MrError, Need, RroceMr};
+use crate::keys::Region;
+use crate::mr::{MrError, Need};
+use crate::sync::rcu::ReadGuard;
 use crate::proto::hdr::{self, Bth, Ext, DEFAULT_PKEY};
 use crate::proto::icrc;
 use crate::proto::link;
@@ -133,7 +136,10 @@ impl Path {
 pub(crate) struct Ctx<'a> {
     pub(crate) dev: &'a RroceDev,
     pub(crate) qpn: u32,
-    pub(crate) pd: *mut bindings::ib_pd,
+    pub(crate) pd: crate::ib::PdId,
+    /// The RCU read-side section the data path borrows regions, windows
+    /// and QPs in.
+    pub(crate) rcu: &'a ReadGuard,
     pub(crate) send_cq: &'a CqHandle<CqPriv>,
     pub(crate) recv_cq: &'a CqHandle<CqPriv>,
     pub(crate) sq_ring: &'a SharedBuf,
@@ -1084,7 +1090,7 @@ impl Dp {
     fn ud_send_one(&self, ctx: &Ctx<'_>, entry: &[u8], mtu: u32) -> Result<(SendWqe, u32), WcStatus> {
         let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| WcStatus::LocQpOpErr)?;
         let (w, len) = (view.wqe, view.length);
-        let av = crate::ah::lookup(ctx.dev, crate::ib::PdId::of(ctx.pd), w.ah).ok_or(WcStatus::LocQpOpErr)?;
+        let av = crate::ah::lookup(ctx.dev, ctx.pd, w.ah).ok_or(WcStatus::LocQpOpErr)?;
         let pkt = ud::send_packet(&w, len, ctx.qpn, self.qkey, self.ud_psn, mtu)?;
         let path = path_of(ctx.dev, &av, ctx.qpn, w.remote_qpn);
         let mut local = Ok(());
@@ -1246,11 +1252,11 @@ fn bad_wqe(req: &mut Requester<KSlots>, wr_id: u64, status: WcStatus) {
 /// status.
 fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
     match w.opcode {
-        SendOpcode::LocalInv => match crate::mw::invalidate(ctx.dev, ctx.pd, None, w.imm_or_inv) {
+        SendOpcode::LocalInv => match crate::mw::invalidate(ctx.dev, ctx.rcu, ctx.pd, None, w.imm_or_inv) {
             Some(Ok(())) => WcStatus::Success,
             // As for a region's key that cannot be invalidated.
             Some(Err(_)) => WcStatus::LocProtErr,
-            None => match crate::mr::invalidate_key(ctx.dev, ctx.pd, w.imm_or_inv) {
+            None => match crate::mr::invalidate_key(ctx.dev, ctx.rcu, ctx.pd, w.imm_or_inv) {
                 Ok(()) => WcStatus::Success,
                 Err(e) => e.local_status(),
             },
@@ -1267,13 +1273,13 @@ fn exec_local(ctx: &Ctx<'_>, w: &SendWqe) -> WcStatus {
                     access: w.remote_qkey,
                 },
             };
-            match crate::mw::bind(ctx.dev, ctx.pd, ctx.qpn, &r) {
+            match crate::mw::bind(ctx.dev, ctx.rcu, ctx.pd, ctx.qpn, &r) {
                 Ok(()) => WcStatus::Success,
                 Err(_) => WcStatus::MwBindErr,
             }
         }
         SendOpcode::RegMr => {
-            crate::mr::fast_register(ctx.dev, ctx.pd, &crate::proto::mr::RegRequest::from_wqe(w))
+            crate::mr::fast_register(ctx.dev, ctx.rcu, ctx.pd, &crate::proto::mr::RegRequest::from_wqe(w))
         }
         _ => WcStatus::LocQpOpErr,
     }
@@ -1340,12 +1346,12 @@ fn walk_sges(
     off: u32,
     len: usize,
     need: Need,
-    mut f: impl FnMut(&RroceMr, u64, core::ops::Range<usize>) -> Result<(), MrError>,
+    mut f: impl FnMut(&Region, u64, core::ops::Range<usize>) -> Result<(), MrError>,
 ) -> Result<(), MrError> {
     let len = u32::try_from(len).map_err(|_| MrError::Range)?;
     let mut done = 0u32;
     for c in net::chunks(sges, off, len) {
-        let mr = RroceMr::lookup(ctx.dev, ctx.pd, c.lkey)?;
+        let mr = crate::mr::lookup(ctx.dev, ctx.rcu, ctx.pd, c.lkey)?;
         mr.check(c.addr, c.len, need)?;
         let a = c.at as usize;
         f(mr, c.addr, a..a + c.len as usize)?;
@@ -1435,9 +1441,9 @@ fn access_error(e: MrError) -> AccessError {
 impl Mem<'_, '_> {
     /// The region behind `rkey` (a region's or a window's) and the
     /// address in it, after every check.
-    fn region(&self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(&RroceMr, u64), AccessError> {
+    fn region(&self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(&Region, u64), AccessError> {
         let flag = access.ib_flag();
-        if !RroceMr::qp_allows(self.qp_access, flag) {
+        if !Region::qp_allows(self.qp_access, flag) {
             return Err(AccessError::NoPermission);
         }
         remote(self.ctx, rkey, va, len, flag).map_err(access_error)
@@ -1445,8 +1451,8 @@ impl Mem<'_, '_> {
 }
 
 /// [`crate::mw::remote`] for the QP of `ctx`.
-fn remote<'a>(ctx: &Ctx<'a>, rkey: u32, va: u64, len: u32, flag: u32) -> Result<(&'a RroceMr, u64), MrError> {
-    crate::mw::remote(ctx.dev, ctx.pd, ctx.qpn, rkey, va, len, flag)
+fn remote<'a>(ctx: &Ctx<'a>, rkey: u32, va: u64, len: u32, flag: u32) -> Result<(&'a Region, u64), MrError> {
+    crate::mw::remote(ctx.dev, ctx.rcu, ctx.pd, ctx.qpn, rkey, va, len, flag)
 }
 
 /// Writes `data` (a WRITE's payload) at `va` under `rkey`.  A zero-length
@@ -1494,10 +1500,10 @@ impl MemCheck for Mem<'_, '_> {
 
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
         // A type-2B window only through the QP it is bound to.
-        let (dev, pd) = (self.ctx.dev, self.ctx.pd);
-        match crate::mw::invalidate(dev, pd, Some(self.ctx.qpn), rkey) {
+        let (dev, rcu, pd) = (self.ctx.dev, self.ctx.rcu, self.ctx.pd);
+        match crate::mw::invalidate(dev, rcu, pd, Some(self.ctx.qpn), rkey) {
             Some(r) => r.map_err(|_| AccessError::InvalidKey),
-            None => crate::mr::invalidate_key(dev, pd, rkey).map_err(access_error),
+            None => crate::mr::invalidate_key(dev, rcu, pd, rkey).map_err(access_error),
         }
     }
 }

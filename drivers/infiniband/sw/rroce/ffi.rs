@@ -57,6 +57,7 @@ extern "C" {
         gfp: bindings::gfp_t,
     ) -> c_int;
     pub(crate) fn rroce_xa_erase_if(xa: *mut bindings::xarray, id: u32, entry: *mut c_void) -> bool;
+    pub(crate) fn rroce_xa_find_present(xa: *mut bindings::xarray, index: *mut core::ffi::c_ulong) -> *mut c_void;
     pub(crate) fn rroce_xa_replace(
         xa: *mut bindings::xarray,
         id: u32,

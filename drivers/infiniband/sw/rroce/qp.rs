@@ -41,6 +41,7 @@ use crate::ib::srq::SrqHandle;
 use crate::ib::udata::UData;
 use crate::ib::qp::QpEvents;
 use crate::net::route::DstCache;
+use crate::sync::rcu::ReadGuard;
 use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::cq::CqHandle;
 use crate::cq::CqPriv;
@@ -82,7 +83,7 @@ struct QpPriv {
     max_send_sge: u32,
     max_recv_sge: u32,
     max_inline: u32,
-    pd: *mut bindings::ib_pd,
+    pd: crate::ib::PdId,
     send_cq: CqHandle<CqPriv>,
     recv_cq: CqHandle<CqPriv>,
     /// The SRQ receives come from, or null (then from `rq`, else `rq` is
@@ -149,11 +150,12 @@ impl RroceQp {
         unsafe { WorkRef::new(&self.work) }
     }
 
-    fn ctx<'a>(&'a self, p: &'a QpPriv) -> Ctx<'a> {
+    fn ctx<'a>(&'a self, p: &'a QpPriv, rcu: &'a ReadGuard) -> Ctx<'a> {
         Ctx {
             dev: self.dev(),
             qpn: self.ib.qp_num,
             pd: p.pd,
+            rcu,
             send_cq: &p.send_cq,
             recv_cq: &p.recv_cq,
             sq_ring: p.sq.buf(),
@@ -326,7 +328,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<
         max_send_sge,
         max_recv_sge,
         max_inline,
-        pd: qp.ib.pd,
+        pd: crate::ib::PdId::of(qp.ib.pd),
         send_cq,
         recv_cq,
         srq: srq_handle,
@@ -407,7 +409,8 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
     if av.is_some() {
         g.av = av;
     }
-    let ctx = qp.ctx(p);
+    let rcu = ReadGuard::new();
+    let ctx = qp.ctx(p, &rcu);
     let inner = &mut *g;
     let path = match (inner.av, next) {
         (Some(av), QpState::Rtr | QpState::Rts | QpState::Sqd) => {
@@ -429,7 +432,7 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
 }
 
 /// A kernel send request as the driver sees it.
-type KernelSendWr<'a> = SendWr<'a, crate::ah::RroceAh>;
+type KernelSendWr<'a> = SendWr<'a, crate::ah::RroceAh, crate::mr::MrPart>;
 
 /// The send WQE of a kernel work request, written into `out`; `EINVAL`
 /// for what the QP cannot take.
@@ -511,9 +514,7 @@ fn kernel_reg_wqe(p: &QpPriv, wr: &KernelSendWr<'_>, out: &mut [u8]) -> Result {
     if p.ty != QpType::Rc || !wr.sges.is_empty() {
         return Err(EINVAL);
     }
-    // SAFETY: a live MR of this device (ib_core dispatches by device), not
-    // being mapped concurrently (the consumer's duty).
-    let req = unsafe { crate::mr::reg_request(mr.as_ptr(), key, access) }?;
+    let req = crate::mr::reg_request(&mr, key, access)?;
     let mut h = SendWqe::new(wr.wr_id, SendOpcode::RegMr);
     h.flags = (wr.send_flags & u32::from(wqe::SEND_FLAGS_ALL & !wqe::SEND_INLINE)) as u8;
     req.to_wqe(&mut h);
@@ -525,7 +526,7 @@ fn kernel_reg_wqe(p: &QpPriv, wr: &KernelSendWr<'_>, out: &mut [u8]) -> Result {
 /// ring, then the doorbell runs.  The walk stops at the first request not
 /// posted (`ENOMEM` for a full queue, `EINVAL` for a bad request or
 /// state).
-fn post_send_kernel(q: &RroceQp, p: &QpPriv, chain: &mut SendWrChain<'_, crate::ah::RroceAh>) -> Result {
+fn post_send_kernel(q: &RroceQp, p: &QpPriv, chain: &mut SendWrChain<'_, crate::ah::RroceAh, crate::mr::MrPart>) -> Result {
     let kq = p.kq.as_ref().ok_or(EINVAL)?;
     // With interrupts disabled (ib_mad posts under `spin_lock_irqsave`)
     // neither the QP's `_bh` lock nor transmission is allowed: the
@@ -539,7 +540,8 @@ fn post_send_kernel(q: &RroceQp, p: &QpPriv, chain: &mut SendWrChain<'_, crate::
     let r = fill_sq(p, &mut kq.lock(), chain);
     match g {
         Some(mut g) => {
-            let ctx = q.ctx(p);
+            let rcu = ReadGuard::new();
+            let ctx = q.ctx(p, &rcu);
             let inner = &mut *g;
             let _ = inner.dp.doorbell(&ctx, &mut inner.state);
             unlock(p, &ctx, g);
@@ -551,7 +553,7 @@ fn post_send_kernel(q: &RroceQp, p: &QpPriv, chain: &mut SendWrChain<'_, crate::
 
 /// Writes the requests of `chain` into the SQ ring of a kernel QP and
 /// publishes them; the walk stops at the first one not posted.
-fn fill_sq(p: &QpPriv, kq: &mut KernelQueues, chain: &mut SendWrChain<'_, crate::ah::RroceAh>) -> Result {
+fn fill_sq(p: &QpPriv, kq: &mut KernelQueues, chain: &mut SendWrChain<'_, crate::ah::RroceAh, crate::mr::MrPart>) -> Result {
     let ring = p.sq.buf();
     let esz = p.sq.layout.entry_size() as usize;
     let mut r = Ok(());
@@ -597,14 +599,16 @@ pub(crate) unsafe extern "C" fn post_send(
     // SAFETY: `qp` was created by us and its owner holds it for the call.
     let (q, p) = unsafe { RroceQp::from_ib(qp) };
     // SAFETY: a kernel caller passes a valid chain of requests in their
-    // containers; a user QP gets none (its WQEs are in its mapped ring).
-    let mut chain = unsafe { SendWrChain::from_raw(wr, matches!(p.ty, QpType::Ud | QpType::Gsi)) };
+    // containers (the MRs of this device are `mr::MrPart`s, the AHs
+    // `RroceAh`s); a user QP gets none (its WQEs are in its mapped ring).
+    let mut chain = unsafe { SendWrChain::from_raw(wr, matches!(p.ty, QpType::Ud | QpType::Gsi), q.ib.device) };
     if p.sq.mem.is_kernel() || !wr.is_null() {
         let r = if p.sq.mem.is_kernel() { post_send_kernel(q, p, &mut chain) } else { Err(EINVAL) };
         // SAFETY: ib_core passes a writable `bad_wr`.
         return unsafe { chain.finish(r, bad_wr) };
     }
-    let ctx = q.ctx(p);
+    let rcu = ReadGuard::new();
+    let ctx = q.ctx(p, &rcu);
     let mut g = p.lock_dp();
     let inner = &mut *g;
     let r = match inner.dp.doorbell(&ctx, &mut inner.state) {
@@ -651,7 +655,8 @@ fn post_recv_kernel(q: &RroceQp, p: &QpPriv, chain: &mut RecvWrChain<'_>) -> Res
     let r = fill_rq(p, &mut kq.lock(), chain);
     match g {
         Some(mut g) => {
-            let ctx = q.ctx(p);
+            let rcu = ReadGuard::new();
+            let ctx = q.ctx(p, &rcu);
             let inner = &mut *g;
             if inner.state == QpState::Err {
                 inner.dp.flush_rq(&ctx);
@@ -687,7 +692,8 @@ fn with_live(q: &RroceQp, f: impl FnOnce(&Ctx<'_>, &QpPriv, &mut QpStateInner)) 
     }
     // SAFETY: live implies `p` is initialised.
     let p = unsafe { q.p.assume_init_ref() };
-    let ctx = q.ctx(p);
+    let rcu = ReadGuard::new();
+    let ctx = q.ctx(p, &rcu);
     let mut g = p.lock_dp();
     f(&ctx, p, &mut g);
     unlock(p, &ctx, g);
@@ -754,7 +760,8 @@ fn deliver_mcast(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8]
         if p.ty != QpType::Ud {
             continue;
         }
-        let ctx = q.ctx(p);
+        let rcu = ReadGuard::new();
+        let ctx = q.ctx(p, &rcu);
         taken |= deliver_ud(p, &ctx, parsed, ip, payload);
     }
     taken
@@ -778,7 +785,8 @@ pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: 
     }
     // SAFETY: live implies `p` is initialised.
     let p = unsafe { q.p.assume_init_ref() };
-    let ctx = q.ctx(p);
+    let rcu = ReadGuard::new();
+    let ctx = q.ctx(p, &rcu);
     let payload = parsed.payload(roce);
     if matches!(p.ty, QpType::Ud | QpType::Gsi) {
         return deliver_ud(p, &ctx, parsed, ip, payload);

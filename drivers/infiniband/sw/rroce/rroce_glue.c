@@ -230,6 +230,11 @@ bool rroce_xa_erase_if(struct xarray *xa, u32 id, void *entry)
 	return hit;
 }
 
+void *rroce_xa_find_present(struct xarray *xa, unsigned long *index)
+{
+	return xa_find(xa, index, ULONG_MAX, XA_PRESENT);
+}
+
 /* Replace @old by @new (both non-NULL) at @id; true if @old was there. */
 bool rroce_xa_replace(struct xarray *xa, u32 id, void *old, void *new)
 {

@@ -48,6 +48,7 @@ int rroce_xa_alloc_cyclic(struct xarray *xa, u32 *id, void *entry, u32 min,
 			  u32 max, u32 *next, gfp_t gfp);
 int rroce_mcast_join(struct net_device *ndev, const u8 *mgid, bool join);
 bool rroce_xa_erase_if(struct xarray *xa, u32 id, void *entry);
+void *rroce_xa_find_present(struct xarray *xa, unsigned long *index);
 bool rroce_xa_replace(struct xarray *xa, u32 id, void *old, void *new);
 
 struct ib_umem;

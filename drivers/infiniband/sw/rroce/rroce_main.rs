@@ -43,6 +43,7 @@ mod av;
 mod cq;
 mod device;
 mod dp;
+mod keys;
 mod limits;
 mod loopback;
 mod mcast;

@@ -3,8 +3,8 @@
 //! limits and attributes, and the device-wide verbs ([`DeviceOps`]).
 //!
 //! The table names the abstraction layer's generic entry points (`ib::*`)
-//! instantiated with the driver's types; the QP, MR and MW entry points are
-//! still the driver's own (`qp`, `mr`, `mw`: not on the layer yet).
+//! instantiated with the driver's types; the QP entry points are still the
+//! driver's own (`qp`: not on the layer yet).
 
 #![forbid(unsafe_code)]
 
@@ -72,15 +72,15 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         destroy_srq: Some(crate::ib::srq::destroy_srq::<crate::srq::SrqPriv>),
         post_srq_recv: Some(crate::ib::srq::post_srq_recv::<crate::srq::SrqPriv>),
         size_ib_srq: crate::ib::srq::size::<crate::srq::SrqPriv>(),
-        reg_user_mr: Some(mr::reg_user_mr),
-        rereg_user_mr: Some(mr::rereg_user_mr),
-        get_dma_mr: Some(mr::get_dma_mr),
-        dereg_mr: Some(mr::dereg_mr),
-        alloc_mw: Some(crate::mw::alloc_mw),
-        dealloc_mw: Some(crate::mw::dealloc_mw),
-        size_ib_mw: crate::mw::MW_SIZE,
-        alloc_mr: Some(mr::alloc_mr),
-        map_mr_sg: Some(mr::map_mr_sg),
+        reg_user_mr: Some(crate::ib::mr::reg_user_mr::<mr::MrPart>),
+        rereg_user_mr: Some(crate::ib::mr::rereg_user_mr::<mr::MrPart>),
+        get_dma_mr: Some(crate::ib::mr::get_dma_mr::<mr::MrPart>),
+        dereg_mr: Some(crate::ib::mr::dereg_mr::<mr::MrPart>),
+        alloc_mw: Some(crate::ib::mw::alloc_mw::<crate::mw::MwPart>),
+        dealloc_mw: Some(crate::ib::mw::dealloc_mw::<crate::mw::MwPart>),
+        size_ib_mw: crate::ib::mw::size::<crate::mw::MwPart>(),
+        alloc_mr: Some(crate::ib::mr::alloc_mr::<mr::MrPart>),
+        map_mr_sg: Some(crate::ib::mr::map_mr_sg::<mr::MrPart>),
         size_ib_pd: ibdev::PD_SIZE,
         size_ib_ucontext: ucontext::SIZE,
         ..Default::default()

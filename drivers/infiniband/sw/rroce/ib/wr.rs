@@ -13,6 +13,8 @@ use kernel::bindings;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
+use crate::ib::mr::MrRef;
+
 /// A post verb's return value for `result`, storing `at` (the first
 /// request not posted) in `bad_wr` on failure.
 ///
@@ -107,7 +109,7 @@ impl<'a> Iterator for RecvWrChain<'a> {
 /// What a kernel send request carries beyond the common fields: the
 /// members of the container structure its opcode (and the QP type)
 /// implies.
-pub(crate) enum SendExt<'a, A> {
+pub(crate) enum SendExt<'a, A, M> {
     /// Nothing more (SEND, LOCAL_INV, …).
     None,
     /// `ib_rdma_wr` (WRITE, WRITE_WITH_IMM, READ).
@@ -117,13 +119,13 @@ pub(crate) enum SendExt<'a, A> {
     /// `ib_ud_wr` (any other opcode on a UD or GSI QP); `ah` is `None` for
     /// a null AH.
     Ud { ah: Option<&'a A>, remote_qpn: u32, remote_qkey: u32 },
-    /// `ib_reg_wr` (REG_MR): the MR (a live one of this device), its new
-    /// key and access flags.
-    Reg { mr: core::ptr::NonNull<bindings::ib_mr>, key: u32, access: c_int },
+    /// `ib_reg_wr` (REG_MR): the MR (one of this device), its new key and
+    /// access flags.
+    Reg { mr: MrRef<'a, M>, key: u32, access: c_int },
 }
 
 /// One send request of a kernel consumer.
-pub(crate) struct SendWr<'a, A> {
+pub(crate) struct SendWr<'a, A, M> {
     /// The consumer's id (or `wr_cqe`).
     pub(crate) wr_id: u64,
     /// `IB_WR_*`.
@@ -135,10 +137,10 @@ pub(crate) struct SendWr<'a, A> {
     /// The gather list (`num_sge` entries).
     pub(crate) sges: &'a [bindings::ib_sge],
     /// The opcode's own members.
-    pub(crate) ext: SendExt<'a, A>,
+    pub(crate) ext: SendExt<'a, A, M>,
 }
 
-impl<'a, A> SendWr<'a, A> {
+impl<'a, A, M> SendWr<'a, A, M> {
     /// The bytes of SGE `i` of an `IB_SEND_INLINE` request: kernel
     /// consumers pass inline data by kernel virtual address.
     pub(crate) fn inline_bytes(&self, i: usize) -> Option<&'a [u8]> {
@@ -157,33 +159,38 @@ impl<'a, A> SendWr<'a, A> {
     }
 }
 
-/// The chain of send requests of one post call on a QP whose AHs are `A`.
+/// The chain of send requests of one post call on a QP whose AHs are `A`
+/// and whose device's MRs are `M`.
 ///
 /// # Invariants
 ///
 /// As for [`RecvWrChain`]; in addition each request is the `wr` member of
 /// the container its opcode implies (`ib_rdma_wr`, `ib_atomic_wr`,
 /// `ib_reg_wr`, or `ib_ud_wr` on a UD QP, `ud`), its AH (if any) a live
-/// AH of this device whose driver part is `A`, and its inline SGEs
-/// readable kernel memory, all for `'a`.
-pub(crate) struct SendWrChain<'a, A> {
+/// AH of this device whose driver part is `A`, its MR (if any) a live MR
+/// not mapped concurrently — one of this driver's, whose part is `M`, if
+/// its device is `device` — and its inline SGEs readable kernel memory,
+/// all for `'a`.
+pub(crate) struct SendWrChain<'a, A, M> {
     cur: *const bindings::ib_send_wr,
     started: bool,
     ud: bool,
-    _call: PhantomData<(&'a bindings::ib_send_wr, &'a A)>,
+    device: *mut bindings::ib_device,
+    _call: PhantomData<(&'a bindings::ib_send_wr, &'a A, &'a M)>,
 }
 
-impl<'a, A> SendWrChain<'a, A> {
-    /// The chain starting at `wr`, posted to a UD/GSI QP if `ud`.
+impl<'a, A, M> SendWrChain<'a, A, M> {
+    /// The chain starting at `wr`, posted to a UD/GSI QP if `ud` of
+    /// `device`.
     ///
     /// # Safety
     ///
     /// `wr` is null or the first of a valid chain of kernel send requests
     /// as described in the type invariant, valid for `'a` (ib_core's and
     /// the consumer's contract for `ib_post_send`).
-    pub(crate) unsafe fn from_raw(wr: *const bindings::ib_send_wr, ud: bool) -> Self {
+    pub(crate) unsafe fn from_raw(wr: *const bindings::ib_send_wr, ud: bool, device: *mut bindings::ib_device) -> Self {
         // INVARIANT: per the requirements; nothing yielded yet.
-        Self { cur: wr, started: false, ud, _call: PhantomData }
+        Self { cur: wr, started: false, ud, device, _call: PhantomData }
     }
 
     /// The verb's return value for `result`; stores the request the walk
@@ -197,7 +204,7 @@ impl<'a, A> SendWrChain<'a, A> {
         unsafe { finish_post(result, bad_wr, self.cur) }
     }
 
-    fn ext(&self, w: &'a bindings::ib_send_wr) -> SendExt<'a, A> {
+    fn ext(&self, w: &'a bindings::ib_send_wr) -> SendExt<'a, A, M> {
         let wp = core::ptr::from_ref(w);
         match w.opcode {
             bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
@@ -212,8 +219,17 @@ impl<'a, A> SendWrChain<'a, A> {
                 // SAFETY: as above, of an `ib_reg_wr`.
                 let r = unsafe { &*wp.cast::<bindings::ib_reg_wr>() };
                 match core::ptr::NonNull::new(r.mr) {
-                    Some(mr) => SendExt::Reg { mr, key: r.key, access: r.access },
-                    None => SendExt::None,
+                    // SAFETY: a live MR (type invariant); its `device` is
+                    // set at allocation and never changes.
+                    Some(mr) if unsafe { (*mr.as_ptr()).device } == self.device => {
+                        // SAFETY: an MR of this device is one of this
+                        // driver's with part `M`, live and not mapped
+                        // concurrently for `'a` (type invariant).
+                        let mr = unsafe { MrRef::from_raw(mr) };
+                        SendExt::Reg { mr, key: r.key, access: r.access }
+                    }
+                    // Another device's MR (or none): no registration.
+                    _ => SendExt::None,
                 }
             }
             _ if self.ud => {
@@ -235,9 +251,9 @@ impl<'a, A> SendWrChain<'a, A> {
     }
 }
 
-impl<'a, A> Iterator for SendWrChain<'a, A> {
+impl<'a, A, M> Iterator for SendWrChain<'a, A, M> {
     /// A request, or `EINVAL` for a malformed one (the walk stops there).
-    type Item = Result<SendWr<'a, A>>;
+    type Item = Result<SendWr<'a, A, M>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.started && !self.cur.is_null() {

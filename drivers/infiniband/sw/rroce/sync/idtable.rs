@@ -12,7 +12,9 @@ use kernel::bindings;
 use kernel::prelude::*;
 
 use crate::ffi;
-use crate::sync::rcu::{RcuBox, ReadGuard};
+use kernel::sync::{Arc, ArcBorrow};
+
+use crate::sync::rcu::{synchronize, RcuBox, ReadGuard};
 
 /// An id allocator with lookup.
 ///
@@ -55,14 +57,9 @@ impl IdTable {
     }
 
     /// Stores `obj` under a free id in `[min, max]`, if fewer than `limit`
-    /// ids are in use (`ENOMEM` otherwise, like hardware out of contexts).
-    pub(crate) fn insert(&self, obj: *mut c_void, min: u32, max: u32, limit: u32) -> Result<u32> {
-        self.insert_gfp(obj, min, max, limit, bindings::GFP_KERNEL)
-    }
-
-    /// [`Self::insert`] with the allocation flags `gfp` (`GFP_ATOMIC` in
-    /// atomic context).
-    pub(crate) fn insert_gfp(&self, obj: *mut c_void, min: u32, max: u32, limit: u32, gfp: bindings::gfp_t) -> Result<u32> {
+    /// ids are in use (`ENOMEM` otherwise, like hardware out of
+    /// contexts); `gfp` for the xarray's allocation.
+    fn insert_gfp(&self, obj: *mut c_void, min: u32, max: u32, limit: u32, gfp: bindings::gfp_t) -> Result<u32> {
         self.count
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1))
             .map_err(|_| ENOMEM)?;
@@ -120,12 +117,22 @@ impl IdTable {
     }
 
     /// Frees `id` if it still holds `obj` (it may have been handed to a
-    /// successor with [`Self::replace`]).
-    pub(crate) fn remove_if(&self, id: u32, obj: *mut c_void) {
+    /// successor with [`Self::replace`]); whether it did.
+    pub(crate) fn remove_if(&self, id: u32, obj: *mut c_void) -> bool {
         // SAFETY: the xarray is initialised (type invariant).
-        if unsafe { ffi::rroce_xa_erase_if(self.xa(), id, obj) } {
+        let hit = unsafe { ffi::rroce_xa_erase_if(self.xa(), id, obj) };
+        if hit {
             self.count.fetch_sub(1, Ordering::Relaxed);
         }
+        hit
+    }
+
+    /// The lowest id with something published under it.
+    fn first(&self) -> Option<u32> {
+        let mut index: core::ffi::c_ulong = 0;
+        // SAFETY: the xarray is initialised (type invariant).
+        let p = unsafe { ffi::rroce_xa_find_present(self.xa(), &mut index) };
+        (!p.is_null()).then_some(index as u32)
     }
 
     /// Frees `id`.
@@ -208,6 +215,178 @@ impl<T: Send + Sync + 'static> RcuTable<T> {
         // owned by the table, and it is unpublished now.
         if let Some(b) = unsafe { RcuBox::<T>::from_raw(p) } {
             b.free_after_grace_period();
+        }
+    }
+}
+
+/// One of the two kinds of object a [`KeyTable`] holds.
+pub(crate) enum Either<A, B> {
+    /// The first kind (memory regions, for the key table).
+    A(A),
+    /// The second kind (memory windows).
+    B(B),
+}
+
+/// An id table whose entries are shared objects of two kinds — memory
+/// regions and memory windows share one key space, so the responder
+/// resolves an R_Key to either — looked up without a lock under RCU.
+///
+/// The table holds a counted reference ([`Arc`]) to each published object;
+/// a reader borrows it for its read-side section.  Removal unpublishes the
+/// entry and drops the table's reference only after a grace period, so
+/// whatever else owns the object decides when it really goes.
+///
+/// # Invariants
+///
+/// Every non-null entry of `ids` came from [`Arc::into_raw`] of an
+/// `Arc<A>` (bit 0 clear) or of an `Arc<B>` with bit 0 set, and is a
+/// reference the table owns until it is removed or replaced.  Both `A` and
+/// `B` are aligned to at least 2 bytes, so bit 0 of their address is free.
+pub(crate) struct KeyTable<A: Send + Sync, B: Send + Sync> {
+    ids: IdTable,
+    _values: core::marker::PhantomData<(Arc<A>, Arc<B>)>,
+}
+
+/// Bit 0 of a [`KeyTable`] entry: the entry is of the second kind.
+const TAG_B: usize = 1;
+
+impl<A: Send + Sync, B: Send + Sync> KeyTable<A, B> {
+    const ALIGNED: () = assert!(core::mem::align_of::<A>() >= 2 && core::mem::align_of::<B>() >= 2);
+
+    /// An empty table.
+    pub(crate) fn new() -> Self {
+        let () = Self::ALIGNED;
+        // INVARIANT: empty.
+        Self { ids: IdTable::new(), _values: core::marker::PhantomData }
+    }
+
+    fn raw_a(a: &A) -> *mut c_void {
+        core::ptr::from_ref(a).cast_mut().cast()
+    }
+
+    fn raw_b(b: &B) -> *mut c_void {
+        (core::ptr::from_ref(b) as usize | TAG_B) as *mut c_void
+    }
+
+    /// Takes a free id in `[min, max]` (if fewer than `limit` are in use),
+    /// with nothing published under it yet.  Process context; the memory
+    /// is charged to the caller's memory cgroup.
+    pub(crate) fn reserve(&self, min: u32, max: u32, limit: u32) -> Result<u32> {
+        self.ids.reserve(min, max, limit, bindings::GFP_KERNEL_ACCOUNT)
+    }
+
+    /// Gives back a reserved id that was never published.
+    pub(crate) fn unreserve(&self, id: u32) {
+        self.ids.unreserve(id)
+    }
+
+    /// Publishes `value` under `id` (reserved by [`Self::reserve`]); the
+    /// table holds this reference from now on.
+    pub(crate) fn publish(&self, id: u32, value: Either<Arc<A>, Arc<B>>) {
+        let raw = match value {
+            Either::A(a) => Arc::into_raw(a).cast_mut().cast(),
+            Either::B(b) => (Arc::into_raw(b) as usize | TAG_B) as *mut c_void,
+        };
+        // INVARIANT: a tagged `Arc` reference the table now owns.
+        self.ids.publish(id, raw);
+    }
+
+    /// The object under `id`, borrowed for the read-side section `_rcu`.
+    pub(crate) fn get<'g>(&'g self, id: u32, _rcu: &'g ReadGuard) -> Option<Either<&'g A, &'g B>> {
+        let raw = self.ids.load(id) as usize;
+        if raw == 0 {
+            return None;
+        }
+        // SAFETY: by the type invariant a non-null entry is a live `Arc` of
+        // the kind its tag says; it was loaded inside `_rcu`, and the table
+        // drops its reference only a grace period after unpublishing it, so
+        // the object lives at least until the section ends.
+        Some(unsafe {
+            if raw & TAG_B != 0 {
+                Either::B(&*((raw & !TAG_B) as *const B))
+            } else {
+                Either::A(&*(raw as *const A))
+            }
+        })
+    }
+
+    /// A counted reference to the object under `id` (for a holder that
+    /// outlives the read-side section, such as a window bound to a
+    /// region).
+    pub(crate) fn get_arc(&self, id: u32, _rcu: &ReadGuard) -> Option<Either<Arc<A>, Arc<B>>> {
+        let raw = self.ids.load(id) as usize;
+        if raw == 0 {
+            return None;
+        }
+        // SAFETY: as in `get`: a live `Arc` of the tagged kind, whose count
+        // the table's reference keeps above zero until a grace period after
+        // the entry is unpublished, so past the section `_rcu` holds and
+        // this increment.
+        Some(unsafe {
+            if raw & TAG_B != 0 {
+                Either::B(ArcBorrow::from_raw((raw & !TAG_B) as *const B).into())
+            } else {
+                Either::A(ArcBorrow::from_raw(raw as *const A).into())
+            }
+        })
+    }
+
+    /// Drops a reference the table held, after a grace period (sleeps).
+    fn release(raw: *mut c_void) {
+        if raw.is_null() {
+            return;
+        }
+        synchronize();
+        let raw = raw as usize;
+        // SAFETY: by the type invariant `raw` is a tagged `Arc` reference
+        // the table owned; it is unpublished and every reader that could
+        // have found it is done (grace period above).
+        unsafe {
+            if raw & TAG_B != 0 {
+                drop(Arc::from_raw((raw & !TAG_B) as *const B));
+            } else {
+                drop(Arc::from_raw(raw as *const A));
+            }
+        }
+    }
+
+    /// Puts `new` in place of `old` under `id` (the id stays in use); gives
+    /// `new` back if `id` did not hold `old`.  Process context: it waits
+    /// for a grace period before dropping the table's reference to `old`.
+    pub(crate) fn replace_a(&self, id: u32, old: &A, new: Arc<A>) -> core::result::Result<(), Arc<A>> {
+        let old_raw = Self::raw_a(old);
+        let new_raw: *mut c_void = Arc::into_raw(new).cast_mut().cast();
+        if !self.ids.replace(id, old_raw, new_raw) {
+            // SAFETY: `new_raw` came from `Arc::into_raw` just above and was
+            // not published.
+            return Err(unsafe { Arc::from_raw(new_raw.cast::<A>()) });
+        }
+        // INVARIANT: the table owns `new` now and no longer owns `old`'s
+        // entry, which it releases.
+        Self::release(old_raw);
+        Ok(())
+    }
+
+    /// Unpublishes `id` if it holds `value` (it may have been handed to a
+    /// successor with [`Self::replace_a`]), then drops the table's
+    /// reference after a grace period.  Process context (sleeps).
+    pub(crate) fn remove_if(&self, id: u32, value: Either<&A, &B>) {
+        let raw = match value {
+            Either::A(a) => Self::raw_a(a),
+            Either::B(b) => Self::raw_b(b),
+        };
+        if self.ids.remove_if(id, raw) {
+            Self::release(raw);
+        }
+    }
+}
+
+impl<A: Send + Sync, B: Send + Sync> Drop for KeyTable<A, B> {
+    fn drop(&mut self) {
+        // ib_core destroys every MR and MW before the device goes, so this
+        // finds nothing; a leftover is released rather than leaked.
+        while let Some(id) = self.ids.first() {
+            Self::release(self.ids.take(id));
         }
     }
 }

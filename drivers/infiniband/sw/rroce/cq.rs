@@ -307,7 +307,7 @@ fn fill_wc(dev: &RroceDev, c: &Cqe, wc: &mut bindings::ib_wc) {
     wc.byte_len = c.byte_len;
     // The QP of a completion outlives it for kernel consumers (they drain
     // before destroying); a QP already gone gives a null pointer.
-    wc.qp = dev.p.qpns.load(c.qp_num).cast();
+    wc.qp = dev.p.qps.raw(c.qp_num);
     wc.ex.imm_data = c.imm_or_inv;
     wc.src_qp = c.src_qp;
     wc.wc_flags = ib_wc_flags(c.wc_flags);

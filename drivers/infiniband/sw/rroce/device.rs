@@ -48,8 +48,8 @@ pub(crate) struct DevPriv {
     pub(crate) attrs: bindings::ib_device_attr,
     /// Memory region and window keys (the index part).
     pub(crate) keys: crate::keys::Keys,
-    /// Queue pair numbers.
-    pub(crate) qpns: IdTable,
+    /// Queue pairs by number.
+    pub(crate) qps: crate::ib::qp::QpTable<<DevPriv as crate::ib::qp::HasQps>::Qp>,
     /// Shared receive queue numbers.
     pub(crate) srqns: IdTable,
     /// Address handle numbers.
@@ -357,7 +357,7 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
                 cqs: AtomicU32::new(0),
                 attrs: crate::limits::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
                 keys: crate::keys::Keys::new(),
-                qpns: IdTable::new(),
+                qps: crate::ib::qp::QpTable::new(),
                 srqns: IdTable::new(),
                 ahs: RcuTable::new(),
                 stats: crate::stats::Stats::new(),

@@ -12,41 +12,35 @@
 //! `POST_SEND`) lands in [`post_send`], received packets in [`deliver`],
 //! and the retransmission timer in [`timer_fn`].
 
-use core::ptr::NonNull;
-use core::mem::{offset_of, size_of, MaybeUninit};
+#![forbid(unsafe_code)]
+
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::bindings;
-use kernel::error::from_result;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
-use crate::device::RroceDev;
-use crate::dp::{Ctx, Dp};
-use crate::ring::{Ring, RING_START};
-use crate::ffi;
 use crate::av::{address_vector, AddressVector};
-use crate::dp::path_of;
+use crate::cq::CqPriv;
+use crate::device::{DevPriv, RroceDev};
+use crate::dp::{path_of, Ctx, Dp};
 use crate::ib::ah::RoceAttr;
-use crate::proto::rc::{is_rc_request, is_rc_response, is_uc_request, InRequest, InResponse};
-use kernel::types::Opaque;
-use crate::proto::link;
-use crate::sync::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
+use crate::ib::cq::CqHandle;
+use crate::ib::qp::{QpCreate, QpOps, QpRef, QpTable};
+use crate::ib::srq::SrqHandle;
+use crate::ib::wr::{RecvWrChain, SendExt, SendWr, SendWrChain};
+use crate::limits;
 use crate::mcast;
+use crate::net::route::DstCache;
 use crate::proto::abi::{CreateQpCmd, CreateQpResp};
+use crate::proto::link;
 use crate::proto::qp::{AttrMask, DeviceLimits, QpAttrs, QpState, QpType};
+use crate::proto::rc::{is_rc_request, is_rc_response, is_uc_request, InRequest, InResponse};
 use crate::proto::ring::{Producer, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING};
 use crate::proto::wqe::{self, SendOpcode, SendPayload, SendWqe, Sge};
-use crate::limits;
-use crate::ib::srq::SrqHandle;
-use crate::ib::udata::UData;
-use crate::ib::qp::QpEvents;
-use crate::net::route::DstCache;
-use crate::sync::rcu::ReadGuard;
-use crate::sync::timer::{TimerRef, WorkRef};
-use crate::ib::cq::CqHandle;
-use crate::cq::CqPriv;
-use crate::ib::wr::{RecvWrChain, SendExt, SendWr, SendWrChain};
+use crate::ring::{Ring, RING_START};
 use crate::srq::SrqPriv;
+use crate::sync::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
+use crate::sync::rcu::ReadGuard;
 
 /// Largest inline payload a send WQE may carry.
 pub(crate) const MAX_INLINE: u32 = 512;
@@ -74,7 +68,8 @@ struct KernelQueues {
     staging: KVVec<u8>,
 }
 
-struct QpPriv {
+/// Our part of a QP.
+pub(crate) struct QpPriv {
     ty: QpType,
     /// `IB_SIGNAL_ALL_WR` or `IB_SIGNAL_REQ_WR`, as created.
     sq_sig_type: bindings::ib_sig_type,
@@ -104,78 +99,31 @@ struct QpPriv {
     kick: AtomicBool,
 }
 
-/// Our part of a QP (allocated by ib_core, `ib` first).
-///
-/// # Invariants
-///
-/// `p` is initialised exactly when `create_qp` succeeded, until
-/// `destroy_qp` drops it.
-///
-/// `live` is set once `p` and `timer` are initialised and cleared when
-/// destruction starts; the receive path only uses QPs it sees live.
-#[repr(C)]
-pub(crate) struct RroceQp {
-    ib: bindings::ib_qp,
-    live: AtomicBool,
-    timer: Opaque<bindings::timer_list>,
-    work: Opaque<bindings::work_struct>,
-    p: MaybeUninit<QpPriv>,
-}
+/// A live QP of ours.
+type Q<'a> = QpRef<'a, QpPriv>;
 
-/// Size ib_core allocates for a QP.
-pub(crate) const QP_SIZE: usize = size_of::<RroceQp>();
-
-impl RroceQp {
-    /// # Safety
-    ///
-    /// `qp` must be a QP of ours that was created successfully and is not
-    /// yet destroyed.
-    unsafe fn from_ib<'a>(qp: *mut bindings::ib_qp) -> (&'a RroceQp, &'a QpPriv) {
-        // SAFETY: per the requirements, `p` is initialised.
-        unsafe {
-            let q = &*qp.cast::<RroceQp>();
-            (q, q.p.assume_init_ref())
-        }
-    }
-
-    fn dev(&self) -> &RroceDev {
-        // SAFETY: ib_core set `device` to one of our devices.
-        unsafe { RroceDev::from_ib(self.ib.device) }
-    }
-
-    /// The QP's work item.
-    fn work(&self) -> WorkRef<'_> {
-        // SAFETY: set up in `create` before the QP was published, cancelled
-        // in `destroy_qp` only after every user of the QP is done.
-        unsafe { WorkRef::new(&self.work) }
-    }
-
-    fn ctx<'a>(&'a self, p: &'a QpPriv, rcu: &'a ReadGuard) -> Ctx<'a> {
-        Ctx {
-            dev: self.dev(),
-            qpn: self.ib.qp_num,
-            pd: p.pd,
-            rcu,
-            send_cq: &p.send_cq,
-            recv_cq: &p.recv_cq,
-            sq_ring: p.sq.buf(),
-            rq_ring: p.rq.buf(),
-            srq: p.srq.as_ref().map(SrqHandle::get),
-            ib_srq: p.srq.as_ref(),
-            sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
-            // SAFETY: set up in `create` before the QP was published, shut
-            // down and cancelled in `destroy_qp` only after every data-path
-            // section (the only users of a `Ctx`) is over; the QP itself is
-            // fully created and outlives them.
-            timer: unsafe { TimerRef::new(&self.timer) },
-            work: self.work(),
-            dst: p.dst.as_ref(),
-            notify: core::cell::Cell::new(0),
-            // SAFETY: as above.
-            ib_qp: unsafe { QpEvents::new(NonNull::from(&self.ib)) },
-            events: core::cell::Cell::new(0),
-            cq_lost: core::cell::Cell::new(false),
-        }
+/// The data path's view of `q` for the read-side section `rcu`.
+fn ctx<'a>(q: Q<'a>, rcu: &'a ReadGuard) -> Ctx<'a> {
+    let p = q.p();
+    Ctx {
+        dev: q.dev(),
+        qpn: q.qpn(),
+        pd: p.pd,
+        rcu,
+        send_cq: &p.send_cq,
+        recv_cq: &p.recv_cq,
+        sq_ring: p.sq.buf(),
+        rq_ring: p.rq.buf(),
+        srq: p.srq.as_ref().map(SrqHandle::get),
+        ib_srq: p.srq.as_ref(),
+        sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
+        timer: q.timer(),
+        work: q.work(),
+        dst: p.dst.as_ref(),
+        notify: core::cell::Cell::new(0),
+        ib_qp: q.events(),
+        events: core::cell::Cell::new(0),
+        cq_lost: core::cell::Cell::new(false),
     }
 }
 
@@ -198,7 +146,8 @@ fn unlock(p: &QpPriv, ctx: &Ctx<'_>, mut g: DpGuard<'_>) {
     ctx.fire();
 }
 
-fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<UData<'_>>) -> Result {
+fn create(dev: &RroceDev, c: QpCreate<'_, QpPriv>) -> Result<(QpPriv, u32)> {
+    let QpCreate { init, pd, send_cq, recv_cq, srq: srq_handle, udata } = c;
     let ty = QpType::from_ib(init.qp_type).ok_or_else(limits::eopnotsupp)?;
     // The GSI QP (QP1) belongs to ib_core's MAD layer: kernel only.
     if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && (ty != QpType::Gsi || udata.is_some()) {
@@ -207,21 +156,11 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<
     if init.create_flags != 0 {
         return Err(limits::eopnotsupp());
     }
-    if !init.srq.is_null() && !matches!(ty, QpType::Rc | QpType::Ud) {
+    if srq_handle.is_some() && !matches!(ty, QpType::Rc | QpType::Ud) {
         return Err(limits::eopnotsupp());
     }
-    // SAFETY: ib_core passes null or a live SRQ of this device, and the
-    // QP's live CQs, on which the QP holds use counts from now until it is
-    // destroyed.
-    let (srq_handle, send_cq, recv_cq) = unsafe {
-        (SrqHandle::<SrqPriv>::from_raw(init.srq), CqHandle::from_raw(init.send_cq), CqHandle::from_raw(init.recv_cq))
-    };
     let (Some(send_cq), Some(recv_cq)) = (send_cq, recv_cq) else { return Err(EINVAL) };
     let srq = srq_handle.as_ref().map(SrqHandle::get);
-    let self_ptr: *mut RroceQp = qp;
-    // SAFETY: ib_core set `device` to one of our devices, which outlives
-    // its QPs.
-    let dev = unsafe { RroceDev::from_ib(qp.ib.device) };
     let cap = &mut init.cap;
     let max_wr = limits::max_qp_wr();
     let max_sge = dev.p.attrs.max_send_sge as u32;
@@ -286,9 +225,9 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<
     // Only reserved here: the QP is published once it is complete (below),
     // so the receive path never finds one whose creation still fails.
     let qpn = if ty == QpType::Gsi {
-        dev.p.qpns.reserve(GSI_QPN, GSI_QPN, max_qp, bindings::GFP_KERNEL)?
+        dev.p.qps.reserve(GSI_QPN, GSI_QPN, max_qp)?
     } else {
-        dev.p.qpns.reserve(QPN_MIN, QPN_MAX, max_qp, bindings::GFP_KERNEL)?
+        dev.p.qps.reserve(QPN_MIN, QPN_MAX, max_qp)?
     };
     let has_rq = srq.is_none();
     let resp = CreateQpResp {
@@ -309,7 +248,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<
     };
     if let Some(udata) = udata {
         if let Err(e) = udata.write(&resp.to_bytes()) {
-            dev.p.qpns.unreserve(qpn);
+            dev.p.qps.unreserve(qpn);
             return Err(e);
         }
     }
@@ -318,9 +257,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<
     cap.max_send_sge = max_send_sge;
     cap.max_recv_sge = max_recv_sge;
     cap.max_inline_data = max_inline;
-    qp.ib.qp_num = qpn;
-    // INVARIANT: initialised on success only.
-    qp.p.write(QpPriv {
+    let p = QpPriv {
         ty,
         sq_sig_type: init.sq_sig_type,
         sq,
@@ -328,7 +265,7 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<
         max_send_sge,
         max_recv_sge,
         max_inline,
-        pd: crate::ib::PdId::of(qp.ib.pd),
+        pd,
         send_cq,
         recv_cq,
         srq: srq_handle,
@@ -337,17 +274,8 @@ fn create(qp: &mut RroceQp, init: &mut bindings::ib_qp_init_attr, udata: Option<
         kq,
         state_seen: AtomicU32::new(QpState::Reset as u32),
         kick: AtomicBool::new(false),
-    });
-    // SAFETY: the timer and the work item are embedded in the QP, which
-    // does not move; `destroy_qp` shuts the timer down and cancels the
-    // work before the QP memory is freed.
-    unsafe {
-        ffi::rroce_timer_setup(qp.timer.get(), timer_fn);
-        ffi::rroce_work_init(qp.work.get(), work_fn);
-    }
-    qp.live.store(true, Ordering::Release);
-    dev.p.qpns.publish(qpn, self_ptr.cast());
-    Ok(())
+    };
+    Ok((p, qpn))
 }
 
 fn to_proto(a: &bindings::ib_qp_attr) -> QpAttrs {
@@ -374,7 +302,8 @@ fn to_proto(a: &bindings::ib_qp_attr) -> QpAttrs {
     }
 }
 
-fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) -> Result {
+fn modify(qp: Q<'_>, attr: &bindings::ib_qp_attr, mask: c_int, roce: Option<RoceAttr>) -> Result {
+    let p = qp.p();
     let mask = AttrMask::from_bits_retain(mask as u32);
     let dev = qp.dev();
     // A state given in the request must be one we know (to_proto maps
@@ -385,13 +314,9 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
     if mask.contains(AttrMask::CUR_STATE) && QpState::from_ib(attr.cur_qp_state).is_none() {
         return Err(EINVAL);
     }
-    let av = if mask.contains(AttrMask::AV) {
-        // SAFETY: for an AV ib_core resolves the source GID attribute
-        // before calling the driver and keeps it referenced for the call.
-        let roce = unsafe { RoceAttr::from_raw(&attr.ah_attr) }?;
-        Some(address_vector(&roce)?)
-    } else {
-        None
+    let av = match roce {
+        Some(r) if mask.contains(AttrMask::AV) => Some(address_vector(&r)?),
+        _ => None,
     };
     let limits = DeviceLimits {
         active_mtu: link::active_mtu(dev.p.ndev.mtu()).unwrap_or(link::IbMtu::Mtu256),
@@ -410,11 +335,11 @@ fn modify(qp: &RroceQp, p: &QpPriv, attr: &bindings::ib_qp_attr, mask: c_int) ->
         g.av = av;
     }
     let rcu = ReadGuard::new();
-    let ctx = qp.ctx(p, &rcu);
+    let ctx = ctx(qp, &rcu);
     let inner = &mut *g;
     let path = match (inner.av, next) {
         (Some(av), QpState::Rtr | QpState::Rts | QpState::Sqd) => {
-            Some(path_of(dev, &av, qp.ib.qp_num, inner.attrs.dest_qpn))
+            Some(path_of(dev, &av, qp.qpn(), inner.attrs.dest_qpn))
         }
         _ => None,
     };
@@ -526,7 +451,7 @@ fn kernel_reg_wqe(p: &QpPriv, wr: &KernelSendWr<'_>, out: &mut [u8]) -> Result {
 /// ring, then the doorbell runs.  The walk stops at the first request not
 /// posted (`ENOMEM` for a full queue, `EINVAL` for a bad request or
 /// state).
-fn post_send_kernel(q: &RroceQp, p: &QpPriv, chain: &mut SendWrChain<'_, crate::ah::RroceAh, crate::mr::MrPart>) -> Result {
+fn post_send_kernel(q: Q<'_>, p: &QpPriv, chain: &mut SendWrChain<'_, crate::ah::RroceAh, crate::mr::MrPart>) -> Result {
     let kq = p.kq.as_ref().ok_or(EINVAL)?;
     // With interrupts disabled (ib_mad posts under `spin_lock_irqsave`)
     // neither the QP's `_bh` lock nor transmission is allowed: the
@@ -541,7 +466,7 @@ fn post_send_kernel(q: &RroceQp, p: &QpPriv, chain: &mut SendWrChain<'_, crate::
     match g {
         Some(mut g) => {
             let rcu = ReadGuard::new();
-            let ctx = q.ctx(p, &rcu);
+            let ctx = ctx(q, &rcu);
             let inner = &mut *g;
             let _ = inner.dp.doorbell(&ctx, &mut inner.state);
             unlock(p, &ctx, g);
@@ -580,65 +505,28 @@ fn fill_sq(p: &QpPriv, kq: &mut KernelQueues, chain: &mut SendWrChain<'_, crate:
 
 /// Leaves the doorbell of a kernel post made with interrupts disabled to
 /// the QP's work item.
-fn kick(q: &RroceQp, p: &QpPriv) {
+fn kick(q: Q<'_>, p: &QpPriv) {
     p.kick.store(true, Ordering::Release);
     q.work().queue();
 }
 
 /// `post_send`: for a kernel QP the work requests; for a user QP the
 /// doorbell (no work requests: the WQEs are in the mapped SQ).
-///
-/// # Safety
-///
-/// `ib_device_ops::post_send` contract.
-pub(crate) unsafe extern "C" fn post_send(
-    qp: *mut bindings::ib_qp,
-    wr: *const bindings::ib_send_wr,
-    bad_wr: *mut *const bindings::ib_send_wr,
-) -> c_int {
-    // SAFETY: `qp` was created by us and its owner holds it for the call.
-    let (q, p) = unsafe { RroceQp::from_ib(qp) };
-    // SAFETY: a kernel caller passes a valid chain of requests in their
-    // containers (the MRs of this device are `mr::MrPart`s, the AHs
-    // `RroceAh`s); a user QP gets none (its WQEs are in its mapped ring).
-    let mut chain = unsafe { SendWrChain::from_raw(wr, matches!(p.ty, QpType::Ud | QpType::Gsi), q.ib.device) };
-    if p.sq.mem.is_kernel() || !wr.is_null() {
-        let r = if p.sq.mem.is_kernel() { post_send_kernel(q, p, &mut chain) } else { Err(EINVAL) };
-        // SAFETY: ib_core passes a writable `bad_wr`.
-        return unsafe { chain.finish(r, bad_wr) };
+fn post_send(q: Q<'_>, chain: &mut SendWrChain<'_, crate::ah::RroceAh, crate::mr::MrPart>) -> Result {
+    let p = q.p();
+    if p.sq.mem.is_kernel() || !chain.is_empty() {
+        return if p.sq.mem.is_kernel() { post_send_kernel(q, p, chain) } else { Err(EINVAL) };
     }
     let rcu = ReadGuard::new();
-    let ctx = q.ctx(p, &rcu);
+    let ctx = ctx(q, &rcu);
     let mut g = p.lock_dp();
     let inner = &mut *g;
-    let r = match inner.dp.doorbell(&ctx, &mut inner.state) {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    };
+    let r = inner.dp.doorbell(&ctx, &mut inner.state);
     unlock(p, &ctx, g);
     r
 }
 
-/// `post_recv` of a kernel QP (user QPs post into their mapped RQ).
-///
-/// # Safety
-///
-/// `ib_device_ops::post_recv` contract.
-pub(crate) unsafe extern "C" fn post_recv(
-    qp: *mut bindings::ib_qp,
-    wr: *const bindings::ib_recv_wr,
-    bad_wr: *mut *const bindings::ib_recv_wr,
-) -> c_int {
-    // SAFETY: `qp` was created by us and its owner holds it for the call.
-    let (q, p) = unsafe { RroceQp::from_ib(qp) };
-    // SAFETY: ib_core passes a valid chain of work requests.
-    let mut chain = unsafe { RecvWrChain::from_raw(wr) };
-    let r = post_recv_kernel(q, p, &mut chain);
-    // SAFETY: ib_core passes a writable `bad_wr`.
-    unsafe { chain.finish(r, bad_wr) }
-}
-
-fn post_recv_kernel(q: &RroceQp, p: &QpPriv, chain: &mut RecvWrChain<'_>) -> Result {
+fn post_recv_kernel(q: Q<'_>, p: &QpPriv, chain: &mut RecvWrChain<'_>) -> Result {
     let kq = p.kq.as_ref().ok_or(EINVAL)?;
     // Receives of a QP with an SRQ are posted to the SRQ.
     if p.srq.is_some() {
@@ -656,7 +544,7 @@ fn post_recv_kernel(q: &RroceQp, p: &QpPriv, chain: &mut RecvWrChain<'_>) -> Res
     match g {
         Some(mut g) => {
             let rcu = ReadGuard::new();
-            let ctx = q.ctx(p, &rcu);
+            let ctx = ctx(q, &rcu);
             let inner = &mut *g;
             if inner.state == QpState::Err {
                 inner.dp.flush_rq(&ctx);
@@ -685,48 +573,14 @@ fn fill_rq(p: &QpPriv, kq: &mut KernelQueues, chain: &mut RecvWrChain<'_>) -> Re
     crate::srq::post_chain(&mut kq.rq, p.rq.buf(), &mut kq.staging, chain, p.max_recv_sge, esz)
 }
 
-/// Runs `f` on the data path of `q` under its lock, if `q` is live.
-fn with_live(q: &RroceQp, f: impl FnOnce(&Ctx<'_>, &QpPriv, &mut QpStateInner)) {
-    if !q.live.load(Ordering::Acquire) {
-        return;
-    }
-    // SAFETY: live implies `p` is initialised.
-    let p = unsafe { q.p.assume_init_ref() };
+/// Runs `f` on the data path of `q` under its lock.
+fn section(q: Q<'_>, f: impl FnOnce(&Ctx<'_>, &QpPriv, &mut QpStateInner)) {
+    let p = q.p();
     let rcu = ReadGuard::new();
-    let ctx = q.ctx(p, &rcu);
+    let ctx = ctx(q, &rcu);
     let mut g = p.lock_dp();
     f(&ctx, p, &mut g);
     unlock(p, &ctx, g);
-}
-
-/// The retransmission timer of a QP.
-///
-/// # Safety
-///
-/// Called by the timer core with the `timer` of a live [`RroceQp`].
-unsafe extern "C" fn timer_fn(t: *mut bindings::timer_list) {
-    // SAFETY: the timer is the `timer` field of an `RroceQp` (container_of);
-    // `destroy_qp` shuts the timer down before the QP goes away.
-    let q = unsafe { &*t.cast::<u8>().sub(offset_of!(RroceQp, timer)).cast::<RroceQp>() };
-    with_live(q, |ctx, _, inner| inner.dp.on_timer(ctx, &mut inner.state));
-}
-
-/// The response work item of a QP.
-///
-/// # Safety
-///
-/// Called by the workqueue with the `work` of a live [`RroceQp`].
-unsafe extern "C" fn work_fn(w: *mut bindings::work_struct) {
-    // SAFETY: the work is the `work` field of an `RroceQp`; `destroy_qp`
-    // cancels it before the QP goes away.
-    let q = unsafe { &*w.cast::<u8>().sub(offset_of!(RroceQp, work)).cast::<RroceQp>() };
-    with_live(q, |ctx, p, inner| {
-        if p.kick.swap(false, Ordering::AcqRel) {
-            // Posted with interrupts disabled (`post_send_kernel`).
-            let _ = inner.dp.doorbell(ctx, &mut inner.state);
-        }
-        inner.dp.on_work(ctx, &mut inner.state)
-    });
 }
 
 /// A UD datagram for UD/GSI QP `p`.  Bottom halves disabled.
@@ -749,19 +603,13 @@ fn deliver_mcast(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8]
     let payload = parsed.payload(roce);
     let mut taken = false;
     for &qpn in qpns.get(..n).unwrap_or(&[]) {
-        let q = dev.p.qpns.load(qpn).cast::<RroceQp>();
-        // SAFETY: as in `deliver`.
-        let Some(q) = (unsafe { q.as_ref() }) else { continue };
-        if !q.live.load(Ordering::Acquire) {
-            continue;
-        }
-        // SAFETY: live implies `p` is initialised.
-        let p = unsafe { q.p.assume_init_ref() };
+        let rcu = ReadGuard::new();
+        let Some(q) = dev.p.qps.get(qpn, &rcu) else { continue };
+        let p = q.p();
         if p.ty != QpType::Ud {
             continue;
         }
-        let rcu = ReadGuard::new();
-        let ctx = q.ctx(p, &rcu);
+        let ctx = ctx(q, &rcu);
         taken |= deliver_ud(p, &ctx, parsed, ip, payload);
     }
     taken
@@ -770,23 +618,16 @@ fn deliver_mcast(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8]
 /// Hands a received, validated RC packet to QP `qpn` of `dev`.  Returns
 /// `false` if no QP could take it.
 ///
-/// Called in the receive softirq (RCU read side): `destroy_qp` waits for a
-/// grace period after unpublishing the QP.
+/// Called in the receive softirq; the QP is borrowed for an RCU read-side
+/// section (`destroy_qp` waits for a grace period after unpublishing it).
 pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
     if parsed.bth.dest_qpn == mcast::MCAST_QPN {
         return deliver_mcast(dev, parsed, roce, ip);
     }
-    let q = dev.p.qpns.load(parsed.bth.dest_qpn).cast::<RroceQp>();
-    // SAFETY: QPN table entries are QPs of this device, valid during the
-    // RCU read-side section (see above).
-    let Some(q) = (unsafe { q.as_ref() }) else { return false };
-    if !q.live.load(Ordering::Acquire) {
-        return false;
-    }
-    // SAFETY: live implies `p` is initialised.
-    let p = unsafe { q.p.assume_init_ref() };
     let rcu = ReadGuard::new();
-    let ctx = q.ctx(p, &rcu);
+    let Some(q) = dev.p.qps.get(parsed.bth.dest_qpn, &rcu) else { return false };
+    let p = q.p();
+    let ctx = ctx(q, &rcu);
     let payload = parsed.payload(roce);
     if matches!(p.ty, QpType::Ud | QpType::Gsi) {
         return deliver_ud(p, &ctx, parsed, ip, payload);
@@ -820,167 +661,113 @@ pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: 
     taken
 }
 
-/// # Safety
-///
-/// `ib_device_ops::create_qp` contract.
-pub(crate) unsafe extern "C" fn create_qp(
-    qp: *mut bindings::ib_qp,
-    init: *mut bindings::ib_qp_init_attr,
-    udata: *mut bindings::ib_udata,
-) -> c_int {
-    from_result(|| {
-        // SAFETY: ib_core passes a zeroed QP of `QP_SIZE` bytes (with
-        // `device` set), valid init attributes, and null or the call's
-        // `udata`.
-        let (qp, init, udata) = unsafe { (&mut *qp.cast::<RroceQp>(), &mut *init, UData::from_raw(udata)) };
-        create(qp, init, udata)?;
-        Ok(0)
-    })
-}
+impl QpOps for QpPriv {
+    type Dev = DevPriv;
+    type Cq = CqPriv;
+    type Srq = SrqPriv;
+    type Ah = crate::ah::RroceAh;
+    type Mr = crate::mr::MrPart;
 
-/// # Safety
-///
-/// `ib_device_ops::modify_qp` contract.
-pub(crate) unsafe extern "C" fn modify_qp(
-    qp: *mut bindings::ib_qp,
-    attr: *mut bindings::ib_qp_attr,
-    mask: c_int,
-    _udata: *mut bindings::ib_udata,
-) -> c_int {
-    from_result(|| {
-        // SAFETY: `qp` was created by us; `attr` is valid.
-        let ((q, p), attr) = unsafe { (RroceQp::from_ib(qp), &*attr) };
-        modify(q, p, attr, mask)?;
-        Ok(0)
-    })
-}
-
-/// # Safety
-///
-/// `ib_device_ops::query_qp` contract.
-pub(crate) unsafe extern "C" fn query_qp(
-    qp: *mut bindings::ib_qp,
-    attr: *mut bindings::ib_qp_attr,
-    _mask: c_int,
-    init: *mut bindings::ib_qp_init_attr,
-) -> c_int {
-    // SAFETY: `qp` was created by us; `attr`/`init` are writable.
-    let ((_, p), a, init) = unsafe { (RroceQp::from_ib(qp), &mut *attr, &mut *init) };
-    let g = p.inner.lock();
-    let s = &g.attrs;
-    a.qp_state = g.state.to_ib();
-    a.cur_qp_state = g.state.to_ib();
-    a.path_mtu = s.path_mtu;
-    a.path_mig_state = s.path_mig_state;
-    a.qkey = s.qkey;
-    a.rq_psn = s.rq_psn;
-    a.sq_psn = s.sq_psn;
-    a.dest_qp_num = s.dest_qpn;
-    a.qp_access_flags = s.access_flags as c_int;
-    a.pkey_index = s.pkey_index;
-    a.en_sqd_async_notify = u8::from(s.en_sqd_async_notify);
-    a.sq_draining = u8::from(s.sq_draining);
-    a.max_rd_atomic = s.max_rd_atomic;
-    a.max_dest_rd_atomic = s.max_dest_rd_atomic;
-    a.min_rnr_timer = s.min_rnr_timer;
-    a.port_num = s.port;
-    a.timeout = s.timeout;
-    a.retry_cnt = s.retry_cnt;
-    a.rnr_retry = s.rnr_retry;
-    if let Some(av) = g.av {
-        let ah = &mut a.ah_attr;
-        ah.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
-        ah.port_num = 1;
-        ah.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
-        ah.grh.dgid.raw = av.dgid;
-        ah.grh.sgid_index = av.sgid_index;
-        ah.grh.hop_limit = av.hop_limit;
-        ah.grh.traffic_class = av.traffic_class;
-        ah.grh.flow_label = av.flow_label;
-        ah.__bindgen_anon_1.roce.dmac = av.dmac;
+    fn table(dev: &RroceDev) -> &QpTable<Self> {
+        &dev.p.qps
     }
-    let has_rq = p.srq.is_none();
-    let caps = bindings::ib_qp_cap {
-        max_send_wr: p.sq.layout.entries(),
-        max_recv_wr: if has_rq { p.rq.layout.entries() } else { 0 },
-        max_send_sge: p.max_send_sge,
-        max_recv_sge: p.max_recv_sge,
-        max_inline_data: p.max_inline,
-        ..Default::default()
-    };
-    a.cap = caps;
-    init.cap = caps;
-    init.qp_type = p.ty.to_ib();
-    init.srq = p.srq.as_ref().map_or(core::ptr::null_mut(), SrqHandle::as_raw);
-    init.sq_sig_type = p.sq_sig_type;
-    0
-}
 
-/// # Safety
-///
-/// `ib_device_ops::destroy_qp` contract: `qp` was created successfully.
-pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> c_int {
-    // SAFETY: `qp` is ours and created.
-    let q = unsafe { &*qp.cast::<RroceQp>() };
-    q.live.store(false, Ordering::Release);
-    // Attachments a kernel consumer left behind (uverbs detaches first).
-    q.dev().p.mcast.forget_qp(&q.dev().p.ndev, q.ib.qp_num);
-    q.dev().p.qpns.remove(q.ib.qp_num);
-    // Receivers that found the QP before it was unpublished are done after
-    // a grace period; then no one can arm the timer any more.
-    crate::sync::rcu::synchronize();
-    // SAFETY: set up in `create`.
-    unsafe { ffi::rroce_timer_shutdown(q.timer.get()) };
-    // SAFETY: set up in `create`; waits for a running instance.
-    unsafe { ffi::rroce_work_cancel(q.work.get()) };
-    // SAFETY: by the invariant `p` is initialised; this is its one drop.
-    let p = unsafe { (*qp.cast::<RroceQp>()).p.assume_init_read() };
-    // Dropping the rings gives their mappings back.
-    drop(p);
-    0
-}
+    fn create(dev: &RroceDev, c: QpCreate<'_, Self>) -> Result<(Self, u32)> {
+        create(dev, c)
+    }
 
-/// The GID of a multicast attach/detach call.
-///
-/// # Safety
-///
-/// `gid` must point to a valid `ib_gid`.
-unsafe fn mgid_of(gid: *mut bindings::ib_gid) -> Result<[u8; 16]> {
-    // SAFETY: per the requirements.
-    let raw = unsafe { gid.as_ref() }.ok_or(EINVAL)?;
-    // SAFETY: every 16-byte pattern is a valid `raw` view of the union.
-    Ok(unsafe { raw.raw })
-}
+    fn modify(q: Q<'_>, attr: &bindings::ib_qp_attr, mask: c_int, av: Option<RoceAttr>) -> Result {
+        modify(q, attr, mask, av)
+    }
 
-/// # Safety
-///
-/// `ib_device_ops::attach_mcast` contract.
-pub(crate) unsafe extern "C" fn attach_mcast(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
-    from_result(|| {
-        // SAFETY: `qp` is ours and created.
-        let (q, p) = unsafe { RroceQp::from_ib(qp) };
-        if p.ty != QpType::Ud {
+    fn query(q: Q<'_>, a: &mut bindings::ib_qp_attr, init: &mut bindings::ib_qp_init_attr) {
+        let p = q.p();
+        let g = p.inner.lock();
+        let s = &g.attrs;
+        a.qp_state = g.state.to_ib();
+        a.cur_qp_state = g.state.to_ib();
+        a.path_mtu = s.path_mtu;
+        a.path_mig_state = s.path_mig_state;
+        a.qkey = s.qkey;
+        a.rq_psn = s.rq_psn;
+        a.sq_psn = s.sq_psn;
+        a.dest_qp_num = s.dest_qpn;
+        a.qp_access_flags = s.access_flags as c_int;
+        a.pkey_index = s.pkey_index;
+        a.en_sqd_async_notify = u8::from(s.en_sqd_async_notify);
+        a.sq_draining = u8::from(s.sq_draining);
+        a.max_rd_atomic = s.max_rd_atomic;
+        a.max_dest_rd_atomic = s.max_dest_rd_atomic;
+        a.min_rnr_timer = s.min_rnr_timer;
+        a.port_num = s.port;
+        a.timeout = s.timeout;
+        a.retry_cnt = s.retry_cnt;
+        a.rnr_retry = s.rnr_retry;
+        if let Some(av) = g.av {
+            let ah = &mut a.ah_attr;
+            ah.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+            ah.port_num = 1;
+            ah.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
+            ah.grh.dgid.raw = av.dgid;
+            ah.grh.sgid_index = av.sgid_index;
+            ah.grh.hop_limit = av.hop_limit;
+            ah.grh.traffic_class = av.traffic_class;
+            ah.grh.flow_label = av.flow_label;
+            ah.__bindgen_anon_1.roce.dmac = av.dmac;
+        }
+        let has_rq = p.srq.is_none();
+        let caps = bindings::ib_qp_cap {
+            max_send_wr: p.sq.layout.entries(),
+            max_recv_wr: if has_rq { p.rq.layout.entries() } else { 0 },
+            max_send_sge: p.max_send_sge,
+            max_recv_sge: p.max_recv_sge,
+            max_inline_data: p.max_inline,
+            ..Default::default()
+        };
+        a.cap = caps;
+        init.cap = caps;
+        init.qp_type = p.ty.to_ib();
+        init.srq = p.srq.as_ref().map_or(core::ptr::null_mut(), SrqHandle::as_raw);
+        init.sq_sig_type = p.sq_sig_type;
+    }
+
+    fn destroy(self, dev: &RroceDev, qpn: u32) {
+        // Attachments a kernel consumer left behind (uverbs detaches first).
+        dev.p.mcast.forget_qp(&dev.p.ndev, qpn);
+        // Dropping the rings gives their mappings back.
+        drop(self);
+    }
+
+    fn post_send(q: Q<'_>, chain: &mut SendWrChain<'_, Self::Ah, Self::Mr>) -> Result {
+        post_send(q, chain)
+    }
+
+    fn post_recv(q: Q<'_>, chain: &mut RecvWrChain<'_>) -> Result {
+        post_recv_kernel(q, q.p(), chain)
+    }
+
+    fn on_timer(q: Q<'_>) {
+        section(q, |ctx, _, inner| inner.dp.on_timer(ctx, &mut inner.state));
+    }
+
+    fn on_work(q: Q<'_>) {
+        section(q, |ctx, p, inner| {
+            if p.kick.swap(false, Ordering::AcqRel) {
+                // Posted with interrupts disabled (`post_send_kernel`).
+                let _ = inner.dp.doorbell(ctx, &mut inner.state);
+            }
+            inner.dp.on_work(ctx, &mut inner.state)
+        });
+    }
+
+    fn mcast(q: Q<'_>, mgid: &[u8; 16], attach: bool) -> Result {
+        let dev = q.dev();
+        if !attach {
+            return dev.p.mcast.detach(&dev.p.ndev, mgid, q.qpn());
+        }
+        if q.p().ty != QpType::Ud {
             return Err(EINVAL);
         }
-        // SAFETY: ib_core passes a valid GID.
-        let mgid = unsafe { mgid_of(gid) }?;
-        let dev = q.dev();
-        dev.p.mcast.attach(&dev.p.ndev, &mgid, q.ib.qp_num)?;
-        Ok(0)
-    })
-}
-
-/// # Safety
-///
-/// `ib_device_ops::detach_mcast` contract.
-pub(crate) unsafe extern "C" fn detach_mcast(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
-    from_result(|| {
-        // SAFETY: `qp` is ours and created.
-        let (q, _) = unsafe { RroceQp::from_ib(qp) };
-        // SAFETY: ib_core passes a valid GID.
-        let mgid = unsafe { mgid_of(gid) }?;
-        let dev = q.dev();
-        dev.p.mcast.detach(&dev.p.ndev, &mgid, q.ib.qp_num)?;
-        Ok(0)
-    })
+        dev.p.mcast.attach(&dev.p.ndev, mgid, q.qpn())
+    }
 }

@@ -3,8 +3,7 @@
 //! limits and attributes, and the device-wide verbs ([`DeviceOps`]).
 //!
 //! The table names the abstraction layer's generic entry points (`ib::*`)
-//! instantiated with the driver's types; the QP entry points are still the
-//! driver's own (`qp`: not on the layer yet).
+//! instantiated with the driver's types.
 
 #![forbid(unsafe_code)]
 
@@ -50,8 +49,8 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         req_notify_cq: Some(crate::ib::cq::req_notify_cq::<cq::CqPriv>),
         resize_cq: Some(crate::ib::cq::resize_cq::<cq::CqPriv>),
         poll_cq: Some(crate::ib::cq::poll_cq::<cq::CqPriv>),
-        post_send: Some(qp::post_send),
-        post_recv: Some(qp::post_recv),
+        post_send: Some(crate::ib::qp::post_send::<qp::QpPriv>),
+        post_recv: Some(crate::ib::qp::post_recv::<qp::QpPriv>),
         alloc_hw_port_stats: Some(crate::ib::stats::alloc_hw_port_stats::<crate::stats::Stats>),
         get_hw_stats: Some(crate::ib::stats::get_hw_stats::<crate::stats::Stats>),
         size_ib_cq: crate::ib::cq::size::<cq::CqPriv>(),
@@ -59,13 +58,13 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         create_user_ah: Some(crate::ib::ah::create_ah::<ah::RroceAh>),
         destroy_ah: Some(crate::ib::ah::destroy_ah::<ah::RroceAh>),
         size_ib_ah: crate::ib::ah::size::<ah::RroceAh>(),
-        create_qp: Some(qp::create_qp),
-        modify_qp: Some(qp::modify_qp),
-        query_qp: Some(qp::query_qp),
-        destroy_qp: Some(qp::destroy_qp),
-        attach_mcast: Some(qp::attach_mcast),
-        detach_mcast: Some(qp::detach_mcast),
-        size_ib_qp: qp::QP_SIZE,
+        create_qp: Some(crate::ib::qp::create_qp::<qp::QpPriv>),
+        modify_qp: Some(crate::ib::qp::modify_qp::<qp::QpPriv>),
+        query_qp: Some(crate::ib::qp::query_qp::<qp::QpPriv>),
+        destroy_qp: Some(crate::ib::qp::destroy_qp::<qp::QpPriv>),
+        attach_mcast: Some(crate::ib::qp::attach_mcast::<qp::QpPriv>),
+        detach_mcast: Some(crate::ib::qp::detach_mcast::<qp::QpPriv>),
+        size_ib_qp: crate::ib::qp::size::<qp::QpPriv>(),
         create_srq: Some(crate::ib::srq::create_srq::<crate::srq::SrqPriv>),
         modify_srq: Some(crate::ib::srq::modify_srq::<crate::srq::SrqPriv>),
         query_srq: Some(crate::ib::srq::query_srq::<crate::srq::SrqPriv>),
@@ -85,6 +84,10 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         size_ib_ucontext: ucontext::SIZE,
         ..Default::default()
     }
+}
+
+impl crate::ib::qp::HasQps for DevPriv {
+    type Qp = qp::QpPriv;
 }
 
 /// The user ABI: what `alloc_ucontext` answers.

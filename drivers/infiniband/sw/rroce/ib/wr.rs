@@ -193,6 +193,11 @@ impl<'a, A, M> SendWrChain<'a, A, M> {
         Self { cur: wr, started: false, ud, device, _call: PhantomData }
     }
 
+    /// Whether the chain has no request (a user QP's doorbell).
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.started && self.cur.is_null()
+    }
+
     /// The verb's return value for `result`; stores the request the walk
     /// stopped at (the first not posted) in `bad_wr` on failure.
     ///

@@ -1,34 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 //! rroce devices: `rdma link add`, life alongside the netdev, removal.
 //!
-//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
-//! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h)
-//!
 //! Each device is an `ib_device` allocated by ib_core with [`DevPriv`] right
-//! behind it ([`RroceDev`]).  The driver's global [`Registration`] tracks all
-//! devices so that netdev events and module unload can find them; its lock
-//! is never held across a call that may take the RTNL or wait for an
-//! unregistration.
+//! behind it ([`RroceDev`], `ib::device`).  The driver's [`Registration`]
+//! (the link type, the netdev notifier, the pernet hook, the list of
+//! devices and the namespaces' sockets) is published in a [`Global`] for
+//! the C callbacks, which carry no context; its lock is never held across
+//! a call that may take the RTNL or wait for an unregistration.
 
-use core::mem::size_of;
-use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
-use kernel::bindings;
-use kernel::error::{from_result, to_result};
-use kernel::ffi::{c_char, c_int, c_ulong, c_void};
+#![forbid(unsafe_code)]
+
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::c_str;
+use kernel::ffi::c_ulong;
 use kernel::prelude::*;
 use kernel::sync::Mutex;
-use kernel::types::Opaque;
 
-use crate::ffi;
-use crate::sync::idtable::{IdTable, RcuTable};
-use crate::net::netdev::NetDevRef;
-use crate::net::parent::SynthParent;
-use crate::proto::link;
+use crate::ib::device::{DevGet, DevId, DevWeak, NewDevice, RxDevices, Setup};
+use crate::ib::link::{LinkOps, NewLink};
 use crate::ib::stats::HwStats;
-use crate::stats::{RxHandler, RxStats, Stats};
+use crate::net::netdev::{NetDevEvents, NetDevId, NetDevNotifier, NetDevRef, NetDevView};
+use crate::net::pernet::{NetExit, Pernet};
 use crate::net::udp::{NetSockRef, NetSocks};
+use crate::proto::link;
+use crate::stats::{RxHandler, RxStats, Stats};
+use crate::sync::global::{Global, GlobalOwner, Teardown};
+use crate::sync::idtable::{IdTable, RcuTable};
+use crate::sync::rcu::ReadGuard;
 
 /// The driver's private part of a device.
 pub(crate) struct DevPriv {
@@ -36,8 +34,6 @@ pub(crate) struct DevPriv {
     pub(crate) ndev: NetDevRef,
     /// Our reference to the namespace's UDP sockets, given back on dealloc.
     sock: Option<NetSockRef<RxStats>>,
-    /// A synthetic sysfs parent when the netdev has no bus parent.
-    parent: Option<SynthParent>,
     /// Last port state reported to ib_core, to send each change once.
     port_active: AtomicBool,
     /// Protection domains in use, bounded by `attrs.max_pd`.
@@ -45,7 +41,7 @@ pub(crate) struct DevPriv {
     /// Completion queues in use, bounded by `attrs.max_cq`.
     pub(crate) cqs: AtomicU32,
     /// What `query_device` reports (ib_core keeps a copy in `ib.attrs`).
-    pub(crate) attrs: bindings::ib_device_attr,
+    pub(crate) attrs: kernel::bindings::ib_device_attr,
     /// Memory region and window keys (the index part).
     pub(crate) keys: crate::keys::Keys,
     /// Queue pairs by number.
@@ -77,71 +73,33 @@ impl RroceDev {
     }
 }
 
-/// Devices the receive path may deliver to, read locklessly under RCU.
-///
-/// A device is entered before `ib_register_device` and removed in
-/// `dealloc_driver`, which then waits for an RCU grace period before its
-/// memory can go.
-const MAX_DEVICES: usize = 64;
-static RX_DEVS: [AtomicPtr<RroceDev>; MAX_DEVICES] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_DEVICES];
-
-fn rx_table_add(dev: *mut RroceDev) -> Result {
-    for slot in &RX_DEVS {
-        if slot.compare_exchange(ptr::null_mut(), dev, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-            return Ok(());
-        }
-    }
-    Err(ENOSPC)
-}
-
-fn rx_table_remove(dev: *mut RroceDev) {
-    for slot in &RX_DEVS {
-        let _ = slot.compare_exchange(dev, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire);
-    }
-}
+/// Devices the receive path may deliver to, read locklessly under RCU
+/// (entered before registration, removed by `dealloc_driver`).
+pub(crate) static RX_DEVS: RxDevices<DevPriv> = RxDevices::new();
 
 /// The device a received datagram is for: the one on the netdev it arrived
 /// on, else (loopback, or a device on another netdev of the namespace) the
 /// one whose netdev owns the destination address `dst` (16 bytes: IPv6,
-/// 4: IPv4).
-///
-/// Must be called in an RCU read-side section (the receive softirq); the
-/// reference is valid until it ends.
-pub(crate) fn rx_device<'a>(in_dev: *mut bindings::net_device, dst: &[u8]) -> Option<&'a RroceDev> {
-    let mut same_net = None;
-    // SAFETY: the ingress netdev of a packet being received is alive.
-    let net = unsafe { ffi::rroce_dev_net(in_dev) };
-    for slot in &RX_DEVS {
-        let p = slot.load(Ordering::Acquire);
-        // SAFETY: table entries stay valid for an RCU grace period after
-        // their removal, and we are in a read-side section.
-        let Some(dev) = (unsafe { p.as_ref() }) else { continue };
-        if dev.p.ndev.as_ptr() == in_dev {
+/// 4: IPv4); borrowed for the read-side section `rcu`.
+pub(crate) fn rx_device<'g>(in_dev: NetDevView<'_>, dst: &[u8], rcu: &'g ReadGuard) -> Option<&'g RroceDev> {
+    let net = in_dev.net();
+    let mut same_net = false;
+    for dev in RX_DEVS.iter(rcu) {
+        if dev.p.ndev.id() == in_dev.id() {
             return Some(dev);
         }
-        if dev.p.ndev.net() == net {
-            same_net = Some(dev);
-        }
+        same_net |= dev.p.ndev.net() == net;
     }
     // Slow path (loopback): look at every device of the namespace.
-    same_net?;
-    for slot in &RX_DEVS {
-        let p = slot.load(Ordering::Acquire);
-        // SAFETY: as above.
-        let Some(dev) = (unsafe { p.as_ref() }) else { continue };
-        if dev.p.ndev.net() != net {
-            continue;
-        }
-        if dev.p.ndev.has_addr(dst) {
-            return Some(dev);
-        }
+    if !same_net {
+        return None;
     }
-    None
+    RX_DEVS.iter(rcu).find(|dev| dev.p.ndev.net() == net && dev.p.ndev.has_addr(dst))
 }
 
 struct DevEntry {
-    dev: *mut RroceDev,
-    ndev: *mut bindings::net_device,
+    dev: DevWeak<DevPriv>,
+    ndev: NetDevId,
     /// `ib_register_device` succeeded.
     registered: bool,
     /// The netdev went away before registration finished.
@@ -153,60 +111,41 @@ struct State {
     socks: NetSocks<RxStats>,
 }
 
-// SAFETY: the raw pointers are kernel objects usable from any thread; the
-// state is only accessed under its mutex.
-unsafe impl Send for State {}
-
-/// Registration stages reached, for unwinding.
-const STAGE_PERNET: u8 = 1;
-const STAGE_NOTIFIER: u8 = 2;
-const STAGE_LINK: u8 = 3;
+/// The kernel registrations, dropped in order by [`Teardown::teardown`].
+struct Regs {
+    pernet: Option<Pernet>,
+    notifier: Option<NetDevNotifier>,
+    link: Option<LinkOps>,
+}
 
 /// The driver's global registrations and device table.
-#[pin_data(PinnedDrop)]
+#[pin_data]
 pub(crate) struct Registration {
     #[pin]
     state: Mutex<State>,
     module: &'static ThisModule,
     /// The driver's `ib_device_ops` table (built by `verbs`).
-    ops: fn(&'static ThisModule) -> bindings::ib_device_ops,
+    ops: fn(&'static ThisModule) -> kernel::bindings::ib_device_ops,
     /// What the namespaces' sockets hand their datagrams to (`recv::rx`).
     rx: RxHandler,
     /// What the devices' loopback queues hand their packets to.
     local_rx: LocalRx,
-    stage: AtomicU8,
-    link_ops: Opaque<bindings::rdma_link_ops>,
-    nb: Opaque<bindings::notifier_block>,
-    pernet: Opaque<bindings::pernet_operations>,
+    #[pin]
+    regs: Mutex<Regs>,
 }
 
-// SAFETY: the C structures inside are only handed to their registration
-// functions, which synchronise internally; the rest is a mutex and atomics.
-unsafe impl Sync for Registration {}
-// SAFETY: as above.
-unsafe impl Send for Registration {}
-
-/// The live registration, for C callbacks that get no context pointer.
-///
-/// Non-null exactly while the callbacks can run: from before the first
-/// registration to after the last unregistration.
-static GLOBAL: AtomicPtr<Registration> = AtomicPtr::new(ptr::null_mut());
-
-fn global() -> Result<&'static Registration> {
-    let g = GLOBAL.load(Ordering::Acquire);
-    // SAFETY: non-null only while the pinned registration is alive and its
-    // callbacks registered; they all finish before it is dropped.
-    unsafe { g.as_ref() }.ok_or(ENODEV)
-}
+/// The live registration, for the C callbacks (which get no context).
+static GLOBAL: Global<Registration> = Global::new();
 
 impl Registration {
-    /// Registers the `rroce` link type, the netdev notifier and the pernet hook.
+    /// Registers the pernet hook, the netdev notifier and the `rroce` link
+    /// type.
     pub(crate) fn new(
         module: &'static ThisModule,
-        ops: fn(&'static ThisModule) -> bindings::ib_device_ops,
+        ops: fn(&'static ThisModule) -> kernel::bindings::ib_device_ops,
         rx: RxHandler,
         local_rx: LocalRx,
-    ) -> Result<Pin<KBox<Self>>> {
+    ) -> Result<GlobalOwner<Self>> {
         let reg = KBox::pin_init(
             try_pin_init!(Self {
                 state <- kernel::new_mutex!(State { devs: KVec::new(), socks: NetSocks::new() }),
@@ -214,59 +153,34 @@ impl Registration {
                 ops,
                 rx,
                 local_rx,
-                stage: AtomicU8::new(0),
-                link_ops: Opaque::new(bindings::rdma_link_ops {
-                    type_: c_str!("rroce").as_char_ptr(),
-                    newlink: Some(newlink_callback),
-                    ..Default::default()
-                }),
-                nb: Opaque::new(bindings::notifier_block {
-                    notifier_call: Some(netdev_event_callback),
-                    ..Default::default()
-                }),
-                pernet: Opaque::new(bindings::pernet_operations {
-                    exit: Some(net_exit_callback),
-                    ..Default::default()
-                }),
+                regs <- kernel::new_mutex!(Regs { pernet: None, notifier: None, link: None }),
             }),
             GFP_KERNEL,
         )?;
-        GLOBAL.store(ptr::from_ref(&*reg).cast_mut(), Ordering::Release);
-        // From here on, dropping `reg` unwinds whatever stage was reached.
-        // SAFETY: `pernet` is pinned inside `reg` and unregistered in drop.
-        to_result(unsafe { bindings::register_pernet_subsys(reg.pernet.get()) })?;
-        reg.stage.store(STAGE_PERNET, Ordering::Relaxed);
-        // SAFETY: `nb` is pinned inside `reg` and unregistered in drop.
-        to_result(unsafe { bindings::register_netdevice_notifier(reg.nb.get()) })?;
-        reg.stage.store(STAGE_NOTIFIER, Ordering::Relaxed);
-        // SAFETY: `link_ops` is pinned inside `reg` and unregistered in drop.
-        unsafe { bindings::rdma_link_register(reg.link_ops.get()) };
-        reg.stage.store(STAGE_LINK, Ordering::Relaxed);
-        Ok(reg)
+        // From here on, dropping `owner` unwinds whatever was registered.
+        let owner = GLOBAL.publish(reg)?;
+        {
+            let reg = owner.get().ok_or(EINVAL)?;
+            let mut r = reg.regs.lock();
+            r.pernet = Some(Pernet::register::<Callbacks>()?);
+            r.notifier = Some(NetDevNotifier::register::<Callbacks>()?);
+            r.link = Some(LinkOps::register::<Callbacks>(c_str!("rroce"))?);
+        }
+        Ok(owner)
     }
 
-    /// Starts unregistering the first registered device matching `pred`, if
-    /// any; returns it with a registration reference the caller must drop
-    /// with `ib_device_put` or `ib_unregister_device_and_put`.
-    fn get_registered(
-        &self,
-        pred: impl Fn(&DevEntry) -> bool,
-    ) -> Option<NonNull<bindings::ib_device>> {
+    /// A registration reference to the first registered device matching
+    /// `pred`, if any.
+    fn get_registered(&self, pred: impl Fn(&DevEntry) -> bool) -> Option<DevGet<DevPriv>> {
         let st = self.state.lock();
-        st.devs.iter().filter(|e| e.registered && pred(e)).find_map(|e| {
-            let ib = e.dev.cast::<bindings::ib_device>();
-            // SAFETY: entries are removed in `dealloc_driver` before the
-            // device is freed, and we hold the lock, so `ib` is valid.
-            unsafe { ffi::rroce_ib_device_try_get(ib) }.then(|| NonNull::new(ib)).flatten()
-        })
+        st.devs.iter().filter(|e| e.registered && pred(e)).find_map(|e| e.dev.try_get())
     }
 
     /// Unregisters every device; used at module unload.
     fn remove_all(&self) {
         loop {
-            if let Some(ib) = self.get_registered(|_| true) {
-                // SAFETY: we hold a registration reference from `get_registered`.
-                unsafe { bindings::ib_unregister_device_and_put(ib.as_ptr()) };
+            if let Some(d) = self.get_registered(|_| true) {
+                d.unregister();
                 continue;
             }
             if self.state.lock().devs.is_empty() {
@@ -274,31 +188,22 @@ impl Registration {
             }
             // A device is mid-unregistration (queued by a netdev event):
             // wait for its `dealloc_driver`.
-            // SAFETY: process context.
-            unsafe { bindings::msleep(10) };
+            crate::sync::msleep(10);
         }
     }
 }
 
-#[pinned_drop]
-impl PinnedDrop for Registration {
-    fn drop(self: Pin<&mut Self>) {
-        let stage = self.stage.load(Ordering::Relaxed);
-        if stage >= STAGE_LINK {
-            // SAFETY: registered in `new`; waits for running `newlink`s.
-            unsafe { bindings::rdma_link_unregister(self.link_ops.get()) };
-        }
+impl Teardown for Registration {
+    fn teardown(&self) {
+        // No new devices (waits for running `newlink`s).
+        let link = self.regs.lock().link.take();
+        drop(link);
         self.remove_all();
-        if stage >= STAGE_NOTIFIER {
-            // SAFETY: registered in `new`.
-            unsafe { bindings::unregister_netdevice_notifier(self.nb.get()) };
-        }
-        if stage >= STAGE_PERNET {
-            // SAFETY: registered in `new`; runs the exit hook for every
-            // namespace, closing any sockets left.
-            unsafe { bindings::unregister_pernet_subsys(self.pernet.get()) };
-        }
-        GLOBAL.store(ptr::null_mut(), Ordering::Release);
+        let notifier = self.regs.lock().notifier.take();
+        drop(notifier);
+        // Runs the exit hook for every namespace, closing any sockets left.
+        let pernet = self.regs.lock().pernet.take();
+        drop(pernet);
         // The devices are gone; what they freed through RCU must be freed
         // before this module's code goes.
         crate::sync::rcu::barrier();
@@ -315,88 +220,80 @@ fn check_name(name: &CStr) -> Result {
     }
 }
 
+/// The legacy `write()` commands rroce serves beyond ib_core's defaults.
+const UVERBS_CMDS: u64 = (1u64 << kernel::bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ)
+    | (1u64 << kernel::bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND);
+
+/// Allocates the device of `rdma link add` (not yet set up or registered)
+/// and enters it in the device list.
+#[inline(never)]
+fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>> {
+    let mac = nref.mac();
+    let net = nref.net();
+    let ndev = nref.id();
+    let loopq = crate::loopback::LoopQueue::new()?;
+    let mcast = crate::mcast::McastTable::new()?;
+    let mut st = g.state.lock();
+    if st.devs.iter().any(|e| e.ndev == ndev) {
+        return Err(EEXIST);
+    }
+    st.devs.reserve(1, GFP_KERNEL)?;
+    let active = nref.is_active();
+    let p = DevPriv {
+        ndev: nref,
+        sock: None,
+        port_active: AtomicBool::new(active),
+        pds: AtomicU32::new(0),
+        cqs: AtomicU32::new(0),
+        attrs: crate::limits::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
+        keys: crate::keys::Keys::new(),
+        qps: crate::ib::qp::QpTable::new(),
+        srqns: IdTable::new(),
+        ahs: RcuTable::new(),
+        stats: crate::stats::Stats::new(),
+        loopq,
+        mcast,
+        local_rx: g.local_rx,
+    };
+    let sock = st.socks.get(net, || RxStats::new(g.rx))?;
+    // (No device may be dropped while the state is locked: its
+    // `dealloc_driver` takes the lock.)
+    let mut new = match NewDevice::new(p, || (g.ops)(g.module)) {
+        Ok(new) => new,
+        Err(e) => {
+            st.socks.put(sock);
+            return Err(e);
+        }
+    };
+    match new.p_mut() {
+        Some(p) => p.sock = Some(sock),
+        None => st.socks.put(sock),
+    }
+    // Cannot fail: capacity was reserved above.  From now on dropping the
+    // device (or a failed registration) runs `dealloc`, which removes the
+    // entry and gives the socket back.
+    let _ = st.devs.push(DevEntry { dev: new.weak(), ndev, registered: false, doomed: false }, GFP_KERNEL);
+    Ok(new)
+}
+
 /// `rdma link add NAME type rroce netdev NDEV`.
-fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
-    let g = global()?;
+fn newlink(name: &CStr, nref: NetDevRef) -> Result {
+    let g = GLOBAL.get().ok_or(ENODEV)?;
     check_name(name)?;
-    // SAFETY: nldev holds a reference on `ndev` for the whole call.
-    let nref = unsafe { NetDevRef::hold(ndev) };
     if !nref.is_ether() {
         return Err(EINVAL);
     }
-    let mac = nref.mac();
-    let net = nref.net();
-
-    let loopq = crate::loopback::LoopQueue::new()?;
-    let mcast = crate::mcast::McastTable::new()?;
-    let dev = {
-        let mut st = g.state.lock();
-        if st.devs.iter().any(|e| e.ndev == ndev.as_ptr()) {
-            return Err(EEXIST);
-        }
-        st.devs.reserve(1, GFP_KERNEL)?;
-        let sock = st.socks.get(net, || RxStats::new(g.rx))?;
-        // SAFETY: plain allocation call; ib_core zeroes the memory and
-        // initialises the embedded `ib_device`.
-        let raw = unsafe { bindings::_ib_alloc_device(size_of::<RroceDev>()) }.cast::<RroceDev>();
-        if raw.is_null() {
-            st.socks.put(sock);
-            return Err(ENOMEM);
-        }
-        let active = nref.is_active();
-        // SAFETY: `raw` is a fresh zeroed allocation of the right size; the
-        // private part is written once here and dropped in
-        // `dealloc_driver`.
-        unsafe {
-            ptr::addr_of_mut!((*raw).p).write(DevPriv {
-                ndev: nref,
-                sock: Some(sock),
-                parent: None,
-                port_active: AtomicBool::new(active),
-                pds: AtomicU32::new(0),
-                cqs: AtomicU32::new(0),
-                attrs: crate::limits::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
-                keys: crate::keys::Keys::new(),
-                qps: crate::ib::qp::QpTable::new(),
-                srqns: IdTable::new(),
-                ahs: RcuTable::new(),
-                stats: crate::stats::Stats::new(),
-                loopq,
-                mcast,
-                local_rx: g.local_rx,
-            })
-        };
-        // Cannot fail: capacity was reserved above.
-        let _ = st.devs.push(
-            DevEntry { dev: raw, ndev: ndev.as_ptr(), registered: false, doomed: false },
-            GFP_KERNEL,
-        );
-        raw
-    };
-    let ib = dev.cast::<bindings::ib_device>();
-    // SAFETY: `ib` is our freshly allocated device; from now on
-    // `ib_dealloc_device` (which calls our `dealloc_driver`) undoes it all.
-    unsafe { bindings::ib_set_device_ops(ib, &(g.ops)(g.module)) };
-
-    // SAFETY: `dev` is valid and not yet visible to anyone else but the
-    // device table, which does not touch these fields.
-    let res = unsafe { setup(dev) };
-    let res = res.and_then(|()| rx_table_add(dev));
-    let res = res.and_then(|()| {
-        // SAFETY: `ib` is fully set up; `name` is a valid C string; a null
-        // DMA device selects virtual DMA.
-        to_result(unsafe { bindings::ib_register_device(ib, name.as_char_ptr(), ptr::null_mut()) })
-    });
-    if let Err(e) = res {
-        // SAFETY: registration failed or was not attempted, so the device
-        // is ours alone; this calls `dealloc_driver` and frees it.
-        unsafe { bindings::ib_dealloc_device(ib) };
-        return Err(e);
-    }
+    let mut new = alloc_device(&g, nref)?;
+    let id = new.dev().id();
+    let setup = Setup { node_guid: new.dev().p.attrs.sys_image_guid, node_desc: b"rroce software RoCEv2", uverbs_cmds: UVERBS_CMDS };
+    // On failure dropping `new` deallocates the device.
+    new.setup(&setup)?;
+    new.publish_rx()?;
+    new.register(name)?;
 
     let doomed = {
         let mut st = g.state.lock();
-        match st.devs.iter_mut().find(|e| e.dev == dev) {
+        match st.devs.iter_mut().find(|e| e.dev.id() == id) {
             Some(e) => {
                 e.registered = true;
                 e.doomed
@@ -406,67 +303,20 @@ fn newlink(name: &CStr, ndev: NonNull<bindings::net_device>) -> Result {
         }
     };
     if doomed {
-        if let Some(ib) = g.get_registered(|e| e.dev == dev) {
-            // SAFETY: we hold a registration reference.
-            unsafe { bindings::ib_unregister_device_and_put(ib.as_ptr()) };
+        if let Some(d) = g.get_registered(|e| e.dev.id() == id) {
+            d.unregister();
         }
         return Err(ENODEV);
     }
     Ok(())
 }
 
-/// Fills the `ib_device` fields of a new device.
-///
-/// # Safety
-///
-/// `dev` must be a freshly allocated, not yet registered rroce device.
-unsafe fn setup(dev: *mut RroceDev) -> Result {
-    // SAFETY: per the function's requirements we have exclusive access.
-    let (ib, p) = unsafe { (&mut *(*dev).ib.get(), &mut (*dev).p) };
-    let parent = match p.ndev.parent() {
-        parent if !parent.is_null() => parent,
-        _ => {
-            let sp = SynthParent::new(&p.ndev)?;
-            let d = sp.device();
-            p.parent = Some(sp);
-            d
-        }
-    };
-    ib.__bindgen_anon_1.dev.parent = parent;
-    ib.node_type = bindings::RDMA_NODE_IB_CA as u8;
-    ib.phys_port_cnt = 1;
-    // Legacy write() commands beyond ib_core's default set.
-    ib.uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ)
-        | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND);
-    // SAFETY: plain query.
-    ib.num_comp_vectors = unsafe { ffi::rroce_num_possible_cpus() } as c_int;
-    ib.node_guid = p.attrs.sys_image_guid;
-    let desc = b"rroce software RoCEv2\0";
-    for (d, s) in ib.node_desc.iter_mut().zip(desc.iter()) {
-        *d = *s as c_char;
-    }
-    // SAFETY: `ib` is valid and unregistered; we hold the netdev.
-    to_result(unsafe { bindings::ib_device_set_netdev(ib, p.ndev.as_ptr(), 1) })
-}
-
-/// `ib_device_ops::dealloc_driver`: the last call ib_core makes for a
-/// device.
-///
-/// # Safety
-///
-/// `ib` must be an rroce device whose private part is initialised; it is
-/// dropped here and must not be used afterwards.
-pub(crate) unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
-    let dev = ib.cast::<RroceDev>();
-    // SAFETY: per the requirements `p` is initialised; ib_core frees the
-    // memory later without dropping it, so moving it out is the one drop.
-    let mut p = unsafe { ptr::addr_of_mut!((*dev).p).read() };
-    // No receiver may be looking at the device once it is gone.
-    rx_table_remove(dev);
-    crate::sync::rcu::synchronize();
-    if let Ok(g) = global() {
+/// The device `id` is going away (`dealloc_driver`): out of the list, its
+/// socket reference given back, its part dropped.
+pub(crate) fn dealloc(mut p: DevPriv, id: DevId) {
+    if let Some(g) = GLOBAL.get() {
         let mut st = g.state.lock();
-        if let Some(i) = st.devs.iter().position(|e| e.dev == dev) {
+        if let Some(i) = st.devs.iter().position(|e| e.dev.id() == id) {
             crate::sync::kvec::swap_remove(&mut st.devs, i);
         }
         if let Some(s) = p.sock.take() {
@@ -477,54 +327,35 @@ pub(crate) unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
 }
 
 /// Reports a port state change to ib_core consumers (and user space).
-fn port_event(ib: NonNull<bindings::ib_device>) {
-    // SAFETY: the caller holds a registration reference.
-    let dev = unsafe { RroceDev::from_ib(ib.as_ptr()) };
+fn port_event(d: &DevGet<DevPriv>) {
+    let dev = d.dev();
     let active = dev.link_active();
-    if dev.p.port_active.swap(active, Ordering::Relaxed) == active {
-        return;
+    if dev.p.port_active.swap(active, Ordering::Relaxed) != active {
+        d.port_event(active);
     }
-    let mut ev = bindings::ib_event {
-        device: ib.as_ptr(),
-        event: if active {
-            bindings::ib_event_type_IB_EVENT_PORT_ACTIVE
-        } else {
-            bindings::ib_event_type_IB_EVENT_PORT_ERR
-        },
-        ..Default::default()
-    };
-    ev.element.port_num = 1;
-    // SAFETY: `ev` is a valid event for a registered device.
-    unsafe { bindings::ib_dispatch_event(&ev) };
 }
 
-fn netdev_event(event: c_ulong, ndev: *mut bindings::net_device) -> Result {
-    let g = global()?;
+fn netdev_event(event: c_ulong, ndev: NetDevId) -> Result {
+    let g = GLOBAL.get().ok_or(ENODEV)?;
     let on_ndev = |e: &DevEntry| e.ndev == ndev;
     match event as u32 {
-        bindings::netdev_cmd_NETDEV_UNREGISTER => {
+        kernel::bindings::netdev_cmd_NETDEV_UNREGISTER => {
             {
                 let mut st = g.state.lock();
                 for e in st.devs.iter_mut().filter(|e| e.ndev == ndev && !e.registered) {
                     e.doomed = true;
                 }
             }
-            if let Some(ib) = g.get_registered(on_ndev) {
-                // SAFETY: we hold a registration reference; unregistration
-                // must not run under the RTNL, so it is queued.
-                unsafe {
-                    bindings::ib_unregister_device_queued(ib.as_ptr());
-                    bindings::ib_device_put(ib.as_ptr());
-                }
+            // Unregistration must not run under the RTNL: it is queued.
+            if let Some(d) = g.get_registered(on_ndev) {
+                d.unregister_queued();
             }
         }
-        bindings::netdev_cmd_NETDEV_UP
-        | bindings::netdev_cmd_NETDEV_DOWN
-        | bindings::netdev_cmd_NETDEV_CHANGE => {
-            if let Some(ib) = g.get_registered(on_ndev) {
-                port_event(ib);
-                // SAFETY: drops the reference from `get_registered`.
-                unsafe { bindings::ib_device_put(ib.as_ptr()) };
+        kernel::bindings::netdev_cmd_NETDEV_UP
+        | kernel::bindings::netdev_cmd_NETDEV_DOWN
+        | kernel::bindings::netdev_cmd_NETDEV_CHANGE => {
+            if let Some(d) = g.get_registered(on_ndev) {
+                port_event(&d);
             }
         }
         _ => {}
@@ -532,51 +363,33 @@ fn netdev_event(event: c_ulong, ndev: *mut bindings::net_device) -> Result {
     Ok(())
 }
 
-/// # Safety
-///
-/// Called by nldev with a valid name and a referenced netdev.
-unsafe extern "C" fn newlink_callback(name: *const c_char, ndev: *mut bindings::net_device) -> c_int {
-    from_result(|| {
-        let ndev = NonNull::new(ndev).ok_or(EINVAL)?;
-        if name.is_null() {
-            return Err(EINVAL);
-        }
-        // SAFETY: nldev passes a NUL-terminated name.
-        let name = unsafe { CStr::from_char_ptr(name) };
-        newlink(name, ndev)?;
-        Ok(0)
-    })
-}
+/// The C callbacks of the registration.
+struct Callbacks;
 
-/// # Safety
-///
-/// Called by the netdev notifier chain with a valid `netdev_notifier_info`.
-unsafe extern "C" fn netdev_event_callback(
-    _nb: *mut bindings::notifier_block,
-    event: c_ulong,
-    info: *mut c_void,
-) -> c_int {
-    // SAFETY: `info` is the notifier info of a netdev event.
-    let ndev = unsafe { ffi::rroce_netdev_notifier_info_to_dev(info) };
-    if !ndev.is_null() {
-        let _ = netdev_event(event, ndev);
+impl NewLink for Callbacks {
+    fn newlink(name: &CStr, ndev: NetDevRef) -> Result {
+        newlink(name, ndev)
     }
-    bindings::NOTIFY_DONE as c_int
 }
 
-/// # Safety
-///
-/// Called by the netns core for a namespace being dismantled.
-unsafe extern "C" fn net_exit_callback(net: *mut bindings::net) {
-    if let Ok(g) = global() {
-        g.state.lock().socks.net_exit(net);
+impl NetDevEvents for Callbacks {
+    fn event(event: c_ulong, ndev: NetDevView<'_>) {
+        let _ = netdev_event(event, ndev.id());
+    }
+}
+
+impl NetExit for Callbacks {
+    fn exit(net: *mut kernel::bindings::net) {
+        if let Some(g) = GLOBAL.get() {
+            g.state.lock().socks.net_exit(net);
+        }
     }
 }
 
 /// The port counters (`hw_counters`).
 impl HwStats for Stats {
     type Dev = DevPriv;
-    const DESCS: &'static [bindings::rdma_stat_desc] = crate::stats::DESCS.as_slice();
+    const DESCS: &'static [kernel::bindings::rdma_stat_desc] = crate::stats::DESCS.as_slice();
 
     fn read(dev: &RroceDev, values: &mut [u64]) {
         for (v, a) in values.iter_mut().zip(dev.p.stats.0.iter()) {

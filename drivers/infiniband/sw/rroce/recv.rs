@@ -6,22 +6,23 @@
 
 #![forbid(unsafe_code)]
 
-use kernel::bindings;
-
 use crate::device::RroceDev;
+use crate::net::netdev::NetDevView;
+use crate::sync::rcu::ReadGuard;
 use crate::proto::hdr::{self, DEFAULT_PKEY};
 use crate::proto::icrc;
 use crate::stats::{Counter, RxDrop};
 
 /// Receives one RoCEv2 IP datagram (`pkt`: IP header to the end) that
 /// arrived on `in_dev`.  Softirq context.
-pub(crate) fn rx(in_dev: *mut bindings::net_device, pkt: &[u8]) -> Result<(), RxDrop> {
+pub(crate) fn rx(in_dev: NetDevView<'_>, pkt: &[u8]) -> Result<(), RxDrop> {
     // The UDP stack has validated the IP header: find the device first,
     // so that a datagram too short for a BTH and ICRC (which the layout
     // check refuses) is still counted as dropped on it.
     let ipv6 = pkt.first().is_some_and(|b| b >> 4 == 6);
     let dst = if ipv6 { pkt.get(24..40) } else { pkt.get(16..20) }.ok_or(RxDrop::Malformed)?;
-    let dev = crate::device::rx_device(in_dev, dst).ok_or(RxDrop::NoDevice)?;
+    let rcu = ReadGuard::new();
+    let dev = crate::device::rx_device(in_dev, dst, &rcu).ok_or(RxDrop::NoDevice)?;
     let Ok(l) = icrc::ip_layout(pkt) else {
         dev.p.stats.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);

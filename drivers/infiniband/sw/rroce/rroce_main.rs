@@ -58,7 +58,7 @@ mod stats;
 mod verbs;
 
 struct RroceModule {
-    _reg: Pin<KBox<device::Registration>>,
+    _reg: crate::sync::global::GlobalOwner<device::Registration>,
 }
 
 impl kernel::Module for RroceModule {

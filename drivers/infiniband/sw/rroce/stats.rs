@@ -9,7 +9,6 @@
 #![forbid(unsafe_code)]
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use kernel::bindings;
 use kernel::c_str;
 
 use crate::ib::stats::StatDescs;
@@ -146,12 +145,13 @@ impl RxStats {
 
 /// Parses and delivers one datagram that arrived on a netdev (identity
 /// only): `Err` says why it was dropped.
-pub(crate) type RxHandler = fn(*mut bindings::net_device, &[u8]) -> Result<(), RxDrop>;
+pub(crate) type RxHandler = fn(crate::net::netdev::NetDevView<'_>, &[u8]) -> Result<(), RxDrop>;
 
 impl Receiver for RxStats {
     fn receive(&self, skb: Option<SkBuff>) {
         self.packets.fetch_add(1, Ordering::Relaxed);
-        let counter = match skb.as_ref().map(|skb| (self.handler)(skb.in_dev(), skb.datagram())) {
+        let r = skb.as_ref().map(|skb| skb.in_dev().map_or(Err(RxDrop::NoDevice), |d| (self.handler)(d, skb.datagram())));
+        let counter = match r {
             Some(Ok(())) => return,
             None | Some(Err(RxDrop::Malformed)) => &self.dropped_malformed,
             Some(Err(RxDrop::Icrc)) => &self.dropped_icrc,

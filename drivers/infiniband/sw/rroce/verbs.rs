@@ -30,7 +30,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         owner: module.as_ptr(),
         driver_id: bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
         uverbs_abi_ver: abi::ABI_VERSION,
-        dealloc_driver: Some(device::dealloc_driver),
+        dealloc_driver: Some(ibdev::dealloc_driver::<DevPriv>),
         query_device: Some(ibdev::query_device::<DevPriv>),
         query_port: Some(ibdev::query_port::<DevPriv>),
         get_port_immutable: Some(ibdev::get_port_immutable::<DevPriv>),
@@ -101,6 +101,18 @@ impl UcontextOps for UserAbi {
 }
 
 impl DeviceOps for DevPriv {
+    fn rx_devices() -> &'static crate::ib::device::RxDevices<Self> {
+        &device::RX_DEVS
+    }
+
+    fn netdev(&self) -> &crate::net::netdev::NetDevRef {
+        &self.ndev
+    }
+
+    fn dealloc(p: Self, id: crate::ib::device::DevId) {
+        device::dealloc(p, id)
+    }
+
     fn attrs(dev: &RroceDev) -> bindings::ib_device_attr {
         // ib_core zeroes `ib.attrs` before asking, so the attributes live
         // with us.

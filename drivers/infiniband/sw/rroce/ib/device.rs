@@ -6,11 +6,17 @@
 
 use kernel::bindings;
 use kernel::error::{from_result, to_result};
-use kernel::ffi::c_int;
+use core::ptr::NonNull;
+use kernel::ffi::{c_char, c_int};
 use kernel::prelude::*;
+use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::types::Opaque;
 
+use crate::sync::rcu::ReadGuard;
+
 use crate::ib::udata::UData;
+use crate::net::netdev::NetDevRef;
+use crate::net::parent::SynthParent;
 
 /// An RDMA device of this driver: the `ib_device` ib_core allocated
 /// (`_ib_alloc_device`, sized for this type) with the driver's `T` after it.
@@ -26,6 +32,8 @@ use crate::ib::udata::UData;
 pub(crate) struct Device<T> {
     /// ib_core's part.
     pub(crate) ib: Opaque<bindings::ib_device>,
+    /// A synthetic sysfs parent when the netdev has no bus parent.
+    synth: Option<SynthParent>,
     /// The driver's part.
     pub(crate) p: T,
 }
@@ -82,7 +90,19 @@ pub(crate) fn max_objects_param() -> u32 {
 }
 
 /// A driver's device-wide verbs.
-pub(crate) trait DeviceOps: Sized + 'static {
+pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
+    /// The devices the receive path may deliver to (a driver-wide table).
+    fn rx_devices() -> &'static RxDevices<Self>;
+
+    /// The port's netdev (`ib_device_set_netdev`; its parent becomes the
+    /// device's sysfs parent).
+    fn netdev(&self) -> &NetDevRef;
+
+    /// The device is going away (`dealloc_driver`, ib_core's last call):
+    /// it is unregistered, out of [`Self::rx_devices`], and no receiver
+    /// still uses it.  `p` is dropped when this returns.
+    fn dealloc(p: Self, id: DevId);
+
     /// What `query_device` reports.
     fn attrs(dev: &Device<Self>) -> bindings::ib_device_attr;
 
@@ -238,4 +258,322 @@ pub(crate) unsafe extern "C" fn dealloc_pd<T: DeviceOps>(pd: *mut bindings::ib_p
     let dev = unsafe { Device::<T>::from_ib((*pd).device) };
     T::dealloc_pd(dev);
     0
+}
+
+/// The identity of a device (its address), for comparisons.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DevId(usize);
+
+impl<T> Device<T> {
+    /// The device's identity.
+    pub(crate) fn id(&self) -> DevId {
+        DevId(self.ib.get() as usize)
+    }
+}
+
+/// The `ib_device` fields a driver sets before registration (the port's
+/// netdev is [`DeviceOps::netdev`]).
+pub(crate) struct Setup<'a> {
+    /// `node_guid`.
+    pub(crate) node_guid: u64,
+    /// `node_desc` (truncated to 63 bytes).
+    pub(crate) node_desc: &'a [u8],
+    /// Legacy `write()` commands beyond ib_core's default set
+    /// (`IB_USER_VERBS_CMD_*` bits).
+    pub(crate) uverbs_cmds: u64,
+}
+
+/// An allocated, not yet registered device: owned by the driver until
+/// [`NewDevice::register`] hands it to ib_core.
+///
+/// # Invariants
+///
+/// `self.0` came from `_ib_alloc_device` sized for `Device<T>`, with `p`
+/// initialised and `dealloc_driver::<T>` in its ops; nothing else owns it.
+/// Until `self.1` (published) is set, nothing else reaches `p`.
+pub(crate) struct NewDevice<T: DeviceOps>(NonNull<Device<T>>, bool);
+
+impl<T: DeviceOps> NewDevice<T> {
+    /// Allocates a device around `p` with the ops table `ops` (whose
+    /// `dealloc_driver` is replaced by [`dealloc_driver::<T>`]).
+    /// (`ops` builds the table, a large value, in this function's frame,
+    /// not the caller's.)
+    #[inline(never)]
+    pub(crate) fn new(p: T, ops: impl FnOnce() -> bindings::ib_device_ops) -> Result<Self> {
+        // SAFETY: a plain allocation; ib_core zeroes the memory and
+        // initialises its `ib_device`.
+        let raw = unsafe { bindings::_ib_alloc_device(core::mem::size_of::<Device<T>>()) };
+        let dev = NonNull::new(raw.cast::<Device<T>>()).ok_or(ENOMEM)?;
+        // SAFETY: a fresh allocation of the right size: the driver's fields
+        // are written once here; ib_core copies the ops into the device,
+        // where ours replaces the driver's `dealloc_driver`.
+        unsafe {
+            core::ptr::addr_of_mut!((*dev.as_ptr()).synth).write(None);
+            core::ptr::addr_of_mut!((*dev.as_ptr()).p).write(p);
+            bindings::ib_set_device_ops(raw, &ops());
+            (*raw).ops.dealloc_driver = Some(dealloc_driver::<T>);
+        }
+        // INVARIANT: allocated, initialised, ours alone, not published.
+        Ok(Self(dev, false))
+    }
+
+    /// The device.
+    pub(crate) fn dev(&self) -> &Device<T> {
+        // SAFETY: initialised and owned (type invariant).
+        unsafe { self.0.as_ref() }
+    }
+
+    /// The driver's part, until the device is published for receive.
+    pub(crate) fn p_mut(&mut self) -> Option<&mut T> {
+        // SAFETY: ours alone and unreachable until published (type
+        // invariant); `&mut self` makes the borrow unique.
+        (!self.1).then(|| unsafe { &mut (*self.0.as_ptr()).p })
+    }
+
+    /// Fills in the fields ib_core needs before registration.
+    pub(crate) fn setup(&mut self, s: &Setup<'_>) -> Result {
+        let raw = self.0.as_ptr();
+        let ndev = self.dev().p.netdev();
+        // SAFETY: unregistered and ours alone (type invariant); ib_core
+        // takes its own reference on the netdev.
+        to_result(unsafe { bindings::ib_device_set_netdev(raw.cast(), ndev.as_ptr(), 1) })?;
+        let parent = match ndev.parent() {
+            p if !p.is_null() => p,
+            _ => {
+                let sp = SynthParent::new(ndev)?;
+                let d = sp.device();
+                // SAFETY: as above; the parent lives with the device (it is
+                // dropped after `dealloc_driver`, after unregistration).
+                unsafe { (*raw).synth = Some(sp) };
+                d
+            }
+        };
+        // SAFETY: as above; `parent` outlives the registration (the netdev
+        // is held by ib_core until unregistration, the synthetic parent by
+        // the device).
+        let ib = unsafe { &mut *(*raw).ib.get() };
+        ib.__bindgen_anon_1.dev.parent = parent;
+        ib.node_type = bindings::RDMA_NODE_IB_CA as u8;
+        ib.phys_port_cnt = 1;
+        ib.uverbs_cmd_mask |= s.uverbs_cmds;
+        // SAFETY: a plain query.
+        ib.num_comp_vectors = unsafe { crate::ffi::rroce_num_possible_cpus() } as c_int;
+        ib.node_guid = s.node_guid;
+        for (d, c) in ib.node_desc.iter_mut().take(63).zip(s.node_desc.iter()) {
+            *d = *c as c_char;
+        }
+        Ok(())
+    }
+
+    /// Makes the device reachable by the driver's receive path
+    /// ([`DeviceOps::rx_devices`]); `dealloc_driver` takes it out again.
+    pub(crate) fn publish_rx(&mut self) -> Result {
+        T::rx_devices().add(self.0)?;
+        // INVARIANT: reachable by receivers from now on.
+        self.1 = true;
+        Ok(())
+    }
+
+    /// Registers the device as `name`; from then on ib_core owns it (and
+    /// frees it through `dealloc_driver`, also on failure).
+    pub(crate) fn register(self, name: &CStr) -> Result {
+        let raw = self.0.as_ptr().cast::<bindings::ib_device>();
+        core::mem::forget(self);
+        // SAFETY: set up and ours; a null DMA device selects virtual DMA.
+        let r = to_result(unsafe { bindings::ib_register_device(raw, name.as_char_ptr(), core::ptr::null_mut()) });
+        if r.is_err() {
+            // SAFETY: registration failed, so the device is still ours
+            // alone; this calls `dealloc_driver` and frees it.
+            unsafe { bindings::ib_dealloc_device(raw) };
+        }
+        r
+    }
+
+    /// A reference that keeps the device's memory (not its registration).
+    pub(crate) fn weak(&self) -> DevWeak<T> {
+        DevWeak::new(self.0)
+    }
+}
+
+impl<T: DeviceOps> Drop for NewDevice<T> {
+    fn drop(&mut self) {
+        // SAFETY: never registered and ours alone: this calls
+        // `dealloc_driver` (dropping `p`) and frees the device.
+        unsafe { bindings::ib_dealloc_device(self.0.as_ptr().cast()) };
+    }
+}
+
+/// `ib_device_ops::dealloc_driver`: takes the device out of the receive
+/// table, waits for receivers, then drops the driver's part.
+///
+/// # Safety
+///
+/// ib_core's contract: `ib` is a device allocated by [`NewDevice::new`]
+/// (so with `p` initialised); it is never used again.
+pub(crate) unsafe extern "C" fn dealloc_driver<T: DeviceOps>(ib: *mut bindings::ib_device) {
+    let dev = ib.cast::<Device<T>>();
+    let id = DevId(ib as usize);
+    T::rx_devices().remove(id);
+    // No receiver may be looking at the device once its part is gone.
+    crate::sync::rcu::synchronize();
+    // SAFETY: initialised (the contract); ib_core frees the memory without
+    // dropping it, so moving the fields out is their one drop.
+    let (p, synth) = unsafe { (core::ptr::addr_of!((*dev).p).read(), core::ptr::addr_of!((*dev).synth).read()) };
+    T::dealloc(p, id);
+    drop(synth);
+}
+
+/// A counted reference to a device's memory (`get_device`), which lets it
+/// be unregistered; [`DevWeak::try_get`] turns it into a registration
+/// reference while the device is registered.
+///
+/// # Invariants
+///
+/// `self.0` is a device allocated by [`NewDevice::new`] on whose embedded
+/// `struct device` this object holds one reference.
+pub(crate) struct DevWeak<T>(NonNull<Device<T>>);
+
+// SAFETY: device references may be taken and dropped from any thread.
+unsafe impl<T: Send + Sync> Send for DevWeak<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send + Sync> Sync for DevWeak<T> {}
+
+impl<T> DevWeak<T> {
+    fn new(dev: NonNull<Device<T>>) -> Self {
+        // SAFETY: the device's memory is live (the caller owns or holds
+        // it); `get_device` takes one more reference on it.
+        unsafe { bindings::get_device(core::ptr::addr_of_mut!((*(*dev.as_ptr()).ib.get()).__bindgen_anon_1.dev)) };
+        // INVARIANT: referenced just above.
+        Self(dev)
+    }
+
+    /// The device's identity.
+    pub(crate) fn id(&self) -> DevId {
+        DevId(self.0.as_ptr() as usize)
+    }
+
+    /// A registration reference, if the device is registered (and not
+    /// being unregistered).
+    pub(crate) fn try_get(&self) -> Option<DevGet<T>> {
+        let raw = self.0.as_ptr().cast::<bindings::ib_device>();
+        // SAFETY: the memory is live (type invariant); `ib_device_try_get`
+        // only succeeds for a registered device.
+        // INVARIANT: on success we own one registration reference.
+        unsafe { crate::ffi::rroce_ib_device_try_get(raw) }.then(|| DevGet(self.0))
+    }
+}
+
+impl<T> Drop for DevWeak<T> {
+    fn drop(&mut self) {
+        // SAFETY: gives back the reference of the type invariant.
+        unsafe { bindings::put_device(core::ptr::addr_of_mut!((*(*self.0.as_ptr()).ib.get()).__bindgen_anon_1.dev)) };
+    }
+}
+
+/// A registration reference (`ib_device_try_get`): the device stays
+/// registered, with its driver part, until this is dropped or turned into
+/// an unregistration.
+///
+/// # Invariants
+///
+/// `self.0` is a registered device of ours on which this object owns one
+/// registration reference.
+pub(crate) struct DevGet<T>(NonNull<Device<T>>);
+
+impl<T> DevGet<T> {
+    /// The device.
+    pub(crate) fn dev(&self) -> &Device<T> {
+        // SAFETY: registered, so initialised until unregistration, which
+        // waits for this reference (type invariant).
+        unsafe { self.0.as_ref() }
+    }
+
+    /// Unregisters the device and waits for it (process context, not under
+    /// the RTNL).
+    pub(crate) fn unregister(self) {
+        let raw = self.0.as_ptr().cast::<bindings::ib_device>();
+        core::mem::forget(self);
+        // SAFETY: consumes the registration reference of the invariant.
+        unsafe { bindings::ib_unregister_device_and_put(raw) };
+    }
+
+    /// Queues the device's unregistration (allowed under the RTNL).
+    pub(crate) fn unregister_queued(self) {
+        // SAFETY: the device is registered (type invariant); the reference
+        // is dropped with `self` afterwards.
+        unsafe { bindings::ib_unregister_device_queued(self.0.as_ptr().cast()) };
+    }
+
+    /// Dispatches `IB_EVENT_PORT_ACTIVE` or `IB_EVENT_PORT_ERR` for port 1.
+    pub(crate) fn port_event(&self, active: bool) {
+        let mut ev = bindings::ib_event {
+            device: self.0.as_ptr().cast(),
+            event: if active {
+                bindings::ib_event_type_IB_EVENT_PORT_ACTIVE
+            } else {
+                bindings::ib_event_type_IB_EVENT_PORT_ERR
+            },
+            ..Default::default()
+        };
+        ev.element.port_num = 1;
+        // SAFETY: a valid event of a registered device.
+        unsafe { bindings::ib_dispatch_event(&ev) };
+    }
+}
+
+impl<T> Drop for DevGet<T> {
+    fn drop(&mut self) {
+        // SAFETY: gives back the reference of the type invariant.
+        unsafe { bindings::ib_device_put(self.0.as_ptr().cast()) };
+    }
+}
+
+/// How many devices a driver's receive table holds.
+pub(crate) const MAX_RX_DEVICES: usize = 64;
+
+/// The devices a driver's receive path may deliver to, read locklessly
+/// under RCU (a `static` of the driver).
+///
+/// # Invariants
+///
+/// Every non-null slot is a device allocated by [`NewDevice::new`] whose
+/// driver part is initialised; `dealloc_driver::<T>` clears its slot and
+/// waits for a grace period before the part is dropped.
+pub(crate) struct RxDevices<T>([AtomicPtr<Device<T>>; MAX_RX_DEVICES]);
+
+impl<T: DeviceOps> RxDevices<T> {
+    /// An empty table.
+    pub(crate) const fn new() -> Self {
+        Self([const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_RX_DEVICES])
+    }
+
+    fn add(&self, dev: NonNull<Device<T>>) -> Result {
+        for slot in &self.0 {
+            // INVARIANT: an initialised device of ours (`publish_rx`).
+            if slot.compare_exchange(core::ptr::null_mut(), dev.as_ptr(), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                return Ok(());
+            }
+        }
+        Err(ENOSPC)
+    }
+
+    fn remove(&self, id: DevId) {
+        for slot in &self.0 {
+            let p = slot.load(Ordering::Acquire);
+            if p as usize == id.0 {
+                let _ = slot.compare_exchange(p, core::ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire);
+            }
+        }
+    }
+
+    /// The devices in the table, for the read-side section `_rcu`.
+    pub(crate) fn iter<'g>(&'g self, _rcu: &'g ReadGuard) -> impl Iterator<Item = &'g Device<T>> + 'g {
+        self.0.iter().filter_map(|slot| {
+            let p = slot.load(Ordering::Acquire);
+            // SAFETY: a non-null slot is an initialised device (type
+            // invariant), loaded inside `_rcu`; its part is dropped only a
+            // grace period after the slot is cleared.
+            unsafe { p.as_ref() }
+        })
+    }
 }

@@ -8,6 +8,7 @@
 
 pub(crate) mod netdev;
 pub(crate) mod parent;
+pub(crate) mod pernet;
 pub(crate) mod route;
 pub(crate) mod skb;
 pub(crate) mod udp;

@@ -3,8 +3,11 @@
 //!
 //! C header: [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h)
 
+use core::pin::Pin;
 use core::ptr::NonNull;
 use kernel::bindings;
+use kernel::prelude::*;
+use kernel::types::Opaque;
 
 use crate::ffi;
 
@@ -138,4 +141,108 @@ impl Drop for NetDevRef {
         // SAFETY: by the type invariant we own one reference.
         unsafe { ffi::rroce_dev_put(self.as_ptr()) };
     }
+}
+
+/// The identity of a netdev (its address), for comparisons.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NetDevId(usize);
+
+impl NetDevRef {
+    /// The device's identity.
+    pub(crate) fn id(&self) -> NetDevId {
+        NetDevId(self.as_ptr() as usize)
+    }
+}
+
+/// A netdev borrowed for `'a`: the one a packet arrived on, or the one of
+/// a notifier event.
+///
+/// # Invariants
+///
+/// `self.0` is a `net_device` kept alive for `'a` by whoever lent it.
+#[derive(Clone, Copy)]
+pub(crate) struct NetDevView<'a>(NonNull<bindings::net_device>, core::marker::PhantomData<&'a bindings::net_device>);
+
+impl NetDevView<'_> {
+    /// A view of `ndev`.
+    ///
+    /// # Safety
+    ///
+    /// `ndev` is null or a `net_device` that stays alive for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ndev: *mut bindings::net_device) -> Option<NetDevView<'a>> {
+        // INVARIANT: per the requirements.
+        NonNull::new(ndev).map(|p| NetDevView(p, core::marker::PhantomData))
+    }
+
+    /// The device's identity.
+    pub(crate) fn id(&self) -> NetDevId {
+        NetDevId(self.0.as_ptr() as usize)
+    }
+
+    /// The network namespace the device lives in (identity only).
+    pub(crate) fn net(&self) -> *mut bindings::net {
+        // SAFETY: alive (type invariant).
+        unsafe { ffi::rroce_dev_net(self.0.as_ptr()) }
+    }
+}
+
+/// What a netdev notifier reports to.
+pub(crate) trait NetDevEvents: 'static {
+    /// Netdev event `event` (`NETDEV_*`) of `ndev`, under the RTNL.
+    fn event(event: kernel::ffi::c_ulong, ndev: NetDevView<'_>);
+}
+
+/// A registered netdev notifier (`register_netdevice_notifier`),
+/// unregistered on drop.
+///
+/// # Invariants
+///
+/// `nb` is registered, with callback [`notifier_cb::<H>`] for some `H`.
+pub(crate) struct NetDevNotifier {
+    nb: Pin<KBox<Opaque<bindings::notifier_block>>>,
+}
+
+// SAFETY: the notifier chain synchronises registration and calls.
+unsafe impl Send for NetDevNotifier {}
+// SAFETY: no method works through `&self`.
+unsafe impl Sync for NetDevNotifier {}
+
+impl NetDevNotifier {
+    /// Registers `H`'s notifier (replaying `REGISTER`/`UP` events for the
+    /// netdevs already there, as the notifier core does).
+    pub(crate) fn register<H: NetDevEvents>() -> kernel::error::Result<Self> {
+        let nb = KBox::pin(
+            Opaque::new(bindings::notifier_block { notifier_call: Some(notifier_cb::<H>), ..Default::default() }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `nb` is pinned in its box until unregistered in `drop`.
+        kernel::error::to_result(unsafe { bindings::register_netdevice_notifier(nb.get()) })?;
+        // INVARIANT: registered just above.
+        Ok(Self { nb })
+    }
+}
+
+impl Drop for NetDevNotifier {
+    fn drop(&mut self) {
+        // SAFETY: registered (type invariant); waits for running callbacks.
+        unsafe { bindings::unregister_netdevice_notifier(self.nb.get()) };
+    }
+}
+
+/// The notifier callback of [`NetDevNotifier::register::<H>`].
+///
+/// # Safety
+///
+/// Called by the netdev notifier chain with a `netdev_notifier_info`.
+unsafe extern "C" fn notifier_cb<H: NetDevEvents>(
+    _nb: *mut bindings::notifier_block,
+    event: kernel::ffi::c_ulong,
+    info: *mut kernel::ffi::c_void,
+) -> kernel::ffi::c_int {
+    // SAFETY: `info` is the notifier info of a netdev event, whose netdev
+    // is alive for the call.
+    if let Some(ndev) = unsafe { NetDevView::from_raw(ffi::rroce_netdev_notifier_info_to_dev(info)) } {
+        H::event(event, ndev);
+    }
+    bindings::NOTIFY_DONE as kernel::ffi::c_int
 }

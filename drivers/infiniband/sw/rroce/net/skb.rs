@@ -88,11 +88,12 @@ impl SkBuff {
         }
     }
 
-    /// The device the skb arrived on (identity only; null for a
-    /// transmit skb).
-    pub(crate) fn in_dev(&self) -> *mut bindings::net_device {
-        // SAFETY: the skb is valid by the type invariant.
-        unsafe { ffi::rroce_skb_dev(self.0.as_ptr()) }
+    /// The device a received skb arrived on (`None` for a transmit skb),
+    /// alive while the skb is.
+    pub(crate) fn in_dev(&self) -> Option<crate::net::netdev::NetDevView<'_>> {
+        // SAFETY: the skb is valid by the type invariant; the ingress
+        // device of a received skb outlives it (the receive path holds it).
+        unsafe { crate::net::netdev::NetDevView::from_raw(ffi::rroce_skb_dev(self.0.as_ptr())) }
     }
 
     /// Gives up ownership (to a C function that consumes the skb).

@@ -9,6 +9,7 @@
 //! modules above it are `#![forbid(unsafe_code)]` and reach the kernel
 //! through these types.  The layer never imports a module above it.
 
+pub(crate) mod global;
 pub(crate) mod idtable;
 pub(crate) mod kvec;
 pub(crate) mod lock;
@@ -25,4 +26,10 @@ pub(crate) fn smp_mb() {
 pub(crate) fn random_u8() -> u8 {
     // SAFETY: `get_random_u8` may be called in any context.
     unsafe { kernel::bindings::get_random_u8() }
+}
+
+/// Sleeps for at least `ms` milliseconds (`msleep`).  Process context.
+pub(crate) fn msleep(ms: u32) {
+    // SAFETY: callers are in process context (the function's contract).
+    unsafe { kernel::bindings::msleep(ms) };
 }

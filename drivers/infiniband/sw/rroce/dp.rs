@@ -43,7 +43,7 @@ use crate::proto::wqe::{
     self, Cqe, OpcodeSet, RecvLimits, RecvWqe, SendLimits, SendOpcode, SendWqe, SgeIter, WcOpcode, WcStatus,
     RECV_HDR_BYTES, SEND_SIGNALED,
 };
-use crate::proto::rc::{Outcome, ReqCounters, RespCounters};
+use crate::proto::rc::{Outcome, RecvCompletion, ReqCounters, RespCounters};
 use crate::ib::shm::{PrivVec, SharedBuf};
 use crate::net::route::DstCache;
 use crate::net::skb::SkBuff;
@@ -923,6 +923,70 @@ impl Dp {
         self.update_polling(ctx, st);
     }
 
+    /// Places the payload of a request as `a` says; a failure turns the
+    /// ACK into the NAK the requester must hear (IBA 9.7.5.2.x) and puts
+    /// the QP into the error state.  Returns whether the local receive
+    /// buffer (or memory) was at fault.
+    fn place(
+        &mut self,
+        ctx: &Ctx<'_>,
+        a: &mut Action,
+        r: &crate::proto::rc::InRequest,
+        payload: &[u8],
+        msn_before: Option<u32>,
+    ) -> bool {
+        // Some(into_recv) if the payload could not be placed.
+        let place_failed = match a.place {
+            Place::None => None,
+            Place::Recv { offset } => {
+                let ok = self.has_cur
+                    && self.cur_ok
+                    && wqe::decode_recv(&self.cur_recv, &self.recv_lim)
+                        .map_err(|_| MrError::Range)
+                        .and_then(|v| scatter(ctx, v.sges(), offset, payload))
+                        .is_ok();
+                (!ok).then_some(true)
+            }
+            Place::Mem { rkey, va } => remote_write(ctx, rkey, va, payload).is_err().then_some(false),
+        };
+        if let (Some(into_recv), Some(resp), Some(msn)) = (place_failed, self.resp.as_mut(), msn_before) {
+            let f = resp.placement_failed(r.psn, msn, into_recv);
+            a.reply = f.reply;
+            a.qp_error = true;
+            if a.recv_done.is_none() && self.has_cur {
+                a.recv_done = f.recv_done;
+            }
+        }
+        let local_err = place_failed.is_some();
+        if local_err && self.has_cur {
+            // Our receive buffer is bad: complete it with the error now.
+            self.cur_ok = false;
+        }
+        local_err
+    }
+
+    /// Completes the current receive WQE as `rc` says (with a local
+    /// protection error if its buffer was bad); whether it completed in
+    /// error.
+    fn complete_recv(&mut self, ctx: &Ctx<'_>, rc: &RecvCompletion) -> bool {
+        if !self.has_cur {
+            return false;
+        }
+        let status = if self.cur_ok { rc.status } else { WcStatus::LocProtErr };
+        let mut cqe = Cqe::new(recv_wr_id(&self.cur_recv), status, rc.opcode, ctx.qpn);
+        if status == WcStatus::Success {
+            cqe.byte_len = rc.byte_len;
+            cqe.wc_flags = rc.wc_flags();
+            cqe.imm_or_inv = rc.imm_or_inv();
+        }
+        if let Some(p) = self.path {
+            cqe.src_qp = p.dest_qpn;
+        }
+        push_recv(ctx, &cqe, rc.solicited);
+        self.has_cur = false;
+        status != WcStatus::Success
+    }
+
     /// A request for our responder.
     pub(crate) fn on_request(
         &mut self,
@@ -963,58 +1027,9 @@ impl Dp {
             self.cur_ok = self.scratch_ok;
             self.has_cur = true;
         }
-        let mut local_err = false;
-        // Some(into_recv) if the payload could not be placed.
-        let mut place_failed = None;
-        match a.place {
-            Place::None => {}
-            Place::Recv { offset } => {
-                let ok = self.has_cur
-                    && self.cur_ok
-                    && wqe::decode_recv(&self.cur_recv, &self.recv_lim)
-                        .map_err(|_| MrError::Range)
-                        .and_then(|v| scatter(ctx, v.sges(), offset, payload))
-                        .is_ok();
-                local_err = !ok;
-                place_failed = (!ok).then_some(true);
-            }
-            Place::Mem { rkey, va } => {
-                let ok = remote_write(ctx, rkey, va, payload).is_ok();
-                local_err = !ok;
-                place_failed = (!ok).then_some(false);
-            }
-        }
-        // The requester must hear of it (a NAK, not the ACK on_request chose).
-        if let (Some(into_recv), Some(resp), Some(msn)) = (place_failed, self.resp.as_mut(), msn_before) {
-            let f = resp.placement_failed(r.psn, msn, into_recv);
-            a.reply = f.reply;
-            a.qp_error = true;
-            if a.recv_done.is_none() && self.has_cur {
-                a.recv_done = f.recv_done;
-            }
-        }
-        if local_err && self.has_cur {
-            // Our receive buffer is bad: complete it with the error now.
-            self.cur_ok = false;
-        }
+        let mut local_err = self.place(ctx, &mut a, r, payload, msn_before);
         if let Some(rc) = a.recv_done {
-            if self.has_cur {
-                let status = if self.cur_ok { rc.status } else { WcStatus::LocProtErr };
-                let mut cqe = Cqe::new(recv_wr_id(&self.cur_recv), status, rc.opcode, ctx.qpn);
-                if status == WcStatus::Success {
-                    cqe.byte_len = rc.byte_len;
-                    cqe.wc_flags = rc.wc_flags();
-                    cqe.imm_or_inv = rc.imm_or_inv();
-                }
-                if let Some(p) = self.path {
-                    cqe.src_qp = p.dest_qpn;
-                }
-                push_recv(ctx, &cqe, rc.solicited);
-                self.has_cur = false;
-                if status != WcStatus::Success {
-                    local_err = true;
-                }
-            }
+            local_err |= self.complete_recv(ctx, &rc);
         }
         match a.reply {
             Reply::None => {}

@@ -27,6 +27,7 @@ use crate::ib::ah::RoceAttr;
 use crate::ib::cq::CqHandle;
 use crate::ib::qp::{QpCreate, QpOps, QpRef, QpTable};
 use crate::ib::srq::SrqHandle;
+use crate::ib::ucontext::UctxRef;
 use crate::ib::wr::{RecvWrChain, SendExt, SendWr, SendWrChain};
 use crate::limits;
 use crate::mcast;
@@ -68,6 +69,9 @@ struct KernelQueues {
     staging: KVVec<u8>,
 }
 
+/// A kernel QP's producer side under its lock.
+type KernelQ = Pin<KBox<SpinLockIrq<KernelQueues>>>;
+
 /// Our part of a QP.
 pub(crate) struct QpPriv {
     ty: QpType,
@@ -91,7 +95,7 @@ pub(crate) struct QpPriv {
     /// The producer side of a kernel consumer's rings (`None` for a user
     /// QP).  Its own irqsave lock, never held together with `inner`'s
     /// except inside it: kernel consumers post with interrupts disabled.
-    kq: Option<Pin<KBox<SpinLockIrq<KernelQueues>>>>,
+    kq: Option<KernelQ>,
     /// The QP state as of the last data-path section ([`unlock`]), for
     /// posts that cannot take the QP lock (interrupts disabled).
     state_seen: AtomicU32,
@@ -146,36 +150,49 @@ fn unlock(p: &QpPriv, ctx: &Ctx<'_>, mut g: DpGuard<'_>) {
     ctx.fire();
 }
 
-fn create(dev: &RroceDev, c: QpCreate<'_, QpPriv>) -> Result<(QpPriv, u32)> {
-    let QpCreate { init, pd, send_cq, recv_cq, srq: srq_handle, udata } = c;
-    let ty = QpType::from_ib(init.qp_type).ok_or_else(limits::eopnotsupp)?;
+/// The rings of a new QP, their offsets in the user's mapping, and what
+/// their entries really hold (never more than the device maximum).
+struct NewRings {
+    sq: Ring,
+    sq_off: u64,
+    sq_size: u32,
+    rq: Ring,
+    rq_off: u64,
+    max_send_sge: u32,
+    max_recv_sge: u32,
+    /// The SGE limit of the receive WQEs the data path takes (the SRQ's,
+    /// with one).
+    recv_lim_sge: u32,
+    max_inline: u32,
+}
+
+/// Checks the type, flags and capacities of a new QP (`EOPNOTSUPP` for
+/// what rroce does not do, `EINVAL` for what is out of range).
+fn check_create(dev: &RroceDev, ty: QpType, init: &bindings::ib_qp_init_attr, has_srq: bool, user: bool) -> Result {
     // The GSI QP (QP1) belongs to ib_core's MAD layer: kernel only.
-    if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && (ty != QpType::Gsi || udata.is_some()) {
+    if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && (ty != QpType::Gsi || user) {
         return Err(limits::eopnotsupp());
     }
-    if init.create_flags != 0 {
+    if init.create_flags != 0 || (has_srq && !matches!(ty, QpType::Rc | QpType::Ud)) {
         return Err(limits::eopnotsupp());
     }
-    if srq_handle.is_some() && !matches!(ty, QpType::Rc | QpType::Ud) {
-        return Err(limits::eopnotsupp());
-    }
-    let (Some(send_cq), Some(recv_cq)) = (send_cq, recv_cq) else { return Err(EINVAL) };
-    let srq = srq_handle.as_ref().map(SrqHandle::get);
-    let cap = &mut init.cap;
+    let cap = &init.cap;
     let max_wr = limits::max_qp_wr();
     let max_sge = dev.p.attrs.max_send_sge as u32;
     // With an SRQ the receive capacities are the SRQ's; ignored here.
-    let rq_bad = srq.is_none() && (cap.max_recv_wr == 0 || cap.max_recv_wr > max_wr || cap.max_recv_sge > max_sge);
+    let rq_bad = !has_srq && (cap.max_recv_wr == 0 || cap.max_recv_wr > max_wr || cap.max_recv_sge > max_sge);
     if cap.max_send_wr == 0 || cap.max_send_wr > max_wr || rq_bad || cap.max_send_sge > max_sge || cap.max_inline_data > MAX_INLINE {
         return Err(EINVAL);
     }
-    let uctx = limits::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
+    Ok(())
+}
+
+/// Allocates the rings for `cap` (mapped for the user context `uctx`).
+fn new_rings(dev: &RroceDev, uctx: Option<UctxRef>, cap: &bindings::ib_qp_cap, srq: Option<&SrqPriv>) -> Result<NewRings> {
+    let max_sge = dev.p.attrs.max_send_sge as u32;
     let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
     let (sq, sq_off) = Ring::new(uctx, cap.max_send_wr, sq_size)?;
-    // What the rounded entries really hold, never more than the device max.
     let (sq_sge, sq_data) = wqe::send_caps(sq_size);
-    let max_send_sge = u32::from(sq_sge).min(max_sge);
-    let max_inline = sq_data.min(MAX_INLINE);
     let (rq, rq_off, max_recv_sge, recv_lim_sge) = match srq {
         Some(s) => {
             // A placeholder RQ with the SRQ's entry size (which sizes the
@@ -190,81 +207,111 @@ fn create(dev: &RroceDev, c: QpCreate<'_, QpPriv>) -> Result<(QpPriv, u32)> {
             (rq, rq_off, n, n)
         }
     };
-    let rq_size = rq.layout.entry_size();
+    Ok(NewRings {
+        sq,
+        sq_off,
+        sq_size,
+        rq,
+        rq_off,
+        max_send_sge: u32::from(sq_sge).min(max_sge),
+        max_recv_sge,
+        recv_lim_sge,
+        max_inline: sq_data.min(MAX_INLINE),
+    })
+}
 
+/// The data path of a new QP of type `ty` over `r`, and a kernel QP's
+/// producer side.
+fn new_dp(dev: &RroceDev, ty: QpType, r: &NewRings) -> Result<(KBox<Dp>, Option<KernelQ>)> {
     let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
     let ud = matches!(ty, QpType::Ud | QpType::Gsi);
-    let uc = ty == QpType::Uc;
     let mut dp = Dp::new(
-        sq.layout,
-        rq.layout,
+        r.sq.layout,
+        r.rq.layout,
         RING_START,
-        max_send_sge as u16,
-        recv_lim_sge as u16,
-        max_inline,
+        r.max_send_sge as u16,
+        r.recv_lim_sge as u16,
+        r.max_inline,
         max_msg,
         ud,
-        uc,
+        ty == QpType::Uc,
     )?;
-    let kq = if sq.mem.is_kernel() {
-        dp.allow_fast_reg();
-        let queues = KernelQueues {
-            sq: Producer::new(sq.layout, RING_START),
-            rq: Producer::new(rq.layout, RING_START),
-            staging: KVVec::from_elem(0u8, sq_size.max(rq_size) as usize, GFP_KERNEL_ACCOUNT)?,
-        };
-        Some(KBox::pin_init(new_spinlock_irq!(queues, "rroce_qp_post"), GFP_KERNEL_ACCOUNT)?)
-    } else {
-        None
+    if !r.sq.mem.is_kernel() {
+        return Ok((dp, None));
+    }
+    dp.allow_fast_reg();
+    let queues = KernelQueues {
+        sq: Producer::new(r.sq.layout, RING_START),
+        rq: Producer::new(r.rq.layout, RING_START),
+        staging: KVVec::from_elem(0u8, r.sq_size.max(r.rq.layout.entry_size()) as usize, GFP_KERNEL_ACCOUNT)?,
     };
+    let kq = KBox::pin_init(new_spinlock_irq!(queues, "rroce_qp_post"), GFP_KERNEL_ACCOUNT)?;
+    Ok((dp, Some(kq)))
+}
+
+/// What `create_qp` tells the provider.
+fn create_resp(r: &NewRings, has_rq: bool, qpn: u32) -> CreateQpResp {
+    let (rq, rq_size) = (&r.rq.layout, r.rq.layout.entry_size());
+    CreateQpResp {
+        sq_offset: r.sq_off,
+        rq_offset: r.rq_off,
+        sq_bytes: r.sq.layout.bytes_total_u32(),
+        rq_bytes: if has_rq { rq.bytes_total_u32() } else { 0 },
+        sq_entries: r.sq.layout.entries(),
+        rq_entries: if has_rq { rq.entries() } else { 0 },
+        sq_entry_size: r.sq_size,
+        rq_entry_size: if has_rq { rq_size } else { 0 },
+        max_send_sge: r.max_send_sge,
+        max_recv_sge: r.max_recv_sge,
+        max_inline: r.max_inline,
+        qpn,
+        flags: 0,
+        reserved: 0,
+    }
+}
+
+fn create(dev: &RroceDev, c: QpCreate<'_, QpPriv>) -> Result<(QpPriv, u32)> {
+    let QpCreate { init, pd, send_cq, recv_cq, srq: srq_handle, udata } = c;
+    let ty = QpType::from_ib(init.qp_type).ok_or_else(limits::eopnotsupp)?;
+    check_create(dev, ty, init, srq_handle.is_some(), udata.is_some())?;
+    let (Some(send_cq), Some(recv_cq)) = (send_cq, recv_cq) else { return Err(EINVAL) };
+    let srq = srq_handle.as_ref().map(SrqHandle::get);
+    let uctx = limits::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
+    let r = new_rings(dev, uctx, &init.cap, srq)?;
+    let (dp, kq) = new_dp(dev, ty, &r)?;
     let inner = KBox::pin_init(
         new_spinlock_bh!(QpStateInner { state: QpState::Reset, attrs: QpAttrs::default(), av: None, dp }, "rroce_qp"),
         GFP_KERNEL_ACCOUNT,
     )?;
     let max_qp = dev.p.attrs.max_qp as u32;
-    // Only reserved here: the QP is published once it is complete (below),
-    // so the receive path never finds one whose creation still fails.
+    // Only reserved here: the QP is published once it is complete (by the
+    // layer), so the receive path never finds one whose creation fails.
     let qpn = if ty == QpType::Gsi {
         dev.p.qps.reserve(GSI_QPN, GSI_QPN, max_qp)?
     } else {
         dev.p.qps.reserve(QPN_MIN, QPN_MAX, max_qp)?
     };
     let has_rq = srq.is_none();
-    let resp = CreateQpResp {
-        sq_offset: sq_off,
-        rq_offset: rq_off,
-        sq_bytes: sq.layout.bytes_total_u32(),
-        rq_bytes: if has_rq { rq.layout.bytes_total_u32() } else { 0 },
-        sq_entries: sq.layout.entries(),
-        rq_entries: if has_rq { rq.layout.entries() } else { 0 },
-        sq_entry_size: sq_size,
-        rq_entry_size: if has_rq { rq_size } else { 0 },
-        max_send_sge,
-        max_recv_sge,
-        max_inline,
-        qpn,
-        flags: 0,
-        reserved: 0,
-    };
     if let Some(udata) = udata {
-        if let Err(e) = udata.write(&resp.to_bytes()) {
+        if let Err(e) = udata.write(&create_resp(&r, has_rq, qpn).to_bytes()) {
             dev.p.qps.unreserve(qpn);
             return Err(e);
         }
     }
-    cap.max_send_wr = sq.layout.entries();
-    cap.max_recv_wr = if has_rq { rq.layout.entries() } else { 0 };
-    cap.max_send_sge = max_send_sge;
-    cap.max_recv_sge = max_recv_sge;
-    cap.max_inline_data = max_inline;
+    let cap = &mut init.cap;
+    cap.max_send_wr = r.sq.layout.entries();
+    cap.max_recv_wr = if has_rq { r.rq.layout.entries() } else { 0 };
+    cap.max_send_sge = r.max_send_sge;
+    cap.max_recv_sge = r.max_recv_sge;
+    cap.max_inline_data = r.max_inline;
     let p = QpPriv {
         ty,
         sq_sig_type: init.sq_sig_type,
-        sq,
-        rq,
-        max_send_sge,
-        max_recv_sge,
-        max_inline,
+        sq: r.sq,
+        rq: r.rq,
+        max_send_sge: r.max_send_sge,
+        max_recv_sge: r.max_recv_sge,
+        max_inline: r.max_inline,
         pd,
         send_cq,
         recv_cq,

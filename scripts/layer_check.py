@@ -9,8 +9,9 @@ layer is under way, so this check holds the line where it is for the
 rest: scripts/layer_baseline.txt records, per file outside the layer, how
 many lines use `unsafe`, and the largest import cycle.  The check fails
 when a file gains `unsafe` lines, a new file outside the layer uses
-`unsafe`, the cycle grows, the layer imports the driver, or a file free
-of `unsafe` lacks the forbid attribute; when a count drops it says so
+`unsafe`, the cycle grows, the layer imports the driver, a file free
+of `unsafe` lacks the forbid attribute, or a driver function (outside the
+layer) is longer than 100 lines; when a count drops it says so
 (lower the baseline with --update).
 
     scripts/layer_check.py            check (exit 1 on a regression)
@@ -69,6 +70,36 @@ def missing_forbid():
             continue
         if unsafe_lines(p) == 0 and "#![forbid(unsafe_code)]" not in p.read_text():
             out.append(str(rel))
+    return out
+
+
+FN = re.compile(r'^\s*(?:pub(?:\([a-z]+\))?\s+)?(?:const\s+)?(?:unsafe\s+)?(?:extern "C"\s+)?fn\s+(\w+)')
+MAX_FN_LINES = 100
+
+
+def long_functions():
+    """Functions of the driver (outside the layer) longer than MAX_FN_LINES."""
+    out = []
+    for rel, p in driver_files():
+        if in_layer(rel):
+            continue
+        lines = [l.split("//", 1)[0] for l in p.read_text().splitlines()]
+        i = 0
+        while i < len(lines):
+            m = FN.match(lines[i])
+            if not m or lines[i].rstrip().endswith(";"):
+                i += 1
+                continue
+            depth, started, j = 0, False, i
+            while j < len(lines):
+                depth += lines[j].count("{") - lines[j].count("}")
+                started = started or "{" in lines[j]
+                if started and depth <= 0:
+                    break
+                j += 1
+            if j - i + 1 > MAX_FN_LINES:
+                out.append(f"{rel}: fn {m.group(1)} is {j - i + 1} lines (at most {MAX_FN_LINES})")
+            i = j + 1
     return out
 
 
@@ -192,6 +223,7 @@ def main():
                 bad.append(f"layer module {m} imports driver modules above it: {' '.join(up)}")
     for f in missing_forbid():
         bad.append(f"{f} uses no unsafe but lacks #![forbid(unsafe_code)]")
+    bad += long_functions()
     for b in bad:
         print(f"not ok: layer rule: {b}")
     state = (f"{total} lines with unsafe outside the layer (baseline {sum(base.values())}), "

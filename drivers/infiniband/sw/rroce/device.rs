@@ -239,7 +239,8 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
     }
     st.devs.reserve(1, GFP_KERNEL)?;
     let active = nref.is_active();
-    let p = DevPriv {
+    let sock = st.socks.get(net, || RxStats::new(g.rx))?;
+    let p = move || DevPriv {
         ndev: nref,
         sock: None,
         port_active: AtomicBool::new(active),
@@ -255,7 +256,6 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
         mcast,
         local_rx: g.local_rx,
     };
-    let sock = st.socks.get(net, || RxStats::new(g.rx))?;
     // (No device may be dropped while the state is locked: its
     // `dealloc_driver` takes the lock.)
     let mut new = match NewDevice::new(p, || (g.ops)(g.module)) {

@@ -168,6 +168,7 @@ struct NewRings {
 
 /// Checks the type, flags and capacities of a new QP (`EOPNOTSUPP` for
 /// what rroce does not do, `EINVAL` for what is out of range).
+#[inline(never)]
 fn check_create(dev: &RroceDev, ty: QpType, init: &bindings::ib_qp_init_attr, has_srq: bool, user: bool) -> Result {
     // The GSI QP (QP1) belongs to ib_core's MAD layer: kernel only.
     if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && (ty != QpType::Gsi || user) {
@@ -188,6 +189,7 @@ fn check_create(dev: &RroceDev, ty: QpType, init: &bindings::ib_qp_init_attr, ha
 }
 
 /// Allocates the rings for `cap` (mapped for the user context `uctx`).
+#[inline(never)]
 fn new_rings(dev: &RroceDev, uctx: Option<UctxRef>, cap: &bindings::ib_qp_cap, srq: Option<&SrqPriv>) -> Result<NewRings> {
     let max_sge = dev.p.attrs.max_send_sge as u32;
     let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
@@ -222,6 +224,7 @@ fn new_rings(dev: &RroceDev, uctx: Option<UctxRef>, cap: &bindings::ib_qp_cap, s
 
 /// The data path of a new QP of type `ty` over `r`, and a kernel QP's
 /// producer side.
+#[inline(never)]
 fn new_dp(dev: &RroceDev, ty: QpType, r: &NewRings) -> Result<(KBox<Dp>, Option<KernelQ>)> {
     let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
     let ud = matches!(ty, QpType::Ud | QpType::Gsi);
@@ -250,6 +253,7 @@ fn new_dp(dev: &RroceDev, ty: QpType, r: &NewRings) -> Result<(KBox<Dp>, Option<
 }
 
 /// What `create_qp` tells the provider.
+#[inline(never)]
 fn create_resp(r: &NewRings, has_rq: bool, qpn: u32) -> CreateQpResp {
     let (rq, rq_size) = (&r.rq.layout, r.rq.layout.entry_size());
     CreateQpResp {

@@ -296,23 +296,21 @@ pub(crate) struct NewDevice<T: DeviceOps>(NonNull<Device<T>>, bool);
 impl<T: DeviceOps> NewDevice<T> {
     /// Allocates a device around `p` with the ops table `ops` (whose
     /// `dealloc_driver` is replaced by [`dealloc_driver::<T>`]).
-    /// (`ops` builds the table, a large value, in this function's frame,
-    /// not the caller's.)
-    #[inline(never)]
-    pub(crate) fn new(p: T, ops: impl FnOnce() -> bindings::ib_device_ops) -> Result<Self> {
+    /// (`p` and `ops` build large values: `p` is written straight into the
+    /// device, the table in a frame of its own.)
+    pub(crate) fn new(p: impl FnOnce() -> T, ops: impl FnOnce() -> bindings::ib_device_ops) -> Result<Self> {
         // SAFETY: a plain allocation; ib_core zeroes the memory and
         // initialises its `ib_device`.
         let raw = unsafe { bindings::_ib_alloc_device(core::mem::size_of::<Device<T>>()) };
         let dev = NonNull::new(raw.cast::<Device<T>>()).ok_or(ENOMEM)?;
         // SAFETY: a fresh allocation of the right size: the driver's fields
-        // are written once here; ib_core copies the ops into the device,
-        // where ours replaces the driver's `dealloc_driver`.
+        // are written once here.
         unsafe {
             core::ptr::addr_of_mut!((*dev.as_ptr()).synth).write(None);
-            core::ptr::addr_of_mut!((*dev.as_ptr()).p).write(p);
-            bindings::ib_set_device_ops(raw, &ops());
-            (*raw).ops.dealloc_driver = Some(dealloc_driver::<T>);
+            core::ptr::addr_of_mut!((*dev.as_ptr()).p).write(p());
         }
+        // SAFETY: as above.
+        unsafe { install_ops::<T>(raw, ops) };
         // INVARIANT: allocated, initialised, ours alone, not published.
         Ok(Self(dev, false))
     }
@@ -400,6 +398,21 @@ impl<T: DeviceOps> Drop for NewDevice<T> {
         // SAFETY: never registered and ours alone: this calls
         // `dealloc_driver` (dropping `p`) and frees the device.
         unsafe { bindings::ib_dealloc_device(self.0.as_ptr().cast()) };
+    }
+}
+
+/// Copies the ops table `ops` builds into the device; ours replaces the
+/// driver's `dealloc_driver`.
+///
+/// # Safety
+///
+/// `raw` is a device allocated for `Device<T>`, not yet registered.
+#[inline(never)]
+unsafe fn install_ops<T: DeviceOps>(raw: *mut bindings::ib_device, ops: impl FnOnce() -> bindings::ib_device_ops) {
+    // SAFETY: per the requirements; ib_core copies the table.
+    unsafe {
+        bindings::ib_set_device_ops(raw, &ops());
+        (*raw).ops.dealloc_driver = Some(dealloc_driver::<T>);
     }
 }
 

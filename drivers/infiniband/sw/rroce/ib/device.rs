@@ -332,35 +332,37 @@ impl<T: DeviceOps> NewDevice<T> {
     pub(crate) fn setup(&mut self, s: &Setup<'_>) -> Result {
         let raw = self.0.as_ptr();
         let ndev = self.dev().p.netdev();
-        // SAFETY: unregistered and ours alone (type invariant); ib_core
-        // takes its own reference on the netdev.
-        to_result(unsafe { bindings::ib_device_set_netdev(raw.cast(), ndev.as_ptr(), 1) })?;
         let parent = match ndev.parent() {
             p if !p.is_null() => p,
             _ => {
                 let sp = SynthParent::new(ndev)?;
                 let d = sp.device();
-                // SAFETY: as above; the parent lives with the device (it is
-                // dropped after `dealloc_driver`, after unregistration).
+                // SAFETY: unregistered and ours alone (type invariant); the
+                // parent lives with the device (it is dropped after
+                // `dealloc_driver`, after unregistration).
                 unsafe { (*raw).synth = Some(sp) };
                 d
             }
         };
-        // SAFETY: as above; `parent` outlives the registration (the netdev
-        // is held by ib_core until unregistration, the synthetic parent by
-        // the device).
-        let ib = unsafe { &mut *(*raw).ib.get() };
-        ib.__bindgen_anon_1.dev.parent = parent;
-        ib.node_type = bindings::RDMA_NODE_IB_CA as u8;
-        ib.phys_port_cnt = 1;
-        ib.uverbs_cmd_mask |= s.uverbs_cmds;
-        // SAFETY: a plain query.
-        ib.num_comp_vectors = unsafe { crate::ffi::rroce_num_possible_cpus() } as c_int;
-        ib.node_guid = s.node_guid;
-        for (d, c) in ib.node_desc.iter_mut().take(63).zip(s.node_desc.iter()) {
-            *d = *c as c_char;
+        {
+            // SAFETY: as above; `parent` outlives the registration (the
+            // netdev is held until then, the synthetic parent by the
+            // device).
+            let ib = unsafe { &mut *(*raw).ib.get() };
+            ib.__bindgen_anon_1.dev.parent = parent;
+            ib.node_type = bindings::RDMA_NODE_IB_CA as u8;
+            ib.phys_port_cnt = 1;
+            ib.uverbs_cmd_mask |= s.uverbs_cmds;
+            // SAFETY: a plain query.
+            ib.num_comp_vectors = unsafe { crate::ffi::rroce_num_possible_cpus() } as c_int;
+            ib.node_guid = s.node_guid;
+            for (d, c) in ib.node_desc.iter_mut().take(63).zip(s.node_desc.iter()) {
+                *d = *c as c_char;
+            }
         }
-        Ok(())
+        // SAFETY: as above, with the port count set (ib_core checks the port
+        // against it); ib_core takes its own reference on the netdev.
+        to_result(unsafe { bindings::ib_device_set_netdev(raw.cast(), ndev.as_ptr(), 1) })
     }
 
     /// Makes the device reachable by the driver's receive path

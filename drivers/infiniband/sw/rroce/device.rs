@@ -108,6 +108,11 @@ struct DevEntry {
 
 struct State {
     devs: KVec<DevEntry>,
+    /// Devices deallocated, whose unregistering thread may still be on its
+    /// way out of `dealloc_driver` (module code): module unload waits for
+    /// them ([`DevWeak::wait_unregistration`]); `newlink` prunes the ones
+    /// done.
+    gone: KVec<DevWeak<DevPriv>>,
     socks: NetSocks<RxStats>,
 }
 
@@ -148,7 +153,7 @@ impl Registration {
     ) -> Result<GlobalOwner<Self>> {
         let reg = KBox::pin_init(
             try_pin_init!(Self {
-                state <- kernel::new_mutex!(State { devs: KVec::new(), socks: NetSocks::new() }),
+                state <- kernel::new_mutex!(State { devs: KVec::new(), gone: KVec::new(), socks: NetSocks::new() }),
                 module,
                 ops,
                 rx,
@@ -199,6 +204,12 @@ impl Teardown for Registration {
         let link = self.regs.lock().link.take();
         drop(link);
         self.remove_all();
+        // The last unregistrations may still be leaving `dealloc_driver`.
+        let gone = core::mem::take(&mut self.state.lock().gone);
+        for w in &gone {
+            w.wait_unregistration();
+        }
+        drop(gone);
         let notifier = self.regs.lock().notifier.take();
         drop(notifier);
         // Runs the exit hook for every namespace, closing any sockets left.
@@ -236,6 +247,12 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
     let mut st = g.state.lock();
     if st.devs.iter().any(|e| e.ndev == ndev) {
         return Err(EEXIST);
+    }
+    // A netdev being unregistered gets no device: its NETDEV_UNREGISTER
+    // may have run already.  (Checked under the lock the notifier takes to
+    // mark entries doomed, so a later one finds the entry.)
+    if !nref.is_registered() {
+        return Err(ENODEV);
     }
     st.devs.reserve(1, GFP_KERNEL)?;
     let active = nref.is_active();
@@ -276,6 +293,19 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
     Ok(new)
 }
 
+/// Forgets the deallocated devices whose unregistration is over.
+fn prune_gone(g: &Registration) {
+    let mut st = g.state.lock();
+    let mut i = 0;
+    while i < st.gone.len() {
+        if st.gone.get(i).is_some_and(|w| w.unregistration_idle()) {
+            crate::sync::kvec::swap_remove(&mut st.gone, i);
+        } else {
+            i += 1;
+        }
+    }
+}
+
 /// `rdma link add NAME type rroce netdev NDEV`.
 fn newlink(name: &CStr, nref: NetDevRef) -> Result {
     let g = GLOBAL.get().ok_or(ENODEV)?;
@@ -283,6 +313,7 @@ fn newlink(name: &CStr, nref: NetDevRef) -> Result {
     if !nref.is_ether() {
         return Err(EINVAL);
     }
+    prune_gone(&g);
     let mut new = alloc_device(&g, nref)?;
     let id = new.dev().id();
     let setup = Setup { node_guid: new.dev().p.attrs.sys_image_guid, node_desc: b"rroce software RoCEv2", uverbs_cmds: UVERBS_CMDS };
@@ -314,16 +345,24 @@ fn newlink(name: &CStr, nref: NetDevRef) -> Result {
 /// The device `id` is going away (`dealloc_driver`): out of the list, its
 /// socket reference given back, its part dropped.
 pub(crate) fn dealloc(mut p: DevPriv, id: DevId) {
-    if let Some(g) = GLOBAL.get() {
+    // Held until the part is dropped: module unload waits for it.
+    let g = GLOBAL.get();
+    if let Some(g) = g.as_ref() {
         let mut st = g.state.lock();
         if let Some(i) = st.devs.iter().position(|e| e.dev.id() == id) {
-            crate::sync::kvec::swap_remove(&mut st.devs, i);
+            let e = crate::sync::kvec::swap_remove(&mut st.devs, i);
+            // (If this allocation fails, unload does not wait for this
+            // device's last instructions here.)
+            if let Some(e) = e {
+                let _ = st.gone.push(e.dev, GFP_KERNEL);
+            }
         }
         if let Some(s) = p.sock.take() {
             st.socks.put(s);
         }
     }
     drop(p);
+    drop(g);
 }
 
 /// Reports a port state change to ib_core consumers (and user space).

@@ -24,6 +24,11 @@ extern "C" {
     pub(crate) fn rroce_netif_carrier_ok(ndev: *const bindings::net_device) -> bool;
     pub(crate) fn rroce_netdev_mtu(ndev: *const bindings::net_device) -> c_uint;
     pub(crate) fn rroce_ib_device_try_get(dev: *mut bindings::ib_device) -> bool;
+    pub(crate) fn rroce_mutex_lock(m: *mut bindings::mutex);
+    pub(crate) fn rroce_mutex_trylock(m: *mut bindings::mutex) -> c_int;
+    pub(crate) fn rroce_might_sleep();
+    pub(crate) fn rroce_list_init(l: *mut bindings::list_head);
+    pub(crate) fn rroce_list_empty(l: *const bindings::list_head) -> bool;
     pub(crate) fn rroce_ib_copy_to_udata(
         udata: *mut bindings::ib_udata,
         src: *const c_void,

@@ -782,9 +782,14 @@ impl QpOps for QpPriv {
         init.sq_sig_type = p.sq_sig_type;
     }
 
-    fn destroy(self, dev: &RroceDev, qpn: u32) {
-        // Attachments a kernel consumer left behind (uverbs detaches first).
-        dev.p.mcast.forget_qp(&dev.p.ndev, qpn);
+    fn before_destroy(q: Q<'_>) {
+        // Attachments a kernel consumer left behind (uverbs detaches
+        // first), while the QP number is still this QP's.
+        let dev = q.dev();
+        dev.p.mcast.forget_qp(&dev.p.ndev, q.qpn());
+    }
+
+    fn destroy(self, _dev: &RroceDev, _qpn: u32) {
         // Dropping the rings gives their mappings back.
         drop(self);
     }

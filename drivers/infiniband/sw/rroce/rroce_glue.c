@@ -75,6 +75,31 @@ bool rroce_ib_device_try_get(struct ib_device *dev)
 	return ib_device_try_get(dev);
 }
 
+void rroce_mutex_lock(struct mutex *m)
+{
+	mutex_lock(m);
+}
+
+int rroce_mutex_trylock(struct mutex *m)
+{
+	return mutex_trylock(m);
+}
+
+void rroce_might_sleep(void)
+{
+	might_sleep();
+}
+
+void rroce_list_init(struct list_head *l)
+{
+	INIT_LIST_HEAD(l);
+}
+
+bool rroce_list_empty(const struct list_head *l)
+{
+	return list_empty(l);
+}
+
 int rroce_ib_copy_to_udata(struct ib_udata *udata, const void *src, size_t len)
 {
 	return ib_copy_to_udata(udata, (void *)src, len);

@@ -467,6 +467,41 @@ impl<T> DevWeak<T> {
         DevId(self.0.as_ptr() as usize)
     }
 
+    fn unregistration_lock(&self) -> *mut bindings::mutex {
+        // SAFETY: the memory is live (type invariant); only the field's
+        // address is computed.
+        unsafe { core::ptr::addr_of_mut!((*(*self.0.as_ptr()).ib.get()).unregistration_lock) }
+    }
+
+    /// Waits until no unregistration of the device is running.  ib_core
+    /// holds the device's `unregistration_lock` across `dealloc_driver`,
+    /// so afterwards no thread runs the driver's code for it (module
+    /// unload waits for this).  Process context; call with no lock held
+    /// that an unregistration may take.
+    pub(crate) fn wait_unregistration(&self) {
+        let m = self.unregistration_lock();
+        // SAFETY: the mutex is initialised for as long as the memory is
+        // live; taken and released at once.
+        unsafe {
+            crate::ffi::rroce_mutex_lock(m);
+            bindings::mutex_unlock(m);
+        }
+    }
+
+    /// Whether no unregistration of the device is running now (without
+    /// waiting).
+    pub(crate) fn unregistration_idle(&self) -> bool {
+        let m = self.unregistration_lock();
+        // SAFETY: as in `wait_unregistration`; released if taken.
+        unsafe {
+            if crate::ffi::rroce_mutex_trylock(m) == 0 {
+                return false;
+            }
+            bindings::mutex_unlock(m);
+        }
+        true
+    }
+
     /// A registration reference, if the device is registered (and not
     /// being unregistered).
     pub(crate) fn try_get(&self) -> Option<DevGet<T>> {

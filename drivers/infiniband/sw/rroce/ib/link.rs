@@ -45,9 +45,18 @@ impl LinkOps {
             }),
             GFP_KERNEL,
         )?;
-        // SAFETY: `ops` is pinned in its box until unregistered in `drop`;
-        // the name is static.
-        unsafe { bindings::rdma_link_register(ops.get()) };
+        // SAFETY: `ops` is pinned in its box; its list head is initialised
+        // so that a refused registration (a type registered twice: nldev
+        // only warns) is seen, and `drop` never unlinks an unlinked entry.
+        let registered = unsafe {
+            let list = core::ptr::addr_of_mut!((*ops.get()).list);
+            crate::ffi::rroce_list_init(list);
+            bindings::rdma_link_register(ops.get());
+            !crate::ffi::rroce_list_empty(list)
+        };
+        if !registered {
+            return Err(EEXIST);
+        }
         // INVARIANT: registered just above.
         Ok(Self { ops })
     }

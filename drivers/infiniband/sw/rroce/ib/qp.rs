@@ -113,6 +113,9 @@ pub(crate) trait QpOps: Sized + Send + Sync + 'static {
     /// `query_qp`: fills `attr` and `init`.
     fn query(q: QpRef<'_, Self>, attr: &mut bindings::ib_qp_attr, init: &mut bindings::ib_qp_init_attr);
 
+    /// Destruction begins: the QP is still published and live.
+    fn before_destroy(_q: QpRef<'_, Self>) {}
+
     /// Destroys it: unpublished, its timer and work item stopped.
     fn destroy(self, dev: &Device<Self::Dev>, qpn: u32);
 
@@ -137,12 +140,15 @@ pub(crate) trait QpOps: Sized + Send + Sync + 'static {
 ///
 /// # Invariants
 ///
-/// `ib` is the QP the cell belongs to.  `timer` and `work` are set up
+/// `ib` is the QP the cell belongs to, `table` the table it is published
+/// in, which outlives it.  `timer` and `work` are set up
 /// (callbacks [`timer_fn::<T>`], [`work_fn::<T>`]) before `live` is first
 /// set, and shut down / cancelled by `destroy_qp` before the cell is
 /// dropped; `live` is cleared when destruction starts.
 pub(crate) struct QpCell<T> {
     ib: NonNull<bindings::ib_qp>,
+    /// The table the QP is published in (its device's, which outlives it).
+    table: NonNull<QpTable<T>>,
     live: AtomicBool,
     timer: Opaque<bindings::timer_list>,
     work: Opaque<bindings::work_struct>,
@@ -307,7 +313,8 @@ pub(crate) unsafe extern "C" fn create_qp<T: QpOps>(
         let ib = NonNull::new(qp).ok_or(EINVAL)?;
         let (p, qpn) = T::create(dev, QpCreate { init, pd, send_cq, recv_cq, srq, udata })?;
         q.ib_mut().qp_num = qpn;
-        q.init(QpCell { ib, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), p });
+        let table = NonNull::from(T::table(dev));
+        q.init(QpCell { ib, table, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), p });
         // SAFETY: created just above; nothing else can reach it yet.
         let cell = unsafe { Obj::<bindings::ib_qp, QpCell<T>>::part_of(ib) };
         // SAFETY: the timer and work item are embedded in the QP, which
@@ -318,8 +325,10 @@ pub(crate) unsafe extern "C" fn create_qp<T: QpOps>(
             ffi::rroce_work_init(cell.work.get(), work_fn::<T>);
         }
         cell.live.store(true, Ordering::Release);
-        // INVARIANT: created and live; `destroy_qp` unpublishes it.
-        T::table(dev).ids.publish(qpn, qp.cast());
+        // INVARIANT: created and live; `destroy_qp` unpublishes it from
+        // the same table.
+        // SAFETY: the device's table outlives its QPs.
+        unsafe { cell.table.as_ref() }.ids.publish(qpn, qp.cast());
         Ok(0)
     })
 }
@@ -422,8 +431,11 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: QpOps>(qp: *mut bindings::ib_qp, _
     // SAFETY: per the contract.
     let Ok(q) = (unsafe { verb_qp::<T>(qp) }) else { return EINVAL.to_errno() };
     let (dev, qpn, cell) = (q.dev(), q.qpn(), q.0);
+    T::before_destroy(q);
     cell.live.store(false, Ordering::Release);
-    T::table(dev).ids.remove(qpn);
+    // SAFETY: the table it was published in (type invariant), which
+    // outlives the QP.
+    unsafe { cell.table.as_ref() }.ids.remove(qpn);
     // Receivers that found the QP before it was unpublished are done after
     // a grace period; then no one can arm the timer any more.
     crate::sync::rcu::synchronize();

@@ -128,6 +128,14 @@ impl NetDevRef {
         unsafe { ffi::rroce_ndev_has_addr(self.as_ptr(), ipv6, addr.as_ptr()) }
     }
 
+    /// Whether the device is registered (not yet being unregistered).
+    pub(crate) fn is_registered(&self) -> bool {
+        // SAFETY: by the type invariant the device is valid; `reg_state`
+        // is a plain byte the core writes under the RTNL.
+        let st = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*self.as_ptr()).reg_state)) };
+        u32::from(st) == bindings::netdev_reg_state_NETREG_REGISTERED
+    }
+
     /// The interface name, NUL-terminated.
     pub(crate) fn name_ptr(&self) -> *const kernel::ffi::c_char {
         // SAFETY: by the type invariant the device is valid; `name` is a

@@ -354,6 +354,7 @@ impl<A: Send + Sync, B: Send + Sync> KeyTable<A, B> {
     /// `new` back if `id` did not hold `old`.  Process context: it waits
     /// for a grace period before dropping the table's reference to `old`.
     pub(crate) fn replace_a(&self, id: u32, old: &A, new: Arc<A>) -> core::result::Result<(), Arc<A>> {
+        crate::sync::might_sleep();
         let old_raw = Self::raw_a(old);
         let new_raw: *mut c_void = Arc::into_raw(new).cast_mut().cast();
         if !self.ids.replace(id, old_raw, new_raw) {
@@ -371,6 +372,7 @@ impl<A: Send + Sync, B: Send + Sync> KeyTable<A, B> {
     /// successor with [`Self::replace_a`]), then drops the table's
     /// reference after a grace period.  Process context (sleeps).
     pub(crate) fn remove_if(&self, id: u32, value: Either<&A, &B>) {
+        crate::sync::might_sleep();
         let raw = match value {
             Either::A(a) => Self::raw_a(a),
             Either::B(b) => Self::raw_b(b),

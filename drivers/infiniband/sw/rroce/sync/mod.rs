@@ -33,3 +33,10 @@ pub(crate) fn msleep(ms: u32) {
     // SAFETY: callers are in process context (the function's contract).
     unsafe { kernel::bindings::msleep(ms) };
 }
+
+/// Warns (with the debug options that check it) if the caller may not
+/// sleep (`might_sleep`).
+pub(crate) fn might_sleep() {
+    // SAFETY: a check without side effects on the caller's state.
+    unsafe { crate::ffi::rroce_might_sleep() };
+}

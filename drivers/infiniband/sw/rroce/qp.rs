@@ -646,7 +646,7 @@ fn deliver_ud(p: &QpPriv, ctx: &Ctx<'_>, parsed: &crate::proto::hdr::Parsed, ip:
 
 /// A datagram to QP 0xFFFFFF: a copy for every UD QP attached to the group
 /// of its destination address.  Bottom halves disabled.
-fn deliver_mcast(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
+fn deliver_mcast(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
     let mgid = crate::proto::net::ip_addrs(ip).map(|(_, dst)| dst.to_gid());
     let Some(mgid) = mgid else { return false };
     let mut qpns = [0u32; mcast::MAX_QP_PER_GROUP];
@@ -654,13 +654,12 @@ fn deliver_mcast(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8]
     let payload = parsed.payload(roce);
     let mut taken = false;
     for &qpn in qpns.get(..n).unwrap_or(&[]) {
-        let rcu = ReadGuard::new();
-        let Some(q) = dev.p.qps.get(qpn, &rcu) else { continue };
+        let Some(q) = dev.p.qps.get(qpn, rcu) else { continue };
         let p = q.p();
         if p.ty != QpType::Ud {
             continue;
         }
-        let ctx = ctx(q, &rcu);
+        let ctx = ctx(q, rcu);
         taken |= deliver_ud(p, &ctx, parsed, ip, payload);
     }
     taken
@@ -669,16 +668,16 @@ fn deliver_mcast(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8]
 /// Hands a received, validated RC packet to QP `qpn` of `dev`.  Returns
 /// `false` if no QP could take it.
 ///
-/// Called in the receive softirq; the QP is borrowed for an RCU read-side
-/// section (`destroy_qp` waits for a grace period after unpublishing it).
-pub(crate) fn deliver(dev: &RroceDev, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
+/// Called in the receive softirq; the QP is borrowed for the receive
+/// path's RCU read-side section `rcu` (`destroy_qp` waits for a grace
+/// period after unpublishing it).
+pub(crate) fn deliver(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
     if parsed.bth.dest_qpn == mcast::MCAST_QPN {
-        return deliver_mcast(dev, parsed, roce, ip);
+        return deliver_mcast(dev, rcu, parsed, roce, ip);
     }
-    let rcu = ReadGuard::new();
-    let Some(q) = dev.p.qps.get(parsed.bth.dest_qpn, &rcu) else { return false };
+    let Some(q) = dev.p.qps.get(parsed.bth.dest_qpn, rcu) else { return false };
     let p = q.p();
-    let ctx = ctx(q, &rcu);
+    let ctx = ctx(q, rcu);
     let payload = parsed.payload(roce);
     if matches!(p.ty, QpType::Ud | QpType::Gsi) {
         return deliver_ud(p, &ctx, parsed, ip, payload);
@@ -789,7 +788,7 @@ impl QpOps for QpPriv {
         dev.p.mcast.forget_qp(&dev.p.ndev, q.qpn());
     }
 
-    fn destroy(self, _dev: &RroceDev, _qpn: u32) {
+    fn destroy(self, _dev: &RroceDev) {
         // Dropping the rings gives their mappings back.
         drop(self);
     }

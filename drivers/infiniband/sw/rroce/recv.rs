@@ -27,7 +27,7 @@ pub(crate) fn rx(in_dev: NetDevView<'_>, pkt: &[u8]) -> Result<(), RxDrop> {
         dev.p.stats.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     };
-    rx_on(dev, pkt, &l, true)
+    rx_on(dev, &rcu, pkt, &l, true)
 }
 
 /// Receives a packet `dev` sent to itself (`loopback`): no ICRC.
@@ -35,12 +35,13 @@ pub(crate) fn rx(in_dev: NetDevView<'_>, pkt: &[u8]) -> Result<(), RxDrop> {
 /// the wire; the requester retransmits.)
 pub(crate) fn rx_local(dev: &RroceDev, pkt: &[u8]) {
     if let Ok(l) = icrc::ip_layout(pkt) {
-        let _ = rx_on(dev, pkt, &l, false);
+        let rcu = ReadGuard::new();
+        let _ = rx_on(dev, &rcu, pkt, &l, false);
     }
 }
 
 /// The part of [`rx`] after the device is known.
-fn rx_on(dev: &RroceDev, pkt: &[u8], l: &icrc::IpLayout, check_icrc: bool) -> Result<(), RxDrop> {
+fn rx_on(dev: &RroceDev, rcu: &ReadGuard, pkt: &[u8], l: &icrc::IpLayout, check_icrc: bool) -> Result<(), RxDrop> {
     let roce = pkt.get(l.roce_off..l.end).ok_or(RxDrop::Malformed)?;
     let s = &dev.p.stats;
     let Ok(parsed) = hdr::parse_packet(roce) else {
@@ -56,7 +57,7 @@ fn rx_on(dev: &RroceDev, pkt: &[u8], l: &icrc::IpLayout, check_icrc: bool) -> Re
         return Err(RxDrop::Malformed);
     }
     let ip = pkt.get(..l.roce_off.saturating_sub(8)).unwrap_or(&[]);
-    if crate::qp::deliver(dev, &parsed, roce, ip) {
+    if crate::qp::deliver(dev, rcu, &parsed, roce, ip) {
         s.inc(Counter::RxPackets);
         Ok(())
     } else {

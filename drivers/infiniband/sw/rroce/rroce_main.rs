@@ -9,8 +9,8 @@
 //! user-space provider.  The abstraction layer — `ffi` (with `rroce_glue.c`,
 //! one-line forwards of static inline kernel functions), `sync`, `net` and
 //! `ib` — wraps the kernel objects the driver uses and is the only place
-//! meant to hold `unsafe` (issue 17 is moving the rest of it there;
-//! `scripts/layer_check.py` holds the line).
+//! allowed to hold `unsafe`; the driver above it forbids it
+//! (`scripts/layer_check.py` checks the rule).
 
 use kernel::prelude::*;
 

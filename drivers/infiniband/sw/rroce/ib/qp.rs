@@ -117,7 +117,7 @@ pub(crate) trait QpOps: Sized + Send + Sync + 'static {
     fn before_destroy(_q: QpRef<'_, Self>) {}
 
     /// Destroys it: unpublished, its timer and work item stopped.
-    fn destroy(self, dev: &Device<Self::Dev>, qpn: u32);
+    fn destroy(self, dev: &Device<Self::Dev>);
 
     /// `post_send` (an empty chain: a user QP's doorbell).  The walk stops
     /// at the first request not posted.
@@ -447,7 +447,7 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: QpOps>(qp: *mut bindings::ib_qp, _
     // SAFETY: created, and this is its destroy verb: nothing uses the cell
     // any more (unpublished, not live, timer and work stopped).
     let cell = unsafe { Obj::<bindings::ib_qp, QpCell<T>>::take(qp) };
-    cell.p.destroy(dev, qpn);
+    cell.p.destroy(dev);
     0
 }
 
@@ -513,30 +513,36 @@ unsafe fn mgid_of(gid: *const bindings::ib_gid) -> Result<[u8; 16]> {
     Ok(unsafe { g.raw })
 }
 
-/// `ib_device_ops::attach_mcast`.
+/// `attach_mcast` (`attach`) or `detach_mcast`.
 ///
 /// # Safety
 ///
 /// ib_core's contract: `qp` created by [`create_qp::<T>`], `gid` valid.
-pub(crate) unsafe extern "C" fn attach_mcast<T: QpOps>(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
+unsafe fn mcast<T: QpOps>(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, attach: bool) -> c_int {
     from_result(|| {
         // SAFETY: per the contract.
         let (q, mgid) = unsafe { (verb_qp::<T>(qp)?, mgid_of(gid)?) };
-        T::mcast(q, &mgid, true)?;
+        T::mcast(q, &mgid, attach)?;
         Ok(0)
     })
+}
+
+/// `ib_device_ops::attach_mcast`.
+///
+/// # Safety
+///
+/// As for [`mcast`].
+pub(crate) unsafe extern "C" fn attach_mcast<T: QpOps>(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { mcast::<T>(qp, gid, true) }
 }
 
 /// `ib_device_ops::detach_mcast`.
 ///
 /// # Safety
 ///
-/// As for [`attach_mcast`].
+/// As for [`mcast`].
 pub(crate) unsafe extern "C" fn detach_mcast<T: QpOps>(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
-    from_result(|| {
-        // SAFETY: per the contract.
-        let (q, mgid) = unsafe { (verb_qp::<T>(qp)?, mgid_of(gid)?) };
-        T::mcast(q, &mgid, false)?;
-        Ok(0)
-    })
+    // SAFETY: forwarded.
+    unsafe { mcast::<T>(qp, gid, false) }
 }

@@ -293,20 +293,15 @@ impl<A: Send + Sync, B: Send + Sync> KeyTable<A, B> {
 
     /// The object under `id`, borrowed for the read-side section `_rcu`.
     pub(crate) fn get<'g>(&'g self, id: u32, _rcu: &'g ReadGuard) -> Option<Either<&'g A, &'g B>> {
-        let raw = self.ids.load(id) as usize;
-        if raw == 0 {
-            return None;
-        }
-        // SAFETY: by the type invariant a non-null entry is a live `Arc` of
-        // the kind its tag says; it was loaded inside `_rcu`, and the table
-        // drops its reference only a grace period after unpublishing it, so
-        // the object lives at least until the section ends.
-        Some(unsafe {
-            if raw & TAG_B != 0 {
-                Either::B(&*((raw & !TAG_B) as *const B))
-            } else {
-                Either::A(&*(raw as *const A))
-            }
+        // SAFETY (both arms): by the type invariant a non-null entry is a
+        // live `Arc` of the kind its tag says; it was loaded inside `_rcu`,
+        // and the table drops its reference only a grace period after
+        // unpublishing it, so the object lives until the section ends.
+        Some(match Self::decode(self.ids.load(id))? {
+            // SAFETY: see above.
+            Either::A(a) => Either::A(unsafe { &*a }),
+            // SAFETY: see above.
+            Either::B(b) => Either::B(unsafe { &*b }),
         })
     }
 
@@ -314,39 +309,38 @@ impl<A: Send + Sync, B: Send + Sync> KeyTable<A, B> {
     /// outlives the read-side section, such as a window bound to a
     /// region).
     pub(crate) fn get_arc(&self, id: u32, _rcu: &ReadGuard) -> Option<Either<Arc<A>, Arc<B>>> {
-        let raw = self.ids.load(id) as usize;
-        if raw == 0 {
-            return None;
-        }
-        // SAFETY: as in `get`: a live `Arc` of the tagged kind, whose count
-        // the table's reference keeps above zero until a grace period after
-        // the entry is unpublished, so past the section `_rcu` holds and
-        // this increment.
-        Some(unsafe {
-            if raw & TAG_B != 0 {
-                Either::B(ArcBorrow::from_raw((raw & !TAG_B) as *const B).into())
-            } else {
-                Either::A(ArcBorrow::from_raw(raw as *const A).into())
-            }
+        // SAFETY (both arms): as in `get`; the table's reference keeps the
+        // count above zero until a grace period after the entry is
+        // unpublished, so past the section `_rcu` holds and this increment.
+        Some(match Self::decode(self.ids.load(id))? {
+            // SAFETY: see above.
+            Either::A(a) => Either::A(unsafe { ArcBorrow::from_raw(a) }.into()),
+            // SAFETY: see above.
+            Either::B(b) => Either::B(unsafe { ArcBorrow::from_raw(b) }.into()),
         })
+    }
+
+    /// The object pointer an entry stands for (untagged), by kind.
+    fn decode(raw: *mut c_void) -> Option<Either<*const A, *const B>> {
+        match raw as usize {
+            0 => None,
+            r if r & TAG_B != 0 => Some(Either::B((r & !TAG_B) as *const B)),
+            r => Some(Either::A(r as *const A)),
+        }
     }
 
     /// Drops a reference the table held, after a grace period (sleeps).
     fn release(raw: *mut c_void) {
-        if raw.is_null() {
-            return;
-        }
+        let Some(obj) = Self::decode(raw) else { return };
         synchronize();
-        let raw = raw as usize;
-        // SAFETY: by the type invariant `raw` is a tagged `Arc` reference
-        // the table owned; it is unpublished and every reader that could
-        // have found it is done (grace period above).
-        unsafe {
-            if raw & TAG_B != 0 {
-                drop(Arc::from_raw((raw & !TAG_B) as *const B));
-            } else {
-                drop(Arc::from_raw(raw as *const A));
-            }
+        // SAFETY (both arms): by the type invariant `raw` is a tagged `Arc`
+        // reference the table owned; it is unpublished and every reader
+        // that could have found it is done (grace period above).
+        match obj {
+            // SAFETY: see above.
+            Either::A(a) => drop(unsafe { Arc::from_raw(a) }),
+            // SAFETY: see above.
+            Either::B(b) => drop(unsafe { Arc::from_raw(b) }),
         }
     }
 

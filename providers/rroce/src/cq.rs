@@ -32,8 +32,8 @@ use rroce_proto::abi::{CreateCqCmd, CreateCqResp, ResizeCqCmd};
 use rroce_proto::ring::{Consumer, RingLayout};
 use rroce_proto::wqe::{Cqe, CQE_BYTES};
 
+use crate::ffi::*;
 use crate::mapping::RingMap;
-use crate::verbs_abi::*;
 use crate::{set_errno, warn};
 
 /// The consumer side of a CQ ring.

@@ -26,11 +26,11 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod cq;
+mod ffi;
 mod mapping;
 mod mr;
 mod qp;
 mod srq;
-mod verbs_abi;
 
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::{offset_of, size_of};
@@ -39,7 +39,7 @@ use std::io::Write as _;
 
 use rroce_proto::abi::{AllocUcontextResp, ABI_VERSION, DEVICE_NAME_PREFIX};
 
-use verbs_abi::*;
+use ffi::*;
 
 // ---------------------------------------------------------------------------
 // Registration

@@ -14,7 +14,7 @@ use core::sync::atomic::AtomicU32;
 
 use rroce_proto::ring::{AtomicRegion, RingLayout};
 
-use crate::verbs_abi::{mmap, munmap, EPROTO, MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE};
+use crate::ffi::{mmap, munmap, EPROTO, MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE};
 
 /// One ring mapped from the uverbs command fd; unmapped on drop.
 #[derive(Debug)]

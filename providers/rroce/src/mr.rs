@@ -9,7 +9,7 @@ use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
 use core::ptr;
 
-use crate::verbs_abi::*;
+use crate::ffi::*;
 use crate::{set_errno, warn};
 
 /// `verbs_context_ops::reg_mr`: NULL with errno set on failure.

@@ -38,9 +38,9 @@ use rroce_proto::wqe::{
     MAX_MSG_SIZE, SEND_FLAGS_ALL, WQE_ALIGN,
 };
 
+use crate::ffi::*;
 use crate::mapping::RingMap;
 use crate::mr::ah_num_of;
-use crate::verbs_abi::*;
 use crate::{last_errno, set_errno, warn};
 
 #[path = "qp_ex.rs"]

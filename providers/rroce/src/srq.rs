@@ -18,9 +18,9 @@ use rroce_proto::abi::{CreateSrqCmd, CreateSrqResp};
 use rroce_proto::ring::Producer;
 use rroce_proto::wqe::{recv_max_sge, RecvLimits, MAX_MSG_SIZE};
 
+use crate::ffi::*;
 use crate::mapping::RingMap;
 use crate::qp::{check_ring, post_recv_list, WorkQueue};
-use crate::verbs_abi::*;
 use crate::{set_errno, warn};
 
 /// Provider SRQ; libibverbs sees only `srq` (and may treat the memory as

@@ -14,6 +14,14 @@ of `unsafe` lacks the forbid attribute, or a driver function (outside the
 layer) is longer than 100 lines; when a count drops it says so
 (lower the baseline with --update).
 
+The provider (providers/rroce/src) has the same shape and is checked
+without a baseline: `unsafe` only in ffi/ (raw declarations and the safe
+wrappers of C contracts) and ops/ (the C entry points), the crate root
+denies unsafe_code and allows it on exactly those two modules, ffi/
+imports nothing else of the crate, nothing but ops/ imports ops, the
+other modules import each other without cycles, and no function outside
+ffi/ and ops/ is longer than 100 lines.
+
     scripts/layer_check.py            check (exit 1 on a regression)
     scripts/layer_check.py --update   rewrite the baseline from the tree
     scripts/layer_check.py --report   counts and the cycle, no verdict
@@ -187,7 +195,75 @@ def load_baseline():
     return base, cycle
 
 
+PROV = TOP / "providers/rroce/src"
+PROV_LAYER = ("ffi", "ops")
+
+
+def provider_check():
+    """The provider's layer rule: a list of violations and a summary."""
+    bad, counts, edges = [], {}, {}
+    files = sorted(PROV.rglob("*.rs"))
+    mods = {(p.relative_to(PROV).parts[0]).removesuffix(".rs") for p in files}
+    for p in files:
+        rel = p.relative_to(PROV)
+        m = rel.parts[0].removesuffix(".rs")
+        text = "\n".join(l.split("//", 1)[0] for l in p.read_text().splitlines())
+        targets = set(USE.findall(text))
+        for grp in re.findall(r"use\s+crate::\{([^}]*)\}", text, re.S):
+            targets |= set(re.findall(r"(?:^|,)\s*([a-z_][a-z0-9_]*)", grp))
+        for t in targets:
+            if t in mods and t != m:
+                edges.setdefault(m, set()).add(t)
+        if m in PROV_LAYER or str(rel) == "lib.rs":
+            continue
+        n = unsafe_lines(p)
+        if n:
+            counts[str(rel)] = n
+            bad.append(f"provider {rel}: {n} lines with unsafe (only ffi/ and ops/ may have it)")
+        lines = [l.split("//", 1)[0] for l in p.read_text().splitlines()]
+        i = 0
+        while i < len(lines):
+            fm = FN.match(lines[i])
+            if not fm or lines[i].rstrip().endswith(";"):
+                i += 1
+                continue
+            depth, started, j = 0, False, i
+            while j < len(lines):
+                depth += lines[j].count("{") - lines[j].count("}")
+                started = started or "{" in lines[j]
+                if started and depth <= 0:
+                    break
+                j += 1
+            if j - i + 1 > MAX_FN_LINES:
+                bad.append(f"provider {rel}: fn {fm.group(1)} is {j - i + 1} lines (at most {MAX_FN_LINES})")
+            i = j + 1
+    root = (PROV / "lib.rs").read_text()
+    if "#![deny(unsafe_code)]" not in root:
+        bad.append("provider lib.rs does not say #![deny(unsafe_code)]")
+    allowed = re.findall(r"#\[allow\(unsafe_code\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+(\w+)", root)
+    if sorted(allowed) != sorted(PROV_LAYER) or root.count("allow(unsafe_code)") != len(PROV_LAYER):
+        bad.append(f"provider lib.rs allows unsafe_code on {allowed or 'nothing'}, not exactly on ffi and ops")
+    for t in sorted(edges.get("ffi", ())):
+        bad.append(f"provider ffi/ imports crate::{t} (it must stay at the bottom)")
+    for m in sorted(edges):
+        if m != "ops" and "ops" in edges[m]:
+            bad.append(f"provider {m} imports ops (only the C entry points' callers may)")
+    safe_edges = {m: {t for t in ts if t not in PROV_LAYER} for m, ts in edges.items() if m not in PROV_LAYER}
+    comps = sccs(mods - set(PROV_LAYER) - {"lib"}, safe_edges)
+    for c in comps:
+        bad.append(f"provider import cycle: {' '.join(c)}")
+    layer = sum(unsafe_lines(p) for p in files if p.relative_to(PROV).parts[0].removesuffix(".rs") in PROV_LAYER)
+    summary = (f"provider: {sum(counts.values())} lines with unsafe outside ffi/ and ops/ "
+               f"({layer} inside), {len(comps)} import cycles")
+    return bad, summary
+
+
 def main():
+    pbad, psummary = provider_check()
+    if "--report" in sys.argv:
+        print(psummary)
+        for b in pbad:
+            print(f"  {b}")
     counts, comps, cycle = measure()
     total = sum(counts.values())
     if "--report" in sys.argv or "--update" in sys.argv:
@@ -224,10 +300,12 @@ def main():
     for f in missing_forbid():
         bad.append(f"{f} uses no unsafe but lacks #![forbid(unsafe_code)]")
     bad += long_functions()
+    bad += pbad
     for b in bad:
         print(f"not ok: layer rule: {b}")
     state = (f"{total} lines with unsafe outside the layer (baseline {sum(base.values())}), "
              f"largest import cycle {cycle} modules (baseline {base_cycle})")
+    state += "; " + psummary
     if bad:
         print(f"layer check FAILED: {state}")
         return 1

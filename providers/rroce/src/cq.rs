@@ -24,17 +24,15 @@
 //! into the new ring and there is no way back.
 
 use core::ffi::c_int;
-use core::mem::{offset_of, size_of};
-use core::ptr;
-use std::sync::{Mutex, PoisonError};
+use core::mem::{offset_of, MaybeUninit};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use rroce_proto::abi::{CreateCqCmd, CreateCqResp, ResizeCqCmd};
+use rroce_proto::abi::CreateCqResp;
 use rroce_proto::ring::{Consumer, RingLayout};
 use rroce_proto::wqe::{Cqe, CQE_BYTES};
 
+use crate::device::warn;
 use crate::ffi::*;
-use crate::mapping::RingMap;
-use crate::{set_errno, warn};
 
 /// The consumer side of a CQ ring.
 struct CqRing {
@@ -51,21 +49,184 @@ struct CqRing {
 /// by `create_cq_ex` the `ibv_cq_ex` (`verbs_cq`) that begins with it.
 #[repr(C)]
 pub(crate) struct RroceCq {
-    ibv: IbvCqEx,
+    ibv: Opaque<IbvCqEx>,
     cqn: u32,
     ring: Mutex<Option<CqRing>>,
 }
 const _: () = assert!(offset_of!(RroceCq, ibv) == 0);
 
-/// The ring lock of `cq`.
-///
-/// # Safety
-///
-/// `cq` must be a live CQ made by [`rroce_create_cq`].  Only the `ring`
-/// field is borrowed: libibverbs keeps writing other fields of `ibv`.
-unsafe fn ring_of<'a>(cq: *mut IbvCq) -> &'a Mutex<Option<CqRing>> {
-    // SAFETY: per the contract `cq` is the first field of a live RroceCq.
-    unsafe { &(*cq.cast::<RroceCq>()).ring }
+/// A CQ's ring has not been attached (never the case for a created CQ).
+const NO_RING: c_int = EINVAL;
+
+impl RroceCq {
+    /// A CQ without a ring yet, its C part zeroed.
+    pub(crate) fn new() -> Self {
+        Self {
+            ibv: Opaque::zeroed(),
+            cqn: 0,
+            ring: Mutex::new(None),
+        }
+    }
+
+    /// The C part (the kernel's user_handle for this CQ: it must not move).
+    pub(crate) fn ibv(&self) -> *mut IbvCqEx {
+        self.ibv.get()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<CqRing>> {
+        self.ring.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the ring the kernel made for this CQ (`CREATE_CQ` succeeded
+    /// with `drv`; the core reported depth `core_cqe` for `requested`
+    /// entries).  `EPROTO` if the answer breaks the rroce ABI, or mmap's
+    /// errno; a warning says why.
+    pub(crate) fn attach(
+        &mut self,
+        cmd_fd: c_int,
+        drv: &CreateCqResp,
+        core_cqe: c_int,
+        requested: c_int,
+    ) -> Result<(), c_int> {
+        match map_cq_ring(cmd_fd, drv, core_cqe, requested) {
+            Ok(ring) => {
+                self.cqn = drv.cqn;
+                *self.ring.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(ring);
+                Ok(())
+            }
+            Err((err, why)) => {
+                warn(format_args!("create_cq: {why} (cqn {})", drv.cqn));
+                Err(err)
+            }
+        }
+    }
+
+    /// `ibv_poll_cq`: the number of completions written to the start of
+    /// `out`, or a negative errno value: `-EIO` once the CQ is broken.
+    pub(crate) fn poll(&self, out: &mut [MaybeUninit<IbvWc>]) -> c_int {
+        let mut guard = self.lock();
+        let Some(ring) = guard.as_mut() else {
+            return -NO_RING;
+        };
+        let max = out.len();
+        let write = |i: usize, w: IbvWc| {
+            if let Some(slot) = out.get_mut(i) {
+                slot.write(w);
+            }
+        };
+        match drain(ring, self.cqn, write, max) {
+            Drained::Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+            Drained::Broken(0) => -EIO,
+            Drained::Broken(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+        }
+    }
+
+    /// Consumes the next completion for `start_poll`/`next_poll` and keeps
+    /// it for the `read_*` functions: `ENOENT` if the CQ is empty, `EIO`
+    /// once it is broken.
+    pub(crate) fn poll_one(&self) -> Result<IbvWc, c_int> {
+        let mut guard = self.lock();
+        let Some(ring) = guard.as_mut() else {
+            return Err(NO_RING);
+        };
+        let mut got = None;
+        // A completion read before the ring turned out broken is still
+        // delivered; the next call reports EIO.
+        let _ = drain(ring, self.cqn, |_, w| got = Some(w), 1);
+        let Some(w) = got else {
+            return Err(if ring.broken { EIO } else { ENOENT });
+        };
+        ring.current = w;
+        Ok(w)
+    }
+
+    /// The completion the last `start_poll`/`next_poll` returned.
+    pub(crate) fn current(&self) -> IbvWc {
+        self.lock().as_ref().map(|r| r.current).unwrap_or_default()
+    }
+
+    /// `ibv_resize_cq` to `cqe` entries: 0 or an errno value.
+    ///
+    /// Holds the ring lock across `command` (which sends RESIZE_CQ and
+    /// returns its result and the core's new depth), so that no poll
+    /// consumes from the old ring while the kernel copies what is left in
+    /// it.
+    pub(crate) fn resize(
+        &self,
+        cqe: c_int,
+        cmd_fd: c_int,
+        command: impl FnOnce(&mut RroceResizeCqCmd, &mut RroceResizeCqResp) -> (c_int, c_int),
+    ) -> c_int {
+        let cqn = self.cqn;
+        let mut guard = self.lock();
+        let Some(ring) = guard.as_mut() else {
+            return NO_RING;
+        };
+        if ring.broken {
+            return EIO;
+        }
+        let mut cmd = RroceResizeCqCmd::default();
+        let mut resp = RroceResizeCqResp::default();
+        let (ret, core_cqe) = command(&mut cmd, &mut resp);
+        if ret != 0 {
+            return crate::device::errno_of(ret);
+        }
+        let d = resp.drv;
+        let geometry = CreateCqResp {
+            mmap_offset: d.mmap_offset,
+            ring_bytes: d.ring_bytes,
+            entries: d.entries,
+            entry_size: d.entry_size,
+            cqn,
+        };
+        let new = map_cq_ring(cmd_fd, &geometry, core_cqe, cqe).and_then(|new| {
+            // The kernel moved the unpolled CQEs to the same indices: the
+            // new consumer starts exactly where this one stopped.
+            if new.consumer.index() == ring.consumer.released() && ring.consumer.unreleased() == 0 {
+                Ok(new)
+            } else {
+                Err((EPROTO, "resized CQ ring does not continue the old one"))
+            }
+        });
+        match new {
+            Ok(new) => {
+                // Dropping the old ring unmaps it.
+                *ring = new;
+                0
+            }
+            Err((err, why)) => {
+                warn(format_args!(
+                    "resize_cq: {why} (cqn {cqn}); the kernel resized the CQ, which is unusable now"
+                ));
+                ring.broken = true;
+                err
+            }
+        }
+    }
+
+    /// Removes the unpolled completions of QP `qpn` (the QP went to RESET:
+    /// its old completions must not surface once it is reused, as on
+    /// hardware providers).  A broken CQ is left alone.
+    pub(crate) fn purge_qp(&self, qpn: u32) {
+        let mut g = self.lock();
+        let Some(ring) = g.as_mut() else { return };
+        if ring.broken {
+            return;
+        }
+        let region = ring.map.region();
+        let keep = |e: &[u8]| {
+            <&[u8; CQE_BYTES]>::try_from(e)
+                .ok()
+                .and_then(|b| Cqe::decode(b).ok())
+                .is_none_or(|c| c.qp_num != qpn)
+        };
+        if let Err(e) = ring.consumer.purge(&region, keep) {
+            warn(format_args!(
+                "CQ ring error {e:?} while removing QP {qpn}'s completions"
+            ));
+            ring.broken = true;
+        }
+    }
 }
 
 /// Checks the ring geometry of a `CreateCqResp` (or of a `ResizeCqResp`,
@@ -102,115 +263,6 @@ fn map_cq_ring(
     })
 }
 
-/// Creates a CQ: allocates the provider CQ, lets `create` send the
-/// CREATE_CQ command (it returns the ret code and the driver response),
-/// and maps the ring.  Returns the CQ or an errno value (`EPROTO` if the
-/// kernel's response breaks the rroce ABI).
-///
-/// # Safety
-///
-/// `context` must be a context of ours; `create` must create the kernel
-/// CQ for the given `ibv_cq_ex` (it stays at its address for the CQ's
-/// life: it is the user_handle the kernel reports back in events) or fail.
-unsafe fn create_cq_common(
-    context: *mut IbvContext,
-    cqe: c_int,
-    create: impl FnOnce(*mut IbvCqEx) -> (c_int, CreateCqResp),
-) -> Result<*mut RroceCq, c_int> {
-    let cq = Box::into_raw(Box::new(RroceCq {
-        // SAFETY: IbvCqEx consists of pointers, integers, opaque byte
-        // blobs and optional function pointers, for all of which zero is
-        // valid; libibverbs initialises the ibv_cq part.
-        ibv: unsafe { core::mem::zeroed() },
-        cqn: 0,
-        ring: Mutex::new(None),
-    }));
-    // SAFETY: `cq` is a fresh allocation owned here.
-    let ibv = unsafe { &raw mut (*cq).ibv };
-    let (ret, drv) = create(ibv);
-    if ret != 0 {
-        // SAFETY: never handed out.
-        drop(unsafe { Box::from_raw(cq) });
-        return Err(crate::errno_of(ret));
-    }
-
-    // SAFETY: `context` is valid per the contract.
-    let cmd_fd = unsafe { (*context).cmd_fd };
-    // SAFETY: libibverbs filled `ibv` in the create command.
-    let core_cqe = unsafe { (*ibv).cq.cqe };
-    match map_cq_ring(cmd_fd, &drv, core_cqe, cqe) {
-        Ok(ring) => {
-            // SAFETY: still exclusively owned here.
-            unsafe {
-                (*cq).cqn = drv.cqn;
-                *(*cq).ring.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(ring);
-            }
-            Ok(cq)
-        }
-        Err((err, why)) => {
-            warn(format_args!("create_cq: {why} (cqn {})", drv.cqn));
-            // ibv_cmd_destroy_cq waits on cq->mutex/cond, which libibverbs
-            // only initialises after create_cq returns; all-zero is glibc's
-            // static initialiser for both, and `ibv` is zeroed.
-            // SAFETY: the kernel CQ exists and nobody else knows `ibv`.
-            let _ = unsafe { ibv_cmd_destroy_cq(ibv.cast::<IbvCq>()) };
-            // SAFETY: never handed out.
-            drop(unsafe { Box::from_raw(cq) });
-            Err(err)
-        }
-    }
-}
-
-/// `verbs_context_ops::create_cq`: NULL with errno set on failure
-/// (`EPROTO` if the kernel's response breaks the rroce ABI).
-///
-/// # Safety
-///
-/// Called by libibverbs with a context of ours; `channel` is NULL or a
-/// completion channel of that context.
-pub(crate) unsafe extern "C" fn rroce_create_cq(
-    context: *mut IbvContext,
-    cqe: c_int,
-    channel: *mut IbvCompChannel,
-    comp_vector: c_int,
-) -> *mut IbvCq {
-    if context.is_null() || cqe < 1 {
-        set_errno(EINVAL);
-        return ptr::null_mut();
-    }
-    let create = |ibv: *mut IbvCqEx| {
-        // No flags are defined: the driver data is an all-zero CreateCqCmd.
-        let mut cmd = RroceCreateCqCmd::default();
-        debug_assert!(cmd.drv == CreateCqCmd::default());
-        let mut resp = RroceCreateCqResp::default();
-        // SAFETY: `context` is ours per the contract; `ibv` is the new
-        // CQ; `cmd`/`resp` are live locals of the sizes passed.
-        let ret = unsafe {
-            ibv_cmd_create_cq(
-                context,
-                cqe,
-                channel,
-                comp_vector,
-                ibv.cast::<IbvCq>(),
-                &raw mut cmd.core,
-                size_of::<RroceCreateCqCmd>(),
-                &raw mut resp.core,
-                size_of::<RroceCreateCqResp>(),
-            )
-        };
-        (ret, resp.drv)
-    };
-    // SAFETY: `context` is ours; `create` makes the kernel CQ for `ibv`.
-    match unsafe { create_cq_common(context, cqe, create) } {
-        // `ibv_cq` is the first member of the `ibv_cq_ex`.
-        Ok(cq) => cq.cast::<IbvCq>(),
-        Err(e) => {
-            set_errno(e);
-            ptr::null_mut()
-        }
-    }
-}
-
 /// `ibv_cq_init_attr_ex.wc_flags` the extended CQ offers: every field of
 /// `ibv_wc` (`IBV_WC_STANDARD_FLAGS`).  rroce has no completion timestamps
 /// (no clock to report in `hca_core_clock`), CVLAN, flow tags or tag
@@ -221,7 +273,7 @@ pub(crate) const CQ_EX_WC_FLAGS: u64 = IBV_WC_STANDARD_FLAGS;
 /// beyond [`CQ_EX_WC_FLAGS`], a parent domain, unknown `comp_mask` bits or
 /// creation flags other than `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (a hint
 /// only); `EINVAL` for a depth of 0 or above `INT_MAX`.
-fn check_cq_init_attr_ex(a: &IbvCqInitAttrEx) -> Result<c_int, c_int> {
+pub(crate) fn check_cq_init_attr_ex(a: &IbvCqInitAttrEx) -> Result<c_int, c_int> {
     if a.wc_flags & !CQ_EX_WC_FLAGS != 0 {
         return Err(EOPNOTSUPP);
     }
@@ -236,306 +288,6 @@ fn check_cq_init_attr_ex(a: &IbvCqInitAttrEx) -> Result<c_int, c_int> {
     match c_int::try_from(a.cqe) {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(EINVAL),
-    }
-}
-
-/// `verbs_context_ops::create_cq_ex` (`ibv_create_cq_ex`): a CQ on the same
-/// mapped ring as [`rroce_create_cq`], which also works with `ibv_poll_cq`,
-/// completion channels and `ibv_req_notify_cq`.  NULL with errno set on
-/// failure (see [`check_cq_init_attr_ex`]).
-///
-/// # Safety
-///
-/// Called by libibverbs with a context of ours and a valid `attr`.
-pub(crate) unsafe extern "C" fn rroce_create_cq_ex(
-    context: *mut IbvContext,
-    attr: *mut IbvCqInitAttrEx,
-) -> *mut IbvCqEx {
-    if context.is_null() || attr.is_null() {
-        set_errno(EINVAL);
-        return ptr::null_mut();
-    }
-    // SAFETY: `attr` is valid per the contract.
-    let cqe = match check_cq_init_attr_ex(unsafe { &*attr }) {
-        Ok(n) => n,
-        Err(e) => {
-            set_errno(e);
-            return ptr::null_mut();
-        }
-    };
-    let create = |ibv: *mut IbvCqEx| {
-        // The same all-zero driver data as for create_cq.
-        let mut cmd = RroceCreateCqExCmd::default();
-        let mut resp = RroceCreateCqExResp::default();
-        // SAFETY: `context` and `attr` are valid per the contract; `ibv`
-        // is the new CQ; `cmd`/`resp` are live locals of the sizes passed.
-        // No timestamp flag reaches the kernel (rejected above).
-        let ret = unsafe {
-            ibv_cmd_create_cq_ex(
-                context,
-                attr,
-                ibv,
-                &raw mut cmd.core,
-                size_of::<RroceCreateCqExCmd>(),
-                &raw mut resp.core,
-                size_of::<RroceCreateCqExResp>(),
-                0,
-            )
-        };
-        (ret, resp.drv)
-    };
-    // SAFETY: `context` is ours; `create` makes the kernel CQ for `ibv`.
-    match unsafe { create_cq_common(context, cqe, create) } {
-        Ok(cq) => {
-            // SAFETY: `cq` is ours and not handed out yet.
-            let ex = unsafe { &mut (*cq).ibv };
-            ex.start_poll = Some(cq_start_poll);
-            ex.next_poll = Some(cq_next_poll);
-            ex.end_poll = Some(cq_end_poll);
-            ex.read_opcode = Some(cq_read_opcode);
-            ex.read_vendor_err = Some(cq_read_vendor_err);
-            ex.read_byte_len = Some(cq_read_byte_len);
-            ex.read_imm_data = Some(cq_read_imm_data);
-            ex.read_qp_num = Some(cq_read_qp_num);
-            ex.read_src_qp = Some(cq_read_src_qp);
-            ex.read_wc_flags = Some(cq_read_wc_flags);
-            ex.read_slid = Some(cq_read_slid);
-            ex.read_sl = Some(cq_read_sl);
-            ex.read_dlid_path_bits = Some(cq_read_dlid_path_bits);
-            ex
-        }
-        Err(e) => {
-            set_errno(e);
-            ptr::null_mut()
-        }
-    }
-}
-
-/// Consumes the next completion for `start_poll`/`next_poll`: 0 with
-/// `wr_id`/`status` of the `ibv_cq_ex` set and the completion kept for the
-/// `read_*` functions, `ENOENT` if the CQ is empty, `EIO` once it is
-/// broken.
-///
-/// # Safety
-///
-/// `cq` must be a live CQ made by [`rroce_create_cq_ex`].
-unsafe fn poll_one(cq: *mut IbvCqEx) -> c_int {
-    // SAFETY: `cq` is a live CQ of ours.
-    let lock = unsafe { ring_of(cq.cast::<IbvCq>()) };
-    // SAFETY: only the immutable cqn is read.
-    let cqn = unsafe { (*cq.cast::<RroceCq>()).cqn };
-    let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-    let Some(ring) = guard.as_mut() else {
-        return EINVAL;
-    };
-    let mut got = None;
-    // A completion read before the ring turned out broken is still
-    // delivered; the next call reports EIO.
-    let _ = drain(ring, cqn, |_, w| got = Some(w), 1);
-    let Some(w) = got else {
-        return if ring.broken { EIO } else { ENOENT };
-    };
-    ring.current = w;
-    // SAFETY: `cq` is live; these two fields are the provider's to write
-    // during polling.
-    unsafe {
-        (*cq).wr_id = w.wr_id;
-        (*cq).status = w.status;
-    }
-    0
-}
-
-/// `ibv_cq_ex::start_poll`: `EINVAL` for a non-zero `attr->comp_mask`,
-/// otherwise as [`poll_one`].
-///
-/// # Safety
-///
-/// Called with a live CQ of ours made by `create_cq_ex`; `attr` NULL or
-/// valid.
-unsafe extern "C" fn cq_start_poll(cq: *mut IbvCqEx, attr: *mut IbvPollCqAttr) -> c_int {
-    // SAFETY: `attr` is NULL or valid per the contract.
-    if cq.is_null() || (!attr.is_null() && unsafe { (*attr).comp_mask } != 0) {
-        return EINVAL;
-    }
-    // SAFETY: forwarded contract.
-    unsafe { poll_one(cq) }
-}
-
-/// `ibv_cq_ex::next_poll`, as [`poll_one`].
-///
-/// # Safety
-///
-/// As for [`cq_start_poll`].
-unsafe extern "C" fn cq_next_poll(cq: *mut IbvCqEx) -> c_int {
-    if cq.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: forwarded contract.
-    unsafe { poll_one(cq) }
-}
-
-/// `ibv_cq_ex::end_poll`: nothing to do, each completion was released to
-/// the kernel when it was read.
-///
-/// # Safety
-///
-/// As for [`cq_start_poll`].
-unsafe extern "C" fn cq_end_poll(_cq: *mut IbvCqEx) {}
-
-/// The completion the last `start_poll`/`next_poll` returned.
-///
-/// # Safety
-///
-/// As for [`cq_start_poll`].
-unsafe fn current(cq: *mut IbvCqEx) -> IbvWc {
-    if cq.is_null() {
-        return IbvWc::default();
-    }
-    // SAFETY: `cq` is a live CQ of ours.
-    let lock = unsafe { ring_of(cq.cast::<IbvCq>()) };
-    let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-    guard.as_ref().map(|r| r.current).unwrap_or_default()
-}
-
-/// Defines `ibv_cq_ex::read_*` functions returning one `ibv_wc` field.
-macro_rules! cq_readers {
-    ($($name:ident -> $ty:ty = $field:ident;)*) => {$(
-        #[doc = concat!("`ibv_cq_ex::", stringify!($name), "`-style reader of `ibv_wc.", stringify!($field), "`.")]
-        ///
-        /// # Safety
-        ///
-        /// As for [`cq_start_poll`], after a successful poll.
-        unsafe extern "C" fn $name(cq: *mut IbvCqEx) -> $ty {
-            // SAFETY: forwarded contract.
-            let w = unsafe { current(cq) };
-            <$ty>::try_from(w.$field).unwrap_or_default()
-        }
-    )*};
-}
-
-cq_readers! {
-    cq_read_opcode -> u32 = opcode;
-    cq_read_vendor_err -> u32 = vendor_err;
-    cq_read_byte_len -> u32 = byte_len;
-    cq_read_imm_data -> u32 = imm_data;
-    cq_read_qp_num -> u32 = qp_num;
-    cq_read_src_qp -> u32 = src_qp;
-    cq_read_wc_flags -> u32 = wc_flags;
-    cq_read_slid -> u32 = slid;
-    cq_read_sl -> u8 = sl;
-    cq_read_dlid_path_bits -> u8 = dlid_path_bits;
-}
-
-/// `verbs_context_ops::destroy_cq`: 0 or an errno value.
-///
-/// # Safety
-///
-/// `cq` must be NULL or a CQ of ours that is not used once this returns 0.
-pub(crate) unsafe extern "C" fn rroce_destroy_cq(cq: *mut IbvCq) -> c_int {
-    if cq.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: `cq` is a live CQ of ours.
-    let ret = unsafe { ibv_cmd_destroy_cq(cq) };
-    if ret != 0 {
-        return ret;
-    }
-    // SAFETY: the kernel object is gone and the caller gives up `cq`, which
-    // came from Box::into_raw in rroce_create_cq; dropping unmaps the ring.
-    drop(unsafe { Box::from_raw(cq.cast::<RroceCq>()) });
-    0
-}
-
-/// `verbs_context_ops::req_notify_cq` (a REQ_NOTIFY_CQ command).
-///
-/// # Safety
-///
-/// `cq` must be NULL or a live CQ of ours.
-pub(crate) unsafe extern "C" fn rroce_req_notify_cq(
-    cq: *mut IbvCq,
-    solicited_only: c_int,
-) -> c_int {
-    if cq.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: `cq` is a live CQ of ours.
-    unsafe { ibv_cmd_req_notify_cq(cq, solicited_only) }
-}
-
-/// `verbs_context_ops::resize_cq` (`ibv_resize_cq`): 0 or an errno value.
-///
-/// # Safety
-///
-/// `cq` must be NULL or a live CQ of ours.
-pub(crate) unsafe extern "C" fn rroce_resize_cq(cq: *mut IbvCq, cqe: c_int) -> c_int {
-    if cq.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: `cq` is a live CQ of ours.
-    let lock = unsafe { ring_of(cq) };
-    // SAFETY: only the immutable cqn is read.
-    let cqn = unsafe { (*cq.cast::<RroceCq>()).cqn };
-    // Held across the command: no poll may consume from the old ring while
-    // the kernel copies what is left in it.
-    let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-    let Some(ring) = guard.as_mut() else {
-        return EINVAL;
-    };
-    if ring.broken {
-        return EIO;
-    }
-
-    let mut cmd = RroceResizeCqCmd::default();
-    debug_assert!(cmd.drv == ResizeCqCmd::default());
-    let mut resp = RroceResizeCqResp::default();
-    // SAFETY: `cq` is live; `cmd`/`resp` are live locals of the sizes
-    // passed.  libibverbs sets `cq->cqe` only on success.
-    let ret = unsafe {
-        ibv_cmd_resize_cq(
-            cq,
-            cqe,
-            &raw mut cmd.core,
-            size_of::<RroceResizeCqCmd>(),
-            &raw mut resp.core,
-            size_of::<RroceResizeCqResp>(),
-        )
-    };
-    if ret != 0 {
-        return crate::errno_of(ret);
-    }
-
-    let d = resp.drv;
-    let geometry = CreateCqResp {
-        mmap_offset: d.mmap_offset,
-        ring_bytes: d.ring_bytes,
-        entries: d.entries,
-        entry_size: d.entry_size,
-        cqn,
-    };
-    // SAFETY: `cq` is live; its context is ours.
-    let (cmd_fd, core_cqe) = unsafe { ((*(*cq).context).cmd_fd, (*cq).cqe) };
-    let new = map_cq_ring(cmd_fd, &geometry, core_cqe, cqe).and_then(|new| {
-        // The kernel moved the unpolled CQEs to the same indices: the new
-        // consumer starts exactly where this one stopped.
-        if new.consumer.index() == ring.consumer.released() && ring.consumer.unreleased() == 0 {
-            Ok(new)
-        } else {
-            Err((EPROTO, "resized CQ ring does not continue the old one"))
-        }
-    });
-    match new {
-        Ok(new) => {
-            // Dropping the old ring unmaps it.
-            *ring = new;
-            0
-        }
-        Err((err, why)) => {
-            warn(format_args!(
-                "resize_cq: {why} (cqn {cqn}); the kernel resized the CQ, which is unusable now"
-            ));
-            ring.broken = true;
-            err
-        }
     }
 }
 
@@ -636,75 +388,6 @@ fn drain_parts(
         Drained::Broken(n)
     } else {
         Drained::Ok(n)
-    }
-}
-
-/// Removes the unpolled completions of QP `qpn` from `cq` (the QP went to
-/// RESET: its old completions must not surface once it is reused, as on
-/// hardware providers).  A broken CQ is left alone.
-///
-/// # Safety
-///
-/// `cq` must be NULL or a live CQ of ours.
-pub(crate) unsafe fn purge_qp(cq: *mut IbvCq, qpn: u32) {
-    if cq.is_null() {
-        return;
-    }
-    // SAFETY: per the contract.
-    let lock = unsafe { ring_of(cq) };
-    let mut g = lock.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(ring) = g.as_mut() else { return };
-    if ring.broken {
-        return;
-    }
-    let region = ring.map.region();
-    let keep = |e: &[u8]| {
-        <&[u8; CQE_BYTES]>::try_from(e)
-            .ok()
-            .and_then(|b| Cqe::decode(b).ok())
-            .is_none_or(|c| c.qp_num != qpn)
-    };
-    if let Err(e) = ring.consumer.purge(&region, keep) {
-        warn(format_args!(
-            "CQ ring error {e:?} while removing QP {qpn}'s completions"
-        ));
-        ring.broken = true;
-    }
-}
-
-/// `verbs_context_ops::poll_cq` (`ibv_poll_cq`): the number of completions
-/// written to `wc` (at most `num_entries`), or a negative errno value:
-/// `-EINVAL` for bad arguments, `-EIO` once the CQ is broken.
-///
-/// # Safety
-///
-/// `cq` must be NULL or a live CQ of ours; `wc` must have room for
-/// `num_entries` entries.
-pub(crate) unsafe extern "C" fn rroce_poll_cq(
-    cq: *mut IbvCq,
-    num_entries: c_int,
-    wc: *mut IbvWc,
-) -> c_int {
-    if cq.is_null() || num_entries < 0 || (wc.is_null() && num_entries > 0) {
-        return -EINVAL;
-    }
-    let max = usize::try_from(num_entries).unwrap_or(0);
-    // SAFETY: `cq` is a live CQ of ours.
-    let lock = unsafe { ring_of(cq) };
-    // SAFETY: only the immutable cqn is read.
-    let cqn = unsafe { (*cq.cast::<RroceCq>()).cqn };
-    let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-    let Some(ring) = guard.as_mut() else {
-        return -EINVAL;
-    };
-    let write = |i: usize, w: IbvWc| {
-        // SAFETY: i < max == num_entries, for which `wc` has room.
-        unsafe { wc.add(i).write(w) };
-    };
-    match drain(ring, cqn, write, max) {
-        Drained::Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
-        Drained::Broken(0) => -EIO,
-        Drained::Broken(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
     }
 }
 

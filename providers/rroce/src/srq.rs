@@ -10,29 +10,96 @@
 //! and `destroy_srq` are plain commands.
 
 use core::ffi::c_int;
-use core::mem::size_of;
-use core::ptr;
+use core::mem::offset_of;
 use std::sync::{Mutex, PoisonError};
 
-use rroce_proto::abi::{CreateSrqCmd, CreateSrqResp};
+use rroce_proto::abi::CreateSrqResp;
 use rroce_proto::ring::Producer;
 use rroce_proto::wqe::{recv_max_sge, RecvLimits, MAX_MSG_SIZE};
 
+use crate::device::warn;
 use crate::ffi::*;
-use crate::mapping::RingMap;
-use crate::qp::{check_ring, post_recv_list, WorkQueue};
-use crate::{set_errno, warn};
+use crate::qp::{check_ring, post_recv_list, PostError, RecvRequest, WorkQueue};
 
 /// Provider SRQ; libibverbs sees only `srq` (and may treat the memory as
 /// a `struct verbs_srq`, hence the zeroed tail).
 #[repr(C)]
 pub(crate) struct RroceSrq {
-    srq: IbvSrq,
+    srq: Opaque<IbvSrq>,
     verbs_tail: [u8; VERBS_SRQ_TAIL],
     lim: RecvLimits,
     rq: Mutex<Option<WorkQueue>>,
 }
-const _: () = assert!(core::mem::offset_of!(RroceSrq, srq) == 0);
+const _: () = assert!(offset_of!(RroceSrq, srq) == 0);
+
+impl RroceSrq {
+    /// An SRQ without a ring yet, its C part zeroed.
+    pub(crate) fn new() -> Self {
+        Self {
+            srq: Opaque::zeroed(),
+            verbs_tail: [0; VERBS_SRQ_TAIL],
+            lim: RecvLimits {
+                max_sge: 0,
+                max_msg_size: 0,
+            },
+            rq: Mutex::new(None),
+        }
+    }
+
+    /// The C part (the kernel's user_handle for this SRQ: it must not move).
+    pub(crate) fn ibv(&self) -> *mut IbvSrq {
+        self.srq.get()
+    }
+
+    /// Takes the ring the kernel made for this SRQ (CREATE_SRQ succeeded
+    /// with `drv`), checked against `requested`; returns the capacities
+    /// it really has.  `EPROTO` if the answer breaks the rroce ABI, or
+    /// mmap's errno; a warning says why.
+    pub(crate) fn attach(
+        &mut self,
+        cmd_fd: c_int,
+        drv: &CreateSrqResp,
+        requested: &IbvSrqAttr,
+    ) -> Result<IbvSrqAttr, c_int> {
+        match map_srq_ring(cmd_fd, drv, requested) {
+            Ok((lim, wq)) => {
+                self.lim = lim;
+                *self.rq.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(wq);
+                Ok(IbvSrqAttr {
+                    max_wr: drv.entries,
+                    max_sge: drv.max_sge,
+                    srq_limit: requested.srq_limit,
+                })
+            }
+            Err((err, why)) => {
+                warn(format_args!("create_srq: {why} (srqn {})", drv.srqn));
+                Err(err)
+            }
+        }
+    }
+
+    /// The most SGEs a receive request may have.
+    pub(crate) fn max_sge(&self) -> u16 {
+        self.lim.max_sge
+    }
+
+    /// `ibv_post_srq_recv` of `wrs` (`EINVAL` for a bad request, `ENOMEM`
+    /// when the SRQ is full, `EIO` once the ring is broken).  No system
+    /// call.
+    pub(crate) fn post_recv<'a>(
+        &self,
+        wrs: impl IntoIterator<Item = RecvRequest<'a>>,
+    ) -> Result<(), PostError> {
+        let mut guard = self.rq.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(rq) = guard.as_mut() else {
+            return Err(PostError {
+                bad: Some(0),
+                err: EINVAL,
+            });
+        };
+        post_recv_list(&self.lim, rq, wrs)
+    }
+}
 
 /// The ring of a new SRQ from the kernel's response, checked against
 /// what was requested.
@@ -59,175 +126,6 @@ fn map_srq_ring(
         max_msg_size: MAX_MSG_SIZE,
     };
     Ok((lim, WorkQueue::new(map, producer, max_sge, 0)))
-}
-
-/// `verbs_context_ops::create_srq`: NULL with errno set on failure
-/// (`EPROTO` if the kernel's response breaks the rroce ABI).  On success
-/// `attr->attr` holds the capacities the SRQ really has.
-///
-/// # Safety
-///
-/// Called by libibverbs with a PD of ours and a valid `attr`.
-pub(crate) unsafe extern "C" fn rroce_create_srq(
-    pd: *mut IbvPd,
-    attr: *mut IbvSrqInitAttr,
-) -> *mut IbvSrq {
-    if pd.is_null() || attr.is_null() {
-        set_errno(EINVAL);
-        return ptr::null_mut();
-    }
-    // SAFETY: `attr` is valid per the contract.
-    let requested = unsafe { (*attr).attr };
-    let s = Box::into_raw(Box::new(RroceSrq {
-        // SAFETY: IbvSrq consists of pointers, integers and opaque
-        // pthread blobs, for all of which zero is valid; libibverbs
-        // initialises them.
-        srq: unsafe { core::mem::zeroed() },
-        verbs_tail: [0; VERBS_SRQ_TAIL],
-        lim: RecvLimits {
-            max_sge: 0,
-            max_msg_size: 0,
-        },
-        rq: Mutex::new(None),
-    }));
-    // SAFETY: `s` is a fresh allocation owned here.
-    let ibsrq = unsafe { &raw mut (*s).srq };
-    let mut cmd = RroceCreateSrqCmd::default();
-    debug_assert!(cmd.drv == CreateSrqCmd::default());
-    let mut resp = RroceCreateSrqResp::default();
-    // SAFETY: `pd` and `attr` are valid per the contract; `ibsrq` stays at
-    // this address for the SRQ's life (it is the kernel's user_handle);
-    // `cmd`/`resp` are live locals of the sizes passed.
-    let ret = unsafe {
-        ibv_cmd_create_srq(
-            pd,
-            ibsrq,
-            attr,
-            &raw mut cmd.core,
-            size_of::<RroceCreateSrqCmd>(),
-            &raw mut resp.core,
-            size_of::<RroceCreateSrqResp>(),
-        )
-    };
-    if ret != 0 {
-        // SAFETY: never handed out.
-        drop(unsafe { Box::from_raw(s) });
-        set_errno(crate::errno_of(ret));
-        return ptr::null_mut();
-    }
-    // SAFETY: `pd` is valid and belongs to a live context.
-    let cmd_fd = unsafe { (*(*pd).context).cmd_fd };
-    match map_srq_ring(cmd_fd, &resp.drv, &requested) {
-        Ok((lim, wq)) => {
-            // SAFETY: still exclusively owned; `attr` is valid.
-            unsafe {
-                (*s).lim = lim;
-                *(*s).rq.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(wq);
-                (*attr).attr.max_wr = resp.drv.entries;
-                (*attr).attr.max_sge = resp.drv.max_sge;
-            }
-            ibsrq
-        }
-        Err((err, why)) => {
-            warn(format_args!("create_srq: {why} (srqn {})", resp.drv.srqn));
-            // SAFETY: the kernel SRQ exists and nobody else knows `ibsrq`.
-            let _ = unsafe { ibv_cmd_destroy_srq(ibsrq) };
-            // SAFETY: never handed out.
-            drop(unsafe { Box::from_raw(s) });
-            set_errno(err);
-            ptr::null_mut()
-        }
-    }
-}
-
-/// `verbs_context_ops::modify_srq` (a MODIFY_SRQ command).
-///
-/// # Safety
-///
-/// Called by libibverbs with a live SRQ of ours and a valid `attr`.
-pub(crate) unsafe extern "C" fn rroce_modify_srq(
-    srq: *mut IbvSrq,
-    attr: *mut IbvSrqAttr,
-    attr_mask: c_int,
-) -> c_int {
-    if srq.is_null() || attr.is_null() {
-        return EINVAL;
-    }
-    let mut cmd = IbvModifySrq::default();
-    // SAFETY: pointers valid per the contract; `cmd` is a live local of the
-    // size passed.
-    unsafe { ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd, size_of::<IbvModifySrq>()) }
-}
-
-/// `verbs_context_ops::query_srq` (a QUERY_SRQ command).
-///
-/// # Safety
-///
-/// Called by libibverbs with a live SRQ of ours and a writable `attr`.
-pub(crate) unsafe extern "C" fn rroce_query_srq(srq: *mut IbvSrq, attr: *mut IbvSrqAttr) -> c_int {
-    if srq.is_null() || attr.is_null() {
-        return EINVAL;
-    }
-    let mut cmd = IbvQuerySrq::default();
-    // SAFETY: pointers valid per the contract; `cmd` is a live local.
-    unsafe { ibv_cmd_query_srq(srq, attr, &mut cmd, size_of::<IbvQuerySrq>()) }
-}
-
-/// `verbs_context_ops::destroy_srq`: 0 or an errno value (`EBUSY` while a
-/// QP uses it).
-///
-/// # Safety
-///
-/// `srq` must be NULL or an SRQ of ours that is not used once this
-/// returns 0.
-pub(crate) unsafe extern "C" fn rroce_destroy_srq(srq: *mut IbvSrq) -> c_int {
-    if srq.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: `srq` is a live SRQ of ours.
-    let ret = unsafe { ibv_cmd_destroy_srq(srq) };
-    if ret != 0 {
-        return ret;
-    }
-    // SAFETY: the kernel object is gone and the caller gives up `srq`,
-    // which came from Box::into_raw in rroce_create_srq; dropping unmaps
-    // the ring.
-    drop(unsafe { Box::from_raw(srq.cast::<RroceSrq>()) });
-    0
-}
-
-/// `verbs_context_ops::post_srq_recv`: 0 or an errno value (`EINVAL` for
-/// a bad request, `ENOMEM` when the SRQ is full, `EIO` once the ring is
-/// broken); `*bad_wr` is the first request not posted.  No system call.
-///
-/// # Safety
-///
-/// `srq` must be a live SRQ of ours, `wr` NULL or a valid list of work
-/// requests, `bad_wr` NULL or writable.
-pub(crate) unsafe extern "C" fn rroce_post_srq_recv(
-    srq: *mut IbvSrq,
-    wr: *mut IbvRecvWr,
-    bad_wr: *mut *mut IbvRecvWr,
-) -> c_int {
-    if srq.is_null() || bad_wr.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: `bad_wr` is writable.
-    unsafe { *bad_wr = ptr::null_mut() };
-    // SAFETY: `srq` is ours; only the immutable `lim` and the lock are
-    // borrowed.
-    let (lim, lock) = unsafe {
-        let r = srq.cast::<RroceSrq>();
-        ((*r).lim, &(*r).rq)
-    };
-    let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-    let Some(rq) = guard.as_mut() else {
-        // SAFETY: as above.
-        unsafe { *bad_wr = wr };
-        return EINVAL;
-    };
-    // SAFETY: per this function's contract.
-    unsafe { post_recv_list(&lim, rq, wr, bad_wr) }
 }
 
 #[cfg(test)]

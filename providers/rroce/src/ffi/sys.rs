@@ -1,20 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-//! Rings mapped from the kernel: `mmap(NULL, len, PROT_READ | PROT_WRITE,
-//! MAP_SHARED, cmd_fd, offset)` as `rroce_proto::abi` describes it.
+//! Safe wrappers of the few system interfaces the provider uses: `errno`,
+//! the rings mapped from the kernel, and the doorbell.
 //!
-//! The mapping is only ever touched through [`AtomicRegion`], i.e. as a
-//! slice of `AtomicU32`: the kernel changes it at any time, so no `&[u8]`
-//! into it is ever formed, and every access is bounds-checked by the ring
-//! code.  The region handed out covers exactly `RingLayout::bytes_total()`
-//! bytes, which the caller has checked to be no more than the mapped length.
+//! Rings: `mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, cmd_fd,
+//! offset)` as `rroce_proto::abi` describes it.  A mapping is only ever
+//! touched through [`AtomicRegion`], i.e. as a slice of `AtomicU32`: the
+//! kernel changes it at any time, so no `&[u8]` into it is ever formed, and
+//! every access is bounds-checked by the ring code.  The region handed out
+//! covers exactly `RingLayout::bytes_total()` bytes, which [`RingMap::map`]
+//! has checked to be no more than the mapped length.
 
 use core::ffi::{c_int, c_void};
+use core::mem::size_of;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::AtomicU32;
 
 use rroce_proto::ring::{AtomicRegion, RingLayout};
 
-use crate::ffi::{mmap, munmap, EPROTO, MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE};
+use super::abi::{
+    __errno_location, mmap, munmap, write, IbUverbsCmdHdr, IbUverbsPostSendResp, IbvPostSend,
+    IbvSendWr, EIO, EPROTO, IB_USER_VERBS_CMD_POST_SEND, MAP_FAILED, MAP_SHARED, PROT_READ,
+    PROT_WRITE,
+};
 
 /// One ring mapped from the uverbs command fd; unmapped on drop.
 #[derive(Debug)]
@@ -59,7 +66,7 @@ impl RingMap {
             )
         };
         if p == MAP_FAILED || p.is_null() {
-            return Err(crate::last_errno());
+            return Err(last_errno());
         }
         let Some(base) = NonNull::new(p.cast::<AtomicU32>()) else {
             return Err(EPROTO);
@@ -130,5 +137,87 @@ impl Drop for RingMap {
         // SAFETY: `base`/`map_len` describe the mapping made in `map`; no
         // region borrowed from `self` outlives this call.
         let _ = unsafe { munmap(self.base.as_ptr().cast::<c_void>(), self.map_len) };
+    }
+}
+
+/// Sets the calling thread's `errno`.
+pub(crate) fn set_errno(err: c_int) {
+    // SAFETY: __errno_location() returns a valid pointer to this thread's
+    // errno for the whole life of the thread.
+    unsafe { *__errno_location() = err };
+}
+
+/// The calling thread's `errno`, or `EIO` if it is 0.
+pub(crate) fn last_errno() -> c_int {
+    // SAFETY: __errno_location() returns a valid pointer to this thread's
+    // errno for the whole life of the thread.
+    match unsafe { *__errno_location() } {
+        0 => EIO,
+        e => e,
+    }
+}
+
+/// The doorbell command: a legacy POST_SEND with no work requests, which
+/// tells the kernel that the SQ of `qp_handle` has new WQEs.
+///
+/// The 32 bytes are `ib_uverbs_cmd_hdr { command = 28, in_words = 8,
+/// out_words = 1 }` followed by `ib_uverbs_post_send { response = &resp,
+/// qp_handle, wr_count = 0, sge_count = 0, wqe_size = 128 }`.
+fn doorbell_cmd(qp_handle: u32, resp: *mut IbUverbsPostSendResp) -> IbvPostSend {
+    IbvPostSend {
+        hdr: IbUverbsCmdHdr {
+            command: IB_USER_VERBS_CMD_POST_SEND,
+            in_words: (size_of::<IbvPostSend>() / 4) as u16,
+            out_words: (size_of::<IbUverbsPostSendResp>() / 4) as u16,
+        },
+        response: resp.addr() as u64,
+        qp_handle,
+        wr_count: 0,
+        sge_count: 0,
+        wqe_size: size_of::<IbvSendWr>() as u32,
+    }
+}
+
+/// Rings the doorbell of the QP with uverbs handle `qp_handle` on the
+/// context's command fd `cmd_fd`: 0 or an errno value.
+pub(crate) fn ring_doorbell(cmd_fd: c_int, qp_handle: u32) -> c_int {
+    let mut resp = IbUverbsPostSendResp::default();
+    let cmd = doorbell_cmd(qp_handle, &raw mut resp);
+    // SAFETY: `cmd` is a live local of the size passed; the kernel writes
+    // at most `out_words * 4` bytes to `resp`, which outlives the call.
+    let n = unsafe {
+        write(
+            cmd_fd,
+            (&raw const cmd).cast::<c_void>(),
+            size_of::<IbvPostSend>(),
+        )
+    };
+    match usize::try_from(n) {
+        Ok(len) if len == size_of::<IbvPostSend>() => 0,
+        Ok(_) => EIO,
+        Err(_) => last_errno(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doorbell_bytes() {
+        let resp = 0x1122_3344_5566_7788usize as *mut IbUverbsPostSendResp;
+        let cmd = doorbell_cmd(0xabcd, resp);
+        // SAFETY: IbvPostSend is 32 bytes of plain integers, no padding.
+        let bytes: [u8; 32] = unsafe { core::mem::transmute(cmd) };
+        let mut want = Vec::new();
+        want.extend_from_slice(&28u32.to_ne_bytes());
+        want.extend_from_slice(&8u16.to_ne_bytes());
+        want.extend_from_slice(&1u16.to_ne_bytes());
+        want.extend_from_slice(&0x1122_3344_5566_7788u64.to_ne_bytes());
+        want.extend_from_slice(&0xabcdu32.to_ne_bytes());
+        want.extend_from_slice(&0u32.to_ne_bytes());
+        want.extend_from_slice(&0u32.to_ne_bytes());
+        want.extend_from_slice(&128u32.to_ne_bytes());
+        assert_eq!(bytes.to_vec(), want);
     }
 }

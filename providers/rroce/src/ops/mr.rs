@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-//! Memory regions and address handles: plain uverbs commands.
+//! Entry points of memory regions, memory windows and address handles:
+//! plain uverbs commands, no logic of the provider's own.
 //!
 //! `reg_mr` sends no driver data (the kernel pins the pages and returns the
 //! keys).  `create_ah` receives a `CreateAhResp` whose `ah_num` UD send
@@ -9,15 +10,15 @@ use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
 use core::ptr;
 
+use crate::device::{errno_of, warn};
 use crate::ffi::*;
-use crate::{set_errno, warn};
 
 /// `verbs_context_ops::reg_mr`: NULL with errno set on failure.
 ///
 /// # Safety
 ///
 /// Called by libibverbs with a PD of ours.
-pub(crate) unsafe extern "C" fn rroce_reg_mr(
+pub(super) unsafe extern "C" fn reg_mr(
     pd: *mut IbvPd,
     addr: *mut c_void,
     length: usize,
@@ -28,8 +29,7 @@ pub(crate) unsafe extern "C" fn rroce_reg_mr(
         set_errno(EINVAL);
         return ptr::null_mut();
     }
-    // SAFETY: VerbsMr consists of pointers and integers, all valid as zero.
-    let vmr = Box::into_raw(Box::new(unsafe { core::mem::zeroed::<VerbsMr>() }));
+    let vmr = Box::into_raw(Box::new(Opaque::<VerbsMr>::zeroed())).cast::<VerbsMr>();
     let mut cmd = IbvRegMr::default();
     let mut resp = IbUverbsRegMrResp::default();
     // SAFETY: `pd` is ours per the contract, `vmr` a fresh allocation,
@@ -50,8 +50,8 @@ pub(crate) unsafe extern "C" fn rroce_reg_mr(
     };
     if ret != 0 {
         // SAFETY: never handed out.
-        drop(unsafe { Box::from_raw(vmr) });
-        set_errno(crate::errno_of(ret));
+        drop(unsafe { Box::from_raw(vmr.cast::<Opaque<VerbsMr>>()) });
+        set_errno(errno_of(ret));
         return ptr::null_mut();
     }
     // SAFETY: `vmr` is live; `ibv_mr` is its first field.
@@ -66,7 +66,7 @@ pub(crate) unsafe extern "C" fn rroce_reg_mr(
 ///
 /// `vmr` must be NULL or an MR of ours; `pd` a PD of the same context when
 /// `flags` has `IBV_REREG_MR_CHANGE_PD`.
-pub(crate) unsafe extern "C" fn rroce_rereg_mr(
+pub(super) unsafe extern "C" fn rereg_mr(
     vmr: *mut VerbsMr,
     flags: c_int,
     pd: *mut IbvPd,
@@ -98,7 +98,7 @@ pub(crate) unsafe extern "C" fn rroce_rereg_mr(
         )
     };
     if ret != 0 {
-        set_errno(crate::errno_of(ret));
+        set_errno(errno_of(ret));
     }
     ret
 }
@@ -108,7 +108,7 @@ pub(crate) unsafe extern "C" fn rroce_rereg_mr(
 /// # Safety
 ///
 /// `vmr` must be NULL or an MR of ours that is not used once this returns 0.
-pub(crate) unsafe extern "C" fn rroce_dereg_mr(vmr: *mut VerbsMr) -> c_int {
+pub(super) unsafe extern "C" fn dereg_mr(vmr: *mut VerbsMr) -> c_int {
     if vmr.is_null() {
         return EINVAL;
     }
@@ -116,15 +116,15 @@ pub(crate) unsafe extern "C" fn rroce_dereg_mr(vmr: *mut VerbsMr) -> c_int {
     let ret = unsafe { ibv_cmd_dereg_mr(vmr) };
     if ret == 0 {
         // SAFETY: the kernel MR is gone; `vmr` came from Box::into_raw.
-        drop(unsafe { Box::from_raw(vmr) });
+        drop(unsafe { Box::from_raw(vmr.cast::<Opaque<VerbsMr>>()) });
     }
     ret
 }
 
 /// Provider AH; libibverbs sees only `ibv`.
 #[repr(C)]
-pub(crate) struct RroceAh {
-    ibv: IbvAh,
+struct RroceAh {
+    ibv: Opaque<IbvAh>,
     ah_num: u32,
 }
 const _: () = assert!(offset_of!(RroceAh, ibv) == 0);
@@ -134,7 +134,7 @@ const _: () = assert!(offset_of!(RroceAh, ibv) == 0);
 /// # Safety
 ///
 /// `ah` must be NULL or a live AH; every AH of an rroce context is ours.
-pub(crate) unsafe fn ah_num_of(ah: *mut IbvAh, ctx: *mut IbvContext) -> Option<u32> {
+pub(super) unsafe fn ah_num_of(ah: *mut IbvAh, ctx: *mut IbvContext) -> Option<u32> {
     if ah.is_null() {
         return None;
     }
@@ -142,7 +142,7 @@ pub(crate) unsafe fn ah_num_of(ah: *mut IbvAh, ctx: *mut IbvContext) -> Option<u
     if unsafe { (*ah).context } != ctx {
         return None;
     }
-    // SAFETY: an AH of our context was made by rroce_create_ah.
+    // SAFETY: an AH of our context was made by create_ah.
     Some(unsafe { (*ah.cast::<RroceAh>()).ah_num })
 }
 
@@ -152,17 +152,13 @@ pub(crate) unsafe fn ah_num_of(ah: *mut IbvAh, ctx: *mut IbvContext) -> Option<u
 /// # Safety
 ///
 /// Called by libibverbs with a PD of ours and a valid `attr`.
-pub(crate) unsafe extern "C" fn rroce_create_ah(
-    pd: *mut IbvPd,
-    attr: *mut IbvAhAttr,
-) -> *mut IbvAh {
+pub(super) unsafe extern "C" fn create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> *mut IbvAh {
     if pd.is_null() || attr.is_null() {
         set_errno(EINVAL);
         return ptr::null_mut();
     }
     let ah = Box::into_raw(Box::new(RroceAh {
-        // SAFETY: pointers and an integer, all valid as zero.
-        ibv: unsafe { core::mem::zeroed() },
+        ibv: Opaque::zeroed(),
         ah_num: 0,
     }));
     let mut resp = RroceCreateAhResp::default();
@@ -171,7 +167,7 @@ pub(crate) unsafe extern "C" fn rroce_create_ah(
     let ret = unsafe {
         ibv_cmd_create_ah(
             pd,
-            &raw mut (*ah).ibv,
+            (*ah).ibv.get(),
             attr,
             &raw mut resp.core,
             size_of::<RroceCreateAhResp>(),
@@ -180,13 +176,13 @@ pub(crate) unsafe extern "C" fn rroce_create_ah(
     if ret != 0 {
         // SAFETY: never handed out.
         drop(unsafe { Box::from_raw(ah) });
-        set_errno(crate::errno_of(ret));
+        set_errno(errno_of(ret));
         return ptr::null_mut();
     }
     if resp.drv.ah_num == 0 {
         warn(format_args!("create_ah: kernel returned AH number 0"));
         // SAFETY: the kernel AH exists; nobody else knows `ah`.
-        let _ = unsafe { ibv_cmd_destroy_ah(&raw mut (*ah).ibv) };
+        let _ = unsafe { ibv_cmd_destroy_ah((*ah).ibv.get()) };
         // SAFETY: never handed out.
         drop(unsafe { Box::from_raw(ah) });
         set_errno(EPROTO);
@@ -195,7 +191,7 @@ pub(crate) unsafe extern "C" fn rroce_create_ah(
     // SAFETY: still exclusively owned.
     unsafe {
         (*ah).ah_num = resp.drv.ah_num;
-        &raw mut (*ah).ibv
+        (*ah).ibv.get()
     }
 }
 
@@ -204,7 +200,7 @@ pub(crate) unsafe extern "C" fn rroce_create_ah(
 /// # Safety
 ///
 /// `ah` must be NULL or an AH of ours that is not used once this returns 0.
-pub(crate) unsafe extern "C" fn rroce_destroy_ah(ah: *mut IbvAh) -> c_int {
+pub(super) unsafe extern "C" fn destroy_ah(ah: *mut IbvAh) -> c_int {
     if ah.is_null() {
         return EINVAL;
     }
@@ -223,18 +219,12 @@ pub(crate) unsafe extern "C" fn rroce_destroy_ah(ah: *mut IbvAh) -> c_int {
 /// # Safety
 ///
 /// Called by libibverbs with a PD of ours.
-pub(crate) unsafe extern "C" fn rroce_alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut IbvMw {
+pub(super) unsafe extern "C" fn alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut IbvMw {
     if pd.is_null() {
         set_errno(EINVAL);
         return ptr::null_mut();
     }
-    let mw = Box::into_raw(Box::new(IbvMw {
-        context: ptr::null_mut(),
-        pd: ptr::null_mut(),
-        rkey: 0,
-        handle: 0,
-        mw_type: 0,
-    }));
+    let mw = Box::into_raw(Box::new(Opaque::<IbvMw>::zeroed())).cast::<IbvMw>();
     let mut cmd = IbvAllocMw::default();
     let mut resp = IbUverbsAllocMwResp::default();
     // SAFETY: `pd` is ours per the contract, `mw` a fresh allocation,
@@ -252,8 +242,8 @@ pub(crate) unsafe extern "C" fn rroce_alloc_mw(pd: *mut IbvPd, mw_type: c_int) -
     };
     if ret != 0 {
         // SAFETY: never handed out.
-        drop(unsafe { Box::from_raw(mw) });
-        set_errno(crate::errno_of(ret));
+        drop(unsafe { Box::from_raw(mw.cast::<Opaque<IbvMw>>()) });
+        set_errno(errno_of(ret));
         return ptr::null_mut();
     }
     mw
@@ -266,7 +256,7 @@ pub(crate) unsafe extern "C" fn rroce_alloc_mw(pd: *mut IbvPd, mw_type: c_int) -
 ///
 /// `mw` must be NULL or a window of ours that is not used once this
 /// returns 0.
-pub(crate) unsafe extern "C" fn rroce_dealloc_mw(mw: *mut IbvMw) -> c_int {
+pub(super) unsafe extern "C" fn dealloc_mw(mw: *mut IbvMw) -> c_int {
     if mw.is_null() {
         return EINVAL;
     }
@@ -274,7 +264,7 @@ pub(crate) unsafe extern "C" fn rroce_dealloc_mw(mw: *mut IbvMw) -> c_int {
     let ret = unsafe { ibv_cmd_dealloc_mw(mw) };
     if ret == 0 {
         // SAFETY: the kernel window is gone; `mw` came from Box::into_raw.
-        drop(unsafe { Box::from_raw(mw) });
+        drop(unsafe { Box::from_raw(mw.cast::<Opaque<IbvMw>>()) });
     }
     ret
 }

@@ -1,0 +1,475 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! The provider's C boundary, top half: every function libibverbs or the
+//! application calls (the ELF constructor, `verbs_device_ops`,
+//! `verbs_context_ops`, `ibv_cq_ex`'s and `ibv_qp_ex`'s function
+//! pointers) and every call into libibverbs' `ibv_cmd_*` helpers.
+//!
+//! Each entry point checks its pointers, turns them into references to
+//! the provider's objects ([`cq::cq_of`], [`qp::qp_of`], ...) or into safe
+//! views of the application's requests, and calls a safe method of
+//! `crate::cq`, `crate::qp`, `crate::srq` or `crate::device`, where the
+//! logic lives.  Creation and destruction (`Box::into_raw`/`from_raw`
+//! around the kernel command) happen here too.
+
+mod cq;
+mod mr;
+mod qp;
+mod srq;
+mod wr;
+
+use core::ffi::{c_int, c_void};
+use core::mem::{offset_of, size_of};
+use core::ptr::{self, NonNull};
+
+use rroce_proto::abi::{AllocUcontextResp, ABI_VERSION};
+
+use crate::device::{c_chars_to_string, errno_of, format_fw_ver, warn, NAME_MATCH_PATTERN};
+use crate::ffi::*;
+
+// ---------------------------------------------------------------------------
+// Registration
+// ---------------------------------------------------------------------------
+
+/// Match table: rroce devices by name prefix only.  rroce has no
+/// `RDMA_DRIVER_*` id and no parent bus device to match by modalias.
+static MATCH_TABLE: [VerbsMatchEnt; 2] = [
+    VerbsMatchEnt::modalias(&NAME_MATCH_PATTERN),
+    VerbsMatchEnt::SENTINEL,
+];
+
+/// What libibverbs knows about this provider.
+static DEVICE_OPS: VerbsDeviceOps = VerbsDeviceOps {
+    name: c"rroce".as_ptr(),
+    match_min_abi_version: ABI_VERSION,
+    match_max_abi_version: ABI_VERSION,
+    match_table: MATCH_TABLE.as_ptr(),
+    static_providers: ptr::null(),
+    match_device: None,
+    alloc_context: Some(alloc_context),
+    import_context: None,
+    alloc_device: Some(alloc_device),
+    uninit_device: Some(uninit_device),
+};
+
+/// Verbs of an open rroce context; NULL entries mean EOPNOTSUPP.
+static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
+    alloc_pd: Some(alloc_pd),
+    dealloc_pd: Some(dealloc_pd),
+    free_context: Some(free_context),
+    query_device_ex: Some(query_device_ex),
+    query_port: Some(query_port),
+    create_cq: Some(cq::create_cq),
+    create_cq_ex: Some(cq::create_cq_ex),
+    poll_cq: Some(cq::poll_cq),
+    req_notify_cq: Some(cq::req_notify_cq),
+    resize_cq: Some(cq::resize_cq),
+    destroy_cq: Some(cq::destroy_cq),
+    create_qp: Some(qp::create_qp),
+    create_qp_ex: Some(qp::create_qp_ex),
+    modify_qp: Some(qp::modify_qp),
+    query_qp: Some(qp::query_qp),
+    destroy_qp: Some(qp::destroy_qp),
+    post_send: Some(qp::post_send),
+    post_recv: Some(qp::post_recv),
+    create_srq: Some(srq::create_srq),
+    modify_srq: Some(srq::modify_srq),
+    query_srq: Some(srq::query_srq),
+    destroy_srq: Some(srq::destroy_srq),
+    post_srq_recv: Some(srq::post_srq_recv),
+    reg_mr: Some(mr::reg_mr),
+    dereg_mr: Some(mr::dereg_mr),
+    rereg_mr: Some(mr::rereg_mr),
+    // Multicast needs nothing of the provider: the kernel does it all.
+    attach_mcast: Some(ibv_cmd_attach_mcast),
+    detach_mcast: Some(ibv_cmd_detach_mcast),
+    alloc_mw: Some(mr::alloc_mw),
+    dealloc_mw: Some(mr::dealloc_mw),
+    bind_mw: Some(qp::bind_mw),
+    create_ah: Some(mr::create_ah),
+    destroy_ah: Some(mr::destroy_ah),
+    ..VerbsContextOps::NONE
+};
+
+/// ELF constructor: what rdma-core's `PROVIDER_DRIVER()` macro does in C.
+extern "C" fn register_driver() {
+    // SAFETY: DEVICE_OPS is a valid, immutable `static`, so the pointer stays
+    // valid for the life of the process as libibverbs requires; this library
+    // links libibverbs, so the symbol is resolved before constructors run.
+    unsafe { verbs_register_driver_34(&DEVICE_OPS) };
+}
+
+/// Pointer in `.init_array`: the dynamic loader calls it when libibverbs
+/// dlopens this library (`#[used]` keeps it although nothing refers to it).
+#[used]
+#[link_section = ".init_array"]
+static RROCE_CONSTRUCTOR: extern "C" fn() = register_driver;
+
+// ---------------------------------------------------------------------------
+// Device, context, PD
+// ---------------------------------------------------------------------------
+
+/// `calloc`s one zeroed `T`, or `None` on allocation failure.
+fn alloc_zeroed<T>() -> Option<NonNull<T>> {
+    // calloc only guarantees alignment for fundamental types.
+    const { assert!(core::mem::align_of::<T>() <= 16) };
+    // SAFETY: calloc may be called with any arguments; the result is either
+    // NULL or a zeroed block of `size_of::<T>()` bytes suitably aligned.
+    NonNull::new(unsafe { calloc(1, size_of::<T>()) }.cast::<T>())
+}
+
+/// Per-device provider state; libibverbs sees only `vdev`.
+#[repr(C)]
+struct RroceDevice {
+    vdev: VerbsDevice,
+}
+
+/// `verbs_device_ops::alloc_device`: a zeroed device, NULL on ENOMEM.
+///
+/// # Safety
+///
+/// Called by libibverbs only; `_sysfs_dev` is not used.
+unsafe extern "C" fn alloc_device(_sysfs_dev: *mut VerbsSysfsDev) -> *mut VerbsDevice {
+    match alloc_zeroed::<RroceDevice>() {
+        // `vdev` is the first field, so the cast keeps the same address.
+        Some(dev) => dev.as_ptr().cast::<VerbsDevice>(),
+        None => {
+            set_errno(ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `verbs_device_ops::uninit_device`: frees what `alloc_device` made.
+///
+/// # Safety
+///
+/// `vdev` must be NULL or a pointer returned by [`alloc_device`] that
+/// libibverbs no longer uses.
+unsafe extern "C" fn uninit_device(vdev: *mut VerbsDevice) {
+    const { assert!(offset_of!(RroceDevice, vdev) == 0) };
+    if vdev.is_null() {
+        return;
+    }
+    // SAFETY: per the contract `vdev` is the start of a calloc'ed RroceDevice
+    // that nobody references any more.
+    unsafe { free(vdev.cast::<c_void>()) };
+}
+
+// ---------------------------------------------------------------------------
+// Context
+// ---------------------------------------------------------------------------
+
+/// Per-context provider state; libibverbs sees only `vctx`.
+#[repr(C)]
+struct RroceContext {
+    vctx: VerbsContext,
+    /// Feature bits the kernel reported in `AllocUcontextResp`.
+    features: u64,
+}
+
+/// Returns the `RroceContext` owning `ibctx`, or NULL.
+///
+/// # Safety
+///
+/// `ibctx` must be NULL or the `context` member of the `verbs_context`
+/// inside an `RroceContext` created by [`alloc_context`].
+unsafe fn context_of(ibctx: *mut IbvContext) -> *mut RroceContext {
+    if ibctx.is_null() {
+        return ptr::null_mut();
+    }
+    let back = offset_of!(VerbsContext, context) + offset_of!(RroceContext, vctx);
+    // SAFETY: per the contract, `ibctx` lies `back` bytes into the same
+    // RroceContext allocation, so stepping back stays inside it.
+    unsafe { ibctx.byte_sub(back).cast::<RroceContext>() }
+}
+
+/// Tears down and frees a context made by `_verbs_init_and_alloc_context`.
+///
+/// # Safety
+///
+/// `ctx` must be a fully initialised (by libibverbs) `RroceContext` that is no
+/// longer used by anyone.
+unsafe fn destroy_context(ctx: *mut RroceContext) {
+    // SAFETY: `ctx` is valid per the contract; verbs_uninit_context closes the
+    // fds and drops the device reference taken at init, then the calloc'ed
+    // block is returned with free.
+    unsafe {
+        verbs_uninit_context(&raw mut (*ctx).vctx);
+        free(ctx.cast::<c_void>());
+    }
+}
+
+/// `verbs_device_ops::alloc_context`: opens a context on `cmd_fd`.
+///
+/// Takes ownership of `cmd_fd` (closed on failure).  Returns NULL with errno
+/// set on failure, in particular `EPROTO` if the kernel driver's private ABI
+/// is not [`ABI_VERSION`].
+///
+/// # Safety
+///
+/// Called by libibverbs only, with `ibdev` pointing at a device made by
+/// [`alloc_device`] and `cmd_fd` an open uverbs file descriptor.
+unsafe extern "C" fn alloc_context(
+    ibdev: *mut IbvDevice,
+    cmd_fd: c_int,
+    _private_data: *mut c_void,
+) -> *mut VerbsContext {
+    if ibdev.is_null() {
+        if cmd_fd >= 0 {
+            // SAFETY: we own cmd_fd and give it up here.
+            unsafe { close(cmd_fd) };
+        }
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+
+    // SAFETY: `ibdev` is a valid registered device; the size and offset
+    // describe RroceContext, whose alignment calloc satisfies.  On failure
+    // libibverbs closes cmd_fd, sets errno and returns NULL.
+    let raw = unsafe {
+        _verbs_init_and_alloc_context(
+            ibdev,
+            cmd_fd,
+            size_of::<RroceContext>(),
+            ptr::without_provenance_mut(offset_of!(RroceContext, vctx)),
+            RDMA_DRIVER_UNKNOWN,
+        )
+    };
+    let ctx = raw.cast::<RroceContext>();
+    if ctx.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `ctx` is the non-NULL allocation just returned by libibverbs.
+    let vctx = unsafe { &raw mut (*ctx).vctx };
+
+    let mut cmd = IbvGetContext::default();
+    let mut resp = RroceGetContextResp::default();
+    // SAFETY: `vctx` was just initialised by libibverbs; `cmd` and `resp` are
+    // live locals of exactly the sizes passed, and the response pointer is
+    // derived from the whole `resp` so the driver part may be written too.
+    let ret = unsafe {
+        ibv_cmd_get_context(
+            vctx,
+            &mut cmd,
+            size_of::<IbvGetContext>(),
+            (&raw mut resp).cast::<IbUverbsGetContextResp>(),
+            size_of::<RroceGetContextResp>(),
+        )
+    };
+    if ret != 0 {
+        // SAFETY: the context is initialised and not yet published.
+        unsafe { destroy_context(ctx) };
+        set_errno(errno_of(ret));
+        return ptr::null_mut();
+    }
+
+    let drv: AllocUcontextResp = resp.drv;
+    if drv.abi_version != ABI_VERSION {
+        // SAFETY: `ibdev` is valid (checked non-NULL, owned by libibverbs).
+        let name = c_chars_to_string(unsafe { &(*ibdev).name });
+        warn(format_args!(
+            "device {name}: kernel driver reports rroce ABI version {}, \
+             this provider supports only {ABI_VERSION}",
+            drv.abi_version
+        ));
+        // SAFETY: the context is initialised and not yet published.
+        unsafe { destroy_context(ctx) };
+        set_errno(EPROTO);
+        return ptr::null_mut();
+    }
+
+    // SAFETY: `ctx` is our live, exclusively owned allocation; `CONTEXT_OPS`
+    // is a 'static table.
+    unsafe {
+        (*ctx).features = drv.features;
+        verbs_set_ops(vctx, &CONTEXT_OPS);
+    }
+    vctx
+}
+
+/// `verbs_context_ops::free_context` (`ibv_close_device`).
+///
+/// # Safety
+///
+/// `ibctx` must be NULL or a context returned by [`alloc_context`] that
+/// the application no longer uses.
+unsafe extern "C" fn free_context(ibctx: *mut IbvContext) {
+    // SAFETY: forwarded contract.
+    let ctx = unsafe { context_of(ibctx) };
+    if ctx.is_null() {
+        return;
+    }
+    // SAFETY: forwarded contract: the context is ours and unused.
+    unsafe { destroy_context(ctx) };
+}
+
+// ---------------------------------------------------------------------------
+// Verbs
+// ---------------------------------------------------------------------------
+
+/// `verbs_context_ops::query_device_ex` (also backs `ibv_query_device`).
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours, `attr` valid for `attr_size`
+/// writable bytes and `input` NULL or valid.
+unsafe extern "C" fn query_device_ex(
+    context: *mut IbvContext,
+    input: *const IbvQueryDeviceExInput,
+    attr: *mut IbvDeviceAttrEx,
+    attr_size: usize,
+) -> c_int {
+    if context.is_null() || attr.is_null() {
+        return EINVAL;
+    }
+    let mut resp = IbUverbsExQueryDeviceResp::ZERO;
+    let mut resp_size = size_of::<IbUverbsExQueryDeviceResp>();
+    // SAFETY: pointers come from libibverbs per the contract; `resp` and
+    // `resp_size` are live locals and `resp_size` is the size of `resp`.
+    let ret = unsafe {
+        ibv_cmd_query_device_any(context, input, attr, attr_size, &mut resp, &mut resp_size)
+    };
+    if ret != 0 {
+        return ret;
+    }
+    if resp.fw_ver != 0 {
+        let fw = format_fw_ver(resp.fw_ver);
+        // SAFETY: the call above succeeded, so attr_size >=
+        // sizeof(struct ibv_device_attr) and orig_attr.fw_ver (64 bytes at
+        // DEVICE_ATTR_FW_VER_OFFSET) is in bounds; a byte array has alignment 1.
+        unsafe {
+            attr.byte_add(DEVICE_ATTR_FW_VER_OFFSET)
+                .cast::<[u8; DEVICE_ATTR_FW_VER_LEN]>()
+                .write(fw);
+        }
+    }
+    0
+}
+
+/// `verbs_context_ops::query_port`.
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours and a writable `port_attr`.
+unsafe extern "C" fn query_port(
+    context: *mut IbvContext,
+    port_num: u8,
+    port_attr: *mut IbvPortAttr,
+) -> c_int {
+    if context.is_null() || port_attr.is_null() {
+        return EINVAL;
+    }
+    let mut cmd = IbvQueryPort::default();
+    // SAFETY: pointers come from libibverbs per the contract; `cmd` is a live
+    // local of the size passed.
+    unsafe {
+        ibv_cmd_query_port(
+            context,
+            port_num,
+            port_attr,
+            &mut cmd,
+            size_of::<IbvQueryPort>(),
+        )
+    }
+}
+
+/// `verbs_context_ops::alloc_pd`: NULL with errno set on failure.
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours.
+unsafe extern "C" fn alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
+    if context.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    let Some(pd) = alloc_zeroed::<IbvPd>() else {
+        set_errno(ENOMEM);
+        return ptr::null_mut();
+    };
+    let pd = pd.as_ptr();
+    let mut cmd = IbvAllocPd::default();
+    let mut resp = IbUverbsAllocPdResp::default();
+    // SAFETY: `context` is ours per the contract, `pd` is a fresh zeroed
+    // allocation, `cmd`/`resp` are live locals of the sizes passed.
+    let ret = unsafe {
+        ibv_cmd_alloc_pd(
+            context,
+            pd,
+            &mut cmd,
+            size_of::<IbvAllocPd>(),
+            &mut resp,
+            size_of::<IbUverbsAllocPdResp>(),
+        )
+    };
+    if ret != 0 {
+        // SAFETY: `pd` came from calloc and was never handed out.
+        unsafe { free(pd.cast::<c_void>()) };
+        set_errno(errno_of(ret));
+        return ptr::null_mut();
+    }
+    pd
+}
+
+/// `verbs_context_ops::dealloc_pd`: 0 or an errno value.
+///
+/// # Safety
+///
+/// `pd` must be NULL or a PD returned by [`alloc_pd`] that is no longer
+/// used once this returns 0.
+unsafe extern "C" fn dealloc_pd(pd: *mut IbvPd) -> c_int {
+    if pd.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `pd` is a live PD of ours per the contract.
+    let ret = unsafe { ibv_cmd_dealloc_pd(pd) };
+    if ret == 0 {
+        // SAFETY: the kernel object is gone and the caller gives up `pd`,
+        // which came from calloc in alloc_pd.
+        unsafe { free(pd.cast::<c_void>()) };
+    }
+    ret
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::NAME_MODALIAS_PREFIX;
+    use core::ffi::c_char;
+    use std::ffi::CString;
+
+    unsafe extern "C" {
+        fn fnmatch(pattern: *const c_char, string: *const c_char, flags: c_int) -> c_int;
+    }
+
+    /// Does libibverbs' name match (fnmatch of "rdma_device:N<name>") accept
+    /// `name`?
+    fn name_matches(name: &str) -> bool {
+        let subject = CString::new(format!("{NAME_MODALIAS_PREFIX}{name}")).unwrap();
+        // SAFETY: both arguments are NUL-terminated strings.
+        unsafe { fnmatch(NAME_MATCH_PATTERN.as_ptr().cast(), subject.as_ptr(), 0) == 0 }
+    }
+
+    #[test]
+    fn claims_only_rroce_names() {
+        for name in ["rroce0", "rroce1", "rroce_eth0", "rroce"] {
+            assert!(name_matches(name), "{name} must match");
+        }
+        for name in ["rxe0", "siw0", "mlx5_0", "xrroce0", "rroc0", "Nrroce0"] {
+            assert!(!name_matches(name), "{name} must not match");
+        }
+    }
+
+    #[test]
+    fn table_and_ops() {
+        assert_eq!(MATCH_TABLE[0].kind, VERBS_MATCH_MODALIAS);
+        assert_eq!(MATCH_TABLE[1].kind, VERBS_MATCH_SENTINEL);
+        assert_eq!(DEVICE_OPS.match_min_abi_version, 1);
+        assert_eq!(DEVICE_OPS.match_max_abi_version, 1);
+        assert!(CONTEXT_OPS.create_qp.is_some() && CONTEXT_OPS.reg_mr.is_some());
+        assert!(CONTEXT_OPS.poll_cq.is_some() && CONTEXT_OPS.post_send.is_some());
+        assert!(CONTEXT_OPS.create_srq.is_some() && CONTEXT_OPS.resize_cq.is_some());
+        assert!(CONTEXT_OPS.alloc_pd.is_some() && CONTEXT_OPS.free_context.is_some());
+        assert!(CONTEXT_OPS.create_cq_ex.is_some() && CONTEXT_OPS.create_qp_ex.is_some());
+    }
+}

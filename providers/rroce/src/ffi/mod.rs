@@ -3,4 +3,5 @@
 //! libibverbs and the kernel's uverbs ABI ([`abi`]), and the few safe
 //! wrappers whose soundness rests on C contracts alone.
 pub(crate) mod abi;
+mod layout;
 pub(crate) use abi::*;

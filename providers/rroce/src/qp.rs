@@ -112,8 +112,6 @@ pub(crate) struct RroceQp {
     rq: Mutex<Option<WorkQueue>>,
 }
 const _: () = assert!(offset_of!(RroceQp, vqp) == 0);
-const _: () = assert!(offset_of!(VerbsQp, qp_ex) == 0);
-const _: () = assert!(offset_of!(IbvQpEx, qp_base) == 0);
 
 /// Where a QP's doorbell rings: the context's command fd and the QP's
 /// uverbs handle.

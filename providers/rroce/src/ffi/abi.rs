@@ -3,17 +3,29 @@
 //!
 //! This is the only module that spells out C layouts.  Debian ships no
 //! `infiniband/driver.h`, so the provider-private ABI of rdma-core v44
-//! (`IBVERBS_PRIVATE_34`) is declared here by hand.  Three kinds of items:
+//! (`IBVERBS_PRIVATE_34`) is declared here by hand.
+//!
+//! Each `#[repr(C)]` type is followed by its [`c_layout!`] table, the one
+//! place where its size and field offsets are written down.  A table
+//! expands to constant assertions (a wrong number fails the build) and,
+//! unless it is `private`, to rows of the C cross-check: the unit test
+//! `c_layout::matches_installed_headers` compiles a C program against the
+//! installed headers that evaluates each row's `sizeof`/`offsetof`
+//! expression, and compares the result with the value Rust uses.  The few
+//! values that are not the layout of a Rust type (enum constants, errno
+//! values, pointer-slot counts, offsets into opaque C types) are written
+//! once as constants here and are explicit rows of that test.  Three kinds
+//! of types:
 //!
 //! * public libibverbs types (`infiniband/verbs.h`, installed on the build
-//!   host): besides the constant assertions below, the unit test
-//!   [`c_layout`] compiles a C program against the installed header and
-//!   compares every size and offset we rely on;
-//! * provider-private types of `libibverbs/driver.h` (not installed): sizes
-//!   and offsets are derived by hand from the v44.0 field lists, which are
-//!   recorded next to each assertion;
+//!   host): their tables name the C type and are cross-checked;
+//! * provider-private types of `libibverbs/driver.h` (not installed) and
+//!   the provider's own command/response buffers: `private` tables, checked
+//!   by the assertions only; their numbers are derived by hand from the
+//!   v44.0 field lists recorded in each type's documentation;
 //! * kernel uverbs structs (`rdma/ib_user_verbs.h`, installed by
-//!   linux-libc-dev): checked by the same unit test.
+//!   linux-libc-dev) and libibverbs' `DECLARE_CMD` buffers built from them
+//!   (header + command): cross-checked like the public libibverbs types.
 //!
 //! The layouts assume an LP64 Linux target (x86_64 or aarch64), where
 //! pointers, `size_t` and `long` are 8 bytes and `int`/`enum` are 4 bytes.
@@ -22,6 +34,7 @@ use core::ffi::{c_char, c_int, c_void};
 use core::mem::{offset_of, size_of};
 use core::sync::atomic::AtomicI32;
 
+use super::layout::c_layout;
 use rroce_proto::abi::{
     AllocUcontextResp, CreateAhResp, CreateCqCmd, CreateCqResp, CreateQpCmd, CreateQpResp,
     CreateQueueCmd, CreateSrqCmd, CreateSrqResp, ResizeCqCmd, ResizeCqResp,
@@ -110,13 +123,11 @@ pub struct IbvDevice {
     pub dev_path: [c_char; IBV_SYSFS_PATH_MAX],
     pub ibdev_path: [c_char; IBV_SYSFS_PATH_MAX],
 }
-const _: () = assert!(offset_of!(IbvDevice, node_type) == 16);
-const _: () = assert!(offset_of!(IbvDevice, transport_type) == 20);
-const _: () = assert!(offset_of!(IbvDevice, name) == 24);
-const _: () = assert!(offset_of!(IbvDevice, dev_name) == 88);
-const _: () = assert!(offset_of!(IbvDevice, dev_path) == 152);
-const _: () = assert!(offset_of!(IbvDevice, ibdev_path) == 408);
-const _: () = assert!(size_of::<IbvDevice>() == 664);
+c_layout! {
+    IbvDevice = "struct ibv_device", size 664;
+    node_type @ 16, transport_type @ 20, name @ 24, dev_name @ 88, dev_path @ 152,
+    ibdev_path @ 408,
+}
 
 /// Number of function-pointer slots in `struct ibv_context_ops`.
 ///
@@ -144,7 +155,9 @@ pub const PTHREAD_MUTEX_SIZE: usize = 48;
 pub struct PthreadMutex {
     _opaque: [u64; PTHREAD_MUTEX_SIZE / 8],
 }
-const _: () = assert!(size_of::<PthreadMutex>() == PTHREAD_MUTEX_SIZE);
+c_layout! {
+    PthreadMutex = "pthread_mutex_t", size PTHREAD_MUTEX_SIZE;
+}
 
 /// `struct ibv_context`.
 ///
@@ -162,13 +175,11 @@ pub struct IbvContext {
     pub mutex: PthreadMutex,
     pub abi_compat: *mut c_void,
 }
-const _: () = assert!(offset_of!(IbvContext, ops) == 8);
-const _: () = assert!(offset_of!(IbvContext, cmd_fd) == 264);
-const _: () = assert!(offset_of!(IbvContext, async_fd) == 268);
-const _: () = assert!(offset_of!(IbvContext, num_comp_vectors) == 272);
-const _: () = assert!(offset_of!(IbvContext, mutex) == 280);
-const _: () = assert!(offset_of!(IbvContext, abi_compat) == 280 + PTHREAD_MUTEX_SIZE);
-const _: () = assert!(size_of::<IbvContext>() == 288 + PTHREAD_MUTEX_SIZE);
+c_layout! {
+    IbvContext = "struct ibv_context", size 288 + PTHREAD_MUTEX_SIZE;
+    device @ 0, ops @ 8, cmd_fd @ 264, async_fd @ 268, num_comp_vectors @ 272, mutex @ 280,
+    abi_compat @ 280 + PTHREAD_MUTEX_SIZE,
+}
 
 /// Number of pointer-sized slots in `struct verbs_context` before
 /// `_ABI_placeholder3`.
@@ -209,10 +220,10 @@ pub struct VerbsContext {
     pub sz: usize,
     pub context: IbvContext,
 }
-const _: () = assert!(offset_of!(VerbsContext, abi_placeholder3) == 304);
-const _: () = assert!(offset_of!(VerbsContext, sz) == 312);
-const _: () = assert!(offset_of!(VerbsContext, context) == 320);
-const _: () = assert!(size_of::<VerbsContext>() == 320 + size_of::<IbvContext>());
+c_layout! {
+    VerbsContext = "struct verbs_context", size 320 + size_of::<IbvContext>();
+    abi_placeholder3 as "_ABI_placeholder3" @ 304, sz @ 312, context @ 320,
+}
 
 /// `struct ibv_pd`: `struct ibv_context *context` @0, `uint32_t handle` @8;
 /// size 16.
@@ -221,8 +232,10 @@ pub struct IbvPd {
     pub context: *mut IbvContext,
     pub handle: u32,
 }
-const _: () = assert!(offset_of!(IbvPd, handle) == 8);
-const _: () = assert!(size_of::<IbvPd>() == 16);
+c_layout! {
+    IbvPd = "struct ibv_pd", size 16;
+    context @ 0, handle @ 8,
+}
 
 /// Size of glibc's `pthread_cond_t` (`__SIZEOF_PTHREAD_COND_T`, 48 on every
 /// 64-bit target).
@@ -233,7 +246,9 @@ pub const PTHREAD_COND_SIZE: usize = 48;
 pub struct PthreadCond {
     _opaque: [u64; PTHREAD_COND_SIZE / 8],
 }
-const _: () = assert!(size_of::<PthreadCond>() == PTHREAD_COND_SIZE);
+c_layout! {
+    PthreadCond = "pthread_cond_t", size PTHREAD_COND_SIZE;
+}
 
 /// `struct ibv_comp_channel`; only passed through.
 #[repr(C)]
@@ -261,12 +276,13 @@ pub struct IbvCq {
     pub comp_events_completed: u32,
     pub async_events_completed: u32,
 }
-const _: () = assert!(offset_of!(IbvCq, handle) == 24);
-const _: () = assert!(offset_of!(IbvCq, cqe) == 28);
-const _: () = assert!(offset_of!(IbvCq, mutex) == 32);
-const _: () = assert!(offset_of!(IbvCq, cond) == 32 + PTHREAD_MUTEX_SIZE);
-const _: () = assert!(offset_of!(IbvCq, comp_events_completed) == 32 + PTHREAD_MUTEX_SIZE + 48);
-const _: () = assert!(size_of::<IbvCq>() == 40 + PTHREAD_MUTEX_SIZE + 48);
+c_layout! {
+    IbvCq = "struct ibv_cq", size 40 + PTHREAD_MUTEX_SIZE + 48;
+    context @ 0, channel @ 8, cq_context @ 16, handle @ 24, cqe @ 28, mutex @ 32,
+    cond @ 32 + PTHREAD_MUTEX_SIZE,
+    comp_events_completed @ 32 + PTHREAD_MUTEX_SIZE + 48,
+    async_events_completed @ 36 + PTHREAD_MUTEX_SIZE + 48,
+}
 
 /// `enum ibv_create_cq_wc_flags`: `IBV_WC_EX_WITH_BYTE_LEN`.
 pub const IBV_WC_EX_WITH_BYTE_LEN: u64 = 1 << 0;
@@ -311,14 +327,20 @@ pub struct IbvCqInitAttrEx {
     pub flags: u32,
     pub parent_domain: *mut IbvPd,
 }
-const _: () = assert!(offset_of!(IbvCqInitAttrEx, wc_flags) == 32);
-const _: () = assert!(offset_of!(IbvCqInitAttrEx, flags) == 44);
-const _: () = assert!(size_of::<IbvCqInitAttrEx>() == 56);
+c_layout! {
+    IbvCqInitAttrEx = "struct ibv_cq_init_attr_ex", size 56;
+    cqe @ 0, cq_context @ 8, channel @ 16, comp_vector @ 24, wc_flags @ 32, comp_mask @ 40,
+    flags @ 44, parent_domain @ 48,
+}
 
 /// `struct ibv_poll_cq_attr`: `uint32_t comp_mask` (must be 0).
 #[repr(C)]
 pub struct IbvPollCqAttr {
     pub comp_mask: u32,
+}
+c_layout! {
+    IbvPollCqAttr = "struct ibv_poll_cq_attr", size 4;
+    comp_mask @ 0,
 }
 
 /// `start_poll(cq, attr)`.
@@ -361,9 +383,30 @@ pub struct IbvCqEx {
     pub read_tm_info: UnusedOp,
     pub read_completion_wallclock_ns: UnusedOp,
 }
-const _: () = assert!(offset_of!(IbvCqEx, comp_mask) == size_of::<IbvCq>());
-const _: () = assert!(offset_of!(IbvCqEx, start_poll) == size_of::<IbvCq>() + 16);
-const _: () = assert!(size_of::<IbvCqEx>() == size_of::<IbvCq>() + 16 + 18 * 8);
+c_layout! {
+    IbvCqEx = "struct ibv_cq_ex", size size_of::<IbvCq>() + 16 + 18 * 8;
+    comp_mask @ size_of::<IbvCq>(),
+    status @ size_of::<IbvCq>() + 4,
+    wr_id @ size_of::<IbvCq>() + 8,
+    start_poll @ size_of::<IbvCq>() + 16,
+    next_poll @ size_of::<IbvCq>() + 16 + 8,
+    end_poll @ size_of::<IbvCq>() + 16 + 2 * 8,
+    read_opcode @ size_of::<IbvCq>() + 16 + 3 * 8,
+    read_vendor_err @ size_of::<IbvCq>() + 16 + 4 * 8,
+    read_byte_len @ size_of::<IbvCq>() + 16 + 5 * 8,
+    read_imm_data @ size_of::<IbvCq>() + 16 + 6 * 8,
+    read_qp_num @ size_of::<IbvCq>() + 16 + 7 * 8,
+    read_src_qp @ size_of::<IbvCq>() + 16 + 8 * 8,
+    read_wc_flags @ size_of::<IbvCq>() + 16 + 9 * 8,
+    read_slid @ size_of::<IbvCq>() + 16 + 10 * 8,
+    read_sl @ size_of::<IbvCq>() + 16 + 11 * 8,
+    read_dlid_path_bits @ size_of::<IbvCq>() + 16 + 12 * 8,
+    read_completion_ts @ size_of::<IbvCq>() + 16 + 13 * 8,
+    read_cvlan @ size_of::<IbvCq>() + 16 + 14 * 8,
+    read_flow_tag @ size_of::<IbvCq>() + 16 + 15 * 8,
+    read_tm_info @ size_of::<IbvCq>() + 16 + 16 * 8,
+    read_completion_wallclock_ns @ size_of::<IbvCq>() + 16 + 17 * 8,
+}
 
 /// `enum ibv_qp_type` values the provider handles.
 pub const IBV_QPT_RC: c_int = 2;
@@ -400,13 +443,13 @@ pub struct IbvQp {
     pub cond: PthreadCond,
     pub events_completed: u32,
 }
-const _: () = assert!(offset_of!(IbvQp, handle) == 48);
-const _: () = assert!(offset_of!(IbvQp, qp_num) == 52);
-const _: () = assert!(offset_of!(IbvQp, state) == 56);
-const _: () = assert!(offset_of!(IbvQp, qp_type) == 60);
-const _: () = assert!(offset_of!(IbvQp, mutex) == 64);
-const _: () = assert!(offset_of!(IbvQp, events_completed) == 64 + PTHREAD_MUTEX_SIZE + 48);
-const _: () = assert!(size_of::<IbvQp>() == 64 + PTHREAD_MUTEX_SIZE + 56);
+c_layout! {
+    IbvQp = "struct ibv_qp", size 64 + PTHREAD_MUTEX_SIZE + 56;
+    context @ 0, qp_context @ 8, pd @ 16, send_cq @ 24, recv_cq @ 32, srq @ 40, handle @ 48,
+    qp_num @ 52, state @ 56, qp_type @ 60, mutex @ 64,
+    cond @ 64 + PTHREAD_MUTEX_SIZE,
+    events_completed @ 64 + PTHREAD_MUTEX_SIZE + 48,
+}
 
 /// Bytes of `struct ibv_qp_ex` after its first member `struct ibv_qp
 /// qp_base`: `uint64_t comp_mask`, `uint64_t wr_id`, `unsigned int
@@ -450,6 +493,10 @@ pub struct IbvDataBuf {
     pub addr: *mut c_void,
     pub length: usize,
 }
+c_layout! {
+    IbvDataBuf = "struct ibv_data_buf", size 16;
+    addr @ 0, length @ 8,
+}
 
 /// `struct ibv_qp_ex` (verbs.h of rdma-core 44): the `ibv_qp` followed by
 /// the fields of the work-request API.  Unsupported operations
@@ -482,9 +529,34 @@ pub struct IbvQpEx {
     pub wr_abort: Option<WrFn>,
     pub wr_atomic_write: UnusedOp,
 }
-const _: () = assert!(size_of::<IbvQpEx>() == size_of::<IbvQp>() + IBV_QP_EX_TAIL);
-const _: () = assert!(offset_of!(IbvQpEx, wr_flags) == size_of::<IbvQp>() + 16);
-const _: () = assert!(offset_of!(IbvQpEx, wr_start) == size_of::<IbvQp>() + 24 + 17 * 8);
+c_layout! {
+    IbvQpEx = "struct ibv_qp_ex", size size_of::<IbvQp>() + IBV_QP_EX_TAIL;
+    qp_base @ 0,
+    comp_mask @ size_of::<IbvQp>(),
+    wr_id @ size_of::<IbvQp>() + 8,
+    wr_flags @ size_of::<IbvQp>() + 16,
+    wr_atomic_cmp_swp @ size_of::<IbvQp>() + 24,
+    wr_atomic_fetch_add @ size_of::<IbvQp>() + 24 + 8,
+    wr_bind_mw @ size_of::<IbvQp>() + 24 + 2 * 8,
+    wr_local_inv @ size_of::<IbvQp>() + 24 + 3 * 8,
+    wr_rdma_read @ size_of::<IbvQp>() + 24 + 4 * 8,
+    wr_rdma_write @ size_of::<IbvQp>() + 24 + 5 * 8,
+    wr_rdma_write_imm @ size_of::<IbvQp>() + 24 + 6 * 8,
+    wr_send @ size_of::<IbvQp>() + 24 + 7 * 8,
+    wr_send_imm @ size_of::<IbvQp>() + 24 + 8 * 8,
+    wr_send_inv @ size_of::<IbvQp>() + 24 + 9 * 8,
+    wr_send_tso @ size_of::<IbvQp>() + 24 + 10 * 8,
+    wr_set_ud_addr @ size_of::<IbvQp>() + 24 + 11 * 8,
+    wr_set_xrc_srqn @ size_of::<IbvQp>() + 24 + 12 * 8,
+    wr_set_inline_data @ size_of::<IbvQp>() + 24 + 13 * 8,
+    wr_set_inline_data_list @ size_of::<IbvQp>() + 24 + 14 * 8,
+    wr_set_sge @ size_of::<IbvQp>() + 24 + 15 * 8,
+    wr_set_sge_list @ size_of::<IbvQp>() + 24 + 16 * 8,
+    wr_start @ size_of::<IbvQp>() + 24 + 17 * 8,
+    wr_complete @ size_of::<IbvQp>() + 24 + 18 * 8,
+    wr_abort @ size_of::<IbvQp>() + 24 + 19 * 8,
+    wr_atomic_write @ size_of::<IbvQp>() + 24 + 20 * 8,
+}
 
 /// `VERBS_QP_EX` of `enum verbs_qp_mask` (driver.h): `ibv_qp_to_qp_ex()`
 /// returns the `ibv_qp_ex` only if this bit is set in `verbs_qp.comp_mask`.
@@ -502,8 +574,12 @@ pub struct VerbsQp {
     pub comp_mask: u32,
     pub xrcd: *mut c_void,
 }
-const _: () = assert!(offset_of!(VerbsQp, comp_mask) == size_of::<IbvQp>() + IBV_QP_EX_TAIL);
-const _: () = assert!(size_of::<VerbsQp>() == size_of::<IbvQp>() + IBV_QP_EX_TAIL + 16);
+c_layout! {
+    VerbsQp = private "struct verbs_qp", size size_of::<IbvQp>() + IBV_QP_EX_TAIL + 16;
+    qp_ex @ 0,
+    comp_mask @ size_of::<IbvQp>() + IBV_QP_EX_TAIL,
+    xrcd @ size_of::<IbvQp>() + IBV_QP_EX_TAIL + 8,
+}
 
 /// `struct ibv_qp_cap`: five `uint32_t`; size 20.
 #[repr(C)]
@@ -515,7 +591,10 @@ pub struct IbvQpCap {
     pub max_recv_sge: u32,
     pub max_inline_data: u32,
 }
-const _: () = assert!(size_of::<IbvQpCap>() == 20);
+c_layout! {
+    IbvQpCap = "struct ibv_qp_cap", size 20;
+    max_send_wr @ 0, max_recv_wr @ 4, max_send_sge @ 8, max_recv_sge @ 12, max_inline_data @ 16,
+}
 
 /// `struct ibv_qp_init_attr`.
 ///
@@ -532,10 +611,11 @@ pub struct IbvQpInitAttr {
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
 }
-const _: () = assert!(offset_of!(IbvQpInitAttr, cap) == 32);
-const _: () = assert!(offset_of!(IbvQpInitAttr, qp_type) == 52);
-const _: () = assert!(offset_of!(IbvQpInitAttr, sq_sig_all) == 56);
-const _: () = assert!(size_of::<IbvQpInitAttr>() == 64);
+c_layout! {
+    IbvQpInitAttr = "struct ibv_qp_init_attr", size 64;
+    qp_context @ 0, send_cq @ 8, recv_cq @ 16, srq @ 24, cap @ 32, qp_type @ 52,
+    sq_sig_all @ 56,
+}
 
 /// `IBV_QP_INIT_ATTR_PD` of `enum ibv_qp_init_attr_mask`.
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
@@ -584,11 +664,13 @@ pub struct IbvQpInitAttrEx {
     pub source_qpn: u32,
     pub send_ops_flags: u64,
 }
-const _: () = assert!(offset_of!(IbvQpInitAttrEx, comp_mask) == 60);
-const _: () = assert!(offset_of!(IbvQpInitAttrEx, pd) == 64);
-const _: () = assert!(offset_of!(IbvQpInitAttrEx, create_flags) == 80);
-const _: () = assert!(offset_of!(IbvQpInitAttrEx, send_ops_flags) == 128);
-const _: () = assert!(size_of::<IbvQpInitAttrEx>() == 136);
+c_layout! {
+    IbvQpInitAttrEx = "struct ibv_qp_init_attr_ex", size 136;
+    qp_context @ 0, send_cq @ 8, recv_cq @ 16, srq @ 24, cap @ 32, qp_type @ 52,
+    sq_sig_all @ 56, comp_mask @ 60, pd @ 64, xrcd @ 72, create_flags @ 80,
+    max_tso_header @ 84, rwq_ind_tbl @ 88, rx_hash_conf @ 96, source_qpn @ 120,
+    send_ops_flags @ 128,
+}
 
 /// `struct ibv_qp_attr`; opaque except for `cap`.
 #[repr(C)]
@@ -615,7 +697,10 @@ pub struct IbvSge {
     pub length: u32,
     pub lkey: u32,
 }
-const _: () = assert!(size_of::<IbvSge>() == 16);
+c_layout! {
+    IbvSge = "struct ibv_sge", size 16;
+    addr @ 0, length @ 8, lkey @ 12,
+}
 
 /// `wr.rdma` of `struct ibv_send_wr`.
 #[repr(C)]
@@ -623,6 +708,10 @@ const _: () = assert!(size_of::<IbvSge>() == 16);
 pub struct IbvSendWrRdma {
     pub remote_addr: u64,
     pub rkey: u32,
+}
+c_layout! {
+    IbvSendWrRdma = "wr.rdma" in "struct ibv_send_wr" @ offset_of!(IbvSendWr, wr), size 16;
+    remote_addr @ 0, rkey @ 8,
 }
 
 /// `wr.atomic` of `struct ibv_send_wr`.
@@ -634,6 +723,10 @@ pub struct IbvSendWrAtomic {
     pub swap: u64,
     pub rkey: u32,
 }
+c_layout! {
+    IbvSendWrAtomic = "wr.atomic" in "struct ibv_send_wr" @ offset_of!(IbvSendWr, wr), size 32;
+    remote_addr @ 0, compare_add @ 8, swap @ 16, rkey @ 24,
+}
 
 /// `wr.ud` of `struct ibv_send_wr`.
 #[repr(C)]
@@ -642,6 +735,10 @@ pub struct IbvSendWrUd {
     pub ah: *mut IbvAh,
     pub remote_qpn: u32,
     pub remote_qkey: u32,
+}
+c_layout! {
+    IbvSendWrUd = "wr.ud" in "struct ibv_send_wr" @ offset_of!(IbvSendWr, wr), size 16;
+    ah @ 0, remote_qpn @ 8, remote_qkey @ 12,
 }
 
 /// The `wr` union of `struct ibv_send_wr` (32 bytes).
@@ -652,7 +749,10 @@ pub union IbvSendWrWr {
     pub atomic: IbvSendWrAtomic,
     pub ud: IbvSendWrUd,
 }
-const _: () = assert!(size_of::<IbvSendWrWr>() == 32);
+c_layout! {
+    IbvSendWrWr = "wr" in "struct ibv_send_wr" @ offset_of!(IbvSendWr, wr), size 32;
+    rdma @ 0, atomic @ 0, ud @ 0,
+}
 
 /// `struct ibv_send_wr`.
 ///
@@ -676,6 +776,14 @@ pub struct IbvSendWr {
     pub xrc_remote_srqn: u32,
     pub bind_mw_or_tso: IbvSendWrBindTso,
 }
+c_layout! {
+    IbvSendWr = "struct ibv_send_wr", size 128;
+    wr_id @ 0, next @ 8, sg_list @ 16, num_sge @ 24, opcode @ 28, send_flags @ 32,
+    imm_data_or_inv as "imm_data" | "invalidate_rkey" @ 36,
+    wr @ 40,
+    xrc_remote_srqn as "qp_type.xrc.remote_srqn" @ 72,
+    bind_mw_or_tso as "bind_mw" | "tso" @ 80,
+}
 
 /// `struct ibv_mw_bind_info`: `mr` @0, `uint64_t addr` @8, `uint64_t
 /// length` @16, `unsigned int mw_access_flags` @24; size 32.
@@ -687,8 +795,10 @@ pub struct IbvMwBindInfo {
     pub length: u64,
     pub mw_access_flags: u32,
 }
-const _: () = assert!(offset_of!(IbvMwBindInfo, mw_access_flags) == 24);
-const _: () = assert!(size_of::<IbvMwBindInfo>() == 32);
+c_layout! {
+    IbvMwBindInfo = "struct ibv_mw_bind_info", size 32;
+    mr @ 0, addr @ 8, length @ 16, mw_access_flags @ 24,
+}
 
 /// `bind_mw` of `struct ibv_send_wr`: `struct ibv_mw *mw` @0, `uint32_t
 /// rkey` @8, `bind_info` @16; size 48.
@@ -699,8 +809,11 @@ pub struct IbvSendWrBindMw {
     pub rkey: u32,
     pub bind_info: IbvMwBindInfo,
 }
-const _: () = assert!(offset_of!(IbvSendWrBindMw, bind_info) == 16);
-const _: () = assert!(size_of::<IbvSendWrBindMw>() == 48);
+c_layout! {
+    IbvSendWrBindMw = "bind_mw" in "struct ibv_send_wr" @ offset_of!(IbvSendWr, bind_mw_or_tso),
+        size 48;
+    mw @ 0, rkey @ 8, bind_info @ 16,
+}
 
 /// The `bind_mw`/`tso` union of `struct ibv_send_wr` (48 bytes).
 #[repr(C)]
@@ -709,7 +822,9 @@ pub union IbvSendWrBindTso {
     pub bind_mw: IbvSendWrBindMw,
     pub raw: [u64; 6],
 }
-const _: () = assert!(size_of::<IbvSendWrBindTso>() == 48);
+c_layout! {
+    IbvSendWrBindTso = private, size 48;
+}
 
 /// `struct ibv_mw_bind` (the argument of `ibv_bind_mw`): `uint64_t wr_id`
 /// @0, `unsigned int send_flags` @8, `bind_info` @16; size 48.
@@ -719,8 +834,10 @@ pub struct IbvMwBind {
     pub send_flags: u32,
     pub bind_info: IbvMwBindInfo,
 }
-const _: () = assert!(offset_of!(IbvMwBind, bind_info) == 16);
-const _: () = assert!(size_of::<IbvMwBind>() == 48);
+c_layout! {
+    IbvMwBind = "struct ibv_mw_bind", size 48;
+    wr_id @ 0, send_flags @ 8, bind_info @ 16,
+}
 
 /// `struct ibv_mw`: `context` @0, `pd` @8, `uint32_t rkey` @16, `uint32_t
 /// handle` @20, `enum ibv_mw_type type` @24; size 32.
@@ -732,8 +849,10 @@ pub struct IbvMw {
     pub handle: u32,
     pub mw_type: c_int,
 }
-const _: () = assert!(offset_of!(IbvMw, mw_type) == 24);
-const _: () = assert!(size_of::<IbvMw>() == 32);
+c_layout! {
+    IbvMw = "struct ibv_mw", size 32;
+    context @ 0, pd @ 8, rkey @ 16, handle @ 20, mw_type as "type" @ 24,
+}
 
 /// `IBV_MW_TYPE_1` of `enum ibv_mw_type`.
 pub const IBV_MW_TYPE_1: c_int = 1;
@@ -751,7 +870,10 @@ pub struct IbvAllocMw {
     pub mw_type: u8,
     pub reserved: [u8; 3],
 }
-const _: () = assert!(size_of::<IbvAllocMw>() == 24);
+c_layout! {
+    IbvAllocMw = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_alloc_mw", size 24;
+    response @ 8, pd_handle @ 16, mw_type @ 20,
+}
 
 /// `struct ib_uverbs_alloc_mw_resp`: `u32 mw_handle`, `u32 rkey`; size 8.
 #[repr(C)]
@@ -760,7 +882,10 @@ pub struct IbUverbsAllocMwResp {
     pub mw_handle: u32,
     pub rkey: u32,
 }
-const _: () = assert!(size_of::<IbUverbsAllocMwResp>() == 8);
+c_layout! {
+    IbUverbsAllocMwResp = "struct ib_uverbs_alloc_mw_resp", size 8;
+    mw_handle @ 0, rkey @ 4,
+}
 
 /// `verbs_context_ops::alloc_mw`.
 pub type AllocMwFn = unsafe extern "C" fn(pd: *mut IbvPd, mw_type: c_int) -> *mut IbvMw;
@@ -781,14 +906,6 @@ pub const IBV_QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
 pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
 /// `IBV_QP_EX_WITH_SEND_WITH_INV`.
 pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
-const _: () = assert!(offset_of!(IbvSendWr, num_sge) == 24);
-const _: () = assert!(offset_of!(IbvSendWr, opcode) == 28);
-const _: () = assert!(offset_of!(IbvSendWr, send_flags) == 32);
-const _: () = assert!(offset_of!(IbvSendWr, imm_data_or_inv) == 36);
-const _: () = assert!(offset_of!(IbvSendWr, wr) == 40);
-const _: () = assert!(offset_of!(IbvSendWr, xrc_remote_srqn) == 72);
-const _: () = assert!(offset_of!(IbvSendWr, bind_mw_or_tso) == 80);
-const _: () = assert!(size_of::<IbvSendWr>() == 128);
 
 /// `enum ibv_send_flags` bits the provider accepts: `IBV_SEND_FENCE` 1,
 /// `IBV_SEND_SIGNALED` 2, `IBV_SEND_SOLICITED` 4, `IBV_SEND_INLINE` 8 (the
@@ -804,8 +921,10 @@ pub struct IbvRecvWr {
     pub sg_list: *mut IbvSge,
     pub num_sge: c_int,
 }
-const _: () = assert!(offset_of!(IbvRecvWr, num_sge) == 24);
-const _: () = assert!(size_of::<IbvRecvWr>() == 32);
+c_layout! {
+    IbvRecvWr = "struct ibv_recv_wr", size 32;
+    wr_id @ 0, next @ 8, sg_list @ 16, num_sge @ 24,
+}
 
 /// `struct ibv_srq`.
 ///
@@ -822,9 +941,12 @@ pub struct IbvSrq {
     pub cond: PthreadCond,
     pub events_completed: u32,
 }
-const _: () = assert!(offset_of!(IbvSrq, handle) == 24);
-const _: () = assert!(offset_of!(IbvSrq, mutex) == 32);
-const _: () = assert!(offset_of!(IbvSrq, events_completed) == 32 + PTHREAD_MUTEX_SIZE + 48);
+c_layout! {
+    IbvSrq = "struct ibv_srq", size 32 + PTHREAD_MUTEX_SIZE + 56;
+    context @ 0, srq_context @ 8, pd @ 16, handle @ 24, mutex @ 32,
+    cond @ 32 + PTHREAD_MUTEX_SIZE,
+    events_completed @ 32 + PTHREAD_MUTEX_SIZE + 48,
+}
 
 /// Bytes of `struct verbs_srq` (driver.h) after its `struct ibv_srq`:
 /// `uint32_t comp_mask`, `enum ibv_srq_type srq_type`, `struct
@@ -839,7 +961,10 @@ pub struct IbvSrqAttr {
     pub max_sge: u32,
     pub srq_limit: u32,
 }
-const _: () = assert!(size_of::<IbvSrqAttr>() == 12);
+c_layout! {
+    IbvSrqAttr = "struct ibv_srq_attr", size 12;
+    max_wr @ 0, max_sge @ 4, srq_limit @ 8,
+}
 
 /// `struct ibv_srq_init_attr`: `void *srq_context` @0, `struct
 /// ibv_srq_attr attr` @8; size 24.
@@ -848,8 +973,10 @@ pub struct IbvSrqInitAttr {
     pub srq_context: *mut c_void,
     pub attr: IbvSrqAttr,
 }
-const _: () = assert!(offset_of!(IbvSrqInitAttr, attr) == 8);
-const _: () = assert!(size_of::<IbvSrqInitAttr>() == 24);
+c_layout! {
+    IbvSrqInitAttr = "struct ibv_srq_init_attr", size 24;
+    srq_context @ 0, attr @ 8,
+}
 
 /// `struct ibv_wc`.
 ///
@@ -876,14 +1003,13 @@ pub struct IbvWc {
     pub sl: u8,
     pub dlid_path_bits: u8,
 }
-const _: () = assert!(offset_of!(IbvWc, status) == 8);
-const _: () = assert!(offset_of!(IbvWc, imm_data) == 24);
-const _: () = assert!(offset_of!(IbvWc, wc_flags) == 36);
-const _: () = assert!(offset_of!(IbvWc, pkey_index) == 40);
-const _: () = assert!(offset_of!(IbvWc, slid) == 42);
-const _: () = assert!(offset_of!(IbvWc, sl) == 44);
-const _: () = assert!(offset_of!(IbvWc, dlid_path_bits) == 45);
-const _: () = assert!(size_of::<IbvWc>() == 48);
+c_layout! {
+    IbvWc = "struct ibv_wc", size 48;
+    wr_id @ 0, status @ 8, opcode @ 12, vendor_err @ 16, byte_len @ 20,
+    imm_data as "imm_data" | "invalidated_rkey" @ 24,
+    qp_num @ 28, src_qp @ 32, wc_flags @ 36, pkey_index @ 40, slid @ 42, sl @ 44,
+    dlid_path_bits @ 45,
+}
 
 /// `struct ibv_mr`: `context` @0, `pd` @8, `void *addr` @16, `size_t
 /// length` @24, `uint32_t handle` @32, `lkey` @36, `rkey` @40; size 48.
@@ -897,9 +1023,10 @@ pub struct IbvMr {
     pub lkey: u32,
     pub rkey: u32,
 }
-const _: () = assert!(offset_of!(IbvMr, handle) == 32);
-const _: () = assert!(offset_of!(IbvMr, rkey) == 40);
-const _: () = assert!(size_of::<IbvMr>() == 48);
+c_layout! {
+    IbvMr = "struct ibv_mr", size 48;
+    context @ 0, pd @ 8, addr @ 16, length @ 24, handle @ 32, lkey @ 36, rkey @ 40,
+}
 
 /// `struct ibv_ah`: `context` @0, `pd` @8, `uint32_t handle` @16; size 24.
 #[repr(C)]
@@ -908,8 +1035,10 @@ pub struct IbvAh {
     pub pd: *mut IbvPd,
     pub handle: u32,
 }
-const _: () = assert!(offset_of!(IbvAh, handle) == 16);
-const _: () = assert!(size_of::<IbvAh>() == 24);
+c_layout! {
+    IbvAh = "struct ibv_ah", size 24;
+    context @ 0, pd @ 8, handle @ 16,
+}
 
 /// `struct ibv_ah_attr`; only passed through to `ibv_cmd_create_ah`.
 #[repr(C)]
@@ -958,7 +1087,10 @@ pub struct ListNode {
     pub next: *mut ListNode,
     pub prev: *mut ListNode,
 }
-const _: () = assert!(size_of::<ListNode>() == 16);
+c_layout! {
+    ListNode = private "struct list_node", size 16;
+    next @ 0, prev @ 8,
+}
 
 /// `struct verbs_sysfs_dev`; the provider does not look inside.
 #[repr(C)]
@@ -992,11 +1124,10 @@ pub struct VerbsMatchEnt {
     pub device: u16,
     pub kind: u8,
 }
-const _: () = assert!(offset_of!(VerbsMatchEnt, u) == 8);
-const _: () = assert!(offset_of!(VerbsMatchEnt, vendor) == 16);
-const _: () = assert!(offset_of!(VerbsMatchEnt, device) == 18);
-const _: () = assert!(offset_of!(VerbsMatchEnt, kind) == 20);
-const _: () = assert!(size_of::<VerbsMatchEnt>() == 24);
+c_layout! {
+    VerbsMatchEnt = private "struct verbs_match_ent", size 24;
+    driver_data @ 0, u @ 8, vendor @ 16, device @ 18, kind @ 20,
+}
 
 impl VerbsMatchEnt {
     /// A `VERBS_MATCH_MODALIAS` entry with a NUL-terminated fnmatch pattern.
@@ -1062,16 +1193,12 @@ pub struct VerbsDeviceOps {
     pub alloc_device: Option<AllocDeviceFn>,
     pub uninit_device: Option<UninitDeviceFn>,
 }
-const _: () = assert!(offset_of!(VerbsDeviceOps, match_min_abi_version) == 8);
-const _: () = assert!(offset_of!(VerbsDeviceOps, match_max_abi_version) == 12);
-const _: () = assert!(offset_of!(VerbsDeviceOps, match_table) == 16);
-const _: () = assert!(offset_of!(VerbsDeviceOps, static_providers) == 24);
-const _: () = assert!(offset_of!(VerbsDeviceOps, match_device) == 32);
-const _: () = assert!(offset_of!(VerbsDeviceOps, alloc_context) == 40);
-const _: () = assert!(offset_of!(VerbsDeviceOps, import_context) == 48);
-const _: () = assert!(offset_of!(VerbsDeviceOps, alloc_device) == 56);
-const _: () = assert!(offset_of!(VerbsDeviceOps, uninit_device) == 64);
-const _: () = assert!(size_of::<VerbsDeviceOps>() == 72);
+c_layout! {
+    VerbsDeviceOps = private "struct verbs_device_ops", size 72;
+    name @ 0, match_min_abi_version @ 8, match_max_abi_version @ 12, match_table @ 16,
+    static_providers @ 24, match_device @ 32, alloc_context @ 40, import_context @ 48,
+    alloc_device @ 56, uninit_device @ 64,
+}
 
 // SAFETY: the ops table is immutable and its pointers refer to `'static`
 // data (name string, match table); libibverbs reads it from any thread.
@@ -1094,13 +1221,10 @@ pub struct VerbsDevice {
     pub sysfs: *mut VerbsSysfsDev,
     pub core_support: u64,
 }
-const _: () = assert!(offset_of!(VerbsDevice, device) == 0);
-const _: () = assert!(offset_of!(VerbsDevice, ops) == 664);
-const _: () = assert!(offset_of!(VerbsDevice, refcount) == 672);
-const _: () = assert!(offset_of!(VerbsDevice, entry) == 680);
-const _: () = assert!(offset_of!(VerbsDevice, sysfs) == 696);
-const _: () = assert!(offset_of!(VerbsDevice, core_support) == 704);
-const _: () = assert!(size_of::<VerbsDevice>() == 712);
+c_layout! {
+    VerbsDevice = private "struct verbs_device", size 712;
+    device @ 0, ops @ 664, refcount @ 672, entry @ 680, sysfs @ 696, core_support @ 704,
+}
 
 /// `struct verbs_mr` (driver.h): `struct ibv_mr ibv_mr` @0, `enum
 /// ibv_mr_type mr_type` @48, `int access` @52; size 56.
@@ -1110,9 +1234,10 @@ pub struct VerbsMr {
     pub mr_type: c_int,
     pub access: c_int,
 }
-const _: () = assert!(offset_of!(VerbsMr, mr_type) == 48);
-const _: () = assert!(offset_of!(VerbsMr, access) == 52);
-const _: () = assert!(size_of::<VerbsMr>() == 56);
+c_layout! {
+    VerbsMr = private "struct verbs_mr", size 56;
+    ibv_mr @ 0, mr_type @ 48, access @ 52,
+}
 
 /// A context op the provider does not implement (always `None`).
 pub type UnusedOp = Option<unsafe extern "C" fn()>;
@@ -1305,35 +1430,16 @@ pub struct VerbsContextOps {
     pub unimport_pd: UnusedOp,
 }
 // Index in the alphabetical list times 8.
-const _: () = assert!(offset_of!(VerbsContextOps, alloc_pd) == 5 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, dealloc_pd) == 26 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, free_context) == 39 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, query_device_ex) == 58 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, query_port) == 60 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, create_ah) == 13 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, create_cq) == 15 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, create_qp) == 19 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, create_cq_ex) == 16 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, create_qp_ex) == 20 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, dereg_mr) == 28 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, destroy_ah) == 29 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, destroy_cq) == 31 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, create_srq) == 22 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, destroy_srq) == 36 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, modify_srq) == 49 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, post_srq_recv) == 57 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, query_srq) == 64 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, destroy_qp) == 34 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, modify_qp) == 47 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, poll_cq) == 53 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, post_recv) == 54 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, post_send) == 55 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, query_qp) == 61 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, reg_mr) == 68 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, req_notify_cq) == 69 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, resize_cq) == 71 * 8);
-const _: () = assert!(offset_of!(VerbsContextOps, unimport_pd) == 75 * 8);
-const _: () = assert!(size_of::<VerbsContextOps>() == 76 * 8);
+c_layout! {
+    VerbsContextOps = private "struct verbs_context_ops", size 76 * 8;
+    alloc_pd @ 5 * 8, create_ah @ 13 * 8, create_cq @ 15 * 8, create_cq_ex @ 16 * 8,
+    create_qp @ 19 * 8, create_qp_ex @ 20 * 8, create_srq @ 22 * 8, dealloc_pd @ 26 * 8,
+    dereg_mr @ 28 * 8, destroy_ah @ 29 * 8, destroy_cq @ 31 * 8, destroy_qp @ 34 * 8,
+    destroy_srq @ 36 * 8, free_context @ 39 * 8, modify_qp @ 47 * 8, modify_srq @ 49 * 8,
+    poll_cq @ 53 * 8, post_recv @ 54 * 8, post_send @ 55 * 8, post_srq_recv @ 57 * 8,
+    query_device_ex @ 58 * 8, query_port @ 60 * 8, query_qp @ 61 * 8, query_srq @ 64 * 8,
+    reg_mr @ 68 * 8, req_notify_cq @ 69 * 8, resize_cq @ 71 * 8, unimport_pd @ 75 * 8,
+}
 
 impl VerbsContextOps {
     /// Every op NULL.
@@ -1358,7 +1464,10 @@ pub struct IbUverbsCmdHdr {
     pub in_words: u16,
     pub out_words: u16,
 }
-const _: () = assert!(size_of::<IbUverbsCmdHdr>() == 8);
+c_layout! {
+    IbUverbsCmdHdr = "struct ib_uverbs_cmd_hdr", size 8;
+    command @ 0, in_words @ 4, out_words @ 6,
+}
 
 /// `struct ibv_get_context`: header + `struct ib_uverbs_get_context`
 /// (`__aligned_u64 response`); size 16.  libibverbs fills it in.
@@ -1368,8 +1477,10 @@ pub struct IbvGetContext {
     pub hdr: IbUverbsCmdHdr,
     pub response: u64,
 }
-const _: () = assert!(offset_of!(IbvGetContext, response) == 8);
-const _: () = assert!(size_of::<IbvGetContext>() == 16);
+c_layout! {
+    IbvGetContext = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_get_context", size 16;
+    response @ 8,
+}
 
 /// `struct ib_uverbs_get_context_resp`: `u32 async_fd`,
 /// `u32 num_comp_vectors`; size 8.
@@ -1379,7 +1490,10 @@ pub struct IbUverbsGetContextResp {
     pub async_fd: u32,
     pub num_comp_vectors: u32,
 }
-const _: () = assert!(size_of::<IbUverbsGetContextResp>() == 8);
+c_layout! {
+    IbUverbsGetContextResp = "struct ib_uverbs_get_context_resp", size 8;
+    async_fd @ 0, num_comp_vectors @ 4,
+}
 
 /// Response buffer handed to `ibv_cmd_get_context`: the core response
 /// followed directly by rroce's driver data, which libibverbs passes to the
@@ -1390,8 +1504,10 @@ pub struct RroceGetContextResp {
     pub core: IbUverbsGetContextResp,
     pub drv: AllocUcontextResp,
 }
-const _: () = assert!(offset_of!(RroceGetContextResp, drv) == size_of::<IbUverbsGetContextResp>());
-const _: () = assert!(size_of::<RroceGetContextResp>() == 8 + AllocUcontextResp::SIZE);
+c_layout! {
+    RroceGetContextResp = private, size 8 + AllocUcontextResp::SIZE;
+    drv @ size_of::<IbUverbsGetContextResp>(),
+}
 
 /// `struct ibv_query_port`: header + `struct ib_uverbs_query_port`
 /// (`__aligned_u64 response`, `u8 port_num`, `u8 reserved[7]`); size 24.
@@ -1403,8 +1519,10 @@ pub struct IbvQueryPort {
     pub port_num: u8,
     pub reserved: [u8; 7],
 }
-const _: () = assert!(offset_of!(IbvQueryPort, port_num) == 16);
-const _: () = assert!(size_of::<IbvQueryPort>() == 24);
+c_layout! {
+    IbvQueryPort = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_query_port", size 24;
+    response @ 8, port_num @ 16,
+}
 
 /// `struct ibv_alloc_pd`: header + `struct ib_uverbs_alloc_pd`
 /// (`__aligned_u64 response`); size 16.
@@ -1414,7 +1532,10 @@ pub struct IbvAllocPd {
     pub hdr: IbUverbsCmdHdr,
     pub response: u64,
 }
-const _: () = assert!(size_of::<IbvAllocPd>() == 16);
+c_layout! {
+    IbvAllocPd = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_alloc_pd", size 16;
+    response @ 8,
+}
 
 /// `struct ib_uverbs_alloc_pd_resp`: `u32 pd_handle`; size 4.
 #[repr(C)]
@@ -1422,7 +1543,10 @@ const _: () = assert!(size_of::<IbvAllocPd>() == 16);
 pub struct IbUverbsAllocPdResp {
     pub pd_handle: u32,
 }
-const _: () = assert!(size_of::<IbUverbsAllocPdResp>() == 4);
+c_layout! {
+    IbUverbsAllocPdResp = "struct ib_uverbs_alloc_pd_resp", size 4;
+    pd_handle @ 0,
+}
 
 /// `struct ibv_create_cq`: header + `struct ib_uverbs_create_cq`
 /// (`response`, `user_handle`, `u32 cqe`, `u32 comp_vector`, `s32
@@ -1438,7 +1562,10 @@ pub struct IbvCreateCq {
     pub comp_channel: i32,
     pub reserved: u32,
 }
-const _: () = assert!(size_of::<IbvCreateCq>() == 40);
+c_layout! {
+    IbvCreateCq = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_create_cq", size 40;
+    response @ 8, user_handle @ 16, cqe @ 24, comp_vector @ 28, comp_channel @ 32,
+}
 
 /// Command buffer of `ibv_cmd_create_cq`: the core command followed by
 /// rroce's driver data (`udata` in).
@@ -1448,8 +1575,10 @@ pub struct RroceCreateCqCmd {
     pub core: IbvCreateCq,
     pub drv: CreateCqCmd,
 }
-const _: () = assert!(offset_of!(RroceCreateCqCmd, drv) == size_of::<IbvCreateCq>());
-const _: () = assert!(size_of::<RroceCreateCqCmd>() == 40 + CreateQueueCmd::SIZE);
+c_layout! {
+    RroceCreateCqCmd = private, size 40 + CreateQueueCmd::SIZE;
+    drv @ size_of::<IbvCreateCq>(),
+}
 
 /// `struct ib_uverbs_create_cq_resp`: `u32 cq_handle`, `u32 cqe`, then
 /// `__aligned_u64 driver_data[]`; size 8.
@@ -1459,7 +1588,10 @@ pub struct IbUverbsCreateCqResp {
     pub cq_handle: u32,
     pub cqe: u32,
 }
-const _: () = assert!(size_of::<IbUverbsCreateCqResp>() == 8);
+c_layout! {
+    IbUverbsCreateCqResp = "struct ib_uverbs_create_cq_resp", size 8;
+    cq_handle @ 0, cqe @ 4,
+}
 
 /// Response buffer of `ibv_cmd_create_cq`: core response + `CreateCqResp`.
 #[repr(C)]
@@ -1468,8 +1600,10 @@ pub struct RroceCreateCqResp {
     pub core: IbUverbsCreateCqResp,
     pub drv: CreateCqResp,
 }
-const _: () = assert!(offset_of!(RroceCreateCqResp, drv) == 8);
-const _: () = assert!(size_of::<RroceCreateCqResp>() == 8 + CreateCqResp::SIZE);
+c_layout! {
+    RroceCreateCqResp = private, size 8 + CreateCqResp::SIZE;
+    drv @ 8,
+}
 
 /// `struct ibv_create_cq_ex`: `struct ib_uverbs_cmd_hdr` + `struct
 /// ib_uverbs_ex_cmd_hdr` (`response`, `u16 provider_in_words`, `u16
@@ -1484,7 +1618,10 @@ pub struct IbvCreateCqEx {
     pub ex_hdr: [u64; 2],
     pub core: [u64; 4],
 }
-const _: () = assert!(size_of::<IbvCreateCqEx>() == 56);
+c_layout! {
+    IbvCreateCqEx = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_ex_cmd_hdr"
+        + "struct ib_uverbs_ex_create_cq", size 56;
+}
 
 /// Command buffer of `ibv_cmd_create_cq_ex`: the core command followed by
 /// the same driver data as [`RroceCreateCqCmd`].
@@ -1494,7 +1631,10 @@ pub struct RroceCreateCqExCmd {
     pub core: IbvCreateCqEx,
     pub drv: CreateCqCmd,
 }
-const _: () = assert!(offset_of!(RroceCreateCqExCmd, drv) == size_of::<IbvCreateCqEx>());
+c_layout! {
+    RroceCreateCqExCmd = private, size 56 + CreateQueueCmd::SIZE;
+    drv @ size_of::<IbvCreateCqEx>(),
+}
 
 /// `struct ib_uverbs_ex_create_cq_resp`: `struct ib_uverbs_create_cq_resp
 /// base`, `u32 comp_mask`, `u32 response_length`; size 16.
@@ -1505,7 +1645,10 @@ pub struct IbUverbsExCreateCqResp {
     pub comp_mask: u32,
     pub response_length: u32,
 }
-const _: () = assert!(size_of::<IbUverbsExCreateCqResp>() == 16);
+c_layout! {
+    IbUverbsExCreateCqResp = "struct ib_uverbs_ex_create_cq_resp", size 16;
+    base @ 0, comp_mask @ 8, response_length @ 12,
+}
 
 /// Response buffer of `ibv_cmd_create_cq_ex`: core response +
 /// `CreateCqResp`.
@@ -1515,7 +1658,10 @@ pub struct RroceCreateCqExResp {
     pub core: IbUverbsExCreateCqResp,
     pub drv: CreateCqResp,
 }
-const _: () = assert!(offset_of!(RroceCreateCqExResp, drv) == 16);
+c_layout! {
+    RroceCreateCqExResp = private, size 16 + CreateCqResp::SIZE;
+    drv @ 16,
+}
 
 /// `struct ibv_resize_cq`: header + `struct ib_uverbs_resize_cq`
 /// (`__aligned_u64 response`, `u32 cq_handle`, `u32 cqe`); size 24.
@@ -1528,8 +1674,10 @@ pub struct IbvResizeCq {
     pub cq_handle: u32,
     pub cqe: u32,
 }
-const _: () = assert!(offset_of!(IbvResizeCq, cq_handle) == 16);
-const _: () = assert!(size_of::<IbvResizeCq>() == 24);
+c_layout! {
+    IbvResizeCq = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_resize_cq", size 24;
+    response @ 8, cq_handle @ 16, cqe @ 20,
+}
 
 /// Command buffer of `ibv_cmd_resize_cq`: core command + `ResizeCqCmd`.
 #[repr(C)]
@@ -1538,8 +1686,10 @@ pub struct RroceResizeCqCmd {
     pub core: IbvResizeCq,
     pub drv: ResizeCqCmd,
 }
-const _: () = assert!(offset_of!(RroceResizeCqCmd, drv) == size_of::<IbvResizeCq>());
-const _: () = assert!(size_of::<RroceResizeCqCmd>() == 24 + ResizeCqCmd::SIZE);
+c_layout! {
+    RroceResizeCqCmd = private, size 24 + ResizeCqCmd::SIZE;
+    drv @ size_of::<IbvResizeCq>(),
+}
 
 /// `struct ib_uverbs_resize_cq_resp`: `u32 cqe`, `u32 reserved`, then
 /// `__aligned_u64 driver_data[]`; size 8.
@@ -1549,7 +1699,10 @@ pub struct IbUverbsResizeCqResp {
     pub cqe: u32,
     pub reserved: u32,
 }
-const _: () = assert!(size_of::<IbUverbsResizeCqResp>() == 8);
+c_layout! {
+    IbUverbsResizeCqResp = "struct ib_uverbs_resize_cq_resp", size 8;
+    cqe @ 0, reserved @ 4,
+}
 
 /// Response buffer of `ibv_cmd_resize_cq`: core response + `ResizeCqResp`.
 #[repr(C)]
@@ -1558,8 +1711,10 @@ pub struct RroceResizeCqResp {
     pub core: IbUverbsResizeCqResp,
     pub drv: ResizeCqResp,
 }
-const _: () = assert!(offset_of!(RroceResizeCqResp, drv) == 8);
-const _: () = assert!(size_of::<RroceResizeCqResp>() == 8 + ResizeCqResp::SIZE);
+c_layout! {
+    RroceResizeCqResp = private, size 8 + ResizeCqResp::SIZE;
+    drv @ 8,
+}
 
 /// `struct ibv_create_qp`: header + `struct ib_uverbs_create_qp`
 /// (`response`, `user_handle`, nine `u32` handles and caps, four `u8`
@@ -1584,8 +1739,12 @@ pub struct IbvCreateQp {
     pub is_srq: u8,
     pub reserved: u8,
 }
-const _: () = assert!(offset_of!(IbvCreateQp, sq_sig_all) == 60);
-const _: () = assert!(size_of::<IbvCreateQp>() == 64);
+c_layout! {
+    IbvCreateQp = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_create_qp", size 64;
+    response @ 8, user_handle @ 16, pd_handle @ 24, send_cq_handle @ 28, recv_cq_handle @ 32,
+    srq_handle @ 36, max_send_wr @ 40, max_recv_wr @ 44, max_send_sge @ 48,
+    max_recv_sge @ 52, max_inline_data @ 56, sq_sig_all @ 60, qp_type @ 61, is_srq @ 62,
+}
 
 /// Command buffer of `ibv_cmd_create_qp`: core command + `CreateQpCmd`.
 #[repr(C)]
@@ -1594,8 +1753,10 @@ pub struct RroceCreateQpCmd {
     pub core: IbvCreateQp,
     pub drv: CreateQpCmd,
 }
-const _: () = assert!(offset_of!(RroceCreateQpCmd, drv) == 64);
-const _: () = assert!(size_of::<RroceCreateQpCmd>() == 64 + CreateQueueCmd::SIZE);
+c_layout! {
+    RroceCreateQpCmd = private, size 64 + CreateQueueCmd::SIZE;
+    drv @ 64,
+}
 
 /// `struct ib_uverbs_create_qp_resp`: eight `u32` (`qp_handle`, `qpn`,
 /// the five caps, `reserved`), then `driver_data[]`; size 32.
@@ -1611,7 +1772,11 @@ pub struct IbUverbsCreateQpResp {
     pub max_inline_data: u32,
     pub reserved: u32,
 }
-const _: () = assert!(size_of::<IbUverbsCreateQpResp>() == 32);
+c_layout! {
+    IbUverbsCreateQpResp = "struct ib_uverbs_create_qp_resp", size 32;
+    qp_handle @ 0, qpn @ 4, max_send_wr @ 8, max_recv_wr @ 12, max_send_sge @ 16,
+    max_recv_sge @ 20, max_inline_data @ 24,
+}
 
 /// Response buffer of `ibv_cmd_create_qp`: core response + `CreateQpResp`.
 #[repr(C)]
@@ -1620,8 +1785,10 @@ pub struct RroceCreateQpResp {
     pub core: IbUverbsCreateQpResp,
     pub drv: CreateQpResp,
 }
-const _: () = assert!(offset_of!(RroceCreateQpResp, drv) == 32);
-const _: () = assert!(size_of::<RroceCreateQpResp>() == 32 + CreateQpResp::SIZE);
+c_layout! {
+    RroceCreateQpResp = private, size 32 + CreateQpResp::SIZE;
+    drv @ 32,
+}
 
 /// `struct ibv_create_srq`: header + `struct ib_uverbs_create_srq`
 /// (`response`, `user_handle`, `u32 pd_handle`, `max_wr`, `max_sge`,
@@ -1637,7 +1804,11 @@ pub struct IbvCreateSrq {
     pub max_sge: u32,
     pub srq_limit: u32,
 }
-const _: () = assert!(size_of::<IbvCreateSrq>() == 40);
+c_layout! {
+    IbvCreateSrq = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_create_srq", size 40;
+    response @ 8, user_handle @ 16, pd_handle @ 24, max_wr @ 28, max_sge @ 32,
+    srq_limit @ 36,
+}
 
 /// Command buffer of `ibv_cmd_create_srq`: core command + `CreateSrqCmd`.
 #[repr(C)]
@@ -1646,8 +1817,10 @@ pub struct RroceCreateSrqCmd {
     pub core: IbvCreateSrq,
     pub drv: CreateSrqCmd,
 }
-const _: () = assert!(offset_of!(RroceCreateSrqCmd, drv) == 40);
-const _: () = assert!(size_of::<RroceCreateSrqCmd>() == 40 + CreateQueueCmd::SIZE);
+c_layout! {
+    RroceCreateSrqCmd = private, size 40 + CreateQueueCmd::SIZE;
+    drv @ 40,
+}
 
 /// `struct ib_uverbs_create_srq_resp`: `srq_handle`, `max_wr`, `max_sge`,
 /// `srqn` (`u32`), then `driver_data[]`; size 16.
@@ -1659,7 +1832,10 @@ pub struct IbUverbsCreateSrqResp {
     pub max_sge: u32,
     pub srqn: u32,
 }
-const _: () = assert!(size_of::<IbUverbsCreateSrqResp>() == 16);
+c_layout! {
+    IbUverbsCreateSrqResp = "struct ib_uverbs_create_srq_resp", size 16;
+    srq_handle @ 0, max_wr @ 4, max_sge @ 8, srqn @ 12,
+}
 
 /// Response buffer of `ibv_cmd_create_srq`: core response + `CreateSrqResp`.
 #[repr(C)]
@@ -1668,8 +1844,10 @@ pub struct RroceCreateSrqResp {
     pub core: IbUverbsCreateSrqResp,
     pub drv: CreateSrqResp,
 }
-const _: () = assert!(offset_of!(RroceCreateSrqResp, drv) == 16);
-const _: () = assert!(size_of::<RroceCreateSrqResp>() == 16 + CreateSrqResp::SIZE);
+c_layout! {
+    RroceCreateSrqResp = private, size 16 + CreateSrqResp::SIZE;
+    drv @ 16,
+}
 
 /// `struct ibv_modify_srq`: header + `struct ib_uverbs_modify_srq`
 /// (`srq_handle`, `attr_mask`, `max_wr`, `srq_limit`); size 24.
@@ -1682,7 +1860,10 @@ pub struct IbvModifySrq {
     pub max_wr: u32,
     pub srq_limit: u32,
 }
-const _: () = assert!(size_of::<IbvModifySrq>() == 24);
+c_layout! {
+    IbvModifySrq = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_modify_srq", size 24;
+    srq_handle @ 8, attr_mask @ 12, max_wr @ 16, srq_limit @ 20,
+}
 
 /// `struct ibv_query_srq`: header + `struct ib_uverbs_query_srq`
 /// (`response`, `srq_handle`, `reserved`); size 24.
@@ -1694,7 +1875,10 @@ pub struct IbvQuerySrq {
     pub srq_handle: u32,
     pub reserved: u32,
 }
-const _: () = assert!(size_of::<IbvQuerySrq>() == 24);
+c_layout! {
+    IbvQuerySrq = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_query_srq", size 24;
+    response @ 8, srq_handle @ 16,
+}
 
 /// Size of `struct ib_uverbs_modify_qp` (two 32-byte `ib_uverbs_qp_dest`,
 /// handle, mask and attributes).
@@ -1708,7 +1892,10 @@ pub struct IbvModifyQp {
     pub hdr: IbUverbsCmdHdr,
     pub core: [u64; IB_UVERBS_MODIFY_QP_SIZE / 8],
 }
-const _: () = assert!(size_of::<IbvModifyQp>() == 8 + IB_UVERBS_MODIFY_QP_SIZE);
+c_layout! {
+    IbvModifyQp = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_modify_qp",
+        size 8 + IB_UVERBS_MODIFY_QP_SIZE;
+}
 
 /// `struct ibv_query_qp`: header + `struct ib_uverbs_query_qp`
 /// (`response`, `u32 qp_handle`, `u32 attr_mask`); size 24.
@@ -1720,7 +1907,10 @@ pub struct IbvQueryQp {
     pub qp_handle: u32,
     pub attr_mask: u32,
 }
-const _: () = assert!(size_of::<IbvQueryQp>() == 24);
+c_layout! {
+    IbvQueryQp = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_query_qp", size 24;
+    response @ 8, qp_handle @ 16, attr_mask @ 20,
+}
 
 /// `struct ibv_reg_mr`: header + `struct ib_uverbs_reg_mr` (`response`,
 /// `start`, `length`, `hca_va`, `u32 pd_handle`, `u32 access_flags`);
@@ -1736,7 +1926,10 @@ pub struct IbvRegMr {
     pub pd_handle: u32,
     pub access_flags: u32,
 }
-const _: () = assert!(size_of::<IbvRegMr>() == 48);
+c_layout! {
+    IbvRegMr = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_reg_mr", size 48;
+    response @ 8, start @ 16, length @ 24, hca_va @ 32, pd_handle @ 40, access_flags @ 44,
+}
 
 /// `struct ib_uverbs_reg_mr_resp`: `u32 mr_handle`, `lkey`, `rkey`; size 12.
 #[repr(C)]
@@ -1746,7 +1939,10 @@ pub struct IbUverbsRegMrResp {
     pub lkey: u32,
     pub rkey: u32,
 }
-const _: () = assert!(size_of::<IbUverbsRegMrResp>() == 12);
+c_layout! {
+    IbUverbsRegMrResp = "struct ib_uverbs_reg_mr_resp", size 12;
+    mr_handle @ 0, lkey @ 4, rkey @ 8,
+}
 
 /// `enum ibv_rereg_mr_flags`: `IBV_REREG_MR_CHANGE_PD`.
 pub const IBV_REREG_MR_CHANGE_PD: c_int = 1 << 1;
@@ -1767,7 +1963,11 @@ pub struct IbvReregMr {
     pub pd_handle: u32,
     pub access_flags: u32,
 }
-const _: () = assert!(size_of::<IbvReregMr>() == 56);
+c_layout! {
+    IbvReregMr = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_rereg_mr", size 56;
+    response @ 8, mr_handle @ 16, flags @ 20, start @ 24, length @ 32, hca_va @ 40,
+    pd_handle @ 48, access_flags @ 52,
+}
 
 /// `struct ib_uverbs_rereg_mr_resp`: `u32 lkey`, `u32 rkey`; size 8.
 #[repr(C)]
@@ -1776,7 +1976,10 @@ pub struct IbUverbsReregMrResp {
     pub lkey: u32,
     pub rkey: u32,
 }
-const _: () = assert!(size_of::<IbUverbsReregMrResp>() == 8);
+c_layout! {
+    IbUverbsReregMrResp = "struct ib_uverbs_rereg_mr_resp", size 8;
+    lkey @ 0, rkey @ 4,
+}
 
 /// `struct ib_uverbs_create_ah_resp`: `u32 ah_handle`, then
 /// `driver_data[]` (`u32`); size 4.
@@ -1785,7 +1988,10 @@ const _: () = assert!(size_of::<IbUverbsReregMrResp>() == 8);
 pub struct IbUverbsCreateAhResp {
     pub ah_handle: u32,
 }
-const _: () = assert!(size_of::<IbUverbsCreateAhResp>() == 4);
+c_layout! {
+    IbUverbsCreateAhResp = "struct ib_uverbs_create_ah_resp", size 4;
+    ah_handle @ 0,
+}
 
 /// Response buffer of `ibv_cmd_create_ah`: core response + `CreateAhResp`.
 #[repr(C)]
@@ -1794,8 +2000,10 @@ pub struct RroceCreateAhResp {
     pub core: IbUverbsCreateAhResp,
     pub drv: CreateAhResp,
 }
-const _: () = assert!(offset_of!(RroceCreateAhResp, drv) == 4);
-const _: () = assert!(size_of::<RroceCreateAhResp>() == 4 + CreateAhResp::SIZE);
+c_layout! {
+    RroceCreateAhResp = private, size 4 + CreateAhResp::SIZE;
+    drv @ 4,
+}
 
 /// `IB_USER_VERBS_CMD_POST_SEND`.
 pub const IB_USER_VERBS_CMD_POST_SEND: u32 = 28;
@@ -1814,9 +2022,10 @@ pub struct IbvPostSend {
     pub sge_count: u32,
     pub wqe_size: u32,
 }
-const _: () = assert!(offset_of!(IbvPostSend, qp_handle) == 16);
-const _: () = assert!(offset_of!(IbvPostSend, wqe_size) == 28);
-const _: () = assert!(size_of::<IbvPostSend>() == 32);
+c_layout! {
+    IbvPostSend = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_post_send", size 32;
+    response @ 8, qp_handle @ 16, wr_count @ 20, sge_count @ 24, wqe_size @ 28,
+}
 
 /// `struct ib_uverbs_post_send_resp`: `u32 bad_wr`; size 4.
 #[repr(C)]
@@ -1824,7 +2033,10 @@ const _: () = assert!(size_of::<IbvPostSend>() == 32);
 pub struct IbUverbsPostSendResp {
     pub bad_wr: u32,
 }
-const _: () = assert!(size_of::<IbUverbsPostSendResp>() == 4);
+c_layout! {
+    IbUverbsPostSendResp = "struct ib_uverbs_post_send_resp", size 4;
+    bad_wr @ 0,
+}
 
 /// `struct ib_uverbs_ex_query_device_resp`.
 ///
@@ -1844,10 +2056,11 @@ pub struct IbUverbsExQueryDeviceResp {
     pub response_length: u32,
     pub ext: [u64; 15],
 }
-const _: () = assert!(offset_of!(IbUverbsExQueryDeviceResp, comp_mask) == 176);
-const _: () = assert!(offset_of!(IbUverbsExQueryDeviceResp, response_length) == 180);
-const _: () = assert!(offset_of!(IbUverbsExQueryDeviceResp, ext) == 184);
-const _: () = assert!(size_of::<IbUverbsExQueryDeviceResp>() == 304);
+c_layout! {
+    IbUverbsExQueryDeviceResp = "struct ib_uverbs_ex_query_device_resp", size 304;
+    fw_ver as "base.fw_ver" @ 0, base_rest as "base.node_guid" @ 8, comp_mask @ 176,
+    response_length @ 180, ext as "odp_caps" @ 184,
+}
 
 impl IbUverbsExQueryDeviceResp {
     /// All zero.
@@ -2133,365 +2346,332 @@ mod c_layout {
     //! installed `infiniband/verbs.h` and `rdma/ib_user_verbs.h`.
 
     use super::*;
+    use crate::ffi::layout::CLayout;
     use std::fmt::Write as _;
     use std::process::Command;
 
-    /// (C expression, value Rust uses).
-    fn expectations() -> Vec<(&'static str, usize)> {
+    /// A `(C expression, value Rust uses)` row of the C program.
+    type Row = (&'static str, usize);
+    /// [`CLayout::c_rows`] of one type.
+    type AddRows = fn(&mut Vec<Row>);
+
+    /// `(type, its rows)` for the `c_layout!` table of each type.
+    macro_rules! tables {
+        ($($t:ident),* $(,)?) => {
+            &[$((stringify!($t), <$t as CLayout>::c_rows as AddRows)),*]
+        };
+    }
+
+    /// Every `c_layout!` table of this file but the `private` ones (see
+    /// [`every_table_is_cross_checked`]).
+    const TABLES: &[(&str, AddRows)] = tables! {
+        IbvDevice, PthreadMutex, IbvContext, VerbsContext, IbvPd, PthreadCond, IbvCq,
+        IbvCqInitAttrEx, IbvPollCqAttr, IbvCqEx, IbvQp, IbvDataBuf, IbvQpEx, IbvQpCap,
+        IbvQpInitAttr, IbvQpInitAttrEx, IbvSge, IbvSendWrRdma, IbvSendWrAtomic, IbvSendWrUd,
+        IbvSendWrWr, IbvSendWr, IbvMwBindInfo, IbvSendWrBindMw, IbvMwBind, IbvMw, IbvAllocMw,
+        IbUverbsAllocMwResp, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAttr, IbvWc, IbvMr, IbvAh,
+        IbUverbsCmdHdr, IbvGetContext, IbUverbsGetContextResp, IbvQueryPort, IbvAllocPd,
+        IbUverbsAllocPdResp, IbvCreateCq, IbUverbsCreateCqResp, IbvCreateCqEx,
+        IbUverbsExCreateCqResp, IbvResizeCq, IbUverbsResizeCqResp, IbvCreateQp,
+        IbUverbsCreateQpResp, IbvCreateSrq, IbUverbsCreateSrqResp, IbvModifySrq, IbvQuerySrq,
+        IbvModifyQp, IbvQueryQp, IbvRegMr, IbUverbsRegMrResp, IbvReregMr, IbUverbsReregMrResp,
+        IbUverbsCreateAhResp, IbvPostSend, IbUverbsPostSendResp, IbUverbsExQueryDeviceResp,
+    };
+
+    /// The rows of the C program: the values that are not the layout of a
+    /// Rust type (constants, C types the provider only counts in pointer
+    /// slots or bytes), then the rows of every `c_layout!` table.
+    fn expectations() -> Vec<Row> {
         const P: usize = size_of::<*const c_void>();
-        vec![
+        let mut rows = vec![
+            // libc and the LP64 model
             ("sizeof(void *)", P),
             ("sizeof(size_t)", size_of::<usize>()),
-            ("sizeof(pthread_mutex_t)", PTHREAD_MUTEX_SIZE),
             ("ENOMEM", ENOMEM as usize),
             ("EINVAL", EINVAL as usize),
             ("EIO", EIO as usize),
             ("EPROTO", EPROTO as usize),
-            ("IBV_SYSFS_NAME_MAX", IBV_SYSFS_NAME_MAX),
-            ("IBV_SYSFS_PATH_MAX", IBV_SYSFS_PATH_MAX),
-            // struct ibv_device
-            ("sizeof(struct ibv_device)", size_of::<IbvDevice>()),
-            ("sizeof(struct _ibv_device_ops)", 2 * P),
-            ("offsetof(struct ibv_device, node_type)", offset_of!(IbvDevice, node_type)),
-            ("offsetof(struct ibv_device, transport_type)", offset_of!(IbvDevice, transport_type)),
-            ("offsetof(struct ibv_device, name)", offset_of!(IbvDevice, name)),
-            ("offsetof(struct ibv_device, dev_name)", offset_of!(IbvDevice, dev_name)),
-            ("offsetof(struct ibv_device, dev_path)", offset_of!(IbvDevice, dev_path)),
-            ("offsetof(struct ibv_device, ibdev_path)", offset_of!(IbvDevice, ibdev_path)),
-            // struct ibv_context
-            ("sizeof(struct ibv_context)", size_of::<IbvContext>()),
-            ("sizeof(struct ibv_context_ops)", IBV_CONTEXT_OPS_SLOTS * P),
-            ("offsetof(struct ibv_context, ops)", offset_of!(IbvContext, ops)),
-            ("offsetof(struct ibv_context, cmd_fd)", offset_of!(IbvContext, cmd_fd)),
-            ("offsetof(struct ibv_context, async_fd)", offset_of!(IbvContext, async_fd)),
-            ("offsetof(struct ibv_context, num_comp_vectors)", offset_of!(IbvContext, num_comp_vectors)),
-            ("offsetof(struct ibv_context, mutex)", offset_of!(IbvContext, mutex)),
-            ("offsetof(struct ibv_context, abi_compat)", offset_of!(IbvContext, abi_compat)),
-            // struct verbs_context
-            ("sizeof(struct verbs_context)", size_of::<VerbsContext>()),
-            ("offsetof(struct verbs_context, priv)", VERBS_CONTEXT_PRIV_SLOT * P),
-            ("offsetof(struct verbs_context, query_device_ex)", VERBS_CONTEXT_QUERY_DEVICE_EX_SLOT * P),
-            ("offsetof(struct verbs_context, close_xrcd)", VERBS_CONTEXT_CLOSE_XRCD_SLOT * P),
-            ("offsetof(struct verbs_context, _ABI_placeholder3)", offset_of!(VerbsContext, abi_placeholder3)),
-            ("offsetof(struct verbs_context, sz)", offset_of!(VerbsContext, sz)),
-            ("offsetof(struct verbs_context, context)", offset_of!(VerbsContext, context)),
-            // struct ibv_pd
-            ("sizeof(struct ibv_pd)", size_of::<IbvPd>()),
-            ("offsetof(struct ibv_pd, handle)", offset_of!(IbvPd, handle)),
-            // struct ibv_device_attr(_ex)
-            ("offsetof(struct ibv_device_attr_ex, orig_attr.fw_ver)", DEVICE_ATTR_FW_VER_OFFSET),
-            ("sizeof(((struct ibv_device_attr *)0)->fw_ver)", DEVICE_ATTR_FW_VER_LEN),
-            ("sizeof(struct ibv_device_attr)", IBV_DEVICE_ATTR_SIZE),
-            // kernel uverbs ABI
-            ("sizeof(struct ib_uverbs_cmd_hdr)", size_of::<IbUverbsCmdHdr>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_get_context)", size_of::<IbvGetContext>()),
-            ("sizeof(struct ib_uverbs_get_context_resp)", size_of::<IbUverbsGetContextResp>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_query_port)", size_of::<IbvQueryPort>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_query_port, port_num)", offset_of!(IbvQueryPort, port_num)),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_alloc_pd)", size_of::<IbvAllocPd>()),
-            ("sizeof(struct ib_uverbs_alloc_pd_resp)", size_of::<IbUverbsAllocPdResp>()),
-            ("sizeof(struct ib_uverbs_query_device_resp)", offset_of!(IbUverbsExQueryDeviceResp, comp_mask)),
-            ("offsetof(struct ib_uverbs_ex_query_device_resp, base.fw_ver)", offset_of!(IbUverbsExQueryDeviceResp, fw_ver)),
-            ("offsetof(struct ib_uverbs_ex_query_device_resp, comp_mask)", offset_of!(IbUverbsExQueryDeviceResp, comp_mask)),
-            ("offsetof(struct ib_uverbs_ex_query_device_resp, response_length)", offset_of!(IbUverbsExQueryDeviceResp, response_length)),
-            ("offsetof(struct ib_uverbs_ex_query_device_resp, odp_caps)", offset_of!(IbUverbsExQueryDeviceResp, ext)),
-            ("sizeof(struct ib_uverbs_ex_query_device_resp)", size_of::<IbUverbsExQueryDeviceResp>()),
-            // libc
+            ("ENOENT", ENOENT as usize),
             ("EOPNOTSUPP", EOPNOTSUPP as usize),
             ("PROT_READ", PROT_READ as usize),
             ("PROT_WRITE", PROT_WRITE as usize),
             ("MAP_SHARED", MAP_SHARED as usize),
-            ("sizeof(pthread_cond_t)", PTHREAD_COND_SIZE),
-            // struct ibv_cq
-            ("sizeof(struct ibv_cq)", size_of::<IbvCq>()),
-            ("offsetof(struct ibv_cq, channel)", offset_of!(IbvCq, channel)),
-            ("offsetof(struct ibv_cq, cq_context)", offset_of!(IbvCq, cq_context)),
-            ("offsetof(struct ibv_cq, handle)", offset_of!(IbvCq, handle)),
-            ("offsetof(struct ibv_cq, cqe)", offset_of!(IbvCq, cqe)),
-            ("offsetof(struct ibv_cq, mutex)", offset_of!(IbvCq, mutex)),
-            ("offsetof(struct ibv_cq, cond)", offset_of!(IbvCq, cond)),
-            ("offsetof(struct ibv_cq, comp_events_completed)", offset_of!(IbvCq, comp_events_completed)),
-            ("offsetof(struct ibv_cq, async_events_completed)", offset_of!(IbvCq, async_events_completed)),
-            // struct ibv_srq and its verbs
-            ("sizeof(struct ibv_srq)", size_of::<IbvSrq>()),
-            ("offsetof(struct ibv_srq, pd)", offset_of!(IbvSrq, pd)),
-            ("offsetof(struct ibv_srq, handle)", offset_of!(IbvSrq, handle)),
-            ("offsetof(struct ibv_srq, mutex)", offset_of!(IbvSrq, mutex)),
-            ("offsetof(struct ibv_srq, cond)", offset_of!(IbvSrq, cond)),
-            ("offsetof(struct ibv_srq, events_completed)", offset_of!(IbvSrq, events_completed)),
-            ("sizeof(struct ibv_srq_attr)", size_of::<IbvSrqAttr>()),
-            ("sizeof(struct ibv_srq_init_attr)", size_of::<IbvSrqInitAttr>()),
-            ("offsetof(struct ibv_srq_init_attr, attr)", offset_of!(IbvSrqInitAttr, attr)),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_create_srq)", size_of::<IbvCreateSrq>()),
-            ("sizeof(struct ib_uverbs_create_srq_resp)", size_of::<IbUverbsCreateSrqResp>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_modify_srq)", size_of::<IbvModifySrq>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_query_srq)", size_of::<IbvQuerySrq>()),
-            // struct ibv_qp, ibv_qp_ex
-            ("sizeof(struct ibv_qp)", size_of::<IbvQp>()),
-            ("offsetof(struct ibv_qp, pd)", offset_of!(IbvQp, pd)),
-            ("offsetof(struct ibv_qp, send_cq)", offset_of!(IbvQp, send_cq)),
-            ("offsetof(struct ibv_qp, srq)", offset_of!(IbvQp, srq)),
-            ("offsetof(struct ibv_qp, handle)", offset_of!(IbvQp, handle)),
-            ("offsetof(struct ibv_qp, qp_num)", offset_of!(IbvQp, qp_num)),
-            ("offsetof(struct ibv_qp, state)", offset_of!(IbvQp, state)),
-            ("offsetof(struct ibv_qp, qp_type)", offset_of!(IbvQp, qp_type)),
-            ("offsetof(struct ibv_qp, mutex)", offset_of!(IbvQp, mutex)),
-            ("offsetof(struct ibv_qp, cond)", offset_of!(IbvQp, cond)),
-            ("offsetof(struct ibv_qp, events_completed)", offset_of!(IbvQp, events_completed)),
-            ("sizeof(struct ibv_qp_ex)", size_of::<IbvQp>() + IBV_QP_EX_TAIL),
-            ("offsetof(struct ibv_qp_ex, qp_base)", 0),
+            // struct ibv_device, ibv_context, verbs_context: pointer slots
+            ("IBV_SYSFS_NAME_MAX", IBV_SYSFS_NAME_MAX),
+            ("IBV_SYSFS_PATH_MAX", IBV_SYSFS_PATH_MAX),
+            ("sizeof(struct _ibv_device_ops)", 2 * P),
+            ("sizeof(struct ibv_context_ops)", IBV_CONTEXT_OPS_SLOTS * P),
+            (
+                "offsetof(struct verbs_context, priv)",
+                VERBS_CONTEXT_PRIV_SLOT * P,
+            ),
+            (
+                "offsetof(struct verbs_context, query_device_ex)",
+                VERBS_CONTEXT_QUERY_DEVICE_EX_SLOT * P,
+            ),
+            (
+                "offsetof(struct verbs_context, close_xrcd)",
+                VERBS_CONTEXT_CLOSE_XRCD_SLOT * P,
+            ),
+            // struct ibv_device_attr(_ex) and the kernel's query_device response
+            (
+                "offsetof(struct ibv_device_attr_ex, orig_attr.fw_ver)",
+                DEVICE_ATTR_FW_VER_OFFSET,
+            ),
+            (
+                "sizeof(((struct ibv_device_attr *)0)->fw_ver)",
+                DEVICE_ATTR_FW_VER_LEN,
+            ),
+            ("sizeof(struct ibv_device_attr)", IBV_DEVICE_ATTR_SIZE),
+            (
+                "sizeof(struct ib_uverbs_query_device_resp)",
+                offset_of!(IbUverbsExQueryDeviceResp, comp_mask),
+            ),
+            // struct ibv_qp_attr (opaque) and the QP enums
+            (
+                "offsetof(struct ibv_qp_attr, qp_state)",
+                QP_ATTR_STATE_OFFSET,
+            ),
+            ("offsetof(struct ibv_qp_attr, cap)", QP_ATTR_CAP_OFFSET),
+            ("sizeof(struct ibv_rx_hash_conf)", size_of::<[u64; 3]>()),
             ("IBV_QPT_RC", IBV_QPT_RC as usize),
             ("IBV_QPT_UC", IBV_QPT_UC as usize),
             ("IBV_QPT_UD", IBV_QPT_UD as usize),
             ("IBV_QPS_RESET", IBV_QPS_RESET as usize),
-            ("IBV_QP_STATE", IBV_QP_STATE as usize),
-            ("offsetof(struct ibv_qp_attr, qp_state)", QP_ATTR_STATE_OFFSET),
             ("IBV_QPS_RTS", IBV_QPS_RTS as usize),
-            // struct ibv_qp_init_attr, ibv_qp_cap, ibv_qp_attr
-            ("sizeof(struct ibv_qp_cap)", size_of::<IbvQpCap>()),
-            ("offsetof(struct ibv_qp_cap, max_recv_wr)", offset_of!(IbvQpCap, max_recv_wr)),
-            ("offsetof(struct ibv_qp_cap, max_send_sge)", offset_of!(IbvQpCap, max_send_sge)),
-            ("offsetof(struct ibv_qp_cap, max_recv_sge)", offset_of!(IbvQpCap, max_recv_sge)),
-            ("offsetof(struct ibv_qp_cap, max_inline_data)", offset_of!(IbvQpCap, max_inline_data)),
-            ("sizeof(struct ibv_qp_init_attr)", size_of::<IbvQpInitAttr>()),
-            ("offsetof(struct ibv_qp_init_attr, send_cq)", offset_of!(IbvQpInitAttr, send_cq)),
-            ("offsetof(struct ibv_qp_init_attr, srq)", offset_of!(IbvQpInitAttr, srq)),
-            ("offsetof(struct ibv_qp_init_attr, cap)", offset_of!(IbvQpInitAttr, cap)),
-            ("offsetof(struct ibv_qp_init_attr, qp_type)", offset_of!(IbvQpInitAttr, qp_type)),
-            ("offsetof(struct ibv_qp_init_attr, sq_sig_all)", offset_of!(IbvQpInitAttr, sq_sig_all)),
-            ("offsetof(struct ibv_qp_attr, cap)", QP_ATTR_CAP_OFFSET),
-            ("sizeof(struct ibv_qp_init_attr_ex)", size_of::<IbvQpInitAttrEx>()),
-            ("offsetof(struct ibv_qp_init_attr_ex, comp_mask)", offset_of!(IbvQpInitAttrEx, comp_mask)),
-            ("offsetof(struct ibv_qp_init_attr_ex, pd)", offset_of!(IbvQpInitAttrEx, pd)),
-            ("offsetof(struct ibv_qp_init_attr_ex, xrcd)", offset_of!(IbvQpInitAttrEx, xrcd)),
-            ("offsetof(struct ibv_qp_init_attr_ex, create_flags)", offset_of!(IbvQpInitAttrEx, create_flags)),
-            ("offsetof(struct ibv_qp_init_attr_ex, max_tso_header)", offset_of!(IbvQpInitAttrEx, max_tso_header)),
-            ("offsetof(struct ibv_qp_init_attr_ex, rwq_ind_tbl)", offset_of!(IbvQpInitAttrEx, rwq_ind_tbl)),
-            ("offsetof(struct ibv_qp_init_attr_ex, rx_hash_conf)", offset_of!(IbvQpInitAttrEx, rx_hash_conf)),
-            ("sizeof(struct ibv_rx_hash_conf)", size_of::<[u64; 3]>()),
-            ("offsetof(struct ibv_qp_init_attr_ex, source_qpn)", offset_of!(IbvQpInitAttrEx, source_qpn)),
-            ("offsetof(struct ibv_qp_init_attr_ex, send_ops_flags)", offset_of!(IbvQpInitAttrEx, send_ops_flags)),
+            ("IBV_QP_STATE", IBV_QP_STATE as usize),
             ("IBV_QP_INIT_ATTR_PD", IBV_QP_INIT_ATTR_PD as usize),
-            ("IBV_QP_INIT_ATTR_CREATE_FLAGS", IBV_QP_INIT_ATTR_CREATE_FLAGS as usize),
-            ("IBV_QP_INIT_ATTR_SEND_OPS_FLAGS", IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as usize),
-            ("IBV_QP_EX_WITH_RDMA_WRITE", IBV_QP_EX_WITH_RDMA_WRITE as usize),
-            ("IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM", IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM as usize),
+            (
+                "IBV_QP_INIT_ATTR_CREATE_FLAGS",
+                IBV_QP_INIT_ATTR_CREATE_FLAGS as usize,
+            ),
+            (
+                "IBV_QP_INIT_ATTR_SEND_OPS_FLAGS",
+                IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as usize,
+            ),
+            (
+                "IBV_QP_EX_WITH_RDMA_WRITE",
+                IBV_QP_EX_WITH_RDMA_WRITE as usize,
+            ),
+            (
+                "IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM",
+                IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM as usize,
+            ),
             ("IBV_QP_EX_WITH_SEND", IBV_QP_EX_WITH_SEND as usize),
-            ("IBV_QP_EX_WITH_SEND_WITH_IMM", IBV_QP_EX_WITH_SEND_WITH_IMM as usize),
-            ("IBV_QP_EX_WITH_RDMA_READ", IBV_QP_EX_WITH_RDMA_READ as usize),
-            ("IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP", IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP as usize),
-            ("IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD", IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as usize),
-            // struct ibv_qp_ex
-            ("offsetof(struct ibv_qp_ex, comp_mask)", offset_of!(IbvQpEx, comp_mask)),
-            ("offsetof(struct ibv_qp_ex, wr_id)", offset_of!(IbvQpEx, wr_id)),
-            ("offsetof(struct ibv_qp_ex, wr_flags)", offset_of!(IbvQpEx, wr_flags)),
-            ("offsetof(struct ibv_qp_ex, wr_atomic_cmp_swp)", offset_of!(IbvQpEx, wr_atomic_cmp_swp)),
-            ("offsetof(struct ibv_qp_ex, wr_atomic_fetch_add)", offset_of!(IbvQpEx, wr_atomic_fetch_add)),
-            ("offsetof(struct ibv_qp_ex, wr_bind_mw)", offset_of!(IbvQpEx, wr_bind_mw)),
-            ("offsetof(struct ibv_qp_ex, wr_local_inv)", offset_of!(IbvQpEx, wr_local_inv)),
-            ("offsetof(struct ibv_qp_ex, wr_rdma_read)", offset_of!(IbvQpEx, wr_rdma_read)),
-            ("offsetof(struct ibv_qp_ex, wr_rdma_write)", offset_of!(IbvQpEx, wr_rdma_write)),
-            ("offsetof(struct ibv_qp_ex, wr_rdma_write_imm)", offset_of!(IbvQpEx, wr_rdma_write_imm)),
-            ("offsetof(struct ibv_qp_ex, wr_send)", offset_of!(IbvQpEx, wr_send)),
-            ("offsetof(struct ibv_qp_ex, wr_send_imm)", offset_of!(IbvQpEx, wr_send_imm)),
-            ("offsetof(struct ibv_qp_ex, wr_send_inv)", offset_of!(IbvQpEx, wr_send_inv)),
-            ("offsetof(struct ibv_qp_ex, wr_send_tso)", offset_of!(IbvQpEx, wr_send_tso)),
-            ("offsetof(struct ibv_qp_ex, wr_set_ud_addr)", offset_of!(IbvQpEx, wr_set_ud_addr)),
-            ("offsetof(struct ibv_qp_ex, wr_set_xrc_srqn)", offset_of!(IbvQpEx, wr_set_xrc_srqn)),
-            ("offsetof(struct ibv_qp_ex, wr_set_inline_data)", offset_of!(IbvQpEx, wr_set_inline_data)),
-            ("offsetof(struct ibv_qp_ex, wr_set_inline_data_list)", offset_of!(IbvQpEx, wr_set_inline_data_list)),
-            ("offsetof(struct ibv_qp_ex, wr_set_sge)", offset_of!(IbvQpEx, wr_set_sge)),
-            ("offsetof(struct ibv_qp_ex, wr_set_sge_list)", offset_of!(IbvQpEx, wr_set_sge_list)),
-            ("offsetof(struct ibv_qp_ex, wr_start)", offset_of!(IbvQpEx, wr_start)),
-            ("offsetof(struct ibv_qp_ex, wr_complete)", offset_of!(IbvQpEx, wr_complete)),
-            ("offsetof(struct ibv_qp_ex, wr_abort)", offset_of!(IbvQpEx, wr_abort)),
-            ("offsetof(struct ibv_qp_ex, wr_atomic_write)", offset_of!(IbvQpEx, wr_atomic_write)),
-            ("sizeof(struct ibv_data_buf)", size_of::<IbvDataBuf>()),
-            ("offsetof(struct ibv_data_buf, length)", offset_of!(IbvDataBuf, length)),
-            // struct ibv_cq_ex, ibv_cq_init_attr_ex
-            ("sizeof(struct ibv_cq_ex)", size_of::<IbvCqEx>()),
-            ("offsetof(struct ibv_cq_ex, comp_mask)", offset_of!(IbvCqEx, comp_mask)),
-            ("offsetof(struct ibv_cq_ex, status)", offset_of!(IbvCqEx, status)),
-            ("offsetof(struct ibv_cq_ex, wr_id)", offset_of!(IbvCqEx, wr_id)),
-            ("offsetof(struct ibv_cq_ex, start_poll)", offset_of!(IbvCqEx, start_poll)),
-            ("offsetof(struct ibv_cq_ex, next_poll)", offset_of!(IbvCqEx, next_poll)),
-            ("offsetof(struct ibv_cq_ex, end_poll)", offset_of!(IbvCqEx, end_poll)),
-            ("offsetof(struct ibv_cq_ex, read_opcode)", offset_of!(IbvCqEx, read_opcode)),
-            ("offsetof(struct ibv_cq_ex, read_vendor_err)", offset_of!(IbvCqEx, read_vendor_err)),
-            ("offsetof(struct ibv_cq_ex, read_byte_len)", offset_of!(IbvCqEx, read_byte_len)),
-            ("offsetof(struct ibv_cq_ex, read_imm_data)", offset_of!(IbvCqEx, read_imm_data)),
-            ("offsetof(struct ibv_cq_ex, read_qp_num)", offset_of!(IbvCqEx, read_qp_num)),
-            ("offsetof(struct ibv_cq_ex, read_src_qp)", offset_of!(IbvCqEx, read_src_qp)),
-            ("offsetof(struct ibv_cq_ex, read_wc_flags)", offset_of!(IbvCqEx, read_wc_flags)),
-            ("offsetof(struct ibv_cq_ex, read_slid)", offset_of!(IbvCqEx, read_slid)),
-            ("offsetof(struct ibv_cq_ex, read_sl)", offset_of!(IbvCqEx, read_sl)),
-            ("offsetof(struct ibv_cq_ex, read_dlid_path_bits)", offset_of!(IbvCqEx, read_dlid_path_bits)),
-            ("offsetof(struct ibv_cq_ex, read_completion_ts)", offset_of!(IbvCqEx, read_completion_ts)),
-            ("offsetof(struct ibv_cq_ex, read_completion_wallclock_ns)", offset_of!(IbvCqEx, read_completion_wallclock_ns)),
-            ("sizeof(struct ibv_cq_init_attr_ex)", size_of::<IbvCqInitAttrEx>()),
-            ("offsetof(struct ibv_cq_init_attr_ex, cq_context)", offset_of!(IbvCqInitAttrEx, cq_context)),
-            ("offsetof(struct ibv_cq_init_attr_ex, channel)", offset_of!(IbvCqInitAttrEx, channel)),
-            ("offsetof(struct ibv_cq_init_attr_ex, comp_vector)", offset_of!(IbvCqInitAttrEx, comp_vector)),
-            ("offsetof(struct ibv_cq_init_attr_ex, wc_flags)", offset_of!(IbvCqInitAttrEx, wc_flags)),
-            ("offsetof(struct ibv_cq_init_attr_ex, comp_mask)", offset_of!(IbvCqInitAttrEx, comp_mask)),
-            ("offsetof(struct ibv_cq_init_attr_ex, flags)", offset_of!(IbvCqInitAttrEx, flags)),
-            ("offsetof(struct ibv_cq_init_attr_ex, parent_domain)", offset_of!(IbvCqInitAttrEx, parent_domain)),
-            ("sizeof(struct ibv_poll_cq_attr)", size_of::<IbvPollCqAttr>()),
+            (
+                "IBV_QP_EX_WITH_SEND_WITH_IMM",
+                IBV_QP_EX_WITH_SEND_WITH_IMM as usize,
+            ),
+            (
+                "IBV_QP_EX_WITH_RDMA_READ",
+                IBV_QP_EX_WITH_RDMA_READ as usize,
+            ),
+            (
+                "IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP",
+                IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP as usize,
+            ),
+            (
+                "IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD",
+                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as usize,
+            ),
+            (
+                "IBV_QP_EX_WITH_LOCAL_INV",
+                IBV_QP_EX_WITH_LOCAL_INV as usize,
+            ),
+            ("IBV_QP_EX_WITH_BIND_MW", IBV_QP_EX_WITH_BIND_MW as usize),
+            (
+                "IBV_QP_EX_WITH_SEND_WITH_INV",
+                IBV_QP_EX_WITH_SEND_WITH_INV as usize,
+            ),
+            // CQ enums
             ("IBV_WC_EX_WITH_BYTE_LEN", IBV_WC_EX_WITH_BYTE_LEN as usize),
-            ("IBV_REREG_MR_CHANGE_PD", IBV_REREG_MR_CHANGE_PD as usize),
             ("IBV_WC_EX_WITH_IMM", IBV_WC_EX_WITH_IMM as usize),
             ("IBV_WC_EX_WITH_QP_NUM", IBV_WC_EX_WITH_QP_NUM as usize),
             ("IBV_WC_EX_WITH_SRC_QP", IBV_WC_EX_WITH_SRC_QP as usize),
             ("IBV_WC_EX_WITH_SLID", IBV_WC_EX_WITH_SLID as usize),
             ("IBV_WC_EX_WITH_SL", IBV_WC_EX_WITH_SL as usize),
-            ("IBV_WC_EX_WITH_DLID_PATH_BITS", IBV_WC_EX_WITH_DLID_PATH_BITS as usize),
+            (
+                "IBV_WC_EX_WITH_DLID_PATH_BITS",
+                IBV_WC_EX_WITH_DLID_PATH_BITS as usize,
+            ),
             ("IBV_WC_STANDARD_FLAGS", IBV_WC_STANDARD_FLAGS as usize),
-            ("IBV_CQ_INIT_ATTR_MASK_FLAGS", IBV_CQ_INIT_ATTR_MASK_FLAGS as usize),
-            ("IBV_CREATE_CQ_ATTR_SINGLE_THREADED", IBV_CREATE_CQ_ATTR_SINGLE_THREADED as usize),
-            ("ENOENT", ENOENT as usize),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_ex_cmd_hdr) + sizeof(struct ib_uverbs_ex_create_cq)", size_of::<IbvCreateCqEx>()),
-            ("sizeof(struct ib_uverbs_ex_create_cq_resp)", size_of::<IbUverbsExCreateCqResp>()),
+            (
+                "IBV_CQ_INIT_ATTR_MASK_FLAGS",
+                IBV_CQ_INIT_ATTR_MASK_FLAGS as usize,
+            ),
+            (
+                "IBV_CREATE_CQ_ATTR_SINGLE_THREADED",
+                IBV_CREATE_CQ_ATTR_SINGLE_THREADED as usize,
+            ),
             // work requests
-            ("sizeof(struct ibv_sge)", size_of::<IbvSge>()),
-            ("offsetof(struct ibv_sge, length)", offset_of!(IbvSge, length)),
-            ("offsetof(struct ibv_sge, lkey)", offset_of!(IbvSge, lkey)),
-            ("sizeof(struct ibv_send_wr)", size_of::<IbvSendWr>()),
-            ("offsetof(struct ibv_send_wr, next)", offset_of!(IbvSendWr, next)),
-            ("offsetof(struct ibv_send_wr, sg_list)", offset_of!(IbvSendWr, sg_list)),
-            ("offsetof(struct ibv_send_wr, num_sge)", offset_of!(IbvSendWr, num_sge)),
-            ("offsetof(struct ibv_send_wr, opcode)", offset_of!(IbvSendWr, opcode)),
-            ("offsetof(struct ibv_send_wr, send_flags)", offset_of!(IbvSendWr, send_flags)),
-            ("offsetof(struct ibv_send_wr, imm_data)", offset_of!(IbvSendWr, imm_data_or_inv)),
-            ("offsetof(struct ibv_send_wr, invalidate_rkey)", offset_of!(IbvSendWr, imm_data_or_inv)),
-            ("offsetof(struct ibv_send_wr, wr.rdma.remote_addr)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrRdma, remote_addr)),
-            ("offsetof(struct ibv_send_wr, wr.rdma.rkey)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrRdma, rkey)),
-            ("offsetof(struct ibv_send_wr, wr.atomic.remote_addr)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrAtomic, remote_addr)),
-            ("offsetof(struct ibv_send_wr, wr.atomic.compare_add)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrAtomic, compare_add)),
-            ("offsetof(struct ibv_send_wr, wr.atomic.swap)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrAtomic, swap)),
-            ("offsetof(struct ibv_send_wr, wr.atomic.rkey)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrAtomic, rkey)),
-            ("offsetof(struct ibv_send_wr, wr.ud.ah)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrUd, ah)),
-            ("offsetof(struct ibv_send_wr, wr.ud.remote_qpn)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrUd, remote_qpn)),
-            ("offsetof(struct ibv_send_wr, wr.ud.remote_qkey)", offset_of!(IbvSendWr, wr) + offset_of!(IbvSendWrUd, remote_qkey)),
-            ("sizeof(((struct ibv_send_wr *)0)->wr)", size_of::<IbvSendWrWr>()),
-            ("offsetof(struct ibv_send_wr, qp_type.xrc.remote_srqn)", offset_of!(IbvSendWr, xrc_remote_srqn)),
-            ("offsetof(struct ibv_send_wr, bind_mw)", offset_of!(IbvSendWr, bind_mw_or_tso)),
             ("IBV_SEND_FENCE", usize::from(rroce_proto::wqe::SEND_FENCE)),
-            ("IBV_SEND_SIGNALED", usize::from(rroce_proto::wqe::SEND_SIGNALED)),
-            ("IBV_SEND_SOLICITED", usize::from(rroce_proto::wqe::SEND_SOLICITED)),
+            (
+                "IBV_SEND_SIGNALED",
+                usize::from(rroce_proto::wqe::SEND_SIGNALED),
+            ),
+            (
+                "IBV_SEND_SOLICITED",
+                usize::from(rroce_proto::wqe::SEND_SOLICITED),
+            ),
             ("IBV_SEND_INLINE", IBV_SEND_INLINE as usize),
-            ("IBV_SEND_INLINE", usize::from(rroce_proto::wqe::SEND_INLINE)),
-            ("IBV_WR_RDMA_WRITE", rroce_proto::wqe::SendOpcode::RdmaWrite as usize),
-            ("IBV_WR_RDMA_WRITE_WITH_IMM", rroce_proto::wqe::SendOpcode::RdmaWriteWithImm as usize),
+            (
+                "IBV_SEND_INLINE",
+                usize::from(rroce_proto::wqe::SEND_INLINE),
+            ),
+            (
+                "IBV_WR_RDMA_WRITE",
+                rroce_proto::wqe::SendOpcode::RdmaWrite as usize,
+            ),
+            (
+                "IBV_WR_RDMA_WRITE_WITH_IMM",
+                rroce_proto::wqe::SendOpcode::RdmaWriteWithImm as usize,
+            ),
             ("IBV_WR_SEND", rroce_proto::wqe::SendOpcode::Send as usize),
-            ("IBV_WR_SEND_WITH_IMM", rroce_proto::wqe::SendOpcode::SendWithImm as usize),
-            ("IBV_WR_RDMA_READ", rroce_proto::wqe::SendOpcode::RdmaRead as usize),
-            ("IBV_WR_ATOMIC_CMP_AND_SWP", rroce_proto::wqe::SendOpcode::AtomicCmpAndSwp as usize),
-            ("IBV_WR_ATOMIC_FETCH_AND_ADD", rroce_proto::wqe::SendOpcode::AtomicFetchAndAdd as usize),
-            ("IBV_WR_LOCAL_INV", rroce_proto::wqe::SendOpcode::LocalInv as usize),
-            ("IBV_WR_BIND_MW", rroce_proto::wqe::SendOpcode::BindMw as usize),
-            ("IBV_WR_SEND_WITH_INV", rroce_proto::wqe::SendOpcode::SendWithInv as usize),
-            ("sizeof(struct ibv_recv_wr)", size_of::<IbvRecvWr>()),
-            ("offsetof(struct ibv_recv_wr, next)", offset_of!(IbvRecvWr, next)),
-            ("offsetof(struct ibv_recv_wr, sg_list)", offset_of!(IbvRecvWr, sg_list)),
-            ("offsetof(struct ibv_recv_wr, num_sge)", offset_of!(IbvRecvWr, num_sge)),
-            // struct ibv_wc and its enums
-            ("sizeof(struct ibv_wc)", size_of::<IbvWc>()),
-            ("offsetof(struct ibv_wc, status)", offset_of!(IbvWc, status)),
-            ("offsetof(struct ibv_wc, opcode)", offset_of!(IbvWc, opcode)),
-            ("offsetof(struct ibv_wc, vendor_err)", offset_of!(IbvWc, vendor_err)),
-            ("offsetof(struct ibv_wc, byte_len)", offset_of!(IbvWc, byte_len)),
-            ("offsetof(struct ibv_wc, imm_data)", offset_of!(IbvWc, imm_data)),
-            ("offsetof(struct ibv_wc, invalidated_rkey)", offset_of!(IbvWc, imm_data)),
-            ("offsetof(struct ibv_wc, qp_num)", offset_of!(IbvWc, qp_num)),
-            ("offsetof(struct ibv_wc, src_qp)", offset_of!(IbvWc, src_qp)),
-            ("offsetof(struct ibv_wc, wc_flags)", offset_of!(IbvWc, wc_flags)),
-            ("offsetof(struct ibv_wc, pkey_index)", offset_of!(IbvWc, pkey_index)),
-            ("offsetof(struct ibv_wc, slid)", offset_of!(IbvWc, slid)),
-            ("offsetof(struct ibv_wc, sl)", offset_of!(IbvWc, sl)),
-            ("offsetof(struct ibv_wc, dlid_path_bits)", offset_of!(IbvWc, dlid_path_bits)),
+            (
+                "IBV_WR_SEND_WITH_IMM",
+                rroce_proto::wqe::SendOpcode::SendWithImm as usize,
+            ),
+            (
+                "IBV_WR_RDMA_READ",
+                rroce_proto::wqe::SendOpcode::RdmaRead as usize,
+            ),
+            (
+                "IBV_WR_ATOMIC_CMP_AND_SWP",
+                rroce_proto::wqe::SendOpcode::AtomicCmpAndSwp as usize,
+            ),
+            (
+                "IBV_WR_ATOMIC_FETCH_AND_ADD",
+                rroce_proto::wqe::SendOpcode::AtomicFetchAndAdd as usize,
+            ),
+            (
+                "IBV_WR_LOCAL_INV",
+                rroce_proto::wqe::SendOpcode::LocalInv as usize,
+            ),
+            (
+                "IBV_WR_BIND_MW",
+                rroce_proto::wqe::SendOpcode::BindMw as usize,
+            ),
+            (
+                "IBV_WR_SEND_WITH_INV",
+                rroce_proto::wqe::SendOpcode::SendWithInv as usize,
+            ),
+            (
+                "sizeof(struct ib_uverbs_send_wr) <= sizeof(struct ibv_send_wr)",
+                1,
+            ),
+            (
+                "IB_USER_VERBS_CMD_POST_SEND",
+                IB_USER_VERBS_CMD_POST_SEND as usize,
+            ),
+            // struct ibv_wc's enums
             ("IBV_WC_GRH", usize::from(rroce_proto::wqe::WC_GRH)),
-            ("IBV_WC_WITH_IMM", usize::from(rroce_proto::wqe::WC_WITH_IMM)),
-            ("IBV_WC_IP_CSUM_OK", usize::from(rroce_proto::wqe::WC_IP_CSUM_OK)),
-            ("IBV_WC_WITH_INV", usize::from(rroce_proto::wqe::WC_WITH_INV)),
-            ("IBV_WC_SUCCESS", rroce_proto::wqe::WcStatus::Success as usize),
-            ("IBV_WC_WR_FLUSH_ERR", rroce_proto::wqe::WcStatus::WrFlushErr as usize),
-            ("IBV_WC_GENERAL_ERR", rroce_proto::wqe::WcStatus::GeneralErr as usize),
+            (
+                "IBV_WC_WITH_IMM",
+                usize::from(rroce_proto::wqe::WC_WITH_IMM),
+            ),
+            (
+                "IBV_WC_IP_CSUM_OK",
+                usize::from(rroce_proto::wqe::WC_IP_CSUM_OK),
+            ),
+            (
+                "IBV_WC_WITH_INV",
+                usize::from(rroce_proto::wqe::WC_WITH_INV),
+            ),
+            (
+                "IBV_WC_SUCCESS",
+                rroce_proto::wqe::WcStatus::Success as usize,
+            ),
+            (
+                "IBV_WC_WR_FLUSH_ERR",
+                rroce_proto::wqe::WcStatus::WrFlushErr as usize,
+            ),
+            (
+                "IBV_WC_GENERAL_ERR",
+                rroce_proto::wqe::WcStatus::GeneralErr as usize,
+            ),
+            (
+                "IBV_WC_MW_BIND_ERR",
+                rroce_proto::wqe::WcStatus::MwBindErr as usize,
+            ),
             ("IBV_WC_SEND", rroce_proto::wqe::WcOpcode::Send as usize),
-            ("IBV_WC_RDMA_WRITE", rroce_proto::wqe::WcOpcode::RdmaWrite as usize),
-            ("IBV_WC_RDMA_READ", rroce_proto::wqe::WcOpcode::RdmaRead as usize),
-            ("IBV_WC_COMP_SWAP", rroce_proto::wqe::WcOpcode::CompSwap as usize),
-            ("IBV_WC_FETCH_ADD", rroce_proto::wqe::WcOpcode::FetchAdd as usize),
-            ("IBV_WC_BIND_MW", rroce_proto::wqe::WcOpcode::BindMw as usize),
-            ("IBV_WC_LOCAL_INV", rroce_proto::wqe::WcOpcode::LocalInv as usize),
+            (
+                "IBV_WC_RDMA_WRITE",
+                rroce_proto::wqe::WcOpcode::RdmaWrite as usize,
+            ),
+            (
+                "IBV_WC_RDMA_READ",
+                rroce_proto::wqe::WcOpcode::RdmaRead as usize,
+            ),
+            (
+                "IBV_WC_COMP_SWAP",
+                rroce_proto::wqe::WcOpcode::CompSwap as usize,
+            ),
+            (
+                "IBV_WC_FETCH_ADD",
+                rroce_proto::wqe::WcOpcode::FetchAdd as usize,
+            ),
+            (
+                "IBV_WC_BIND_MW",
+                rroce_proto::wqe::WcOpcode::BindMw as usize,
+            ),
+            (
+                "IBV_WC_LOCAL_INV",
+                rroce_proto::wqe::WcOpcode::LocalInv as usize,
+            ),
             ("IBV_WC_RECV", rroce_proto::wqe::WcOpcode::Recv as usize),
-            ("IBV_WC_RECV_RDMA_WITH_IMM", rroce_proto::wqe::WcOpcode::RecvRdmaWithImm as usize),
-            // struct ibv_mr, ibv_ah
-            ("sizeof(struct ibv_mr)", size_of::<IbvMr>()),
-            ("offsetof(struct ibv_mr, addr)", offset_of!(IbvMr, addr)),
-            ("offsetof(struct ibv_mr, length)", offset_of!(IbvMr, length)),
-            ("offsetof(struct ibv_mr, handle)", offset_of!(IbvMr, handle)),
-            ("offsetof(struct ibv_mr, lkey)", offset_of!(IbvMr, lkey)),
-            ("offsetof(struct ibv_mr, rkey)", offset_of!(IbvMr, rkey)),
-            ("sizeof(struct ibv_ah)", size_of::<IbvAh>()),
-            ("offsetof(struct ibv_ah, pd)", offset_of!(IbvAh, pd)),
-            ("offsetof(struct ibv_ah, handle)", offset_of!(IbvAh, handle)),
-            // kernel uverbs commands of the data path
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_create_cq)", size_of::<IbvCreateCq>()),
-            ("sizeof(struct ib_uverbs_create_cq_resp)", size_of::<IbUverbsCreateCqResp>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_resize_cq)", size_of::<IbvResizeCq>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_resize_cq, cq_handle)", offset_of!(IbvResizeCq, cq_handle)),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_resize_cq, cqe)", offset_of!(IbvResizeCq, cqe)),
-            ("sizeof(struct ib_uverbs_resize_cq_resp)", size_of::<IbUverbsResizeCqResp>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_create_qp)", size_of::<IbvCreateQp>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_create_qp, sq_sig_all)", offset_of!(IbvCreateQp, sq_sig_all)),
-            ("sizeof(struct ib_uverbs_create_qp_resp)", size_of::<IbUverbsCreateQpResp>()),
-            ("sizeof(struct ib_uverbs_modify_qp)", IB_UVERBS_MODIFY_QP_SIZE),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_query_qp)", size_of::<IbvQueryQp>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_reg_mr)", size_of::<IbvRegMr>()),
-            ("sizeof(struct ib_uverbs_reg_mr_resp)", size_of::<IbUverbsRegMrResp>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_rereg_mr)", size_of::<IbvReregMr>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_rereg_mr, mr_handle)", offset_of!(IbvReregMr, mr_handle)),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_rereg_mr, access_flags)", offset_of!(IbvReregMr, access_flags)),
-            ("sizeof(struct ib_uverbs_rereg_mr_resp)", size_of::<IbUverbsReregMrResp>()),
-            ("sizeof(struct ib_uverbs_create_ah_resp)", size_of::<IbUverbsCreateAhResp>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_alloc_mw)", size_of::<IbvAllocMw>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_alloc_mw, mw_type)", offset_of!(IbvAllocMw, mw_type)),
-            ("sizeof(struct ib_uverbs_alloc_mw_resp)", size_of::<IbUverbsAllocMwResp>()),
-            ("sizeof(struct ibv_mw)", size_of::<IbvMw>()),
-            ("offsetof(struct ibv_mw, rkey)", offset_of!(IbvMw, rkey)),
-            ("offsetof(struct ibv_mw, handle)", offset_of!(IbvMw, handle)),
-            ("offsetof(struct ibv_mw, type)", offset_of!(IbvMw, mw_type)),
-            ("IBV_MW_TYPE_1", IBV_MW_TYPE_1 as usize),
-            ("IBV_MW_TYPE_2", IBV_MW_TYPE_2 as usize),
-            ("sizeof(struct ibv_mw_bind_info)", size_of::<IbvMwBindInfo>()),
-            ("offsetof(struct ibv_mw_bind_info, addr)", offset_of!(IbvMwBindInfo, addr)),
-            ("offsetof(struct ibv_mw_bind_info, length)", offset_of!(IbvMwBindInfo, length)),
-            ("offsetof(struct ibv_mw_bind_info, mw_access_flags)", offset_of!(IbvMwBindInfo, mw_access_flags)),
-            ("sizeof(struct ibv_mw_bind)", size_of::<IbvMwBind>()),
-            ("offsetof(struct ibv_mw_bind, send_flags)", offset_of!(IbvMwBind, send_flags)),
-            ("offsetof(struct ibv_mw_bind, bind_info)", offset_of!(IbvMwBind, bind_info)),
-            ("offsetof(struct ibv_send_wr, bind_mw.rkey)", 80 + offset_of!(IbvSendWrBindMw, rkey)),
-            ("offsetof(struct ibv_send_wr, bind_mw.bind_info)", 80 + offset_of!(IbvSendWrBindMw, bind_info)),
-            ("offsetof(struct ibv_qp_ex, wr_local_inv)", offset_of!(IbvQpEx, wr_local_inv)),
-            ("offsetof(struct ibv_qp_ex, wr_send_inv)", offset_of!(IbvQpEx, wr_send_inv)),
-            ("IBV_QP_EX_WITH_LOCAL_INV", IBV_QP_EX_WITH_LOCAL_INV as usize),
-            ("IBV_QP_EX_WITH_BIND_MW", IBV_QP_EX_WITH_BIND_MW as usize),
-            ("IBV_QP_EX_WITH_SEND_WITH_INV", IBV_QP_EX_WITH_SEND_WITH_INV as usize),
-            ("IBV_WR_LOCAL_INV", rroce_proto::wqe::SendOpcode::LocalInv as usize),
-            ("IBV_WR_SEND_WITH_INV", rroce_proto::wqe::SendOpcode::SendWithInv as usize),
-            ("IBV_WC_LOCAL_INV", rroce_proto::wqe::WcOpcode::LocalInv as usize),
-            ("IBV_WC_MW_BIND_ERR", rroce_proto::wqe::WcStatus::MwBindErr as usize),
+            (
+                "IBV_WC_RECV_RDMA_WITH_IMM",
+                rroce_proto::wqe::WcOpcode::RecvRdmaWithImm as usize,
+            ),
+            // MR, MW and kernel commands
+            ("IBV_REREG_MR_CHANGE_PD", IBV_REREG_MR_CHANGE_PD as usize),
             ("IBV_ACCESS_MW_BIND", 16),
             ("IBV_ACCESS_ZERO_BASED", 32),
-            ("IB_USER_VERBS_CMD_POST_SEND", IB_USER_VERBS_CMD_POST_SEND as usize),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + sizeof(struct ib_uverbs_post_send)", size_of::<IbvPostSend>()),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_post_send, qp_handle)", offset_of!(IbvPostSend, qp_handle)),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_post_send, wr_count)", offset_of!(IbvPostSend, wr_count)),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_post_send, sge_count)", offset_of!(IbvPostSend, sge_count)),
-            ("sizeof(struct ib_uverbs_cmd_hdr) + offsetof(struct ib_uverbs_post_send, wqe_size)", offset_of!(IbvPostSend, wqe_size)),
-            ("sizeof(struct ib_uverbs_post_send_resp)", size_of::<IbUverbsPostSendResp>()),
-            ("sizeof(struct ib_uverbs_send_wr) <= sizeof(struct ibv_send_wr)", 1),
-        ]
+            ("IBV_MW_TYPE_1", IBV_MW_TYPE_1 as usize),
+            ("IBV_MW_TYPE_2", IBV_MW_TYPE_2 as usize),
+            (
+                "sizeof(struct ib_uverbs_modify_qp)",
+                IB_UVERBS_MODIFY_QP_SIZE,
+            ),
+        ];
+        for (_, add_rows) in TABLES {
+            add_rows(&mut rows);
+        }
+        rows
+    }
+
+    /// Every `c_layout!` table of this file that names a C type is in
+    /// [`TABLES`], so none escapes the C cross-check.
+    #[test]
+    fn every_table_is_cross_checked() {
+        let mut lines = include_str!("abi.rs").lines();
+        let mut public = Vec::new();
+        while let Some(line) = lines.next() {
+            if line != "c_layout! {" {
+                continue;
+            }
+            let head = lines.next().expect("a table after `c_layout! {`").trim();
+            let (name, c_type) = head
+                .split_once(" = ")
+                .expect("`Type = C-TYPE` heads a table");
+            if !c_type.starts_with("private") {
+                public.push(name);
+            }
+        }
+        let listed: Vec<&str> = TABLES.iter().map(|(name, _)| *name).collect();
+        let missing: Vec<&&str> = public
+            .iter()
+            .filter(|name| !listed.contains(name))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "c_layout! tables missing from TABLES: {missing:?}"
+        );
+        assert_eq!(
+            public.len(),
+            listed.len(),
+            "TABLES lists a type twice or a private one"
+        );
     }
 
     #[test]

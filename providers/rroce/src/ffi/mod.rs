@@ -10,10 +10,14 @@
 //!   borrowed for one call;
 //! * [`sys`]: `errno`, the ring mappings ([`RingMap`]) and the doorbell.
 //!
+//! `layout` holds `c_layout!`, the one table per C struct from which both
+//! the compile-time layout assertions and the C cross-check are made.
+//!
 //! Together with `ops` (the C entry points), this is the only code of the
 //! provider with `unsafe`; the crate root denies it everywhere else.
 
 pub(crate) mod abi;
+mod layout;
 pub(crate) mod opaque;
 pub(crate) mod sys;
 pub(crate) mod user;

@@ -66,10 +66,14 @@ diag() { printf '# %s\n' "$*"; }
 ktap_header() { echo "TAP version 13"; }
 ktap_plan() { _t_plan=$1; echo "1..$1"; }
 
-ktap_pass() { _t_num=$((_t_num + 1)); _t_pass=$((_t_pass + 1)); echo "ok $_t_num - $*"; }
-ktap_fail() { _t_num=$((_t_num + 1)); _t_fail=$((_t_fail + 1)); echo "not ok $_t_num - $*"; }
+# Each result is followed by "# took Ns": the time since the previous one
+# (or the script's start), so that a log shows where a script's time goes.
+_t_clock=$SECONDS
+_t_took() { echo "# took $((SECONDS - _t_clock))s"; _t_clock=$SECONDS; }
+ktap_pass() { _t_num=$((_t_num + 1)); _t_pass=$((_t_pass + 1)); echo "ok $_t_num - $*"; _t_took; }
+ktap_fail() { _t_num=$((_t_num + 1)); _t_fail=$((_t_fail + 1)); echo "not ok $_t_num - $*"; _t_took; }
 # ktap_skip DESC REASON
-ktap_skip() { _t_num=$((_t_num + 1)); _t_skip=$((_t_skip + 1)); echo "ok $_t_num - $1 # SKIP $2"; }
+ktap_skip() { _t_num=$((_t_num + 1)); _t_skip=$((_t_skip + 1)); echo "ok $_t_num - $1 # SKIP $2"; _t_took; }
 
 # Subtests made of several assertions:
 #   t_begin "desc"; expect_eq ...; assert ...; t_end

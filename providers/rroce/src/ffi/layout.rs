@@ -54,7 +54,10 @@ pub(crate) trait CLayout {
 ///   (often of anonymous type) of a C struct, `BASE` being that member's
 ///   offset in the outer struct: rows `sizeof(((struct ibv_send_wr
 ///   *)0)->wr.rdma)` and `offsetof(struct ibv_send_wr, wr.rdma.f)`, whose
-///   value is `BASE + offset_of!(Type, f)`;
+///   value is `BASE + offset_of!(Type, f)`.  `BASE` is not a number of its
+///   own but the `offset_of!` of that member in the outer Rust type, whose
+///   table asserts it; a wrong `BASE` expression is caught by the C
+///   cross-check only;
 /// * `private "struct verbs_device"` or just `private`: no installed C
 ///   header (the string only documents the C name); assertions only.
 ///
@@ -161,7 +164,7 @@ macro_rules! c_layout {
     ($T:ident = $path:literal in $cty:literal @ $base:expr, size $size:expr;
         $($fields:tt)*) => {
         $crate::ffi::layout::c_layout!(@assert $T, $size; $($fields)*);
-        // `BASE` is only read by the C rows; make every build check it.
+        // `BASE` is only read by the C rows; make every build evaluate it.
         const _: usize = $base;
         $crate::ffi::layout::c_layout!(@rows $T, [in $cty $path ($base)]; $($fields)*);
     };

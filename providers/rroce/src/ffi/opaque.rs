@@ -51,9 +51,9 @@ pub(crate) struct Opaque<T>(UnsafeCell<T>);
 // pointers in `ops`, which follow libibverbs' own synchronisation for each
 // field (the type invariant), so sharing or moving the wrapper between
 // threads adds no data race of Rust's making.
-unsafe impl<T> Sync for Opaque<T> {}
+unsafe impl<T: Zeroable> Sync for Opaque<T> {}
 // SAFETY: as above; the value is plain C data without thread affinity.
-unsafe impl<T> Send for Opaque<T> {}
+unsafe impl<T: Zeroable> Send for Opaque<T> {}
 
 impl<T: Zeroable> Opaque<T> {
     /// An all-zero value, what libibverbs expects of a fresh object.

@@ -158,8 +158,10 @@ pub(super) unsafe extern "C" fn create_cq_ex(
     match unsafe { create_common(context, cqe, create) } {
         Ok(cq) => {
             // SAFETY: `cq` is ours and not handed out yet: nobody else
-            // accesses its C part.
-            let ex = unsafe { &mut *(*cq).ibv() };
+            // accesses its C part, which is at offset 0 (the pointer keeps
+            // the provenance of the whole allocation, which `cq_of` and
+            // `destroy_cq` need).
+            let ex = unsafe { &mut *cq.cast::<IbvCqEx>() };
             ex.start_poll = Some(start_poll);
             ex.next_poll = Some(next_poll);
             ex.end_poll = Some(end_poll);

@@ -189,10 +189,10 @@ pub(super) unsafe extern "C" fn create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) 
         return ptr::null_mut();
     }
     // SAFETY: still exclusively owned.
-    unsafe {
-        (*ah).ah_num = resp.drv.ah_num;
-        (*ah).ibv.get()
-    }
+    unsafe { (*ah).ah_num = resp.drv.ah_num };
+    // `ibv` is at offset 0: the pointer keeps the provenance of the whole
+    // allocation, which `ah_num_of` and `destroy_ah` need.
+    ah.cast::<IbvAh>()
 }
 
 /// `verbs_context_ops::destroy_ah`: 0 or an errno value.

@@ -73,16 +73,27 @@ pub(super) unsafe fn bind_request(
     rkey: u32,
     info: &IbvMwBindInfo,
 ) -> BindRequest {
-    // SAFETY: per the contract.
-    let mw = unsafe { mw.as_ref() }.map(|w| MwView {
-        same_context: w.context == ctx,
-        rkey: w.rkey,
-        mw_type: w.mw_type,
+    // The window and the region belong to the application, which may change
+    // them (bind_mw, rereg_mr) from other threads: their fields are read
+    // through raw places, no reference to them is formed.
+    let mw = (!mw.is_null()).then(|| {
+        // SAFETY: a non-NULL window is live per the contract.
+        unsafe {
+            MwView {
+                same_context: (&raw const (*mw).context).read() == ctx,
+                rkey: (&raw const (*mw).rkey).read(),
+                mw_type: (&raw const (*mw).mw_type).read(),
+            }
+        }
     });
-    // SAFETY: per the contract.
-    let mr = unsafe { info.mr.as_ref() }.map(|r| MrView {
-        same_context: r.context == ctx,
-        lkey: r.lkey,
+    let mr = (!info.mr.is_null()).then(|| {
+        // SAFETY: a non-NULL region is live per the contract.
+        unsafe {
+            MrView {
+                same_context: (&raw const (*info.mr).context).read() == ctx,
+                lkey: (&raw const (*info.mr).lkey).read(),
+            }
+        }
     });
     BindRequest {
         mw,
@@ -95,6 +106,11 @@ pub(super) unsafe fn bind_request(
 }
 
 /// The `ibv_send_wr` list of a `post_send` call, as [`SendRequest`]s.
+///
+/// Each request is read when the iterator reaches it, so nothing after
+/// the first bad request is touched; within a request, its AH, window and
+/// region are looked at before `crate::qp` checks the opcode and the room
+/// in the SQ (the verbs API requires them to be live in any request).
 ///
 /// # Invariants
 ///
@@ -140,7 +156,13 @@ impl<'a> Iterator for SendChain<'a> {
             wr_id: wr.wr_id,
             opcode: wr.opcode,
             send_flags: wr.send_flags,
-            imm_data_or_inv: wr.imm_data_or_inv,
+            // Only for the opcodes that have it: the application may leave it
+            // uninitialised otherwise.
+            imm_data_or_inv: if op.is_some_and(|o| o.has_imm() || o.has_inv()) {
+                wr.imm_data_or_inv
+            } else {
+                0
+            },
             remote_addr: 0,
             rkey: 0,
             compare_add: 0,
@@ -188,13 +210,13 @@ impl<'a> Iterator for SendChain<'a> {
                 remote_qkey: ud.remote_qkey,
             });
         }
-        if wr.send_flags & IBV_SEND_INLINE != 0 {
-            // SAFETY: the buffers of an inline request are readable while
-            // the call runs (the verbs API; type invariant).
-            r.inline = Some(
-                r.sges
-                    .and_then(|s| unsafe { InlineData::from_sges(s, self.max_inline) }),
-            );
+        if wr.send_flags & IBV_SEND_INLINE != 0 && op.is_some_and(SendOpcode::allows_inline) {
+            r.inline = Some(r.sges.and_then(|s| {
+                // SAFETY: the buffers of an inline request of an opcode that
+                // carries data are readable while the call runs (the verbs
+                // API; type invariant).
+                unsafe { InlineData::from_sges(s, self.max_inline) }
+            }));
         }
         Some(r)
     }
@@ -243,17 +265,20 @@ impl<'a> Iterator for RecvChain<'a> {
     }
 }
 
-/// Stores in `*bad_wr` the request of list `wr` that `e` names.
+/// Stores in `*bad_wr` the request of list `wr` that `e` names (not past
+/// the list's end, whatever the index says) and returns the errno value.
 ///
 /// # Safety
 ///
-/// `bad_wr` must be writable and `wr` a valid list with at least
-/// `e.bad + 1` entries.
+/// `bad_wr` must be writable and `wr` NULL or a valid list.
 pub(super) unsafe fn report<T: Linked>(wr: *mut T, bad_wr: *mut *mut T, e: &PostError) -> c_int {
     if let Some(i) = e.bad {
         let mut cur = wr;
         for _ in 0..i {
-            // SAFETY: per the contract the list has more than `i` entries.
+            if cur.is_null() {
+                break;
+            }
+            // SAFETY: `cur` is a non-NULL element of the valid list.
             cur = unsafe { T::next(cur) };
         }
         // SAFETY: `bad_wr` is writable.
@@ -361,8 +386,11 @@ pub(super) unsafe extern "C" fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAt
             // SAFETY: `qp` is ours and live, `attr` valid.
             unsafe {
                 (*attr).cap = (*qp).caps(&(*attr).cap);
-                (*qp).vqp().cast::<IbvQp>()
             }
+            // `vqp` (with its `ibv_qp`) is at offset 0: the pointer keeps
+            // the provenance of the whole allocation, which `qp_of` and
+            // `destroy_qp` need.
+            qp.cast::<IbvQp>()
         }
         Err(e) => {
             set_errno(e);
@@ -426,12 +454,12 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     // accesses its C part); `attr` is valid.
     unsafe {
         (*attr).cap = (*qp).caps(&cmd_attr.cap);
-        let vqp = (*qp).vqp();
         if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
-            super::wr::install(&mut *vqp, a.send_ops_flags);
+            super::wr::install(&mut *qp.cast::<VerbsQp>(), a.send_ops_flags);
         }
-        vqp.cast::<IbvQp>()
     }
+    // As in create_qp: offset 0, provenance of the whole allocation.
+    qp.cast::<IbvQp>()
 }
 
 /// `verbs_context_ops::modify_qp` (a MODIFY_QP command); a QP moved to
@@ -640,5 +668,46 @@ pub(super) unsafe extern "C" fn bind_mw(
             0
         }
         Err(e) => e.err,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_names_the_bad_request_and_never_walks_past_the_end() {
+        let mut second = IbvRecvWr {
+            wr_id: 2,
+            next: ptr::null_mut(),
+            sg_list: ptr::null_mut(),
+            num_sge: 0,
+        };
+        let mut first = IbvRecvWr {
+            wr_id: 1,
+            next: &raw mut second,
+            sg_list: ptr::null_mut(),
+            num_sge: 0,
+        };
+        let list = &raw mut first;
+        let mut bad: *mut IbvRecvWr = ptr::null_mut();
+        let at = |i| PostError {
+            bad: Some(i),
+            err: 7,
+        };
+        // SAFETY: `list` is a valid two-element list, `bad` writable.
+        unsafe {
+            assert_eq!(report(list, &mut bad, &at(1)), 7);
+            assert_eq!(bad, &raw mut second);
+            assert_eq!(report(list, &mut bad, &at(0)), 7);
+            assert_eq!(bad, list);
+            // An index past the end stops at the end (NULL).
+            report(list, &mut bad, &at(5));
+            assert!(bad.is_null());
+            // All posted, the doorbell failed: `*bad_wr` stays as it was.
+            bad = list;
+            report(list, &mut bad, &PostError { bad: None, err: 5 });
+            assert_eq!(bad, list);
+        }
     }
 }

@@ -259,7 +259,8 @@ unsafe extern "C" fn wr_bind_mw(
     unsafe { qp_ex_of(qp) }.wr_bind_mw(wr_id, wr_flags, &bind);
 }
 
-/// `ibv_qp_ex::wr_set_ud_addr`.
+/// `ibv_qp_ex::wr_set_ud_addr`.  The AH is looked at before it is known
+/// whether the batch takes it (the API requires a live AH in any case).
 ///
 /// # Safety
 ///

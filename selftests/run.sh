@@ -81,7 +81,7 @@ for t in "${tests[@]}"; do
 	tmo=$(sed -n 's/^# selftest-timeout=\([0-9]*\)$/\1/p' "$t" | head -1)
 	tmo=$((${tmo:-$timeout} * ${RROCE_TIMEOUT_SCALE:-1}))
 	[ "$tmo" -lt "$timeout" ] && tmo=$timeout
-	TEST_NAME=$name timeout --kill-after=10 "$tmo" "$t" </dev/null >"$log" 2>&1
+	TEST_NAME=$name RROCE_IN_SUITE=1 timeout --kill-after=10 "$tmo" "$t" </dev/null >"$log" 2>&1
 	rc=$?
 	sed 's/^/# /' "$log"
 	# count subtests

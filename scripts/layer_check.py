@@ -85,29 +85,35 @@ FN = re.compile(r'^\s*(?:pub(?:\([a-z]+\))?\s+)?(?:const\s+)?(?:unsafe\s+)?(?:ex
 MAX_FN_LINES = 100
 
 
+def too_long(path, label):
+    """`label: fn NAME is N lines` for each function of `path` longer than MAX_FN_LINES."""
+    out = []
+    lines = [l.split("//", 1)[0] for l in path.read_text().splitlines()]
+    i = 0
+    while i < len(lines):
+        m = FN.match(lines[i])
+        if not m or lines[i].rstrip().endswith(";"):
+            i += 1
+            continue
+        depth, started, j = 0, False, i
+        while j < len(lines):
+            depth += lines[j].count("{") - lines[j].count("}")
+            started = started or "{" in lines[j]
+            if started and depth <= 0:
+                break
+            j += 1
+        if j - i + 1 > MAX_FN_LINES:
+            out.append(f"{label}: fn {m.group(1)} is {j - i + 1} lines (at most {MAX_FN_LINES})")
+        i = j + 1
+    return out
+
+
 def long_functions():
     """Functions of the driver (outside the layer) longer than MAX_FN_LINES."""
     out = []
     for rel, p in driver_files():
-        if in_layer(rel):
-            continue
-        lines = [l.split("//", 1)[0] for l in p.read_text().splitlines()]
-        i = 0
-        while i < len(lines):
-            m = FN.match(lines[i])
-            if not m or lines[i].rstrip().endswith(";"):
-                i += 1
-                continue
-            depth, started, j = 0, False, i
-            while j < len(lines):
-                depth += lines[j].count("{") - lines[j].count("}")
-                started = started or "{" in lines[j]
-                if started and depth <= 0:
-                    break
-                j += 1
-            if j - i + 1 > MAX_FN_LINES:
-                out.append(f"{rel}: fn {m.group(1)} is {j - i + 1} lines (at most {MAX_FN_LINES})")
-            i = j + 1
+        if not in_layer(rel):
+            out += too_long(p, str(rel))
     return out
 
 
@@ -220,23 +226,7 @@ def provider_check():
         if n:
             counts[str(rel)] = n
             bad.append(f"provider {rel}: {n} lines with unsafe (only ffi/ and ops/ may have it)")
-        lines = [l.split("//", 1)[0] for l in p.read_text().splitlines()]
-        i = 0
-        while i < len(lines):
-            fm = FN.match(lines[i])
-            if not fm or lines[i].rstrip().endswith(";"):
-                i += 1
-                continue
-            depth, started, j = 0, False, i
-            while j < len(lines):
-                depth += lines[j].count("{") - lines[j].count("}")
-                started = started or "{" in lines[j]
-                if started and depth <= 0:
-                    break
-                j += 1
-            if j - i + 1 > MAX_FN_LINES:
-                bad.append(f"provider {rel}: fn {fm.group(1)} is {j - i + 1} lines (at most {MAX_FN_LINES})")
-            i = j + 1
+        bad += too_long(p, f"provider {rel}")
     root = (PROV / "lib.rs").read_text()
     if "#![deny(unsafe_code)]" not in root:
         bad.append("provider lib.rs does not say #![deny(unsafe_code)]")

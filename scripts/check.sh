@@ -27,7 +27,8 @@
 # VM running the plain suite keeps the 2-core machine only ~60 % busy
 # (measured 2026-12-02), so the debug stage, which is what takes longest,
 # starts as soon as the debug kernel is built instead of after the plain
-# suite.  RROCE_CHECK_SERIAL=1: one after the other, as before.
+# suite; the plain VM runs niced, so the debug stage, the longest, gets the
+# CPU it can use.  RROCE_CHECK_SERIAL=1: one after the other, as before.
 #
 # `make check-debug` runs the whole suite on the debug kernel instead
 # (5-10x slower than plain under TCG: hours, not for CI).
@@ -189,8 +190,10 @@ if [ $built = 1 ]; then
 	if [ $debug_stage = 1 ] && [ "${RROCE_CHECK_SERIAL:-0}" != 1 ]; then
 		step "VM selftests ($flavor kernel), all but the robustness tests, in the background beside the debug stage (log at the end)"
 		# Own process group, so that the EXIT trap can stop its VM.
+		# niced: the debug stage is the long pole, so its VM comes first
+		# and the plain suite takes the CPU it leaves (about a core).
 		setsid bash -c '"$@" >build/selftests.log 2>&1; date +%s >build/selftests.end' _ \
-			env RROCE_KO="$RROCE_TOP/build/$flavor/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/$flavor/kmod/rroce_kverbs_test.ko" \
+			nice -n 10 env RROCE_KO="$RROCE_TOP/build/$flavor/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/$flavor/kmod/rroce_kverbs_test.ko" \
 			timeout --kill-after=30 "$(time_left)" "$here/vm" --kernel "$flavor" selftests/run.sh -x "${DEBUG_TESTS[@]}" &
 		plain_pid=$!
 		done_step

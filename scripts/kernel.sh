@@ -61,9 +61,9 @@ mk=(make -s -C "$src" O="$out" LLVM=1 -j"$(nproc)")
 
 if [ "$(cat "$out/.rroce-config" 2>/dev/null)" != "$hash" ]; then
 	step "configuring $flavor kernel"
-	"${mk[@]}" x86_64_defconfig >/dev/null
-	"$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${frags[@]}" >/dev/null
-	"${mk[@]}" olddefconfig >/dev/null
+	# allnoconfig with the fragments forced on top: nothing else is built.
+	cat "${frags[@]}" >"$out/.rroce-allconfig"
+	"${mk[@]}" KCONFIG_ALLCONFIG="$out/.rroce-allconfig" allnoconfig >/dev/null
 	# Every option the fragments ask for must have landed.
 	bad=0
 	while IFS= read -r line; do

@@ -78,7 +78,7 @@ if [ "$(cat "$out/.rroce-config" 2>/dev/null)" != "$hash" ]; then
 			echo "config: wanted '$want', got '$got'" >&2
 			bad=1
 		fi
-	done < <(cat "${frags[@]}")
+	done <"$out/.rroce-allconfig"
 	[ $bad = 0 ] || die "kernel config fragment did not apply"
 	echo "$hash" >"$out/.rroce-config"
 	done_step

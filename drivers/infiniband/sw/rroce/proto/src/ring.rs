@@ -929,12 +929,19 @@ impl SharedRegion for AtomicRegion<'_> {
             return false;
         }
         if off & 3 == 0 {
-            // Fast path: one load per word.
+            // Fast path: one load per word, whole words copied at once.
             let Some(ws) = self.words.get(off / 4..) else {
                 return false;
             };
-            for (d, w) in dst.chunks_mut(4).zip(ws) {
-                for (x, y) in d.iter_mut().zip(w.load(Ordering::Relaxed).to_ne_bytes()) {
+            let mut chunks = dst.chunks_exact_mut(4);
+            let mut ws = ws.iter();
+            for (d, w) in (&mut chunks).zip(&mut ws) {
+                d.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+            }
+            let tail = chunks.into_remainder();
+            if let Some(w) = ws.next() {
+                let by = w.load(Ordering::Relaxed).to_ne_bytes();
+                for (x, y) in tail.iter_mut().zip(by) {
                     *x = y;
                 }
             }
@@ -962,6 +969,20 @@ impl SharedRegion for AtomicRegion<'_> {
             return false;
         }
         let mut i = 0usize;
+        if off & 3 == 0 {
+            // Fast path: whole words stored at once; the partial last
+            // word (if any) goes through the merging loop below.
+            let Some(ws) = self.words.get(off / 4..) else {
+                return false;
+            };
+            let chunks = src.chunks_exact(4);
+            i = src.len() - chunks.remainder().len();
+            for (c, w) in chunks.zip(ws) {
+                let mut by = [0u8; 4];
+                by.copy_from_slice(c);
+                w.store(u32::from_ne_bytes(by), Ordering::Relaxed);
+            }
+        }
         while i < src.len() {
             let p = off.wrapping_add(i);
             let b = p % 4;

@@ -6,6 +6,7 @@
 #    rdma_rxe is NOT loaded (it would bind UDP 4791 in init_net).
 # 2. Makes the rroce provider visible to libibverbs: a tmpfs copy of
 #    /etc/libibverbs.d plus rroce.driver ("driver <repo>/build/lib/librroce",
+#    or the library RROCE_PROVIDER names,
 #    libibverbs appends -rdmav34.so) is bind-mounted over /etc/libibverbs.d,
 #    so it works for every program, also ones that clean their environment.
 #    The host is untouched (the guest root is an overlay anyway).
@@ -44,7 +45,9 @@ _vm_init() {
 		local d=/run/rroce/libibverbs.d
 		mkdir -p "$d"
 		cp -a /etc/libibverbs.d/. "$d/" 2>/dev/null
-		echo "driver $repo/build/lib/librroce" >"$d/rroce.driver"
+		# RROCE_PROVIDER (selftests/lib.sh; default build/lib's) names
+		# the library; the .driver line is its path without the suffix.
+		echo "driver ${RROCE_PROVIDER%-rdmav34.so}" >"$d/rroce.driver"
 		mount --bind "$d" /etc/libibverbs.d ||
 			echo "vm-init: warning: cannot bind-mount /etc/libibverbs.d" >&2
 	fi

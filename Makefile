@@ -7,6 +7,9 @@
 #                 on the debug kernel (built in the background; bounded by
 #                 the CI budget); ends with "N passed, N failed"
 #   make bench    perftest: rroce vs rdma_rxe vs TCP (QUICK=1: a short run)
+#   make bench-provider   instructions per post/poll of the provider, old
+#                 (BASE=rev, default bfed5c8) against the working tree,
+#                 under callgrind (deterministic; bench/icount/provider.sh)
 #   make check-debug   the whole suite on the debug kernel (KASAN, lockdep,
 #                 ...; several times slower: hours)
 #   make fuzz     cargo fuzz every protocol-core target for FUZZ_SECONDS
@@ -26,7 +29,7 @@ TOP := $(CURDIR)
 BUILD := $(TOP)/build
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: bench all deps kernel module provider host-test lint vm run check check-debug fuzz clean
+.PHONY: bench bench-provider all deps kernel module provider host-test lint vm run check check-debug fuzz clean
 
 all: module provider
 
@@ -67,6 +70,9 @@ run: deps
 bench: deps
 	@$(MAKE) --no-print-directory FLAVOR=plain module provider
 	@RROCE_KO=$(BUILD)/plain/rroce.ko bench/run.sh $(if $(filter 1 y yes true,$(QUICK)),--quick)
+
+bench-provider: deps
+	@bench/icount/provider.sh $(BASE)
 
 check: deps
 	@scripts/check.sh plain

@@ -6,7 +6,8 @@
 #                 selftests on the plain kernel, then the robustness tests
 #                 on the debug kernel (built in the background; bounded by
 #                 the CI budget); ends with "N passed, N failed"
-#   make bench    perftest: rroce vs rdma_rxe vs TCP (QUICK=1: a short run)
+#   make bench    perftest: rroce vs rdma_rxe vs TCP (QUICK=1: a short run;
+#                 BASE=rev: also rroce of commit rev, interleaved: before/after)
 #   make bench-provider   instructions per post/poll of the provider, old
 #                 (BASE=rev, default bfed5c8) against the working tree,
 #                 under callgrind (deterministic; bench/icount/provider.sh)
@@ -65,11 +66,12 @@ run: deps
 # Benchmark (bench/run.sh): perftest on rroce and rdma_rxe, interleaved, and
 # iperf3 TCP.  `make bench`: loopback in one VM and two VMs joined by
 # virtio-net, all metrics (about an hour); `make bench QUICK=1`: loopback, a
-# few metrics (about 5 minutes).  Prints a table, writes
+# few metrics (about 5 minutes); BASE=rev adds rroce.ko and the provider of
+# commit rev as a third driver (bench/base.sh).  Prints a table, writes
 # bench/results/DATE.json and DATE.png.
 bench: deps
 	@$(MAKE) --no-print-directory FLAVOR=plain module provider
-	@RROCE_KO=$(BUILD)/plain/rroce.ko bench/run.sh $(if $(filter 1 y yes true,$(QUICK)),--quick)
+	@RROCE_KO=$(BUILD)/plain/rroce.ko bench/run.sh $(if $(filter 1 y yes true,$(QUICK)),--quick) $(if $(BASE),--base $(BASE))
 
 bench-provider: deps
 	@bench/icount/provider.sh $(BASE)

@@ -67,13 +67,11 @@ suite() {
 	done < <(bench_tests)
 }
 
-# rroce first in odd rounds, rdma_rxe first in even ones (drift over the
-# run then favours neither; one driver switch fewer per two rounds)
+# the drivers' order turns each round (bench_drivers: rroce, rdma_rxe and
+# with --base the older rroce)
 for round in $(seq "$repeats"); do
 	echo "# loopback round $round/$repeats" >&2
-	drivers="rroce rxe"
-	[ $((round % 2)) = 0 ] && drivers="rxe rroce"
-	for drv in $drivers; do
+	for drv in $(bench_drivers "$round"); do
 		bench_use "$drv" "$IF0" "$IP0" && suite "$drv"
 	done
 	while read -r name len; do tcp "$name" "$len"; done < <(tcp_tests)

@@ -103,18 +103,45 @@ size_label() {
 	esac
 }
 
+# bench_drivers ROUND: the drivers of round ROUND in run order: rroce and
+# rxe, and "base" (rroce.ko and provider of an older commit, bench/base.sh)
+# when BENCH_BASE_KO is set; the list turns by one each round, so each
+# driver goes first equally often and drift over the run favours none.
+bench_drivers() {
+	local d=(rroce) i n
+	[ -n "${BENCH_BASE_KO:-}" ] && d+=(base)
+	d+=(rxe)
+	n=${#d[@]}
+	for ((i = 0; i < n; i++)); do printf '%s ' "${d[$(((i + $1 - 1) % n))]}"; done
+	echo
+}
+
+# The rroce.ko loaded now (vm-init loads RROCE_KO).
+_bench_ko=
+[ -d /sys/module/rroce ] && _bench_ko=${RROCE_KO:-}
+
 # bench_use DRIVER NETDEV ADDR: make DRIVER's device (rroce0 or rxe0) the
 # only RDMA device on NETDEV in init_net; sets DEV and GIDX (the RoCE v2 GID
 # index of IPv4 ADDR on it).  rroce and rdma_rxe both want UDP 4791 in
-# init_net, so the other one is deleted (and rdma_rxe unloaded).
+# init_net, so the other one is deleted (and rdma_rxe unloaded).  "base" is
+# rroce0 of BENCH_BASE_KO with the provider BENCH_BASE_PROVIDER: the module
+# is swapped (rmmod, insmod) and libibverbs' rroce.driver rewritten (vm-init
+# made /etc/libibverbs.d a private copy; each perftest process reads it).
 bench_use() {
-	local drv=$1 nd=$2 addr=$3
+	local drv=$1 nd=$2 addr=$3 ko prov
 	stamp "device: $drv on $nd"
 	case $drv in
-	rroce)
+	rroce|base)
+		ko=$RROCE_KO prov=$RROCE_PROVIDER
+		[ "$drv" = base ] && ko=${BENCH_BASE_KO:?} prov=${BENCH_BASE_PROVIDER:?}
 		rdma link delete rxe0 2>/dev/null
 		modprobe -r rdma_rxe 2>/dev/null
-		[ -d /sys/module/rroce ] || insmod "$RROCE_KO" || return 1
+		if [ -d /sys/module/rroce ] && [ "$_bench_ko" != "$ko" ]; then
+			rdma link delete rroce0 2>/dev/null
+			rmmod rroce || return 1
+		fi
+		[ -d /sys/module/rroce ] || { insmod "$ko" && _bench_ko=$ko; } || return 1
+		echo "driver ${prov%-rdmav34.so}" >/etc/libibverbs.d/rroce.driver || return 1
 		ibdev_exists rroce0 || rdma link add rroce0 type rroce netdev "$nd" || return 1
 		DEV=rroce0
 		;;

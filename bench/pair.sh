@@ -2,9 +2,9 @@
 # Runs in each guest of scripts/vm-pair (under scripts/vm-pair-guest): the
 # two-VM benchmark.  Guest a is the server side, guest b the client side;
 # both walk the same list of runs in the same order:
-#   for each round: rroce (all tests of bench/lib.sh), rdma_rxe (the same;
-#   rdma_rxe first in even rounds), then iperf3 TCP on the same link (full
-#   suite).
+#   for each round: rroce (all tests of bench/lib.sh), rdma_rxe (the same)
+#   and with --base the older rroce, in an order that turns each round
+#   (bench_drivers), then iperf3 TCP on the same link (full suite).
 # Each guest has one RDMA device at a time, on its link NIC pair0 (rroce0 or
 # rxe0: rdma_rxe lives in init_net, so this is fair to both).  Run number N
 # uses TCP port 19000+N, so a client can only meet the server of the same
@@ -101,9 +101,7 @@ suite() {
 
 for round in $(seq "$repeats"); do
 	echo "# two VMs ($role) round $round/$repeats" >&2
-	drivers="rroce rxe"
-	[ $((round % 2)) = 0 ] && drivers="rxe rroce"
-	for drv in $drivers; do
+	for drv in $(bench_drivers "$round"); do
 		if bench_use "$drv" "$nd" "$me"; then
 			suite "$drv"
 		else

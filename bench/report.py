@@ -23,7 +23,10 @@ time: perftest busy-polls), per GiB moved.
 OUT.json is a list of rows, one per metric ("metric", "rroce", "rxe", "n",
 "rroce_advantage", "setup", "name", "unit", "better" ("higher" or "lower"),
 "ratio" (rroce/rxe of the medians), "min", "max", "values" (the good rounds),
-"failed" (rounds left out), "tcp" (iperf3 on the same link, bandwidth rows)).
+"failed" (rounds left out), "tcp" (iperf3 on the same link, bandwidth rows);
+with a base (bench/run.sh --base REV: rroce of an older commit as driver
+"base" in the same run) also "base" (its median) and "ratio_base"
+(rroce/base of the medians)).
 Loopback metric names are as before (write_bw_64K_MBps); the two-VM ones start
 with "pair:".  The last row has metric "meta": how, when and where it was
 measured, "failures" and "machine_idle".
@@ -36,6 +39,7 @@ import statistics
 from collections import defaultdict
 
 DRIVERS = ("rroce", "rxe")
+BASE = "base"  # rroce of an older commit (bench/run.sh --base), when present
 BW_OPS = ("write", "read", "send")
 LAT_OPS = ("write", "send", "read")
 BW_SIZES = ("64B", "4K", "64K", "1M")
@@ -219,7 +223,8 @@ def load(setup, setup_dir, duration, rounds=None):
     n = rounds or max([r for _, _, r in seen], default=0)
     names = {"rdma": sorted({nm for d, nm, _ in seen if d != "tcp"}),
              "tcp": sorted({nm for d, nm, _ in seen if d == "tcp"})}
-    for drv in DRIVERS + ("tcp",):
+    with_base = (BASE,) if any(d == BASE for d, _, _ in seen) else ()
+    for drv in DRIVERS + with_base + ("tcp",):
         for name in names["tcp" if drv == "tcp" else "rdma"]:
             for rnd in range(1, n + 1):
                 if (drv, name, rnd) not in seen:
@@ -249,7 +254,7 @@ def rows_of(setup, runs, failures=()):
                     vals[name + "_" + k][drv].append(v)
     failed = defaultdict(lambda: defaultdict(list))  # metric -> drv -> [rounds]
     for f in failures:
-        if f["driver"] not in DRIVERS + ("tcp",):
+        if f["driver"] not in DRIVERS + (BASE, "tcp"):
             continue
         name = f["test"].replace("tcp_", "", 1) if f["driver"] == "tcp" else f["test"]
         ms = [name + "_" + k for k in KEYS if name + "_" + k in vals]
@@ -280,6 +285,9 @@ def rows_of(setup, runs, failures=()):
                "failed": {k: sorted(v) for k, v in failed[metric].items()}}
         if "tcp" in med:
             row["tcp"] = med["tcp"]
+        if med.get(BASE) is not None:
+            row[BASE] = med[BASE]
+            row["ratio_base"] = r / med[BASE] if r is not None and med[BASE] else None
         rows.append(row)
     # iperf3 rows "bw_64K_MBps" -> also as "tcp" of the perftest rows
     by = {row["name"]: row for row in rows}
@@ -332,11 +340,40 @@ def cell(row, drv):
     return f"{med} ({short(min(v))}-{short(max(v))})"
 
 
+def spread(row, a, b):
+    """how the rounds of A and B in ROW compare: 'overlap' when their
+    min-max ranges overlap, else which is better (by the row's direction)"""
+    va, vb = row["values"].get(a), row["values"].get(b)
+    if not va or not vb:
+        return "-"
+    if min(va) <= max(vb) and min(vb) <= max(va):
+        return "overlap"
+    a_higher = min(va) > max(vb)
+    return f"{a} better" if a_higher == (row["better"] == "higher") else f"{a} WORSE"
+
+
+def base_table(rows, meta):
+    """the before/after table: rroce (working tree) against base (an older
+    commit's rroce) in the same run, every metric both have"""
+    t = []
+    for row in rows:
+        if not row["values"].get(BASE) and not row["failed"].get(BASE):
+            continue
+        r = row.get("ratio_base")
+        t.append([row["name"], cell(row, "rroce"), cell(row, BASE),
+                  fmt(r) if r is None else f"{r:>8.2f}x", row["better"], spread(row, "rroce", BASE)])
+    if not t:
+        return []
+    return [(f"before/after, same run: rroce (working tree, git {meta.get('git', '?')}) vs base "
+             f"(rroce.ko and provider of {meta.get('base') or '?'})",
+             ["metric", "rroce", "base", "rroce/base", "better", "min-max ranges"], t, None)]
+
+
 def tables(setup, rows, meta):
     """[(title, header, [cells...], note)] of one setup"""
     by = {row["name"]: row for row in rows}
     g = lambda n: by.get(n)
-    out = []
+    out = base_table(rows, meta)
     t = []
     for op in BW_OPS:
         for s in BW_SIZES:

@@ -2,6 +2,7 @@
 # `make bench`: rroce against rdma_rxe (and TCP) with perftest, in VMs.
 #
 #   bench/run.sh [--quick] [--setups "pair loopback"] [--repeats N] [--cpus N]
+#                [--base REV]
 #
 #   pair      the headline: two VMs (scripts/vm-pair) joined by virtio-net:
 #             rroce0<->rroce0, rxe0<->rxe0, then iperf3 TCP on the same link
@@ -25,6 +26,10 @@
 # --quick (or QUICK=1): loopback only, 3 rounds of write/read/send_bw
 # 64 KiB, write_bw 64 B (message rate) and write_lat 8 B, shorter runs
 # (-D 3); with --setups pair the same on two VMs (about 10 minutes).
+# --base REV (make bench BASE=REV): a before/after in the same run: rroce.ko
+# and the provider of commit REV (built by bench/base.sh against the same
+# kernel) run as a third driver, "base", interleaved with the working
+# tree's and rdma_rxe; the report adds a table rroce/base.
 # BENCH_ONLY=REGEX runs only the tests whose names match (e.g. 'write_bw_.*').
 # The host is looked at (bench/host_state.py) at the start, every half
 # minute and at the end: other QEMU processes or CPU load not ours make the
@@ -38,13 +43,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$RROCE_TOP
 
 case ${QUICK:-0} in 1|y|yes|true) quick=1 ;; *) quick=0 ;; esac
-setups= repeats= cpus_pair=1 cpus_loop=2
+setups= repeats= cpus_pair=1 cpus_loop=2 base_rev=${BASE:-}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1; shift ;;
 	--setups) setups=$2; shift 2 ;;
 	--repeats) repeats=$2; shift 2 ;;
 	--cpus) cpus_pair=$2; shift 2 ;;
+	--base) base_rev=$2; shift 2 ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1" ;;
 	esac
@@ -61,6 +67,12 @@ ko=${RROCE_KO:-$top/build/plain/rroce.ko}
 [ -f "$ko" ] || die "$ko not built (scripts/module.sh plain)"
 [ -f "$top/build/lib/librroce-rdmav34.so" ] || die "provider not built (scripts/provider.sh)"
 export RROCE_KO=$ko
+base_env=()
+if [ -n "$base_rev" ]; then
+	base_desc=$("$here/base.sh" "$base_rev" | tail -1)
+	base_env=(BENCH_BASE_KO=$top/build/bench-base/rroce.ko BENCH_BASE_PROVIDER=$top/build/bench-base/librroce-rdmav34.so
+		BENCH_BASE_REV=$base_desc)
+fi
 
 logs=$top/build/bench-logs
 results=$top/bench/results
@@ -76,7 +88,7 @@ sampler=$!
 trap 'kill $sampler 2>/dev/null || true' EXIT
 
 genv=(env BENCH_SUITE=$suite BENCH_REPEATS=$repeats BENCH_DURATION=$duration BENCH_MARGIN=$margin
-	BENCH_ONLY=${BENCH_ONLY:-} BENCH_TCP=${BENCH_TCP:-1})
+	BENCH_ONLY=${BENCH_ONLY:-} BENCH_TCP=${BENCH_TCP:-1} "${base_env[@]}")
 t_start=$(date +%s)
 # the tree measured (recorded now: it may change while the bench runs)
 git_rev=$(cd "$top" && git describe --always --dirty 2>/dev/null || echo unknown)
@@ -116,7 +128,7 @@ json.dump({
     "vcpus": {"loopback": $cpus_loop, "pair": $cpus_pair}, "pair_pinned": ${BENCH_PIN:-0} == 1,
     "seconds": {$(for s in $setups; do printf '"%s": %s, ' "$s" "${took[$s]}"; done) "total": $(($(date +%s) - t_start))},
     "host_cpus": $(nproc), "host": "$(uname -r)",
-    "git": "$git_rev", "only": "${BENCH_ONLY:-}",
+    "git": "$git_rev", "only": "${BENCH_ONLY:-}", "base": "${base_desc:-}",
     "other_qemu_max": max(o) if o else 0,
     "other_qemu_mean": round(sum(o) / len(o), 2) if o else 0,
     "other_cpu_pct_max": max(c) if c else 0,

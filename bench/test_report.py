@@ -177,6 +177,39 @@ def test_exit_status_in_failure():
     assert not runs
 
 
+def test_base_before_after():
+    """--base: a third driver "base" (an older rroce) in the same run gets its
+    own medians, rroce/base, a missing base log is a failure, and the report
+    prints the before/after table with the ranges compared"""
+    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    d = os.path.join(top, "loopback")
+    cmd = "ib_write_bw -s 64 -D 3 --margin 1"
+    rates = {"rroce": [2.0, 2.2, 2.4], "base": [1.0, 1.1, None], "rxe": [1.5, 1.6, 1.7]}
+    for drv, v in rates.items():
+        for rnd, mbps in enumerate(v, 1):
+            if mbps is None:
+                continue
+            write(d, f"{drv}.write_bw_64B.{rnd}.log", bw_log(cmd, 64, 1000, mbps, mbps / 64))
+            write(d, f"{drv}.write_bw_64B.{rnd}.cpu", cpu(1.0, 1.0, side="both"))
+    meta = dict(META, setups=["loopback"], base="01e0f79")
+    write(top, "meta.json", json.dumps(meta))
+    setups_rows, failures, _ = report.report(top, meta)
+    rows = {r["metric"]: r for _, rs in setups_rows for r in rs}
+    r = rows["write_bw_64B_MBps"]
+    # (64 B: the rate is perftest's message rate x 64 B)
+    assert r["n"] == {"rroce": 3, "base": 2, "rxe": 3}, r
+    assert abs(r["ratio_base"] - 2.2 / 1.05) < 1e-3 and abs(r["base"] / r["rxe"] - 1.05 / 1.6) < 1e-3
+    assert report.spread(r, "rroce", "base") == "rroce better"
+    assert report.spread(rows["write_bw_64B_cpu_s_per_GiB"], "rroce", "base") == "rroce better"
+    assert [(f["driver"], f["round"]) for f in failures] == [("base", 3)], failures
+    t = report.base_table(setups_rows[-1][1], meta)
+    assert t and "01e0f79" in t[0][0] and ["write_bw_64B_MBps"] == [x[0] for x in t[0][2] if "MBps" in x[0]]
+    # without a base: no such table, no base fields
+    top2, rows2, _ = build()
+    assert all("base" not in x for x in rows2.values())
+    assert report.base_table(list(rows2.values()), META) == []
+
+
 def test_end_to_end():
     top, _, _ = build()
     out = os.path.join(top, "out.json")

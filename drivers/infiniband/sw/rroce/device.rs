@@ -60,8 +60,9 @@ pub(crate) struct DevPriv {
     pub(crate) local_rx: LocalRx,
 }
 
-/// Receives a packet a device sent to itself.
-pub(crate) type LocalRx = fn(&RroceDev, &[u8]);
+/// Receives a packet a device sent to itself, inside the drain's RCU
+/// read-side section.
+pub(crate) type LocalRx = fn(&RroceDev, &crate::sync::rcu::ReadGuard, &[u8]);
 
 /// An rroce device: ib_core's `ib_device` followed by ours.
 pub(crate) type RroceDev = crate::ib::device::Device<DevPriv>;

@@ -222,8 +222,8 @@ impl Ctx<'_> {
         let left = if crate::sync::lock::in_atomic_bh() {
             dev.p.loopq.has_packets()
         } else {
-            dev.p.loopq.drain(|pkt| {
-                (dev.p.local_rx)(dev, pkt);
+            dev.p.loopq.drain(|pkt, rcu| {
+                (dev.p.local_rx)(dev, rcu, pkt);
             })
         };
         if left {
@@ -248,9 +248,11 @@ impl Ctx<'_> {
         }
         let ev = self.events.replace(0);
         // No lock is held here.
-        for (bit, event) in EVENTS {
-            if ev & bit != 0 {
-                self.ib_qp.raise(event);
+        if ev != 0 {
+            for (bit, event) in EVENTS {
+                if ev & bit != 0 {
+                    self.ib_qp.raise(event);
+                }
             }
         }
     }

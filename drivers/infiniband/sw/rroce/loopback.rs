@@ -20,6 +20,7 @@ use kernel::prelude::*;
 
 use crate::net::skb::{SkBuff, SkbList};
 use crate::sync::lock::{new_spinlock_bh, BhGuard, SpinLockBh};
+use crate::sync::rcu::ReadGuard;
 
 /// Packets waiting in one queue at most; beyond it a packet is dropped
 /// like on a full link (the requester retransmits).
@@ -109,17 +110,19 @@ impl LoopQueue {
     /// the budget with packets left: the caller must have them drained
     /// later (from a work item).  Call with no spinlock of ours held and
     /// interrupts enabled.
-    pub(crate) fn drain(&self, mut f: impl FnMut(&[u8])) -> bool {
+    pub(crate) fn drain(&self, mut f: impl FnMut(&[u8], &ReadGuard)) -> bool {
         if !self.begin() {
             return false;
         }
-        // The receive path expects bottom halves off (RCU read side).
+        // The receive path expects bottom halves off, and runs in one RCU
+        // read-side section for the whole drain (bounded by the budget).
         let _bh = BhGuard::new();
+        let rcu = ReadGuard::new();
         let mut n = 0;
         loop {
             let (skb, left) = self.next(n == DRAIN_BUDGET);
             let Some(skb) = skb else { return left && n == DRAIN_BUDGET };
-            f(skb.datagram());
+            f(skb.datagram(), &rcu);
             n += 1;
         }
     }

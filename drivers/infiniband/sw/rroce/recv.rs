@@ -31,12 +31,12 @@ pub(crate) fn rx(in_dev: NetDevView<'_>, pkt: &[u8]) -> Result<(), RxDrop> {
 }
 
 /// Receives a packet `dev` sent to itself (`loopback`): no ICRC.
-/// Bottom halves disabled.  (A dropped packet is counted like one from
-/// the wire; the requester retransmits.)
-pub(crate) fn rx_local(dev: &RroceDev, pkt: &[u8]) {
+/// Bottom halves disabled, inside the loopback drain's RCU section (one
+/// for the whole drain, not one per packet).  (A dropped packet is
+/// counted like one from the wire; the requester retransmits.)
+pub(crate) fn rx_local(dev: &RroceDev, rcu: &ReadGuard, pkt: &[u8]) {
     if let Ok(l) = icrc::ip_layout(pkt) {
-        let rcu = ReadGuard::new();
-        let _ = rx_on(dev, &rcu, pkt, &l, false);
+        let _ = rx_on(dev, rcu, pkt, &l, false);
     }
 }
 

@@ -64,6 +64,7 @@ WRITE_FIRST, WRITE_ONLY = 0x06, 0x0A
 READ_REQ = 0x0C
 READ_RESP_FIRST, READ_RESP_LAST, READ_RESP_ONLY = 0x0D, 0x0F, 0x10
 ACK, ATOMIC_ACK, CMP_SWAP, FETCH_ADD = 0x11, 0x12, 0x13, 0x14
+ATOMIC_WRITE = 0x1D  # IBTA 1.5: RETH + 8 bytes
 UD_SEND_ONLY = 0x64
 
 COUNTERS = ["rx_packets", "tx_packets", "rx_dropped", "rx_icrc_errors", "out_of_sequence",
@@ -680,6 +681,12 @@ class Hostile:
              atomiceth(r.buf + 4, r.rkey, 1)),
             ("CMP_SWAP with a random R_Key", "access", lambda q, p: bth(CMP_SWAP, q, p) +
              atomiceth(r.buf, 0x7777700, 1, 0)),
+            ("ATOMIC_WRITE at a misaligned address", "invalid", lambda q, p: bth(ATOMIC_WRITE, q, p) +
+             reth(r.buf + 4, r.rkey, 8) + b"a" * 8),
+            ("ATOMIC_WRITE with 4 payload bytes", "invalid", lambda q, p: bth(ATOMIC_WRITE, q, p) +
+             reth(r.buf, r.rkey, 8) + b"a" * 4),
+            ("ATOMIC_WRITE with a random R_Key", "access", lambda q, p: bth(ATOMIC_WRITE, q, p) +
+             reth(r.buf, self.rng.randrange(1 << 32) | 0x10000000, 8) + b"a" * 8),
             ("SEND_ONLY longer than the path MTU", "invalid", lambda q, p: bth(SEND_ONLY, q, p) +
              b"s" * (self.pmtu + 256)),
             ("WRITE_ONLY whose RETH length differs from its payload", "invalid", lambda q, p: bth(WRITE_ONLY, q, p) +
@@ -723,7 +730,7 @@ class Hostile:
             q0.close()
             q1.close()
         self.cls("in-sequence NAK-triggering (bad/foreign/dead R_Key, out-of-bounds and wrapping RETH, "
-                 "huge READ, misaligned atomic, oversized, bad opcode sequence), one victim pair each", n)
+                 "huge READ, misaligned atomic, bad ATOMIC_WRITE, oversized, bad opcode sequence), one victim pair each", n)
         self.no_cqe("victims")
 
     # ----------------------------------------------------------------- flood

@@ -7,14 +7,16 @@
 # 4 KiB) both ways; and UC with ibv_uc_pingpong -c, 64 KiB, both directions;
 # then rdma_cm between the two drivers: rping -V (data validated every
 # iteration) with rxe as client and as server, ucmatose (rxe client) and
-# perftest ib_send_bw -R (rdma_cm connection setup, rxe client).
+# perftest ib_send_bw -R (rdma_cm connection setup, rxe client); then IBTA
+# 1.5 ATOMIC WRITE (py/atomic_write.py: values in place, completions, a
+# region without remote write refused) rxe -> rroce and rroce -> rxe.
 # rxe and rroce both want UDP 4791 in init_net, so rroce0 is deleted for the
 # test (rroce then closes its init_net socket) and re-added at the end.
 # rroce only: skipped with RROCE_TYPE=rxe.  Before rroce has a data path
 # only the driver swap (the first and the last-but-one subtest) runs.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-PLAN=15
+PLAN=17
 if [ "$RROCE_TYPE" != rroce ]; then
 	ktap_header
 	ktap_plan $PLAN
@@ -160,6 +162,21 @@ cm_cross "ucmatose 2 connections x 50 messages: $RXE client -> $DEV1 server" 120
 	ucmatose -b "$IP1" -c 2 -C 50 -S 1000 -- ucmatose -s "$IP1" -c 2 -C 50 -S 1000
 cm_cross "ib_send_bw -R 4 KiB x 500: $RXE client -> $DEV1 server" 120 "$NS1" -- \
 	ib_send_bw -R -d "$DEV1" -F -s 4096 -n 500 -p 18995 -- ib_send_bw -R -d "$RXE" -F -s 4096 -n 500 -p 18995 "$IP1"
+
+# ATOMIC WRITE both ways (one process opens both devices: rdma netns
+# mode shared).
+gx=$(gid_index "$RXE" "$(gid_v4 "$IP0")")
+g1=$(gid_index "$DEV1" "$(gid_v4 "$IP1")")
+PY_CHECKS_TMO=$((300 * ${RROCE_TIMEOUT_SCALE:-1}))
+for dir in "$RXE $gx $DEV1 $g1" "$DEV1 $g1 $RXE $gx"; do
+	read -r a ga b gb <<<"$dir"
+	if [ -n "$skip" ]; then
+		ktap_skip "ATOMIC WRITE $a -> $b" "$skip"
+	else
+		py_checks "ATOMIC WRITE $a -> $b: 64 values in place, IBV_WC_ATOMIC_WRITE, no-write region refused" \
+			atomic_write.py "$a" "$ga" "$b" "$gb"
+	fi
+done
 
 t_begin "$RXE deleted, rdma_rxe unloaded, $DEV0 back on $IF0"
 if ibdev_exists "$RXE"; then

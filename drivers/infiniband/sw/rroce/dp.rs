@@ -40,7 +40,8 @@ use crate::proto::rc::{
 };
 use crate::proto::ring::{Consumer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING, CONS_POLLING};
 use crate::proto::wqe::{
-    self, Cqe, OpcodeSet, RecvLimits, RecvWqe, SendLimits, SendOpcode, SendWqe, SgeIter, WcOpcode, WcStatus,
+    self, Cqe, MsgSource, OpcodeSet, RecvLimits, RecvWqe, SendLimits, SendOpcode, SendWqe, SgeIter, WcOpcode,
+    WcStatus,
     RECV_HDR_BYTES, SEND_SIGNALED,
 };
 use crate::proto::rc::{Outcome, RecvCompletion, ReqCounters, RespCounters};
@@ -847,27 +848,14 @@ impl Dp {
         let mut local = Ok(());
         let sent = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| {
             let Some((off, _)) = d.payload else { return true };
-            if let Some(inl) = view.inline_data() {
-                let o = off as usize;
-                match inl.get(o..o + buf.len()) {
-                    Some(s) => {
-                        buf.copy_from_slice(s);
-                        true
-                    }
-                    None => {
-                        local = Err(WcStatus::LocLenErr);
-                        false
-                    }
-                }
-            } else {
-                match gather(ctx, view.sges(), off, buf) {
-                    Ok(()) => true,
-                    Err(_) => {
-                        local = Err(WcStatus::LocProtErr);
-                        false
-                    }
-                }
-            }
+            let o = off as usize;
+            let r = match view.source() {
+                MsgSource::Inline(d) => copy_part(d, o, buf),
+                MsgSource::Value(v) => copy_part(&v, o, buf),
+                MsgSource::Sges(s) => gather(ctx, s, off, buf).map_err(|_| WcStatus::LocProtErr),
+            };
+            local = r;
+            local.is_ok()
         });
         // A packet that could not be sent is lost like on the wire: the
         // retransmission timer recovers.
@@ -1253,6 +1241,14 @@ impl Dp {
     }
 }
 
+/// Copies `buf.len()` bytes at `off` of `src` (inline data, an ATOMIC
+/// WRITE's value) into `buf`.
+fn copy_part(src: &[u8], off: usize, buf: &mut [u8]) -> Result<(), WcStatus> {
+    let s = src.get(off..off.saturating_add(buf.len())).ok_or(WcStatus::LocLenErr)?;
+    buf.copy_from_slice(s);
+    Ok(())
+}
+
 /// Completes a WQE that could not be queued (garbage in the ring, refused
 /// by the engine) with `status` and puts the QP into the error state.
 fn bad_wqe(req: &mut Requester<KSlots>, wr_id: u64, status: WcStatus) {
@@ -1501,18 +1497,14 @@ impl MemCheck for Mem<'_, '_> {
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
-        let (mr, va) = self.region(rkey, va, 8, Access::Atomic)?;
+        let (mr, va) = self.region(rkey, va, 8, op.access())?;
         // The engine checked the requested address; through a zero-based
         // window the target is the window's base plus it, which must be
         // aligned too.
         if va & 7 != 0 {
             return Err(AccessError::Misaligned);
         }
-        let r = match op {
-            AtomicOp::CompareSwap { compare, swap } => mr.atomic(va, true, compare, swap),
-            AtomicOp::FetchAdd { add } => mr.atomic(va, false, add, 0),
-        };
-        r.map_err(access_error)
+        mr.atomic(va, op).map_err(access_error)
     }
 
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {

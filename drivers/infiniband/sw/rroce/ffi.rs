@@ -10,6 +10,13 @@
 use kernel::bindings;
 use kernel::ffi::{c_int, c_uint, c_void};
 
+/// `op` of `rroce_page_atomic` (the `RROCE_ATOMIC_*` of rroce_glue.h).
+pub(crate) const RROCE_ATOMIC_ADD: c_uint = 0;
+/// See [`RROCE_ATOMIC_ADD`].
+pub(crate) const RROCE_ATOMIC_CAS: c_uint = 1;
+/// See [`RROCE_ATOMIC_ADD`].
+pub(crate) const RROCE_ATOMIC_WRITE: c_uint = 2;
+
 // Only pointers to kernel structures cross this boundary; some of them embed
 // members that are empty in this configuration (`netdevice_tracker`,
 // `lockdep_map`), which the lint flags although no value is passed.
@@ -128,5 +135,5 @@ extern "C" {
     pub(crate) fn rroce_local_bh_disable();
     pub(crate) fn rroce_local_bh_enable();
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;
-    pub(crate) fn rroce_page_atomic(page: *mut bindings::page, off: c_uint, cas: bool, a: u64, b: u64) -> u64;
+    pub(crate) fn rroce_page_atomic(page: *mut bindings::page, off: c_uint, op: c_uint, a: u64, b: u64) -> u64;
 }

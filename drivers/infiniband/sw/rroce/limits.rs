@@ -89,6 +89,8 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     // One module-wide lock serialises the responder's atomics (rroce_page_atomic),
     // so they are atomic across all QPs of the device: IB_ATOMIC_HCA.
     a.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
+    // IBTA 1.5 ATOMIC WRITE (RC, user and kernel QPs), under the same lock.
+    a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
     a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
     // Fast registration (alloc_mr, map_mr_sg, REG_MR, LOCAL_INV, SEND with
     // invalidate) for kernel consumers.

@@ -37,6 +37,7 @@ use kernel::sync::Arc;
 use crate::device::{DevPriv, RroceDev};
 use crate::ib::mr::{MrInit, MrOps, MrRef, Rereg, UserRange};
 use crate::ib::umem::{direct_map_page, PageRef, Umem};
+use crate::proto::rc::AtomicOp;
 use crate::ib::PdId;
 use crate::keys::{Fr, Region};
 use crate::proto::mr::{self as rules, FrState, MrKind, RegRequest, RegionInfo};
@@ -445,14 +446,14 @@ impl Region {
 
     /// Executes an 8-byte atomic at `va` (checked, 8-byte aligned) and
     /// returns the original value.
-    pub(crate) fn atomic(&self, va: u64, cas: bool, a: u64, b: u64) -> Result<u64, MrError> {
+    pub(crate) fn atomic(&self, va: u64, op: AtomicOp) -> Result<u64, MrError> {
         if va & 7 != 0 {
             return Err(MrError::Range);
         }
         let mut orig = None;
         self.walk(va, 8, |page, poff, _, n| {
             if n == 8 {
-                orig = page.atomic(poff, cas, a, b);
+                orig = page.atomic(poff, op);
             }
             true
         })?;

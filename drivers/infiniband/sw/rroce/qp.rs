@@ -421,6 +421,12 @@ fn kernel_send_wqe(p: &QpPriv, wr: &KernelSendWr<'_>, out: &mut [u8]) -> Result 
     if p.ty == QpType::Uc && !wqe::OpcodeSet::UC.contains(op) {
         return Err(EINVAL);
     }
+    // ATOMIC WRITE is for user QPs: ib_core 6.12 has no work-request
+    // container for its address and 8 bytes (rdma_rxe's kernel path reads
+    // neither), and no kernel consumer posts it.
+    if op == SendOpcode::AtomicWrite {
+        return Err(EINVAL);
+    }
     // LOCAL_INV is the only local operation of kernel consumers posted
     // with its own opcode (REG_MR above); not on UD/GSI QPs.
     let n = wr.sges.len();
@@ -699,7 +705,7 @@ pub(crate) fn deliver(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hd
     }
     let taken = if request && matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) {
         let access = inner.attrs.access_flags;
-        inner.dp.on_request(&ctx, &mut inner.state, access, &InRequest::from_parsed(parsed), payload);
+        inner.dp.on_request(&ctx, &mut inner.state, access, &InRequest::from_parsed(parsed, payload), payload);
         true
     } else if p.ty == QpType::Rc && is_rc_response(op) && matches!(st, QpState::Rts | QpState::Sqd) {
         inner.dp.on_response(&ctx, &mut inner.state, &InResponse::from_parsed(parsed), payload);

@@ -586,11 +586,13 @@ static DEFINE_SPINLOCK(rroce_atomic_lock);
 
 /*
  * The 8-byte atomics of the responder on the aligned word at @off of
- * @page: compare-and-swap (@cas) or fetch-and-add.  Returns the original
- * value.  One lock serialises all responder atomics of the module.
+ * @page (@op): fetch-and-add of @a, compare-and-swap (@a compared, @b
+ * stored) or an ATOMIC WRITE of @a (one 8-byte store).  Returns the
+ * original value.  One lock serialises all responder atomics of the
+ * module.
  */
-u64 rroce_page_atomic(struct page *page, unsigned int off, bool cas, u64 a,
-		      u64 b)
+u64 rroce_page_atomic(struct page *page, unsigned int off, unsigned int op,
+		      u64 a, u64 b)
 {
 	u8 *va = kmap_local_page(page);
 	u64 *p = (u64 *)(va + off);
@@ -599,9 +601,11 @@ u64 rroce_page_atomic(struct page *page, unsigned int off, bool cas, u64 a,
 
 	spin_lock_irqsave(&rroce_atomic_lock, flags);
 	orig = READ_ONCE(*p);
-	if (cas) {
+	if (op == RROCE_ATOMIC_CAS) {
 		if (orig == a)
 			WRITE_ONCE(*p, b);
+	} else if (op == RROCE_ATOMIC_WRITE) {
+		WRITE_ONCE(*p, a);
 	} else {
 		WRITE_ONCE(*p, orig + a);
 	}

@@ -20,6 +20,7 @@ use kernel::error::from_err_ptr;
 use kernel::prelude::*;
 
 use crate::ffi;
+use crate::proto::rc::AtomicOp;
 use crate::ib::device::Device;
 
 const PAGE_SIZE: usize = bindings::PAGE_SIZE;
@@ -59,19 +60,24 @@ impl PageRef<'_> {
         true
     }
 
-    /// An 8-byte atomic at offset `off` of the page: compare-and-swap
-    /// (`cas`: `a` compared, `b` stored) or fetch-and-add (`a` added),
+    /// An 8-byte atomic `op` at offset `off` of the page: compare-and-swap,
+    /// fetch-and-add or ATOMIC WRITE (one 8-byte store of the value),
     /// atomic with respect to every other one of the module (one lock).
     /// The original value; `None` if the word is not inside the page.  The
     /// target address is 8-byte aligned in the region's I/O address space
     /// (the caller checks); its offset in the page need not be (a region
     /// may start anywhere in a page).
-    pub(crate) fn atomic(&self, off: u32, cas: bool, a: u64, b: u64) -> Option<u64> {
+    pub(crate) fn atomic(&self, off: u32, op: AtomicOp) -> Option<u64> {
         if off as usize + 8 > PAGE_SIZE {
             return None;
         }
+        let (code, a, b) = match op {
+            AtomicOp::FetchAdd { add } => (ffi::RROCE_ATOMIC_ADD, add, 0),
+            AtomicOp::CompareSwap { compare, swap } => (ffi::RROCE_ATOMIC_CAS, compare, swap),
+            AtomicOp::Write { value } => (ffi::RROCE_ATOMIC_WRITE, value, 0),
+        };
         // SAFETY: the page is valid and the word inside it.
-        Some(unsafe { ffi::rroce_page_atomic(self.0.as_ptr(), off, cas, a, b) })
+        Some(unsafe { ffi::rroce_page_atomic(self.0.as_ptr(), off, code, a, b) })
     }
 }
 

@@ -6,7 +6,7 @@
 //! an [`OpInfo`] that says which extension headers follow the BTH (in wire
 //! order), whether a payload follows, whether the packet is a request or a
 //! response, and its position in a message.  Opcodes not in the table
-//! (reserved, RD, FLUSH, ATOMIC_WRITE, vendor) give `None`.
+//! (reserved, RD, FLUSH, vendor) give `None`.
 
 /// Mask of the transport bits of the opcode.
 pub const TRANSPORT_MASK: u8 = 0xE0;
@@ -82,6 +82,8 @@ pub mod op {
     pub const SEND_LAST_WITH_INVALIDATE: u8 = 0x16;
     /// SEND Only with Invalidate.
     pub const SEND_ONLY_WITH_INVALIDATE: u8 = 0x17;
+    /// ATOMIC WRITE (IBTA 1.5): RETH and 8 bytes of payload, RC only.
+    pub const ATOMIC_WRITE: u8 = 0x1D;
     /// Operation bits of the RoCEv2 CNP opcode (0x81).
     pub const CNP: u8 = 0x01;
 }
@@ -132,6 +134,8 @@ pub const RC_FETCH_ADD: u8 = op::FETCH_ADD;
 pub const RC_SEND_LAST_WITH_INVALIDATE: u8 = op::SEND_LAST_WITH_INVALIDATE;
 /// RC SEND Only with Invalidate.
 pub const RC_SEND_ONLY_WITH_INVALIDATE: u8 = op::SEND_ONLY_WITH_INVALIDATE;
+/// RC ATOMIC WRITE.
+pub const RC_ATOMIC_WRITE: u8 = op::ATOMIC_WRITE;
 /// UD SEND Only.
 pub const UD_SEND_ONLY: u8 = 0x60 | op::SEND_ONLY;
 /// UD SEND Only with Immediate.
@@ -284,6 +288,8 @@ pub enum Operation {
     CompareSwap,
     /// Fetch and add.
     FetchAdd,
+    /// ATOMIC WRITE (8 bytes written as one unit; answered by an ACK).
+    AtomicWrite,
     /// RoCEv2 congestion notification.
     Cnp,
 }
@@ -409,7 +415,7 @@ const fn row(
     }
 }
 
-const BASE: [Base; 23] = {
+const BASE: [Base; 24] = {
     use ExtHdrs as H;
     use Kind::{Request as Req, Response as Resp};
     use Operation::*;
@@ -669,6 +675,17 @@ const BASE: [Base; 23] = {
             false,
             false,
         ),
+        row(
+            op::ATOMIC_WRITE,
+            "ATOMIC_WRITE",
+            AtomicWrite,
+            Only,
+            Req,
+            H::RETH,
+            true,
+            false,
+            false,
+        ),
     ]
 };
 
@@ -743,6 +760,8 @@ pub enum RequestOp {
     CompareSwap,
     /// Fetch and add (always [`Position::Only`]).
     FetchAdd,
+    /// ATOMIC WRITE (always [`Position::Only`]; RC only).
+    AtomicWrite,
 }
 
 /// The opcode of a request packet, or `None` if the combination does not
@@ -771,6 +790,7 @@ pub fn request_opcode(t: Transport, r: RequestOp, p: Position) -> Option<u8> {
         (RdmaRead, Only) => op::RDMA_READ_REQUEST,
         (CompareSwap, Only) => op::COMPARE_SWAP,
         (FetchAdd, Only) => op::FETCH_ADD,
+        (AtomicWrite, Only) => op::ATOMIC_WRITE,
         _ => return None,
     };
     let code = t.base() | o;
@@ -842,6 +862,7 @@ mod tests {
             (0x14, H::ATOMIC_ETH, false, true, Only),
             (0x16, H::IETH, true, true, Last),
             (0x17, H::IETH, true, true, Only),
+            (0x1D, H::RETH, true, true, Only), // ATOMIC_WRITE (IBTA 1.5)
             (0x20, N, true, true, First),
             (0x21, N, true, true, Middle),
             (0x22, N, true, true, Last),
@@ -883,10 +904,10 @@ mod tests {
             assert_eq!(lookup(code).is_some(), known, "{code:#x}");
             n += usize::from(known);
         }
-        assert_eq!(n, 38);
-        // RD, reserved, FLUSH / ATOMIC_WRITE and vendor opcodes are unknown.
+        assert_eq!(n, 39);
+        // RD, reserved, FLUSH, UC ATOMIC_WRITE and vendor opcodes are unknown.
         for code in [
-            0x15, 0x18, 0x1C, 0x1D, 0x1F, 0x2C, 0x40, 0x44, 0x60, 0x66, 0x80, 0x82, 0xC0, 0xFF,
+            0x15, 0x18, 0x1C, 0x3D, 0x1F, 0x2C, 0x40, 0x44, 0x60, 0x66, 0x80, 0x82, 0xC0, 0xFF,
         ] {
             assert!(lookup(code).is_none(), "{code:#x}");
         }
@@ -1005,6 +1026,9 @@ mod tests {
         );
         assert_eq!(request_opcode(Rc, FetchAdd, Only), Some(RC_FETCH_ADD));
         assert_eq!(request_opcode(Rc, CompareSwap, Only), Some(RC_COMPARE_SWAP));
+        assert_eq!(request_opcode(Rc, AtomicWrite, Only), Some(RC_ATOMIC_WRITE));
+        assert_eq!(request_opcode(Uc, AtomicWrite, Only), None);
+        assert_eq!(request_opcode(Rc, AtomicWrite, First), None);
         // Every produced opcode agrees with the table.
         for t in [Rc, Uc, Rd, Ud, Cnp] {
             for r in [
@@ -1016,6 +1040,7 @@ mod tests {
                 RdmaRead,
                 CompareSwap,
                 FetchAdd,
+                AtomicWrite,
             ] {
                 for p in [First, Middle, Last, Only] {
                     if let Some(c) = request_opcode(t, r, p) {

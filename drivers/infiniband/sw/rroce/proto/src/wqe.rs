@@ -24,6 +24,8 @@
 //!  20   4  rkey         RDMA/atomic remote key;  BIND_MW: the new rkey
 //!  24   8  remote_addr  RDMA/atomic remote address;  BIND_MW: bind address
 //!  32   8  compare_add  CMP_AND_SWP: compare;  FETCH_AND_ADD: add;
+//!                       ATOMIC_WRITE: the 8 bytes to write, in memory
+//!                       order (read as a native u64; no SGE);
 //!                       BIND_MW: bind length
 //!  40   8  swap         CMP_AND_SWP: swap
 //!  48   4  remote_qpn   UD: destination QPN (24 bits);  BIND_MW: MR lkey
@@ -220,11 +222,14 @@ pub enum SendOpcode {
     /// the length, `swap` page size (low 32 bits) and page count (high 32
     /// bits), `remote_qkey` the access flags.
     RegMr = 12,
+    /// IBTA 1.5 ATOMIC WRITE: 8 bytes (in `compare_add`, no SGE) written
+    /// to `remote_addr` (8-byte aligned) as one unit; RC only.
+    AtomicWrite = 15,
 }
 
 impl SendOpcode {
-    /// Every opcode, in value order.
-    pub const ALL: [Self; 10] = [
+    /// Every opcode of `ibv_wr_opcode` rroce has, in value order.
+    pub const ALL: [Self; 11] = [
         Self::RdmaWrite,
         Self::RdmaWriteWithImm,
         Self::Send,
@@ -235,6 +240,7 @@ impl SendOpcode {
         Self::LocalInv,
         Self::BindMw,
         Self::SendWithInv,
+        Self::AtomicWrite,
     ];
 
     /// The opcode with value `v`.
@@ -251,11 +257,12 @@ impl SendOpcode {
             8 => Self::BindMw,
             9 => Self::SendWithInv,
             12 => Self::RegMr,
+            15 => Self::AtomicWrite,
             _ => return None,
         })
     }
 
-    /// Bit of this opcode in an [`OpcodeSet`].
+    /// Bit of this opcode in an [`OpcodeSet`] (values are below 16).
     pub const fn bit(self) -> u16 {
         1 << (self as u8)
     }
@@ -303,6 +310,7 @@ impl SendOpcode {
             Self::LocalInv => WcOpcode::LocalInv,
             Self::BindMw => WcOpcode::BindMw,
             Self::RegMr => WcOpcode::RegMr,
+            Self::AtomicWrite => WcOpcode::AtomicWrite,
         }
     }
 }
@@ -312,8 +320,8 @@ impl SendOpcode {
 pub struct OpcodeSet(pub u16);
 
 impl OpcodeSet {
-    /// Opcodes of an RC QP: all.
-    pub const RC: Self = Self(0x03FF);
+    /// Opcodes of an RC QP: all of `ibv_wr_opcode` rroce has.
+    pub const RC: Self = Self(0x03FF | SendOpcode::AtomicWrite.bit());
     /// Opcodes of a UC QP: no RDMA READ, no atomics, and no SEND with
     /// invalidate (UC has no opcode for it on the wire).
     pub const UC: Self = Self(
@@ -564,6 +572,18 @@ pub struct SendLimits {
     pub ud: bool,
 }
 
+/// Where the bytes of a send WQE's message come from
+/// ([`SendWqeView::source`]).
+#[derive(Clone, Debug)]
+pub enum MsgSource<'a> {
+    /// Inline data, in the entry.
+    Inline(&'a [u8]),
+    /// The 8 bytes of an ATOMIC WRITE, carried in the header.
+    Value([u8; 8]),
+    /// The SGEs (local memory).
+    Sges(SgeIter<'a>),
+}
+
 /// A validated send WQE: the header and a view of its payload inside the
 /// (private) entry copy it was decoded from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -592,6 +612,17 @@ impl<'a> SendWqeView<'a> {
             .nth(i)
             .and_then(|c| c.first_chunk::<SGE_BYTES>())
             .map(Sge::from_bytes)
+    }
+
+    /// Where the bytes of the message come from.
+    pub fn source(&self) -> MsgSource<'a> {
+        if self.wqe.opcode == SendOpcode::AtomicWrite {
+            return MsgSource::Value(self.wqe.compare_add.to_ne_bytes());
+        }
+        match self.inline_data() {
+            Some(d) => MsgSource::Inline(d),
+            None => MsgSource::Sges(self.sges()),
+        }
     }
 
     /// The inline data, if the WQE is inline.
@@ -662,7 +693,18 @@ pub fn decode_send<'a>(entry: &'a [u8], lim: &SendLimits) -> Result<SendWqeView<
         if op.is_atomic() && (n != 1 || length != 8) {
             return Err(WqeError::BadAtomic);
         }
-        length
+        if op == SendOpcode::AtomicWrite {
+            // The 8 bytes travel in the header (`compare_add`).
+            if n != 0 {
+                return Err(WqeError::UnexpectedSge);
+            }
+            if wqe.remote_addr & 7 != 0 {
+                return Err(WqeError::BadAtomic);
+            }
+            8
+        } else {
+            length
+        }
     };
     Ok(SendWqeView { wqe, length, data })
 }
@@ -876,6 +918,8 @@ pub enum WcOpcode {
     BindMw = 5,
     /// Local invalidate.
     LocalInv = 6,
+    /// IBTA 1.5 ATOMIC WRITE (`IBV_WC_ATOMIC_WRITE`).
+    AtomicWrite = 9,
     /// Fast registration (`IB_WC_REG_MR`; kernel consumers only).
     RegMr = 10,
     /// Receive of a SEND.
@@ -895,6 +939,7 @@ impl WcOpcode {
             4 => Self::FetchAdd,
             5 => Self::BindMw,
             6 => Self::LocalInv,
+            9 => Self::AtomicWrite,
             10 => Self::RegMr,
             128 => Self::Recv,
             129 => Self::RecvRdmaWithImm,
@@ -1063,7 +1108,7 @@ mod tests {
     }
 
     fn sges_for(op: SendOpcode) -> Vec<Sge> {
-        if op.is_local() {
+        if op.is_local() || op == SendOpcode::AtomicWrite {
             Vec::new()
         } else if op.is_atomic() {
             std::vec![Sge {
@@ -1105,11 +1150,16 @@ mod tests {
         assert_eq!(WcOpcode::Recv as u8, 128);
         assert_eq!(WcOpcode::RecvRdmaWithImm as u8, 129);
         for (i, op) in SendOpcode::ALL.iter().enumerate() {
-            assert_eq!(*op as usize, i);
-            assert_eq!(SendOpcode::from_u8(i as u8), Some(*op));
+            if i < 10 {
+                assert_eq!(*op as usize, i);
+            }
+            assert_eq!(SendOpcode::from_u8(*op as u8), Some(*op));
             assert!(OpcodeSet::RC.contains(*op));
         }
-        for v in (10..=255u8).filter(|&v| v != 12) {
+        assert_eq!(SendOpcode::AtomicWrite as u8, 15); // IBV_WR_ATOMIC_WRITE
+        assert_eq!(WcOpcode::AtomicWrite as u8, 9); // IBV_WC_ATOMIC_WRITE
+        assert!(!OpcodeSet::UC.contains(SendOpcode::AtomicWrite));
+        for v in (10..=255u8).filter(|&v| v != 12 && v != 15) {
             assert_eq!(SendOpcode::from_u8(v), None);
         }
         assert_eq!(SendOpcode::from_u8(12), Some(SendOpcode::RegMr));
@@ -1173,6 +1223,45 @@ mod tests {
     }
 
     #[test]
+    fn atomic_write_wqe_rules() {
+        let mut hdr = sample_hdr(SendOpcode::AtomicWrite);
+        hdr.remote_addr = 0x1000;
+        let mut entry = [0u8; 256];
+        write_send_wqe(&mut entry, &hdr, SendPayload::Sges(&[])).unwrap();
+        let v = decode_send(&entry, &RC).unwrap();
+        assert_eq!((v.length, v.wqe.compare_add), (8, hdr.compare_add));
+        assert!(matches!(v.source(), MsgSource::Value(b) if b == hdr.compare_add.to_ne_bytes()));
+        // the value is in the header: an SGE is refused
+        let sge = Sge {
+            addr: 0x7000,
+            length: 8,
+            lkey: 5,
+        };
+        write_send_wqe(&mut entry, &hdr, SendPayload::Sges(&[sge])).unwrap();
+        assert_eq!(
+            decode_send(&entry, &RC).err(),
+            Some(WqeError::UnexpectedSge)
+        );
+        // the target must be 8-byte aligned
+        hdr.remote_addr = 0x1004;
+        write_send_wqe(&mut entry, &hdr, SendPayload::Sges(&[])).unwrap();
+        assert_eq!(decode_send(&entry, &RC).err(), Some(WqeError::BadAtomic));
+        // RC only
+        hdr.remote_addr = 0x1000;
+        write_send_wqe(&mut entry, &hdr, SendPayload::Sges(&[])).unwrap();
+        let uc = SendLimits {
+            opcodes: OpcodeSet::UC,
+            ..RC
+        };
+        assert_eq!(
+            decode_send(&entry, &uc).err(),
+            Some(WqeError::OpcodeNotAllowed)
+        );
+        // inline is not a way to carry it either
+        assert!(!SendOpcode::AtomicWrite.allows_inline());
+    }
+
+    #[test]
     fn send_round_trip_every_opcode() {
         for op in SendOpcode::ALL {
             let hdr = sample_hdr(op);
@@ -1188,7 +1277,12 @@ mod tests {
             assert_eq!(v.sge(0), sges.first().copied());
             assert_eq!(v.sge(sges.len()), None);
             assert_eq!(v.inline_data(), None);
-            assert_eq!(v.length, sges.iter().map(|s| s.length).sum::<u32>());
+            let want_len = if op == SendOpcode::AtomicWrite {
+                8 // the value in the header
+            } else {
+                sges.iter().map(|s| s.length).sum::<u32>()
+            };
+            assert_eq!(v.length, want_len);
             // Also decodes from an entry of exactly the written size.
             assert_eq!(decode_send(&entry[..n], &RC).unwrap().wqe, want);
 

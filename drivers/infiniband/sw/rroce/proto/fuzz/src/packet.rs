@@ -49,7 +49,7 @@ pub fn check_parsed(pkt: &[u8], p: &Parsed) {
     }
 
     // What the glue hands to the RC engines.
-    let rq = InRequest::from_parsed(p);
+    let rq = InRequest::from_parsed(p, p.payload(pkt));
     let rs = InResponse::from_parsed(p);
     assert_eq!(rq.payload_len as usize, p.payload_len);
     assert_eq!(rs.payload_len as usize, p.payload_len);

@@ -165,7 +165,8 @@ impl H {
             assert_eq!(parsed.bth.opcode, d.opcode);
             assert_eq!(parsed.payload_len, n);
             if self.to_resp.len() < 256 {
-                self.to_resp.push_back(InRequest::from_parsed(&parsed));
+                self.to_resp
+                    .push_back(InRequest::from_parsed(&parsed, parsed.payload(&pkt)));
             }
         }
     }

@@ -12,7 +12,8 @@
 //! * payload goes only into a taken receive WQE, inside its length, or into
 //!   memory the responder checked with `MemCheck::check` for WRITE (same
 //!   R_Key, inside the granted range, the region allows remote write);
-//! * atomics are 8-byte aligned and inside an atomic-enabled region;
+//! * atomics are 8-byte aligned and inside an atomic-enabled region
+//!   (ATOMIC WRITE: a write-enabled one);
 //! * READ response streams cover exactly the requested range, inside a
 //!   region that allows remote read, with consecutive PSNs and a valid
 //!   First/Middle/Last opcode sequence;
@@ -97,7 +98,11 @@ impl MemCheck for Mem {
         assert_eq!(va & 7, 0, "unaligned atomic");
         let m = self.find_mut(rkey).ok_or(AccessError::InvalidKey)?;
         let rg = m.range(va, 8).ok_or(AccessError::OutOfRange)?;
-        if m.access & ACCESS_REMOTE_ATOMIC == 0 {
+        let need = match op {
+            AtomicOp::Write { .. } => ACCESS_REMOTE_WRITE,
+            _ => ACCESS_REMOTE_ATOMIC,
+        };
+        if m.access & need == 0 {
             return Err(AccessError::NoPermission);
         }
         let cell: &mut [u8; 8] = (&mut m.data[rg]).try_into().unwrap();
@@ -111,6 +116,7 @@ impl MemCheck for Mem {
                 }
             }
             AtomicOp::FetchAdd { add } => orig.wrapping_add(add),
+            AtomicOp::Write { value } => value,
         };
         *cell = new.to_ne_bytes();
         self.atomics += 1;
@@ -131,7 +137,7 @@ impl RecvSource for Rq {
     }
 }
 
-const RC_REQUESTS: [u8; 19] = [
+const RC_REQUESTS: [u8; 20] = [
     opcode::RC_SEND_FIRST,
     opcode::RC_SEND_MIDDLE,
     opcode::RC_SEND_LAST,
@@ -147,6 +153,7 @@ const RC_REQUESTS: [u8; 19] = [
     opcode::RC_RDMA_READ_REQUEST,
     opcode::RC_COMPARE_SWAP,
     opcode::RC_FETCH_ADD,
+    opcode::RC_ATOMIC_WRITE,
     opcode::RC_SEND_LAST_WITH_INVALIDATE,
     opcode::RC_SEND_ONLY_WITH_INVALIDATE,
     opcode::UD_SEND_ONLY,
@@ -467,7 +474,7 @@ pub fn run(data: &[u8]) {
             0 => {
                 let pkt = r.chunk(4200);
                 if let Ok(p) = parse_packet(pkt) {
-                    g.feed(&InRequest::from_parsed(&p));
+                    g.feed(&InRequest::from_parsed(&p, p.payload(pkt)));
                 }
             }
             1..=4 => {

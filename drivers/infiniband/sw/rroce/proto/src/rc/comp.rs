@@ -38,7 +38,7 @@ use super::super::hdr::{
     Syndrome, NAK_INVALID_RD_REQUEST, NAK_INVALID_REQUEST, NAK_PSN_SEQ_ERROR,
     NAK_REMOTE_ACCESS_ERROR, NAK_REMOTE_OPERATIONAL_ERROR,
 };
-use super::super::opcode::{lookup, Kind, Operation, Transport};
+use super::super::opcode::{lookup, Kind, Operation, Position, Transport};
 use super::super::psn::{psn_diff, Psn};
 use super::super::qp::rnr_timer_ns;
 use super::super::wqe::{SendOpcode, WcOpcode, WcStatus, SEND_SIGNALED};
@@ -218,6 +218,16 @@ impl<S: SlotStore> Requester<S> {
                 let Some(s) = self.slot(idx).copied().filter(|_| idx != self.hi) else {
                     return self.ignore(IgnoreReason::Malformed);
                 };
+                if s.wqe.opcode == SendOpcode::AtomicWrite {
+                    // Its response: an empty READ response Only (IBTA 1.5).
+                    if s.first_psn != p || r.payload_len != 0 || info.position != Position::Only {
+                        return self.ignore(IgnoreReason::Malformed);
+                    }
+                    self.una = p.next();
+                    self.complete_next(WcStatus::Success);
+                    self.progress(now);
+                    return RespVerdict::Ack;
+                }
                 let k = p.distance_from(s.first_psn);
                 if s.wqe.opcode != SendOpcode::RdmaRead || k >= s.npkts {
                     return self.ignore(IgnoreReason::Malformed);

@@ -209,11 +209,21 @@ pub struct InRequest {
     pub ieth: Option<Ieth>,
     /// AtomicETH.
     pub atomic: Option<AtomicEth>,
+    /// The 8 payload bytes of an ATOMIC WRITE (read as a native `u64`, so
+    /// that `to_ne_bytes` gives them back in wire order); `None` for other
+    /// opcodes or another payload length.
+    pub atomic_write: Option<u64>,
 }
 
 impl InRequest {
-    /// From a parsed packet.
-    pub fn from_parsed(p: &Parsed) -> InRequest {
+    /// From a packet parsed as `p` whose payload is `payload`
+    /// (`p.payload(pkt)`).
+    pub fn from_parsed(p: &Parsed, payload: &[u8]) -> InRequest {
+        let atomic_write = (p.info.operation == opcode::Operation::AtomicWrite
+            && payload.len() == 8)
+            .then(|| payload.first_chunk::<8>())
+            .flatten()
+            .map(|b| u64::from_ne_bytes(*b));
         InRequest {
             opcode: p.bth.opcode,
             psn: Psn::new(p.bth.psn),
@@ -224,6 +234,7 @@ impl InRequest {
             imm: p.ext.immdt,
             ieth: p.ext.ieth,
             atomic: p.ext.atomic_eth,
+            atomic_write,
         }
     }
 }

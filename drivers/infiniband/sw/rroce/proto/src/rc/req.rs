@@ -449,6 +449,7 @@ impl<S: SlotStore> Requester<S> {
                     | SendOpcode::AtomicCmpAndSwp
                     | SendOpcode::AtomicFetchAndAdd
                     | SendOpcode::SendWithInv
+                    | SendOpcode::AtomicWrite
             )
         {
             return Err(PostError::NotOnTransport);
@@ -465,6 +466,12 @@ impl<S: SlotStore> Requester<S> {
                     return Err(PostError::NoRdAtomic);
                 }
                 npkts(length, self.cfg.pmtu)
+            }
+            SendOpcode::AtomicWrite => {
+                if length != 8 {
+                    return Err(PostError::TooLong);
+                }
+                1
             }
             _ => npkts(length, self.cfg.pmtu),
         };
@@ -587,6 +594,20 @@ impl<S: SlotStore> Requester<S> {
                     swap_add,
                     compare,
                 });
+                d.ack_req = true;
+                used = 1;
+                finished = true;
+            }
+            SendOpcode::AtomicWrite => {
+                // RETH and the 8 bytes (the WQE's source); answered by an
+                // ACK like a WRITE, so no responder resource is used.
+                d.opcode = request_opcode(Transport::Rc, RequestOp::AtomicWrite, Position::Only)?;
+                d.reth = Some(Reth {
+                    va: w.remote_addr,
+                    rkey: w.rkey,
+                    len: 8,
+                });
+                d.payload = Some((0, 8));
                 d.ack_req = true;
                 used = 1;
                 finished = true;
@@ -891,6 +912,36 @@ mod tests {
         assert_eq!(v[2].psn, v[0].psn.add(6));
         assert_eq!(v[2].opcode, RC_SEND_ONLY);
         assert_eq!(v[2].payload, Some((0, 0)));
+    }
+
+    #[test]
+    fn atomic_write_packet() {
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu1024));
+        let mut w = wqe(SendOpcode::AtomicWrite);
+        w.remote_addr = 0x4000;
+        w.rkey = 0x77;
+        assert_eq!(r.post(w, 9), Err(PostError::TooLong));
+        r.post(w, 8).unwrap();
+        r.post(wqe(SendOpcode::Send), 0).unwrap();
+        let v = drain(&mut r);
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].opcode, RC_ATOMIC_WRITE);
+        let reth = v[0].reth.unwrap();
+        assert_eq!((reth.va, reth.rkey, reth.len), (0x4000, 0x77, 8));
+        assert_eq!(
+            (v[0].payload, v[0].pad, v[0].ack_req),
+            (Some((0, 8)), 0, true)
+        );
+        assert_eq!(v[0].atomic, None);
+        assert_eq!(v[1].psn, v[0].psn.add(1));
+        // Not a READ/atomic: it takes no initiator-depth credit.
+        assert_eq!(r.rd_inflight, 0);
+        // UC has no ATOMIC WRITE.
+        let mut u: Requester<[Slot; 8]> = Requester::new(ReqConfig {
+            unreliable: true,
+            ..cfg(PathMtu::Mtu1024)
+        });
+        assert_eq!(u.post(w, 8), Err(PostError::NotOnTransport));
     }
 
     #[test]

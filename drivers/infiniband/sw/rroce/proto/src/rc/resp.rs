@@ -123,6 +123,23 @@ pub enum AtomicOp {
         /// Addend.
         add: u64,
     },
+    /// ATOMIC WRITE: store `value` (native order of the wire bytes) as
+    /// one 8-byte unit.  Needs remote *write* access, not atomic access
+    /// (IBTA 1.5, as rxe).
+    Write {
+        /// The 8 bytes, as `u64::from_ne_bytes` of the payload.
+        value: u64,
+    },
+}
+
+impl AtomicOp {
+    /// The remote access the operation needs.
+    pub const fn access(self) -> Access {
+        match self {
+            AtomicOp::Write { .. } => Access::Write,
+            _ => Access::Atomic,
+        }
+    }
 }
 
 /// Memory checks and atomics, provided by the glue (MR table lookup).
@@ -132,8 +149,9 @@ pub trait MemCheck {
     fn check(&mut self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(), AccessError>;
 
     /// Check `rkey`/`va` for an 8-byte atomic (the VA is already known to be
-    /// 8-byte aligned), execute `op` atomically with respect to other
-    /// atomics on the device, and return the original value.
+    /// 8-byte aligned) with the access [`AtomicOp::access`] names, execute
+    /// `op` atomically with respect to other atomics on the device, and
+    /// return the original value.
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError>;
 
     /// Invalidate the region (or window) with R_Key `rkey` for a SEND with
@@ -512,7 +530,11 @@ impl<const R: usize> Responder<R> {
             *c = c.wrapping_add(1);
         }
         match a.reply {
-            Reply::Packet(d) if d.opcode == RC_ACKNOWLEDGE => {
+            Reply::Packet(d)
+                if d.opcode == RC_ACKNOWLEDGE
+                    || (d.opcode == read_response_opcode(Position::Only)
+                        && d.payload.is_none()) =>
+            {
                 if d.aeth
                     .is_some_and(|x| matches!(x.decoded(), Syndrome::Ack { .. }))
                 {
@@ -679,6 +701,7 @@ impl<const R: usize> Responder<R> {
             }
             Operation::RdmaReadRequest => self.read(pkt, mem),
             Operation::CompareSwap | Operation::FetchAdd => self.atomic(pkt, mem),
+            Operation::AtomicWrite => self.atomic_write(pkt, mem),
             _ => self.invalid(pkt.psn),
         }
     }
@@ -959,6 +982,53 @@ impl<const R: usize> Responder<R> {
         a
     }
 
+    /// ATOMIC WRITE: 8 bytes at an 8-byte aligned VA, written as one unit
+    /// under the device's atomics; answered by an empty READ response.
+    /// It keeps no responder resource: a duplicate gets the same empty
+    /// response again and is not re-executed (a later write to the same
+    /// word is not undone).
+    fn atomic_write<M: MemCheck>(&mut self, pkt: &InRequest, mem: &mut M) -> Action {
+        let (Some(reth), Some(value)) = (pkt.reth, pkt.atomic_write) else {
+            return self.invalid(pkt.psn);
+        };
+        if reth.len != 8 || reth.va & 7 != 0 {
+            return self.invalid(pkt.psn);
+        }
+        match mem.atomic(reth.rkey, reth.va, AtomicOp::Write { value }) {
+            Ok(_) => {}
+            Err(AccessError::Misaligned) => return self.invalid(pkt.psn),
+            Err(_) => {
+                return self.fatal(
+                    pkt.psn,
+                    NAK_REMOTE_ACCESS_ERROR,
+                    Outcome::AccessError,
+                    WcStatus::WrFlushErr,
+                )
+            }
+        }
+        self.epsn = self.epsn.next();
+        self.msn = self.msn.wrapping_add(1) & PSN_MASK;
+        let mut a = Action::drop(Outcome::Executed);
+        a.reply = Reply::Packet(self.atomic_write_ack(pkt.psn));
+        a
+    }
+
+    /// The response to an ATOMIC WRITE: an RDMA READ Response Only without
+    /// payload, its AETH an ACK (IBTA 1.5, as rdma_rxe answers; a requester
+    /// also takes a plain ACK that covers it).
+    fn atomic_write_ack(&self, psn: Psn) -> RespDesc {
+        RespDesc {
+            opcode: read_response_opcode(Position::Only),
+            psn,
+            aeth: Some(self.aeth(Syndrome::Ack {
+                credits: AETH_ACK_UNLIMITED,
+            })),
+            atomic_orig: None,
+            payload: None,
+            pad: 0,
+        }
+    }
+
     fn duplicate<M: MemCheck>(&mut self, pkt: &InRequest, op: Operation, mem: &mut M) -> Action {
         match op {
             Operation::RdmaReadRequest => {
@@ -1021,6 +1091,11 @@ impl<const R: usize> Responder<R> {
                     }
                     None => Action::drop(Outcome::DuplicateUnknown),
                 }
+            }
+            Operation::AtomicWrite => {
+                let mut a = Action::drop(Outcome::Duplicate);
+                a.reply = Reply::Packet(self.atomic_write_ack(pkt.psn));
+                a
             }
             _ => {
                 let mut a = Action::drop(Outcome::Duplicate);
@@ -1085,6 +1160,121 @@ mod placement_tests {
         assert_eq!(nak_of(&a), (Psn::new(10), NAK_INVALID_REQUEST, 0));
         assert!(a.qp_error);
         assert_eq!(a.outcome, Outcome::InvalidRequest);
+    }
+
+    /// One 8-byte word, at VA 0x1000 of R_Key 7, for ATOMIC WRITE.
+    struct Word(u64, Option<Access>);
+    impl MemCheck for Word {
+        fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+            Ok(())
+        }
+        fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
+            self.1 = Some(op.access());
+            if rkey != 7 || va != 0x1000 {
+                return Err(AccessError::InvalidKey);
+            }
+            let old = self.0;
+            if let AtomicOp::Write { value } = op {
+                self.0 = value;
+            }
+            Ok(old)
+        }
+    }
+
+    #[test]
+    fn atomic_write() {
+        use super::super::super::hdr::{NAK_INVALID_REQUEST, NAK_REMOTE_ACCESS_ERROR};
+        use super::super::super::opcode::{RC_ATOMIC_WRITE, RC_RDMA_READ_RESPONSE_ONLY};
+        let pkt = InRequest {
+            opcode: RC_ATOMIC_WRITE,
+            psn: Psn::new(10),
+            payload_len: 8,
+            reth: Some(Reth {
+                va: 0x1000,
+                rkey: 7,
+                len: 8,
+            }),
+            atomic_write: Some(0x1122_3344_5566_7788),
+            ..InRequest::default()
+        };
+        let mut r = responder();
+        let mut m = Word(5, None);
+        let a = r.on_request(&pkt, &mut m, &mut Rq);
+        assert_eq!(a.outcome, Outcome::Executed);
+        assert_eq!((m.0, m.1), (0x1122_3344_5566_7788, Some(Access::Write)));
+        let Reply::Packet(d) = a.reply else {
+            panic!("{a:?}")
+        };
+        // an empty READ response (IBTA 1.5, as rdma_rxe)
+        assert_eq!(
+            (d.opcode, d.psn, d.payload, d.pad),
+            (RC_RDMA_READ_RESPONSE_ONLY, Psn::new(10), None, 0)
+        );
+        assert!(matches!(d.aeth.unwrap().decoded(), Syndrome::Ack { .. }));
+        assert_eq!(r.counters().acks, 1);
+        assert_eq!(
+            (a.place, a.take_recv, a.recv_done),
+            (Place::None, false, None)
+        );
+        assert_eq!((r.expected_psn(), r.msn()), (Psn::new(11), 1));
+        // A duplicate is re-ACKed, not executed again.
+        m.0 = 9;
+        let a = r.on_request(&pkt, &mut m, &mut Rq);
+        assert_eq!((a.outcome, m.0), (Outcome::Duplicate, 9));
+        assert!(matches!(a.reply, Reply::Packet(d)
+            if d.opcode == RC_RDMA_READ_RESPONSE_ONLY && d.psn == pkt.psn));
+        // Misaligned, wrong length, no payload: invalid request.
+        for bad in [
+            InRequest {
+                psn: Psn::new(11),
+                reth: Some(Reth {
+                    va: 0x1004,
+                    rkey: 7,
+                    len: 8,
+                }),
+                ..pkt
+            },
+            InRequest {
+                psn: Psn::new(11),
+                reth: Some(Reth {
+                    va: 0x1000,
+                    rkey: 7,
+                    len: 16,
+                }),
+                ..pkt
+            },
+            InRequest {
+                psn: Psn::new(11),
+                atomic_write: None,
+                ..pkt
+            },
+            InRequest {
+                psn: Psn::new(11),
+                reth: None,
+                ..pkt
+            },
+        ] {
+            let mut r = responder();
+            r.epsn = Psn::new(11);
+            let a = r.on_request(&bad, &mut Word(0, None), &mut Rq);
+            assert_eq!(nak_of(&a).1, NAK_INVALID_REQUEST, "{bad:?}");
+            assert!(a.qp_error);
+        }
+        // A bad R_Key: remote access error.
+        let mut r = responder();
+        let k = InRequest {
+            reth: Some(Reth {
+                va: 0x1000,
+                rkey: 8,
+                len: 8,
+            }),
+            ..pkt
+        };
+        let a = r.on_request(&k, &mut Word(0, None), &mut Rq);
+        assert_eq!(nak_of(&a).1, NAK_REMOTE_ACCESS_ERROR);
+        // A target that turns out unaligned (zero-based window): invalid.
+        let a = responder().on_request(&pkt, &mut UnalignedTarget, &mut Rq);
+        assert_eq!(nak_of(&a).1, NAK_INVALID_REQUEST);
     }
 
     fn responder() -> Responder<4> {

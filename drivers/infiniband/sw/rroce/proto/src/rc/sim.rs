@@ -215,6 +215,10 @@ impl MemCheck for BMem {
                 }
             }
             AtomicOp::FetchAdd { add } => old.wrapping_add(add),
+            AtomicOp::Write { value } => {
+                *cell = value.to_ne_bytes();
+                return Ok(old);
+            }
         };
         *cell = new.to_le_bytes();
         Ok(old)
@@ -240,11 +244,28 @@ impl RecvSource for Rq<'_> {
 /// One operation of a workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
-    Send { len: u32, imm: Option<u32> },
-    Write { len: u32, imm: Option<u32> },
-    Read { len: u32 },
-    FetchAdd { add: u64 },
-    CmpSwap { compare: u64, swap: u64 },
+    Send {
+        len: u32,
+        imm: Option<u32>,
+    },
+    Write {
+        len: u32,
+        imm: Option<u32>,
+    },
+    Read {
+        len: u32,
+    },
+    FetchAdd {
+        add: u64,
+    },
+    CmpSwap {
+        compare: u64,
+        swap: u64,
+    },
+    /// ATOMIC WRITE of `value` to its own 8-byte cell on B.
+    AtomicWrite {
+        value: u64,
+    },
 }
 
 /// Per send-WQE bookkeeping on A.
@@ -377,6 +398,7 @@ impl World {
             Op::Read { len } => (SendOpcode::RdmaRead, len),
             Op::FetchAdd { .. } => (SendOpcode::AtomicFetchAndAdd, 8),
             Op::CmpSwap { .. } => (SendOpcode::AtomicCmpAndSwp, 8),
+            Op::AtomicWrite { .. } => (SendOpcode::AtomicWrite, 8),
         };
         let mut w = SendWqe::new(wr_id, opcode);
         w.flags = if wr_id.is_multiple_of(3) {
@@ -389,6 +411,7 @@ impl World {
         match op {
             Op::Send { imm: Some(i), .. } | Op::Write { imm: Some(i), .. } => w.imm_or_inv = i,
             Op::FetchAdd { add } => w.compare_add = add,
+            Op::AtomicWrite { value } => w.compare_add = value,
             Op::CmpSwap { compare, swap } => {
                 w.compare_add = compare;
                 w.swap = swap;
@@ -397,7 +420,9 @@ impl World {
         }
         // Split the local buffer into up to three SGEs.
         let l = len as usize;
-        let sges = if l >= 3 {
+        let sges = if matches!(op, Op::AtomicWrite { .. }) {
+            vec![] // the value travels in the WQE
+        } else if l >= 3 {
             vec![
                 (a_off, l / 3),
                 (a_off + l / 3, l / 3),
@@ -453,9 +478,10 @@ impl World {
         }
         while let Some(d) = self.req.next_packet(self.now) {
             let a = &self.a_wqes[d.wqe as usize];
-            let payload = match d.payload {
-                Some((o, l)) => gather(&self.a_mem, &a.sges, o as usize, l as usize),
-                None => Vec::new(),
+            let payload = match (d.payload, a.op) {
+                (Some(_), Op::AtomicWrite { value }) => value.to_ne_bytes().to_vec(),
+                (Some((o, l)), _) => gather(&self.a_mem, &a.sges, o as usize, l as usize),
+                (None, _) => Vec::new(),
             };
             let mut buf = vec![0u8; 128];
             let n = build_headers(&mut buf, &d.bth(QPN_B, 0xFFFF), &d.ext()).unwrap();
@@ -467,7 +493,7 @@ impl World {
     fn b_receive(&mut self, pkt: &[u8]) {
         let p = parse_packet(pkt).expect("request parses");
         assert_eq!(p.bth.dest_qpn, QPN_B);
-        let r = InRequest::from_parsed(&p);
+        let r = InRequest::from_parsed(&p, p.payload(pkt));
         let payload = p.payload(pkt).to_vec();
         assert_eq!(payload.len(), r.payload_len as usize);
         let a = match self.uc.as_mut() {
@@ -613,6 +639,7 @@ impl World {
                 Op::Read { len } => (len, WcOpcode::RdmaRead),
                 Op::FetchAdd { .. } => (8, WcOpcode::FetchAdd),
                 Op::CmpSwap { .. } => (8, WcOpcode::CompSwap),
+                Op::AtomicWrite { .. } => (8, WcOpcode::AtomicWrite),
             };
             assert_eq!(c.byte_len, len);
             assert_eq!(c.opcode, opc);
@@ -663,6 +690,12 @@ impl World {
                         a.wr_id
                     );
                 }
+                Op::AtomicWrite { value } => assert_eq!(
+                    self.b.mem[a.b_off..a.b_off + 8],
+                    value.to_ne_bytes(),
+                    "ATOMIC WRITE of wr {}",
+                    a.wr_id
+                ),
                 Op::FetchAdd { .. } | Op::CmpSwap { .. } => {}
             }
         }
@@ -723,7 +756,10 @@ fn workload(pmtu: PathMtu, link: LinkCfg, seed: u64, kinds: u32, n: usize, big: 
             2 => Op::Read { len },
             _ => {
                 n_atomic += 1;
-                if rng.below(2) == 0 {
+                let r = rng.below(3);
+                if r == 2 {
+                    Op::AtomicWrite { value: rng.next() }
+                } else if r == 0 {
                     let add = rng.below(1000) + 1;
                     sum_add += add;
                     Op::FetchAdd { add }
@@ -761,6 +797,10 @@ fn workload(pmtu: PathMtu, link: LinkCfg, seed: u64, kinds: u32, n: usize, big: 
                 let a_off = aa.take(l);
                 let b_off = ba.take(l);
                 w.op(op, a_off, b_off);
+            }
+            Op::AtomicWrite { .. } => {
+                let b_off = ba.take(8);
+                w.op(op, 0, b_off);
             }
             _ => {
                 let a_off = aa.take(8);
@@ -1222,6 +1262,7 @@ fn fuzz_never_panics() {
                     len: rng.next() as u32 >> rng.below(32),
                 }),
                 imm: (rng.below(2) == 0).then_some(ImmDt { imm: 5 }),
+                atomic_write: (rng.below(2) == 0).then(|| rng.next()),
                 ieth: None,
                 atomic: (rng.below(2) == 0).then(|| AtomicEth {
                     va: B_BASE + rng.below(5000),

@@ -34,6 +34,10 @@ _vm_init() {
 	# the console is for the test output, dmesg is read by the tests
 	dmesg -n 1 2>/dev/null
 
+	# 2 MiB huge pages for the MAP_HUGETLB tests (rdma-core's suite): 16
+	# of them (32 MiB of the guest's 2 GiB), reserved while memory is free
+	echo 16 >/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages 2>/dev/null
+
 	# libibverbs and rdma-cm need the uverbs/ucm character devices
 	local m
 	for m in ib_uverbs rdma_ucm ib_umad; do

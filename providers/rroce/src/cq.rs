@@ -25,7 +25,7 @@
 
 use core::ffi::c_int;
 use core::mem::{offset_of, MaybeUninit};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rroce_proto::abi::CreateCqResp;
 use rroce_proto::ring::{Consumer, RingLayout};
@@ -33,6 +33,7 @@ use rroce_proto::wqe::{Cqe, CQE_BYTES};
 
 use crate::device::warn;
 use crate::ffi::*;
+use crate::pd::RrocePd;
 
 /// The consumer side of a CQ ring.
 struct CqRing {
@@ -52,6 +53,11 @@ pub(crate) struct RroceCq {
     ibv: Opaque<IbvCqEx>,
     cqn: u32,
     ring: Mutex<Option<CqRing>>,
+    /// The parent domain of `IBV_CQ_INIT_ATTR_MASK_PD`, held while the CQ
+    /// lives.  A CQ has no buffer of the provider's own (its ring is
+    /// kernel memory, a CQE is decoded on the stack), so its allocator is
+    /// not used.
+    _domain: Option<Arc<RrocePd>>,
 }
 const _: () = assert!(offset_of!(RroceCq, ibv) == 0);
 
@@ -59,12 +65,14 @@ const _: () = assert!(offset_of!(RroceCq, ibv) == 0);
 const NO_RING: c_int = EINVAL;
 
 impl RroceCq {
-    /// A CQ without a ring yet, its C part zeroed.
-    pub(crate) fn new() -> Self {
+    /// A CQ without a ring yet, its C part zeroed, on parent domain
+    /// `domain` (`None`: none given).
+    pub(crate) fn new(domain: Option<Arc<RrocePd>>) -> Self {
         Self {
             ibv: Opaque::zeroed(),
             cqn: 0,
             ring: Mutex::new(None),
+            _domain: domain,
         }
     }
 
@@ -263,6 +271,9 @@ fn map_cq_ring(
     })
 }
 
+/// `ibv_cq_init_attr_ex.comp_mask` bits `create_cq_ex` understands.
+const CQ_INIT_ATTR_SUPPORTED: u32 = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+
 /// `ibv_cq_init_attr_ex.wc_flags` the extended CQ offers: every field of
 /// `ibv_wc` (`IBV_WC_STANDARD_FLAGS`).  rroce has no completion timestamps
 /// (no clock to report in `hca_core_clock`), CVLAN, flow tags or tag
@@ -270,14 +281,15 @@ fn map_cq_ring(
 pub(crate) const CQ_EX_WC_FLAGS: u64 = IBV_WC_STANDARD_FLAGS;
 
 /// Checks the attributes of `ibv_create_cq_ex`: `EOPNOTSUPP` for wc_flags
-/// beyond [`CQ_EX_WC_FLAGS`], a parent domain, unknown `comp_mask` bits or
-/// creation flags other than `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (a hint
-/// only); `EINVAL` for a depth of 0 or above `INT_MAX`.
+/// beyond [`CQ_EX_WC_FLAGS`], unknown `comp_mask` bits or creation flags
+/// other than `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (a hint only); `EINVAL`
+/// for a depth of 0 or above `INT_MAX`.  (With `IBV_CQ_INIT_ATTR_MASK_PD`,
+/// the entry point checks that `parent_domain` is a parent domain.)
 pub(crate) fn check_cq_init_attr_ex(a: &IbvCqInitAttrEx) -> Result<c_int, c_int> {
     if a.wc_flags & !CQ_EX_WC_FLAGS != 0 {
         return Err(EOPNOTSUPP);
     }
-    if a.comp_mask & !IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
+    if a.comp_mask & !CQ_INIT_ATTR_SUPPORTED != 0 {
         return Err(EOPNOTSUPP);
     }
     if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0

@@ -7,7 +7,8 @@
 //! [`DEVICE_NAME_PREFIX`] and whose uverbs ABI version is [`ABI_VERSION`].
 //!
 //! Implemented verbs: open/close device, query device, query port, alloc/
-//! dealloc PD, reg/dereg MR, create/destroy AH, create/modify/query/destroy
+//! dealloc PD, alloc/dealloc TD and parent domain (see [`pd`] and below),
+//! reg/dereg MR, create/destroy AH, create/modify/query/destroy
 //! QP (RC, UC, UD), create/modify/query/destroy SRQ and
 //! create/destroy/req_notify/resize CQ through the `ibv_cmd_*` helpers of
 //! libibverbs, also in their extended forms (`create_cq_ex` with
@@ -21,7 +22,38 @@
 //! NULL and set `errno`; ops returning `int` return an errno value.  Nothing
 //! here panics: pointers from C are checked, and warnings are written to
 //! stderr ignoring write errors.
-
+//!
+//! # Parent domains, thread domains and their allocators
+//!
+//! `ibv_alloc_td`, `ibv_alloc_parent_domain` and `ibv_dealloc_pd`/`_td`
+//! follow mlx5 (details in [`pd`]): a parent domain carries its protection
+//! domain's kernel handle, so every verb that takes a PD takes it too
+//! (QPs, SRQs, `ibv_create_cq_ex` with `IBV_CQ_INIT_ATTR_MASK_PD`, MRs,
+//! MWs, AHs); unknown `comp_mask` bits give `EINVAL`, and a PD, parent
+//! domain or TD still in use gives `EBUSY`.  Basic SRQs come through
+//! `create_srq` (libibverbs routes `ibv_create_srq_ex` with only PD/TYPE
+//! there); every other SRQ type needs XRC or tag matching: `EOPNOTSUPP`.
+//! A thread domain is accepted and changes nothing: locking stays as it
+//! is (see [`pd`] for why).
+//!
+//! What the allocator (`alloc`/`free` of a parent domain) is used for:
+//! the provider's own scratch buffers of each QP and SRQ created on that
+//! parent domain, allocated once at creation and given back to `free` at
+//! destruction — per SQ the staging entry (one WQE, `sq_entry_size`
+//! bytes), the SGE list (`max_send_sge` × 16 bytes) and the inline buffer
+//! (`max_inline_data` bytes), per RQ or SRQ the staging entry and the SGE
+//! list — each with alignment 64 and resource type `RES_TYPE_QP` (1) or
+//! `RES_TYPE_SRQ` (4) (upper 32 bits 0: rroce has no `rdma_driver_id`).
+//! `IBV_ALLOCATOR_USE_DEFAULT` gives the provider's heap, NULL fails the
+//! creation with `ENOMEM`.  Not from the allocator: the SQ, RQ, SRQ and CQ
+//! rings, which are kernel memory (`vmalloc_user`) mapped from the uverbs
+//! fd and cannot come from user memory; the provider objects libibverbs
+//! sees (`verbs_qp`, `ibv_cq_ex`, ...); and the batch of the `ibv_wr_*`
+//! API, which grows on the heap with the batches the application builds.
+//! A CQ has no buffer of its own, so the allocator is never asked for one
+//! (the CQ still holds its parent domain).  The buffers are
+//! `ffi::ProviderBuf`/`ffi::BufVec`: the raw pointers stay in `ffi`, the
+//! safe code sees slices.
 //!
 //! # Layers
 //!
@@ -51,5 +83,17 @@ pub(crate) mod device;
 pub(crate) mod ffi;
 #[allow(unsafe_code)]
 mod ops;
+pub(crate) mod pd;
 pub(crate) mod qp;
 pub(crate) mod srq;
+
+// The provider objects are shared by every thread of the application
+// (libibverbs hands the same pointers to all of them).
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<cq::RroceCq>();
+    shared::<pd::RrocePd>();
+    shared::<pd::RroceTd>();
+    shared::<qp::RroceQp>();
+    shared::<srq::RroceSrq>();
+};

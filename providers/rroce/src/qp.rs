@@ -24,7 +24,7 @@
 
 use core::ffi::c_int;
 use core::mem::offset_of;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use core::sync::atomic::{fence, Ordering};
 use rroce_proto::abi::CreateQpResp;
@@ -38,38 +38,54 @@ use rroce_proto::wqe::{
 };
 
 use crate::device::warn;
+use crate::ffi::alloc::RES_TYPE_QP;
 use crate::ffi::*;
+use crate::pd::{buffers, RrocePd};
 
 #[path = "qp_ex.rs"]
 pub(crate) mod ex;
 use ex::Batch;
 
 /// The producer side of an SQ or RQ ring plus scratch space.
+///
+/// The scratch space (`staging`, `sges`, `inline`) is allocated once, at
+/// creation, from the [`Source`] of the QP's or SRQ's PD: a parent
+/// domain's allocator or the heap (see `ffi::alloc`).  The work-request
+/// API's batch grows on the heap as the application builds batches.
 pub(crate) struct WorkQueue {
     pub(crate) map: RingMap,
     pub(crate) producer: Producer,
     /// One entry, built and validated here before it is copied.
-    staging: Vec<u8>,
-    /// SGEs of the request being encoded.
-    sges: Vec<Sge>,
-    /// Inline data of the request being encoded (SQ only).
-    inline: Vec<u8>,
+    staging: ProviderBuf<u8>,
+    /// SGEs of the request being encoded (capacity: the queue's max_sge).
+    sges: BufVec<Sge>,
+    /// Inline data of the request being encoded (SQ only; capacity: the
+    /// QP's max_inline_data).
+    inline: BufVec<u8>,
     /// The work-request API's batch (SQ of a QP made with
     /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` only).
     batch: Batch,
 }
 
 impl WorkQueue {
-    pub(crate) fn new(map: RingMap, producer: Producer, max_sge: u16, max_inline: u32) -> Self {
+    /// The queue of ring `map`, its scratch space from `source`: the
+    /// allocation's errno (`ENOMEM`, `EINVAL`) if that fails.
+    pub(crate) fn new(
+        map: RingMap,
+        producer: Producer,
+        max_sge: u16,
+        max_inline: u32,
+        source: &Source,
+    ) -> Result<Self, c_int> {
         let entry = map.layout().entry_size() as usize;
-        Self {
+        Ok(Self {
             map,
             producer,
-            staging: vec![0; entry],
-            sges: Vec::with_capacity(usize::from(max_sge)),
-            inline: Vec::with_capacity(max_inline as usize),
+            staging: ProviderBuf::zeroed(entry, source)?,
+            sges: BufVec::with_capacity(usize::from(max_sge), source)?,
+            inline: BufVec::with_capacity(max_inline as usize, source)?,
             batch: Batch::default(),
-        }
+        })
     }
 }
 
@@ -110,6 +126,10 @@ pub(crate) struct RroceQp {
     sq: Mutex<Option<WorkQueue>>,
     /// `None` for a QP attached to an SRQ.
     rq: Mutex<Option<WorkQueue>>,
+    /// The parent domain the QP was created on (`None`: a protection
+    /// domain), held while the QP lives; dropped after the queues, whose
+    /// buffers its allocator may have provided.
+    domain: Option<Arc<RrocePd>>,
 }
 const _: () = assert!(offset_of!(RroceQp, vqp) == 0);
 
@@ -181,7 +201,9 @@ pub(crate) struct SendRequest<'a> {
     pub(crate) opcode: c_int,
     pub(crate) send_flags: u32,
     pub(crate) imm_data_or_inv: u32,
-    /// `wr.rdma`/`wr.atomic` for the opcodes that have them, else 0.
+    /// `wr.rdma`/`wr.atomic` for the opcodes that have them, else 0; for
+    /// ATOMIC_WRITE (`wr.rdma`) `compare_add` holds the 8 bytes its one
+    /// SGE points to, and `sges` is empty.
     pub(crate) remote_addr: u64,
     pub(crate) rkey: u32,
     pub(crate) compare_add: u64,
@@ -211,13 +233,15 @@ fn lock(m: &Mutex<Option<WorkQueue>>) -> MutexGuard<'_, Option<WorkQueue>> {
 
 impl RroceQp {
     /// A QP without rings yet, its C part zeroed (`comp_mask` 0: no
-    /// `qp_ex` until [`RroceQp::vqp`]'s owner installs one).
-    pub(crate) fn new() -> Self {
+    /// `qp_ex` until [`RroceQp::vqp`]'s owner installs one), on parent
+    /// domain `domain` (`None`: a protection domain).
+    pub(crate) fn new(domain: Option<Arc<RrocePd>>) -> Self {
         Self {
             vqp: Opaque::zeroed(),
             info: QpInfo::NONE,
             sq: Mutex::new(None),
             rq: Mutex::new(None),
+            domain,
         }
     }
 
@@ -241,8 +265,9 @@ impl RroceQp {
     ) -> Result<(), c_int> {
         // libibverbs sets `qp_num` on both the write and the ioctl path (the
         // core part of the response is only written on the former).
+        let source = buffers(self.domain.as_deref(), RES_TYPE_QP);
         let mapped = if drv.qpn == core_qpn {
-            map_qp_rings(cmd_fd, drv, requested, qp_type, has_srq)
+            map_qp_rings(cmd_fd, drv, requested, qp_type, has_srq, &source)
         } else {
             Err((EPROTO, "QP numbers of core and driver response differ"))
         };
@@ -407,6 +432,7 @@ fn map_qp_rings(
     req: &IbvQpCap,
     qp_type: c_int,
     has_srq: bool,
+    source: &Source,
 ) -> Result<(QpInfo, WorkQueue, Option<WorkQueue>), (c_int, &'static str)> {
     let proto = |why| (EPROTO, why);
     let opcodes = opcodes_for(qp_type).ok_or(proto("unsupported QP type"))?;
@@ -462,12 +488,14 @@ fn map_qp_rings(
             .map_err(|_| proto("ring header is inconsistent"))?;
         Ok::<_, (c_int, &'static str)>((map, producer))
     };
+    let buffers = |e| (e, "allocating the queue buffers failed");
     let (map, producer) = attach(drv.sq_offset, drv.sq_bytes, sq_layout)?;
-    let sq = WorkQueue::new(map, producer, max_send_sge, drv.max_inline);
+    let sq =
+        WorkQueue::new(map, producer, max_send_sge, drv.max_inline, source).map_err(buffers)?;
     let rq = match rq_layout {
         Some(l) => {
             let (map, producer) = attach(drv.rq_offset, drv.rq_bytes, l)?;
-            Some(WorkQueue::new(map, producer, max_recv_sge, 0))
+            Some(WorkQueue::new(map, producer, max_recv_sge, 0, source).map_err(buffers)?)
         }
         None => None,
     };
@@ -571,18 +599,20 @@ pub(crate) fn encode_bind(hdr: &mut SendWqe, b: &BindRequest) -> Result<(), c_in
     Ok(())
 }
 
-/// Copies the SGEs of a request into `out`, at most `max` of them.
-fn gather_sges(list: &[IbvSge], max: u16, out: &mut Vec<Sge>) -> Result<(), c_int> {
+/// Copies the SGEs of a request into `out`, at most `max` of them (and
+/// no more than `out` holds).
+fn gather_sges(list: &[IbvSge], max: u16, out: &mut BufVec<Sge>) -> Result<(), c_int> {
     out.clear();
     if list.len() > usize::from(max) {
         return Err(EINVAL);
     }
-    out.extend(list.iter().map(|s| Sge {
-        addr: s.addr,
-        length: s.length,
-        lkey: s.lkey,
-    }));
-    Ok(())
+    list.iter().try_for_each(|s| {
+        out.push(Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        })
+    })
 }
 
 /// Encodes a send WQE into `staging` and checks it with the kernel's own
@@ -623,6 +653,13 @@ fn post_one_send(info: &QpInfo, sq: &mut WorkQueue, wr: &SendRequest<'_>) -> Res
             hdr.swap = wr.swap;
             hdr.rkey = wr.rkey;
         }
+        SendOpcode::AtomicWrite => {
+            // The 8 bytes were read from the request's one SGE; the WQE
+            // carries them and no SGE.
+            hdr.remote_addr = wr.remote_addr;
+            hdr.rkey = wr.rkey;
+            hdr.compare_add = wr.compare_add;
+        }
         SendOpcode::BindMw => encode_bind(&mut hdr, wr.bind.as_ref().ok_or(EINVAL)?)?,
         _ => {}
     }
@@ -639,7 +676,7 @@ fn post_one_send(info: &QpInfo, sq: &mut WorkQueue, wr: &SendRequest<'_>) -> Res
         if data.len() > info.send.max_inline as usize {
             return Err(EINVAL);
         }
-        data.copy_into(&mut sq.inline);
+        data.copy_into(&mut sq.inline)?;
         SendPayload::Inline(&sq.inline)
     } else {
         SendPayload::Sges(&sq.sges)
@@ -828,10 +865,13 @@ mod tests {
 
     #[test]
     fn sge_count_is_limited() {
-        let mut out = Vec::new();
+        let mut out = BufVec::with_capacity(2, &Source::Heap).unwrap();
         let two = [IbvSge::default(); 2];
         assert_eq!(gather_sges(&two, 1, &mut out), Err(EINVAL));
         gather_sges(&two, 2, &mut out).unwrap();
         assert_eq!(out.len(), 2);
+        // Never more than the buffer holds, whatever `max` says.
+        let mut one = BufVec::with_capacity(1, &Source::Heap).unwrap();
+        assert_eq!(gather_sges(&two, 2, &mut one), Err(EINVAL));
     }
 }

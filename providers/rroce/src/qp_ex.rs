@@ -64,7 +64,7 @@ impl Batch {
 }
 
 /// `IBV_QP_EX_WITH_*` flags and the operation each enables.
-pub(crate) const SEND_OPS: [(u64, SendOpcode); 10] = [
+pub(crate) const SEND_OPS: [(u64, SendOpcode); 11] = [
     (IBV_QP_EX_WITH_RDMA_WRITE, SendOpcode::RdmaWrite),
     (
         IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
@@ -84,6 +84,7 @@ pub(crate) const SEND_OPS: [(u64, SendOpcode); 10] = [
     (IBV_QP_EX_WITH_LOCAL_INV, SendOpcode::LocalInv),
     (IBV_QP_EX_WITH_BIND_MW, SendOpcode::BindMw),
     (IBV_QP_EX_WITH_SEND_WITH_INV, SendOpcode::SendWithInv),
+    (IBV_QP_EX_WITH_ATOMIC_WRITE, SendOpcode::AtomicWrite),
 ];
 
 /// The `send_ops_flags` a QP with `opcodes` supports.
@@ -185,6 +186,31 @@ impl RroceQp {
         }
     }
 
+    /// `wr_atomic_write`: the 8 bytes `value` (`None`: the caller passed no
+    /// buffer, an error of the batch) travel in the WQE (`compare_add`);
+    /// the request takes no SGE.
+    pub(crate) fn wr_atomic_write(
+        &self,
+        wr_id: u64,
+        wr_flags: u32,
+        rkey: u32,
+        remote_addr: u64,
+        value: Option<u64>,
+    ) {
+        self.wr_begin(wr_id, wr_flags, SendOpcode::AtomicWrite, |h| {
+            h.rkey = rkey;
+            h.remote_addr = remote_addr;
+            h.compare_add = value.unwrap_or(0);
+        });
+        if value.is_none() {
+            self.with_sq(|_, sq| {
+                if sq.batch.open {
+                    sq.batch.fail(EINVAL);
+                }
+            });
+        }
+    }
+
     /// `wr_set_ud_addr`: `EINVAL` (at `wr_complete`) on a QP that is not
     /// UD or without an AH of this QP's context.
     pub(crate) fn wr_set_ud_addr(&self, ud: UdAddr) {
@@ -220,7 +246,7 @@ impl RroceQp {
             if data.len() > info.send.max_inline as usize {
                 return Err(EINVAL);
             }
-            data.copy_into(&mut sq.inline);
+            data.copy_into(&mut sq.inline)?;
             let b = sq.batch.cur.as_mut().ok_or(EINVAL)?;
             b.inline = true;
             Ok(())
@@ -323,7 +349,8 @@ mod tests {
             | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
             | IBV_QP_EX_WITH_LOCAL_INV
             | IBV_QP_EX_WITH_BIND_MW
-            | IBV_QP_EX_WITH_SEND_WITH_INV;
+            | IBV_QP_EX_WITH_SEND_WITH_INV
+            | IBV_QP_EX_WITH_ATOMIC_WRITE;
         assert_eq!(send_ops_supported(OpcodeSet::RC), all);
         assert_eq!(
             send_ops_supported(OpcodeSet::UC),

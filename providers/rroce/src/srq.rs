@@ -11,14 +11,16 @@
 
 use core::ffi::c_int;
 use core::mem::offset_of;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rroce_proto::abi::CreateSrqResp;
 use rroce_proto::ring::Producer;
 use rroce_proto::wqe::{recv_max_sge, RecvLimits, MAX_MSG_SIZE};
 
 use crate::device::warn;
+use crate::ffi::alloc::RES_TYPE_SRQ;
 use crate::ffi::*;
+use crate::pd::{buffers, RrocePd};
 use crate::qp::{check_ring, post_recv_list, PostError, RecvRequest, WorkQueue};
 
 /// Provider SRQ; libibverbs sees only `srq` (and may treat the memory as
@@ -29,12 +31,16 @@ pub(crate) struct RroceSrq {
     verbs_tail: [u8; VERBS_SRQ_TAIL],
     lim: RecvLimits,
     rq: Mutex<Option<WorkQueue>>,
+    /// The parent domain the SRQ was created on (`None`: a protection
+    /// domain), held while the SRQ lives; dropped after the queue.
+    domain: Option<Arc<RrocePd>>,
 }
 const _: () = assert!(offset_of!(RroceSrq, srq) == 0);
 
 impl RroceSrq {
-    /// An SRQ without a ring yet, its C part zeroed.
-    pub(crate) fn new() -> Self {
+    /// An SRQ without a ring yet, its C part zeroed, on parent domain
+    /// `domain` (`None`: a protection domain).
+    pub(crate) fn new(domain: Option<Arc<RrocePd>>) -> Self {
         Self {
             srq: Opaque::zeroed(),
             verbs_tail: [0; VERBS_SRQ_TAIL],
@@ -43,6 +49,7 @@ impl RroceSrq {
                 max_msg_size: 0,
             },
             rq: Mutex::new(None),
+            domain,
         }
     }
 
@@ -61,7 +68,8 @@ impl RroceSrq {
         drv: &CreateSrqResp,
         requested: &IbvSrqAttr,
     ) -> Result<IbvSrqAttr, c_int> {
-        match map_srq_ring(cmd_fd, drv, requested) {
+        let source = buffers(self.domain.as_deref(), RES_TYPE_SRQ);
+        match map_srq_ring(cmd_fd, drv, requested, &source) {
             Ok((lim, wq)) => {
                 self.lim = lim;
                 *self.rq.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(wq);
@@ -107,6 +115,7 @@ fn map_srq_ring(
     cmd_fd: c_int,
     drv: &CreateSrqResp,
     req: &IbvSrqAttr,
+    source: &Source,
 ) -> Result<(RecvLimits, WorkQueue), (c_int, &'static str)> {
     let proto = |why| (EPROTO, why);
     let layout = check_ring(drv.entries, drv.entry_size, drv.ring_bytes).map_err(proto)?;
@@ -125,7 +134,9 @@ fn map_srq_ring(
         max_sge,
         max_msg_size: MAX_MSG_SIZE,
     };
-    Ok((lim, WorkQueue::new(map, producer, max_sge, 0)))
+    let wq = WorkQueue::new(map, producer, max_sge, 0, source)
+        .map_err(|e| (e, "allocating the SRQ buffers failed"))?;
+    Ok((lim, wq))
 }
 
 #[cfg(test)]
@@ -151,12 +162,16 @@ mod tests {
         // Geometry is checked before anything is mapped.
         let bad_sge = CreateSrqResp { max_sge: 4, ..good };
         assert_eq!(
-            map_srq_ring(-1, &bad_sge, &req).err().map(|e| e.0),
+            map_srq_ring(-1, &bad_sge, &req, &Source::Heap)
+                .err()
+                .map(|e| e.0),
             Some(EPROTO)
         );
         let small = CreateSrqResp { entries: 8, ..good };
         assert_eq!(
-            map_srq_ring(-1, &small, &req).err().map(|e| e.0),
+            map_srq_ring(-1, &small, &req, &Source::Heap)
+                .err()
+                .map(|e| e.0),
             Some(EPROTO)
         );
         let odd = CreateSrqResp {
@@ -164,7 +179,9 @@ mod tests {
             ..good
         };
         assert_eq!(
-            map_srq_ring(-1, &odd, &req).err().map(|e| e.0),
+            map_srq_ring(-1, &odd, &req, &Source::Heap)
+                .err()
+                .map(|e| e.0),
             Some(EPROTO)
         );
     }

@@ -318,7 +318,9 @@ fn opens_device_through_mock_kernel() {
         "query_device_ex=0 fw_ver=1.2.3",
         "query_port=0 state=4 link_layer=2",
         "alloc_pd=ok handle=42 same_ctx=1",
-        "create_srq=null errno=95",
+        "create_srq=ok max_wr=1 max_sge=3",
+        "destroy_srq=0",
+        "alloc_dm=null errno=95",
         "dealloc_pd=0",
         "close=0",
     ];
@@ -378,4 +380,34 @@ fn data_path_through_mock_kernel() {
     ] {
         assert!(stderr.contains(warning), "missing {warning:?} {ctx}");
     }
+}
+
+#[test]
+fn parent_domains_through_mock_kernel() {
+    if !namespace_usable() || !have_command("cc") {
+        eprintln!("SKIP: mock-kernel test needs a mount namespace and cc");
+        return;
+    }
+    let scratch = Scratch::new("parent");
+    let stem = install(&scratch.0);
+    let sys = fake_sysfs(&scratch.0);
+    let mock = scratch.0.join("mock_uverbs.so");
+    let client = scratch.0.join("parent_domain");
+    compile_c("mock_uverbs.c", &mock, &["-shared", "-fPIC", "-ldl"]);
+    compile_c("parent_domain.c", &client, &["-libverbs", "-ldl"]);
+    let envs = [
+        ("RDMAV_DRIVERS", stem.to_str().unwrap()),
+        ("LD_PRELOAD", mock.to_str().unwrap()),
+    ];
+    let out = run_in_ns(&sys, &envs, client.to_str().unwrap());
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    let ctx = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(out.status.success(), "client failed {ctx}");
+    assert_eq!(stdout.trim(), "parent_domain=ok", "{ctx}");
+    // The failed creations say why.
+    assert!(
+        stderr.contains("create_qp: allocating the queue buffers failed"),
+        "{ctx}"
+    );
 }

@@ -63,6 +63,8 @@ pub const ENOENT: c_int = 2;
 pub const EPROTO: c_int = 71;
 /// `EOPNOTSUPP` (asm-generic/errno.h).
 pub const EOPNOTSUPP: c_int = 95;
+/// `EBUSY` (asm-generic/errno-base.h): a PD or TD still in use.
+pub const EBUSY: c_int = 16;
 
 /// `PROT_READ` (asm-generic/mman-common.h).
 pub const PROT_READ: c_int = 1;
@@ -226,8 +228,11 @@ c_layout! {
 }
 
 /// `struct ibv_pd`: `struct ibv_context *context` @0, `uint32_t handle` @8;
-/// size 16.
+/// size 16.  A parent domain is an `ibv_pd` too, with the context and
+/// kernel handle of its protection domain (driver.h's
+/// `ibv_initialize_parent_domain`).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct IbvPd {
     pub context: *mut IbvContext,
     pub handle: u32,
@@ -235,6 +240,70 @@ pub struct IbvPd {
 c_layout! {
     IbvPd = "struct ibv_pd", size 16;
     context @ 0, handle @ 8,
+}
+
+/// `struct ibv_td`: `struct ibv_context *context` @0; size 8.
+#[repr(C)]
+pub struct IbvTd {
+    pub context: *mut IbvContext,
+}
+c_layout! {
+    IbvTd = "struct ibv_td", size 8;
+    context @ 0,
+}
+
+/// `struct ibv_td_init_attr`: `uint32_t comp_mask` (no bit defined); size 4.
+#[repr(C)]
+pub struct IbvTdInitAttr {
+    pub comp_mask: u32,
+}
+c_layout! {
+    IbvTdInitAttr = "struct ibv_td_init_attr", size 4;
+    comp_mask @ 0,
+}
+
+/// `IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS` of `enum
+/// ibv_parent_domain_init_attr_mask`: `alloc`/`free` are valid.
+pub const IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS: u32 = 1 << 0;
+/// `IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT`: `pd_context` is valid.
+pub const IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT: u32 = 1 << 1;
+/// `IBV_ALLOCATOR_USE_DEFAULT`: `((void *)-1)`, what a parent domain's
+/// `alloc` returns to ask for the provider's own allocation.
+pub const IBV_ALLOCATOR_USE_DEFAULT: *mut c_void = usize::MAX as *mut c_void;
+
+/// `ibv_parent_domain_init_attr::alloc(pd, pd_context, size, alignment,
+/// resource_type)`.
+pub type ParentAllocFn = unsafe extern "C" fn(
+    pd: *mut IbvPd,
+    pd_context: *mut c_void,
+    size: usize,
+    alignment: usize,
+    resource_type: u64,
+) -> *mut c_void;
+/// `ibv_parent_domain_init_attr::free(pd, pd_context, ptr, resource_type)`.
+pub type ParentFreeFn = unsafe extern "C" fn(
+    pd: *mut IbvPd,
+    pd_context: *mut c_void,
+    ptr: *mut c_void,
+    resource_type: u64,
+);
+
+/// `struct ibv_parent_domain_init_attr`: `struct ibv_pd *pd` @0, `struct
+/// ibv_td *td` @8, `uint32_t comp_mask` @16, `alloc` @24, `free` @32,
+/// `void *pd_context` @40; size 48.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvParentDomainInitAttr {
+    pub pd: *mut IbvPd,
+    pub td: *mut IbvTd,
+    pub comp_mask: u32,
+    pub alloc: Option<ParentAllocFn>,
+    pub free: Option<ParentFreeFn>,
+    pub pd_context: *mut c_void,
+}
+c_layout! {
+    IbvParentDomainInitAttr = "struct ibv_parent_domain_init_attr", size 48;
+    pd @ 0, td @ 8, comp_mask @ 16, alloc @ 24, free @ 32, pd_context @ 40,
 }
 
 /// Size of glibc's `pthread_cond_t` (`__SIZEOF_PTHREAD_COND_T`, 48 on every
@@ -309,6 +378,9 @@ pub const IBV_WC_STANDARD_FLAGS: u64 = IBV_WC_EX_WITH_BYTE_LEN
 
 /// `IBV_CQ_INIT_ATTR_MASK_FLAGS` of `enum ibv_cq_init_attr_mask`.
 pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: u32 = 1 << 0;
+/// `IBV_CQ_INIT_ATTR_MASK_PD`: `parent_domain` is valid (and must be a
+/// parent domain).
+pub const IBV_CQ_INIT_ATTR_MASK_PD: u32 = 1 << 1;
 /// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` of `enum ibv_create_cq_attr_flags`.
 pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1 << 0;
 
@@ -473,6 +545,10 @@ pub type WrCmpSwpFn =
 /// `wr_atomic_fetch_add(qp, rkey, remote_addr, add)`.
 pub type WrFetchAddFn =
     unsafe extern "C" fn(qp: *mut IbvQpEx, rkey: u32, remote_addr: u64, add: u64);
+/// `wr_atomic_write(qp, rkey, remote_addr, atomic_wr)`: `atomic_wr`
+/// points to the 8 bytes to write.
+pub type WrAtomicWriteFn =
+    unsafe extern "C" fn(qp: *mut IbvQpEx, rkey: u32, remote_addr: u64, atomic_wr: *const c_void);
 /// `wr_set_ud_addr(qp, ah, remote_qpn, remote_qkey)`.
 pub type WrUdAddrFn =
     unsafe extern "C" fn(qp: *mut IbvQpEx, ah: *mut IbvAh, remote_qpn: u32, remote_qkey: u32);
@@ -500,7 +576,7 @@ c_layout! {
 
 /// `struct ibv_qp_ex` (verbs.h of rdma-core 44): the `ibv_qp` followed by
 /// the fields of the work-request API.  Unsupported operations
-/// (`wr_send_tso`, `wr_set_xrc_srqn`, `wr_atomic_write`) stay NULL.
+/// (`wr_send_tso`, `wr_set_xrc_srqn`) stay NULL.
 #[repr(C)]
 pub struct IbvQpEx {
     pub qp_base: IbvQp,
@@ -527,7 +603,7 @@ pub struct IbvQpEx {
     pub wr_start: Option<WrFn>,
     pub wr_complete: Option<WrCompleteFn>,
     pub wr_abort: Option<WrFn>,
-    pub wr_atomic_write: UnusedOp,
+    pub wr_atomic_write: Option<WrAtomicWriteFn>,
 }
 c_layout! {
     IbvQpEx = "struct ibv_qp_ex", size size_of::<IbvQp>() + IBV_QP_EX_TAIL;
@@ -638,6 +714,8 @@ pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
 pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 /// `IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD`.
 pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+/// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
+pub const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
 /// `struct ibv_qp_init_attr_ex`: the fields of `ibv_qp_init_attr` @0..60,
 /// `uint32_t comp_mask` @60, `pd` @64, `xrcd` @72, `uint32_t create_flags`
@@ -1246,6 +1324,16 @@ pub type UnusedOp = Option<unsafe extern "C" fn()>;
 pub type AllocPdFn = unsafe extern "C" fn(context: *mut IbvContext) -> *mut IbvPd;
 /// `verbs_context_ops::dealloc_pd`.
 pub type DeallocPdFn = unsafe extern "C" fn(pd: *mut IbvPd) -> c_int;
+/// `verbs_context_ops::alloc_parent_domain`.
+pub type AllocParentDomainFn = unsafe extern "C" fn(
+    context: *mut IbvContext,
+    attr: *mut IbvParentDomainInitAttr,
+) -> *mut IbvPd;
+/// `verbs_context_ops::alloc_td`.
+pub type AllocTdFn =
+    unsafe extern "C" fn(context: *mut IbvContext, init_attr: *mut IbvTdInitAttr) -> *mut IbvTd;
+/// `verbs_context_ops::dealloc_td`.
+pub type DeallocTdFn = unsafe extern "C" fn(td: *mut IbvTd) -> c_int;
 /// `verbs_context_ops::free_context`.
 pub type FreeContextFn = unsafe extern "C" fn(context: *mut IbvContext);
 /// `verbs_context_ops::query_device_ex`.
@@ -1356,9 +1444,9 @@ pub struct VerbsContextOps {
     pub alloc_dm: UnusedOp,
     pub alloc_mw: Option<AllocMwFn>,
     pub alloc_null_mr: UnusedOp,
-    pub alloc_parent_domain: UnusedOp,
+    pub alloc_parent_domain: Option<AllocParentDomainFn>,
     pub alloc_pd: Option<AllocPdFn>,
-    pub alloc_td: UnusedOp,
+    pub alloc_td: Option<AllocTdFn>,
     pub async_event: UnusedOp,
     pub attach_counters_point_flow: UnusedOp,
     pub attach_mcast: Option<McastFn>,
@@ -1379,7 +1467,7 @@ pub struct VerbsContextOps {
     pub create_wq: UnusedOp,
     pub dealloc_mw: Option<DeallocMwFn>,
     pub dealloc_pd: Option<DeallocPdFn>,
-    pub dealloc_td: UnusedOp,
+    pub dealloc_td: Option<DeallocTdFn>,
     pub dereg_mr: Option<DeregMrFn>,
     pub destroy_ah: Option<DestroyAhFn>,
     pub destroy_counters: UnusedOp,
@@ -1432,8 +1520,8 @@ pub struct VerbsContextOps {
 // Index in the alphabetical list times 8.
 c_layout! {
     VerbsContextOps = private "struct verbs_context_ops", size 76 * 8;
-    alloc_pd @ 5 * 8, create_ah @ 13 * 8, create_cq @ 15 * 8, create_cq_ex @ 16 * 8,
-    create_qp @ 19 * 8, create_qp_ex @ 20 * 8, create_srq @ 22 * 8, dealloc_pd @ 26 * 8,
+    alloc_parent_domain @ 4 * 8, alloc_pd @ 5 * 8, alloc_td @ 6 * 8, create_ah @ 13 * 8, create_cq @ 15 * 8, create_cq_ex @ 16 * 8,
+    create_qp @ 19 * 8, create_qp_ex @ 20 * 8, create_srq @ 22 * 8, dealloc_pd @ 26 * 8, dealloc_td @ 27 * 8,
     dereg_mr @ 28 * 8, destroy_ah @ 29 * 8, destroy_cq @ 31 * 8, destroy_qp @ 34 * 8,
     destroy_srq @ 36 * 8, free_context @ 39 * 8, modify_qp @ 47 * 8, modify_srq @ 49 * 8,
     poll_cq @ 53 * 8, post_recv @ 54 * 8, post_send @ 55 * 8, post_srq_recv @ 57 * 8,
@@ -2365,7 +2453,8 @@ mod c_layout {
     /// Every `c_layout!` table of this file but the `private` ones (see
     /// [`every_table_is_cross_checked`]).
     const TABLES: &[(&str, AddRows)] = tables! {
-        IbvDevice, PthreadMutex, IbvContext, VerbsContext, IbvPd, PthreadCond, IbvCq,
+        IbvDevice, PthreadMutex, IbvContext, VerbsContext, IbvPd, IbvTd, IbvTdInitAttr,
+        IbvParentDomainInitAttr, PthreadCond, IbvCq,
         IbvCqInitAttrEx, IbvPollCqAttr, IbvCqEx, IbvQp, IbvDataBuf, IbvQpEx, IbvQpCap,
         IbvQpInitAttr, IbvQpInitAttrEx, IbvSge, IbvSendWrRdma, IbvSendWrAtomic, IbvSendWrUd,
         IbvSendWrWr, IbvSendWr, IbvMwBindInfo, IbvSendWrBindMw, IbvMwBind, IbvMw, IbvAllocMw,
@@ -2393,9 +2482,28 @@ mod c_layout {
             ("EPROTO", EPROTO as usize),
             ("ENOENT", ENOENT as usize),
             ("EOPNOTSUPP", EOPNOTSUPP as usize),
+            ("EBUSY", EBUSY as usize),
             ("PROT_READ", PROT_READ as usize),
             ("PROT_WRITE", PROT_WRITE as usize),
             ("MAP_SHARED", MAP_SHARED as usize),
+            // parent and thread domains
+            (
+                "IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS",
+                IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS as usize,
+            ),
+            (
+                "IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT",
+                IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT as usize,
+            ),
+            (
+                "(uintptr_t)IBV_ALLOCATOR_USE_DEFAULT",
+                IBV_ALLOCATOR_USE_DEFAULT.addr(),
+            ),
+            ("RDMA_DRIVER_UNKNOWN", RDMA_DRIVER_UNKNOWN as usize),
+            (
+                "IBV_CQ_INIT_ATTR_MASK_PD",
+                IBV_CQ_INIT_ATTR_MASK_PD as usize,
+            ),
             // struct ibv_device, ibv_context, verbs_context: pointer slots
             ("IBV_SYSFS_NAME_MAX", IBV_SYSFS_NAME_MAX),
             ("IBV_SYSFS_PATH_MAX", IBV_SYSFS_PATH_MAX),
@@ -2475,6 +2583,10 @@ mod c_layout {
                 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as usize,
             ),
             (
+                "IBV_QP_EX_WITH_ATOMIC_WRITE",
+                IBV_QP_EX_WITH_ATOMIC_WRITE as usize,
+            ),
+            (
                 "IBV_QP_EX_WITH_LOCAL_INV",
                 IBV_QP_EX_WITH_LOCAL_INV as usize,
             ),
@@ -2542,6 +2654,10 @@ mod c_layout {
             (
                 "IBV_WR_ATOMIC_FETCH_AND_ADD",
                 rroce_proto::wqe::SendOpcode::AtomicFetchAndAdd as usize,
+            ),
+            (
+                "IBV_WR_ATOMIC_WRITE",
+                rroce_proto::wqe::SendOpcode::AtomicWrite as usize,
             ),
             (
                 "IBV_WR_LOCAL_INV",
@@ -2617,6 +2733,10 @@ mod c_layout {
             (
                 "IBV_WC_LOCAL_INV",
                 rroce_proto::wqe::WcOpcode::LocalInv as usize,
+            ),
+            (
+                "IBV_WC_ATOMIC_WRITE",
+                rroce_proto::wqe::WcOpcode::AtomicWrite as usize,
             ),
             ("IBV_WC_RECV", rroce_proto::wqe::WcOpcode::Recv as usize),
             (

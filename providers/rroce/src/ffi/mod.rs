@@ -8,7 +8,9 @@
 //!   Rust's back;
 //! * [`user`]: the application's scatter/gather lists and inline buffers,
 //!   borrowed for one call;
-//! * [`sys`]: `errno`, the ring mappings ([`RingMap`]) and the doorbell.
+//! * [`sys`]: `errno`, the ring mappings ([`RingMap`]) and the doorbell;
+//! * [`alloc`]: the provider's own per-object buffers ([`ProviderBuf`],
+//!   [`BufVec`]), from a parent domain's allocator or the heap.
 //!
 //! `layout` holds `c_layout!`, the one table per C struct from which both
 //! the compile-time layout assertions and the C cross-check are made.
@@ -17,12 +19,14 @@
 //! provider with `unsafe`; the crate root denies it everywhere else.
 
 pub(crate) mod abi;
+pub(crate) mod alloc;
 mod layout;
 pub(crate) mod opaque;
 pub(crate) mod sys;
 pub(crate) mod user;
 
 pub(crate) use abi::*;
+pub(crate) use alloc::{Allocator, BufVec, ProviderBuf, Source};
 pub(crate) use opaque::Opaque;
 pub(crate) use sys::{ring_doorbell, set_errno, RingMap};
 pub(crate) use user::InlineData;

@@ -3,7 +3,7 @@
 
 use core::cell::UnsafeCell;
 
-use super::abi::{IbvAh, IbvCqEx, IbvMw, IbvPd, IbvSrq, VerbsMr, VerbsQp};
+use super::abi::{IbvAh, IbvCqEx, IbvMw, IbvPd, IbvSrq, IbvTd, VerbsMr, VerbsQp};
 
 /// Types whose all-zero bit pattern is a valid value.
 ///
@@ -29,6 +29,12 @@ unsafe impl Zeroable for IbvMw {}
 unsafe impl Zeroable for IbvPd {}
 // SAFETY: as above.
 unsafe impl Zeroable for VerbsMr {}
+// SAFETY: as above.
+unsafe impl Zeroable for IbvTd {}
+// SAFETY: integers only (the SGE of a WQE, as the provider stages it).
+unsafe impl Zeroable for rroce_proto::wqe::Sge {}
+// SAFETY: an integer.
+unsafe impl Zeroable for u8 {}
 
 /// A C struct embedded in a provider object that libibverbs and the
 /// application read and write behind Rust's back (`ibv_cq`'s mutex and
@@ -60,6 +66,12 @@ impl<T: Zeroable> Opaque<T> {
     pub(crate) fn zeroed() -> Self {
         // SAFETY: `T: Zeroable`: all-zero is a valid `T`.
         Self(UnsafeCell::new(unsafe { core::mem::zeroed() }))
+    }
+
+    /// A value the provider fills in before it hands the object to C (a
+    /// parent domain's `ibv_pd`).
+    pub(crate) const fn new(value: T) -> Self {
+        Self(UnsafeCell::new(value))
     }
 }
 

@@ -11,6 +11,7 @@ use core::ffi::{c_int, c_void};
 use core::ptr;
 
 use super::abi::{IbvDataBuf, IbvSge, EINVAL};
+use super::alloc::BufVec;
 
 /// The SGEs of a work request, borrowed from the application: `EINVAL`
 /// for a negative count, more than `max` SGEs or a NULL list with SGEs.
@@ -116,26 +117,30 @@ impl<'a> InlineData<'a> {
         self.total
     }
 
-    /// Replaces the contents of `out` with the bytes of the buffers.
-    pub(crate) fn copy_into(&self, out: &mut Vec<u8>) {
+    /// Replaces the contents of `out` with the bytes of the buffers;
+    /// `EINVAL` (and `out` holds a prefix) if they do not fit in its
+    /// capacity.
+    pub(crate) fn copy_into(&self, out: &mut BufVec<u8>) -> Result<(), c_int> {
         out.clear();
         let mut each = |addr: *const c_void, len: usize| {
             if len == 0 {
-                return;
+                return Ok(());
             }
             // SAFETY: the type invariant: a buffer with a length is
             // non-NULL and readable for `'a`.
             let bytes = unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), len) };
-            out.extend_from_slice(bytes);
+            out.extend_from_slice(bytes)
         };
         match self.bufs {
-            Bufs::Sges(s) => s.iter().for_each(|s| {
+            Bufs::Sges(s) => s.iter().try_for_each(|s| {
                 each(
                     ptr::with_exposed_provenance(s.addr as usize),
                     s.length as usize,
                 )
             }),
-            Bufs::Bufs(b) => b.iter().for_each(|b| each(b.addr.cast_const(), b.length)),
+            Bufs::Bufs(b) => b
+                .iter()
+                .try_for_each(|b| each(b.addr.cast_const(), b.length)),
         }
     }
 }
@@ -172,11 +177,12 @@ mod tests {
     fn inline_gathers_in_order_and_checks_the_limit() {
         let (a, b) = (*b"hello", *b" world");
         let sges = [sge(&a), sge(&b[..0]), sge(&b)];
-        let mut out = vec![9];
+        let mut out = BufVec::with_capacity(11, &crate::ffi::Source::Heap).unwrap();
+        out.push(9).unwrap();
         // SAFETY: the SGEs describe the live locals `a` and `b`.
         let d = unsafe { InlineData::from_sges(&sges, 11) }.unwrap();
-        d.copy_into(&mut out);
-        assert_eq!(out, b"hello world");
+        d.copy_into(&mut out).unwrap();
+        assert_eq!(&*out, b"hello world");
         assert_eq!(d.len(), 11);
         // SAFETY: as above (refused before anything is read).
         assert!(unsafe { InlineData::from_sges(&sges, 10) }.is_err());
@@ -195,8 +201,14 @@ mod tests {
         // SAFETY: describes the live local `a`.
         unsafe { InlineData::from_bufs(&bufs, 5) }
             .unwrap()
-            .copy_into(&mut out);
-        assert_eq!(out, b"hello");
+            .copy_into(&mut out)
+            .unwrap();
+        assert_eq!(&*out, b"hello");
+        // More than the capacity: refused.
+        let mut small = BufVec::with_capacity(4, &crate::ffi::Source::Heap).unwrap();
+        // SAFETY: describes the live local `a`.
+        let five = unsafe { InlineData::from_bufs(&bufs, 5) }.unwrap();
+        assert_eq!(five.copy_into(&mut small), Err(EINVAL));
     }
 
     #[test]

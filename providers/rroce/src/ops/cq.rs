@@ -4,12 +4,15 @@
 use core::ffi::c_int;
 use core::mem::{size_of, MaybeUninit};
 use core::ptr;
+use std::sync::Arc;
 
 use rroce_proto::abi::CreateCqResp;
 
+use super::pd::parent_domain_of;
 use crate::cq::{check_cq_init_attr_ex, RroceCq};
 use crate::device::errno_of;
 use crate::ffi::*;
+use crate::pd::RrocePd;
 
 /// The provider CQ of `cq`.
 ///
@@ -24,9 +27,10 @@ pub(super) unsafe fn cq_of<'a>(cq: *mut IbvCq) -> &'a RroceCq {
     unsafe { &*cq.cast::<RroceCq>() }
 }
 
-/// Creates a CQ: `create` sends CREATE_CQ for the new CQ's `ibv_cq_ex`
-/// and returns its result and the driver response; then the ring is
-/// mapped.  The CQ, or an errno value.
+/// Creates a CQ, holding parent domain `domain` if one was given:
+/// `create` sends CREATE_CQ for the new CQ's `ibv_cq_ex` and returns its
+/// result and the driver response; then the ring is mapped.  The CQ, or an
+/// errno value.
 ///
 /// # Safety
 ///
@@ -35,9 +39,10 @@ pub(super) unsafe fn cq_of<'a>(cq: *mut IbvCq) -> &'a RroceCq {
 unsafe fn create_common(
     context: *mut IbvContext,
     cqe: c_int,
+    domain: Option<Arc<RrocePd>>,
     create: impl FnOnce(*mut IbvCqEx) -> (c_int, CreateCqResp),
 ) -> Result<*mut RroceCq, c_int> {
-    let mut cq = Box::new(RroceCq::new());
+    let mut cq = Box::new(RroceCq::new(domain));
     // The box's contents stay at this address until it is freed: the
     // kernel's user_handle for the CQ.
     let ibv = cq.ibv();
@@ -99,7 +104,7 @@ pub(super) unsafe extern "C" fn create_cq(
         (ret, resp.drv)
     };
     // SAFETY: `context` is ours; `create` makes the kernel CQ for `ibv`.
-    match unsafe { create_common(context, cqe, create) } {
+    match unsafe { create_common(context, cqe, None, create) } {
         // `ibv_cq` is the first member of the `ibv_cq_ex`, at offset 0.
         Ok(cq) => cq.cast::<IbvCq>(),
         Err(e) => {
@@ -112,7 +117,9 @@ pub(super) unsafe extern "C" fn create_cq(
 /// `verbs_context_ops::create_cq_ex` (`ibv_create_cq_ex`): a CQ on the same
 /// mapped ring as [`create_cq`], which also works with `ibv_poll_cq`,
 /// completion channels and `ibv_req_notify_cq`.  NULL with errno set on
-/// failure (see [`check_cq_init_attr_ex`]).
+/// failure (see [`check_cq_init_attr_ex`]; `EINVAL` if
+/// `IBV_CQ_INIT_ATTR_MASK_PD` comes with a `parent_domain` that is not a
+/// parent domain of this context).  A CQ on a parent domain holds it.
 ///
 /// # Safety
 ///
@@ -126,8 +133,17 @@ pub(super) unsafe extern "C" fn create_cq_ex(
         return ptr::null_mut();
     }
     // SAFETY: `attr` is valid per the contract.
-    let cqe = match check_cq_init_attr_ex(unsafe { &*attr }) {
-        Ok(n) => n,
+    let a = unsafe { &*attr };
+    let checked = check_cq_init_attr_ex(a).and_then(|cqe| {
+        if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD == 0 {
+            return Ok((cqe, None));
+        }
+        // SAFETY: `parent_domain` is NULL or a live PD per the verbs API.
+        let domain = unsafe { parent_domain_of(a.parent_domain, context) }?;
+        Ok((cqe, Some(domain)))
+    });
+    let (cqe, domain) = match checked {
+        Ok(c) => c,
         Err(e) => {
             set_errno(e);
             return ptr::null_mut();
@@ -155,7 +171,7 @@ pub(super) unsafe extern "C" fn create_cq_ex(
         (ret, resp.drv)
     };
     // SAFETY: `context` is ours; `create` makes the kernel CQ for `ibv`.
-    match unsafe { create_common(context, cqe, create) } {
+    match unsafe { create_common(context, cqe, domain, create) } {
         Ok(cq) => {
             // SAFETY: `cq` is ours and not handed out yet: nobody else
             // accesses its C part, which is at offset 0 (the pointer keeps

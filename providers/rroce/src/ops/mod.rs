@@ -13,6 +13,7 @@
 
 mod cq;
 mod mr;
+mod pd;
 mod qp;
 mod srq;
 mod wr;
@@ -53,8 +54,11 @@ static DEVICE_OPS: VerbsDeviceOps = VerbsDeviceOps {
 
 /// Verbs of an open rroce context; NULL entries mean EOPNOTSUPP.
 static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
-    alloc_pd: Some(alloc_pd),
-    dealloc_pd: Some(dealloc_pd),
+    alloc_pd: Some(pd::alloc_pd),
+    dealloc_pd: Some(pd::dealloc_pd),
+    alloc_parent_domain: Some(pd::alloc_parent_domain),
+    alloc_td: Some(pd::alloc_td),
+    dealloc_td: Some(pd::dealloc_td),
     free_context: Some(free_context),
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
@@ -373,64 +377,6 @@ unsafe extern "C" fn query_port(
     }
 }
 
-/// `verbs_context_ops::alloc_pd`: NULL with errno set on failure.
-///
-/// # Safety
-///
-/// Called by libibverbs with a context of ours.
-unsafe extern "C" fn alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
-    if context.is_null() {
-        set_errno(EINVAL);
-        return ptr::null_mut();
-    }
-    let Some(pd) = alloc_zeroed::<IbvPd>() else {
-        set_errno(ENOMEM);
-        return ptr::null_mut();
-    };
-    let pd = pd.as_ptr();
-    let mut cmd = IbvAllocPd::default();
-    let mut resp = IbUverbsAllocPdResp::default();
-    // SAFETY: `context` is ours per the contract, `pd` is a fresh zeroed
-    // allocation, `cmd`/`resp` are live locals of the sizes passed.
-    let ret = unsafe {
-        ibv_cmd_alloc_pd(
-            context,
-            pd,
-            &mut cmd,
-            size_of::<IbvAllocPd>(),
-            &mut resp,
-            size_of::<IbUverbsAllocPdResp>(),
-        )
-    };
-    if ret != 0 {
-        // SAFETY: `pd` came from calloc and was never handed out.
-        unsafe { free(pd.cast::<c_void>()) };
-        set_errno(errno_of(ret));
-        return ptr::null_mut();
-    }
-    pd
-}
-
-/// `verbs_context_ops::dealloc_pd`: 0 or an errno value.
-///
-/// # Safety
-///
-/// `pd` must be NULL or a PD returned by [`alloc_pd`] that is no longer
-/// used once this returns 0.
-unsafe extern "C" fn dealloc_pd(pd: *mut IbvPd) -> c_int {
-    if pd.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: `pd` is a live PD of ours per the contract.
-    let ret = unsafe { ibv_cmd_dealloc_pd(pd) };
-    if ret == 0 {
-        // SAFETY: the kernel object is gone and the caller gives up `pd`,
-        // which came from calloc in alloc_pd.
-        unsafe { free(pd.cast::<c_void>()) };
-    }
-    ret
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,5 +417,7 @@ mod tests {
         assert!(CONTEXT_OPS.create_srq.is_some() && CONTEXT_OPS.resize_cq.is_some());
         assert!(CONTEXT_OPS.alloc_pd.is_some() && CONTEXT_OPS.free_context.is_some());
         assert!(CONTEXT_OPS.create_cq_ex.is_some() && CONTEXT_OPS.create_qp_ex.is_some());
+        assert!(CONTEXT_OPS.alloc_parent_domain.is_some() && CONTEXT_OPS.alloc_td.is_some());
+        assert!(CONTEXT_OPS.dealloc_td.is_some());
     }
 }

@@ -11,6 +11,7 @@ use rroce_proto::wqe::SendOpcode;
 
 use super::cq::cq_of;
 use super::mr::ah_num_of;
+use super::pd::{check_pd_context, domain_of};
 use crate::device::errno_of;
 use crate::ffi::user::sge_list;
 use crate::ffi::*;
@@ -191,6 +192,25 @@ impl<'a> Iterator for SendChain<'a> {
                 r.compare_add = a.compare_add;
                 r.swap = a.swap;
             }
+            Some(SendOpcode::AtomicWrite) => {
+                // SAFETY: `wr.rdma` is the member for this opcode.
+                let rdma = unsafe { wr.wr.rdma };
+                r.remote_addr = rdma.remote_addr;
+                r.rkey = rdma.rkey;
+                // The 8 bytes to write: what the one SGE of 8 bytes points
+                // to (as rdma-core's providers read it), copied now.
+                r.sges = r.sges.and_then(|s| match s {
+                    [sge] if sge.length == 8 && sge.addr != 0 => {
+                        // SAFETY: the verbs API requires the SGE of a
+                        // posted request to describe readable memory of
+                        // the caller; no alignment is promised.
+                        let v = unsafe { (sge.addr as usize as *const [u8; 8]).read_unaligned() };
+                        r.compare_add = u64::from_ne_bytes(v);
+                        Ok(&[][..])
+                    }
+                    _ => Err(EINVAL),
+                });
+            }
             Some(SendOpcode::BindMw) => {
                 // SAFETY: `bind_mw` is the member for this opcode.
                 let b = unsafe { wr.bind_mw_or_tso.bind_mw };
@@ -314,6 +334,9 @@ impl Linked for IbvRecvWr {
 /// checked and the rings mapped.  The QP, or an errno value (the kernel
 /// QP, if any, destroyed again).
 ///
+/// A QP made on a parent domain holds it (`EBUSY` for its dealloc) and
+/// takes its buffers from the parent domain's allocator, if any.
+///
 /// # Safety
 ///
 /// `pd` must be a live PD of ours; `create` must create the kernel QP for
@@ -326,7 +349,8 @@ unsafe fn create_common(
     create: impl FnOnce(*mut VerbsQp, &mut RroceCreateQpCmd, &mut RroceCreateQpResp) -> c_int,
 ) -> Result<*mut RroceQp, c_int> {
     check_qp_type(qp_type)?;
-    let mut qp = Box::new(RroceQp::new());
+    // SAFETY: `pd` is a live PD of ours.
+    let mut qp = Box::new(RroceQp::new(unsafe { domain_of(pd) }));
     // The box's contents stay at this address until it is freed: the
     // kernel's user_handle for the QP.
     let vqp = qp.vqp();
@@ -417,7 +441,11 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     }
     // SAFETY: `attr` is valid per the contract; the struct is plain data.
     let a = unsafe { *attr };
-    if let Err(e) = check_qp_init_attr_ex(&a) {
+    let checked = check_qp_init_attr_ex(&a).and_then(|()| {
+        // SAFETY: `a.pd` is NULL or a live PD per the verbs API.
+        unsafe { check_pd_context(a.pd, context) }
+    });
+    if let Err(e) = checked {
         set_errno(e);
         return ptr::null_mut();
     }
@@ -441,7 +469,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             )
         }
     };
-    // SAFETY: `a.pd` is a PD of this context per the verbs API; `create`
+    // SAFETY: `a.pd` is a PD of this context (checked), so ours; `create`
     // makes the kernel QP for `vqp`.
     let qp = match unsafe { create_common(a.pd, &a.cap, a.qp_type, !a.srq.is_null(), create) } {
         Ok(qp) => qp,

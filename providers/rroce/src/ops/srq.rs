@@ -5,6 +5,7 @@ use core::ffi::c_int;
 use core::mem::size_of;
 use core::ptr;
 
+use super::pd::domain_of;
 use super::qp::{report, RecvChain};
 use crate::device::errno_of;
 use crate::ffi::*;
@@ -39,7 +40,9 @@ pub(super) unsafe extern "C" fn create_srq(
     }
     // SAFETY: `attr` is valid per the contract.
     let requested = unsafe { (*attr).attr };
-    let mut s = Box::new(RroceSrq::new());
+    // SAFETY: `pd` is a live PD of ours.  On a parent domain the SRQ holds
+    // it and takes its buffers from its allocator, if any.
+    let mut s = Box::new(RroceSrq::new(unsafe { domain_of(pd) }));
     // The box's contents stay at this address until it is freed: the
     // kernel's user_handle for the SRQ.
     let ibsrq = s.ibv();

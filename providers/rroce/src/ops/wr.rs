@@ -47,6 +47,9 @@ pub(super) fn install(vqp: &mut VerbsQp, send_ops_flags: u64) {
     if on(IBV_QP_EX_WITH_SEND_WITH_INV) {
         q.wr_send_inv = Some(wr_send_inv);
     }
+    if on(IBV_QP_EX_WITH_ATOMIC_WRITE) {
+        q.wr_atomic_write = Some(wr_atomic_write);
+    }
     q.wr_set_ud_addr = Some(wr_set_ud_addr);
     q.wr_set_inline_data = Some(wr_set_inline_data);
     q.wr_set_inline_data_list = Some(wr_set_inline_data_list);
@@ -195,6 +198,39 @@ unsafe extern "C" fn wr_atomic_fetch_add(qp: *mut IbvQpEx, rkey: u32, remote_add
             h.compare_add = add;
         })
     };
+}
+
+/// `ibv_qp_ex::wr_atomic_write`: the 8 bytes at `atomic_wr` are copied
+/// into the WQE now (the caller may reuse them once this returns).
+///
+/// # Safety
+///
+/// As for [`wr_send`]; `atomic_wr` points to 8 readable bytes.
+unsafe extern "C" fn wr_atomic_write(
+    qp: *mut IbvQpEx,
+    rkey: u32,
+    remote_addr: u64,
+    atomic_wr: *const c_void,
+) {
+    let value = if atomic_wr.is_null() {
+        None
+    } else {
+        // SAFETY: 8 readable bytes (the caller's contract); no alignment
+        // is promised, hence the unaligned read.
+        Some(u64::from_ne_bytes(unsafe {
+            atomic_wr.cast::<[u8; 8]>().read_unaligned()
+        }))
+    };
+    // SAFETY: `qp` is live; the application writes these fields before the
+    // call (as in `begin`).
+    let (wr_id, wr_flags) = unsafe {
+        (
+            (&raw const (*qp).wr_id).read(),
+            (&raw const (*qp).wr_flags).read(),
+        )
+    };
+    // SAFETY: forwarded contract.
+    unsafe { qp_ex_of(qp) }.wr_atomic_write(wr_id, wr_flags, rkey, remote_addr, value);
 }
 
 /// `ibv_qp_ex::wr_local_inv`.

@@ -17,6 +17,9 @@
  * (producer of CQs, consumer of SQs/RQs) through the mock_* functions below,
  * which test programs find with dlsym(RTLD_DEFAULT, ...).
  *
+ * PDs all get handle MOCK_PD_HANDLE; the mock counts the live ones, and
+ * every command that names a PD must name that handle.
+ *
  * MOCK_RROCE_ABI overrides the driver ABI version reported by GET_CONTEXT.
  */
 #define _GNU_SOURCE
@@ -87,6 +90,17 @@ struct mock_qp_resp {
 	uint32_t reserved;
 };
 
+/* rroce_proto::abi::CreateSrqResp */
+struct mock_srq_resp {
+	uint64_t mmap_offset;
+	uint32_t ring_bytes;
+	uint32_t entries;
+	uint32_t entry_size;
+	uint32_t max_sge;
+	uint32_t srqn;
+	uint32_t reserved;
+};
+
 /* rroce_proto::abi::CreateAhResp */
 struct mock_ah_resp {
 	uint32_t ah_num;
@@ -102,12 +116,12 @@ struct ring {
 	uint32_t idx;		/* the mock's private index (prod or cons) */
 };
 
-enum obj_kind { OBJ_FREE, OBJ_CQ, OBJ_QP, OBJ_MR, OBJ_AH };
+enum obj_kind { OBJ_FREE, OBJ_CQ, OBJ_QP, OBJ_MR, OBJ_AH, OBJ_SRQ };
 
 struct obj {
 	enum obj_kind kind;
 	uint32_t handle;
-	struct ring r1;		/* CQ ring, or SQ */
+	struct ring r1;		/* CQ ring, SQ, or SRQ ring */
 	struct ring r2;		/* RQ (entries == 0: none) */
 	uint32_t qpn;
 	int state;
@@ -119,6 +133,7 @@ struct obj {
 
 static struct obj objs[MAX_OBJS];
 static uint32_t next_handle = 1;
+static int live_pds;
 static int memfd = -1;
 static uint64_t next_off = PAGE;
 static uint32_t ring_start;
@@ -371,6 +386,8 @@ static int create_qp(const void *buf, size_t count, uint64_t resp, size_t room)
 		return EINVAL;
 	memcpy(&c, payload(buf), sizeof(c));
 	memcpy(&drv, (const char *)payload(buf) + sizeof(c), sizeof(drv));
+	if (c.pd_handle != MOCK_PD_HANDLE)
+		return EINVAL;
 	if (drv.flags || drv.reserved || c.max_send_wr > 1024 || c.max_recv_wr > 1024 ||
 	    c.max_send_sge > 32 || c.max_recv_sge > 32 || c.max_inline_data > 1024)
 		return EINVAL;
@@ -426,6 +443,45 @@ static int create_qp(const void *buf, size_t count, uint64_t resp, size_t room)
 		r.drv.qpn = o->qpn + 1;
 	else if (take_fault("qp_bad_header"))
 		__atomic_store_n(cons_of(&o->r1), ring_start + 1, __ATOMIC_RELEASE);
+	reply(resp, room, &r, sizeof(r));
+	return 0;
+}
+
+static int create_srq(const void *buf, size_t count, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_create_srq c;
+	struct mock_queue_cmd drv;
+	struct {
+		struct ib_uverbs_create_srq_resp core;
+		struct mock_srq_resp drv;
+	} r = { 0 };
+	uint32_t esz;
+	struct obj *o;
+
+	if (count != sizeof(struct ib_uverbs_cmd_hdr) + sizeof(c) + sizeof(drv) ||
+	    room < sizeof(r))
+		return EINVAL;
+	memcpy(&c, payload(buf), sizeof(c));
+	memcpy(&drv, (const char *)payload(buf) + sizeof(c), sizeof(drv));
+	if (c.pd_handle != MOCK_PD_HANDLE || drv.flags || drv.reserved || !c.max_wr ||
+	    c.max_wr > 1024 || c.max_sge > 32)
+		return EINVAL;
+	o = new_obj(OBJ_SRQ);
+	if (!o)
+		return ENOMEM;
+	esz = round_up(16 + 16 * (c.max_sge ? c.max_sge : 1), 64);
+	if (ring_alloc(&o->r1, pow2(c.max_wr), esz))
+		return ENOMEM;
+	r.core.srq_handle = o->handle;
+	r.core.max_wr = o->r1.entries;
+	r.core.max_sge = (esz - 16) / 16;
+	r.core.srqn = 2000 + o->handle;
+	r.drv.mmap_offset = o->r1.off;
+	r.drv.ring_bytes = o->r1.bytes;
+	r.drv.entries = o->r1.entries;
+	r.drv.entry_size = esz;
+	r.drv.max_sge = r.core.max_sge;
+	r.drv.srqn = r.core.srqn;
 	reply(resp, room, &r, sizeof(r));
 	return 0;
 }
@@ -517,6 +573,7 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 	case IB_USER_VERBS_CMD_ALLOC_PD: {
 		struct ib_uverbs_alloc_pd_resp r = { .pd_handle = MOCK_PD_HANDLE };
 
+		live_pds++;
 		reply(resp, room, &r, sizeof(r));
 		break;
 	}
@@ -524,8 +581,28 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 		uint32_t handle;
 
 		memcpy(&handle, payload(buf), sizeof(handle));
-		if (handle != MOCK_PD_HANDLE)
+		if (handle != MOCK_PD_HANDLE || !live_pds)
 			err = EINVAL;
+		else
+			live_pds--;
+		break;
+	}
+	case IB_USER_VERBS_CMD_CREATE_SRQ:
+		err = create_srq(buf, count, resp, room);
+		break;
+	case IB_USER_VERBS_CMD_DESTROY_SRQ: {
+		struct ib_uverbs_destroy_srq c;
+		struct ib_uverbs_destroy_srq_resp r = { 0 };
+		struct obj *o;
+
+		memcpy(&c, payload(buf), sizeof(c));
+		o = find_obj(OBJ_SRQ, c.srq_handle);
+		if (!o) {
+			err = EINVAL;
+			break;
+		}
+		free_obj(o);
+		reply(resp, room, &r, sizeof(r));
 		break;
 	}
 	case IB_USER_VERBS_CMD_CREATE_CQ:
@@ -656,8 +733,15 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 			struct ib_uverbs_create_ah_resp core;
 			struct mock_ah_resp drv;
 		} r = { 0 };
-		struct obj *o = new_obj(OBJ_AH);
+		struct ib_uverbs_create_ah c;
+		struct obj *o;
 
+		memcpy(&c, payload(buf), sizeof(c));
+		if (c.pd_handle != MOCK_PD_HANDLE) {
+			err = EINVAL;
+			break;
+		}
+		o = new_obj(OBJ_AH);
 		if (!o) {
 			err = ENOMEM;
 			break;
@@ -709,7 +793,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	for (int i = 0; i < MAX_OBJS; i++) {
 		struct ring *rings[2] = { &objs[i].r1, &objs[i].r2 };
 
-		if (objs[i].kind != OBJ_CQ && objs[i].kind != OBJ_QP)
+		if (objs[i].kind != OBJ_CQ && objs[i].kind != OBJ_QP && objs[i].kind != OBJ_SRQ)
 			continue;
 		for (int j = 0; j < 2; j++) {
 			if (!rings[j]->entries || rings[j]->off != (uint64_t)off)
@@ -827,6 +911,13 @@ int mock_rq_pop(uint32_t qp_handle, void *out, size_t len)
 	return o ? pop(&o->r2, out, len) : -1;
 }
 
+int mock_srq_pop(uint32_t srq_handle, void *out, size_t len)
+{
+	struct obj *o = find_obj(OBJ_SRQ, srq_handle);
+
+	return o ? pop(&o->r1, out, len) : -1;
+}
+
 /* Stores a raw (possibly impossible) consumer index into an SQ. */
 int mock_sq_poke_cons(uint32_t qp_handle, uint32_t value)
 {
@@ -876,7 +967,13 @@ int mock_cq_resizes(uint32_t cq_handle)
 	return o ? o->resizes : -1;
 }
 
-/* Kernel objects (CQ, QP, MR, AH) alive. */
+/* PDs allocated and not deallocated. */
+int mock_live_pds(void)
+{
+	return live_pds;
+}
+
+/* Kernel objects (CQ, QP, MR, AH, SRQ) alive. */
 int mock_live_objects(void)
 {
 	int n = 0;

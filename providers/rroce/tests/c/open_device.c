@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * Test client: opens rroce0 through libibverbs and runs the control verbs
- * of the context (query device/port, PD) plus one the provider does not
- * implement (create_srq), printing "key=value" lines.  The data-path verbs
- * are exercised by datapath.c.
+ * of the context (query device/port, PD, SRQ) plus one the provider does
+ * not implement (alloc_dm), printing "key=value" lines.  The data-path
+ * verbs are exercised by datapath.c, parent and thread domains by
+ * parent_domain.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,7 +20,9 @@ int main(void)
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_srq_init_attr srq_attr;
+	struct ibv_alloc_dm_attr dm_attr;
 	struct ibv_srq *srq;
+	struct ibv_dm *dm;
 	int n, i, ret;
 
 	list = ibv_get_device_list(&n);
@@ -56,12 +59,20 @@ int main(void)
 	printf("alloc_pd=%s handle=%u same_ctx=%d\n", pd ? "ok" : "fail",
 	       pd ? pd->handle : 0, pd ? pd->context == ctx : 0);
 
-	errno = 0;
 	memset(&srq_attr, 0, sizeof(srq_attr));
 	srq_attr.attr.max_wr = 1;
 	srq_attr.attr.max_sge = 1;
 	srq = pd ? ibv_create_srq(pd, &srq_attr) : NULL;
-	printf("create_srq=%s errno=%d\n", srq ? "ok" : "null", errno);
+	printf("create_srq=%s max_wr=%u max_sge=%u\n", srq ? "ok" : "null",
+	       srq_attr.attr.max_wr, srq_attr.attr.max_sge);
+	if (srq)
+		printf("destroy_srq=%d\n", ibv_destroy_srq(srq));
+
+	errno = 0;
+	memset(&dm_attr, 0, sizeof(dm_attr));
+	dm_attr.length = 64;
+	dm = ibv_alloc_dm(ctx, &dm_attr);
+	printf("alloc_dm=%s errno=%d\n", dm ? "ok" : "null", errno);
 
 	if (pd)
 		printf("dealloc_pd=%d\n", ibv_dealloc_pd(pd));

@@ -21,8 +21,14 @@ Every byte is checked where it lands:
     the local buffer, the remote 64-bit word is updated;
   - wr_abort posts nothing; a batch with too much inline data fails as a
     whole (EINVAL) and posts nothing;
-  - EOPNOTSUPP for what rroce lacks (completion timestamps, TSO, RDMA on
-    UD).  (Memory-window binds: mw_verbs.py.)
+  - completion timestamps: query_device_ex reports a 64-bit mask and a
+    1 GHz clock; ibv_query_rt_values_ex and the device timestamps of a
+    send and a receive completion (CQs with IBV_WC_EX_WITH_COMPLETION_
+    TIMESTAMP and _WALLCLOCK) lie between CLOCK_MONOTONIC readings taken
+    around the transfer, receive before send, and the wall-clock reading
+    between time.time_ns() readings;
+  - EOPNOTSUPP for what rroce lacks (TSO, RDMA on UD).  (Memory-window
+    binds: mw_verbs.py.)
 """
 import errno
 import os
@@ -104,8 +110,6 @@ def main():
     dev0, g0, dev1, g1 = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     d0, d1 = Dev(dev0, g0), Dev(dev1, g1)
 
-    check(errno_of(lambda: cq_ex(d0, e.IBV_WC_STANDARD_FLAGS | e.IBV_WC_EX_WITH_COMPLETION_TIMESTAMP))
-          == errno.EOPNOTSUPP, "create_cq_ex with completion timestamps -> EOPNOTSUPP")
     cq0, cq1 = cq_ex(d0), cq_ex(d1)
     check(cq0.start_poll(PollCqAttr()) == errno.ENOENT, "start_poll on an empty CQ -> ENOENT")
     check(errno_of(lambda: qp_ex(d0, cq0, ops=RC_OPS | e.IBV_QP_EX_WITH_TSO)) == errno.EOPNOTSUPP,
@@ -228,9 +232,61 @@ def main():
     extra = poll_ex(cq0, 4, time.monotonic()) + poll_ex(cq1, 4, time.monotonic())
     check(not extra, "no extra completions", describe(extra))
 
-    for o in (qp0, qp1, mr0, mr1, cq0, cq1):
+    for o in (qp0, qp1, cq0, cq1):
         o.close()
+    timestamps(d0, d1, mr0, mr1)
+    mr0.close()
+    mr1.close()
     finish()
+
+
+TS = e.IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | e.IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK
+
+
+def timestamps(d0, d1, mr0, mr1):
+    """Completion timestamps: the device clock is CLOCK_MONOTONIC in ns."""
+    a = d0.ctx.query_device_ex()
+    check(a.completion_timestamp_mask == 2**64 - 1 and a.hca_core_clock == 1_000_000,
+          "query_device_ex: completion_timestamp_mask 2^64-1, hca_core_clock 1 GHz",
+          f"mask {a.completion_timestamp_mask:#x}, clock {a.hca_core_clock} kHz")
+    t0 = time.monotonic_ns()
+    sec, raw = d0.ctx.query_rt_values_ex()  # raw ticks (ns) in tv_nsec
+    t1 = time.monotonic_ns()
+    check(sec == 0 and t0 <= raw <= t1, "ibv_query_rt_values_ex: the device clock is CLOCK_MONOTONIC ns",
+          f"{t0} {sec}:{raw} {t1}")
+    cs, cr = cq_ex(d0, e.IBV_WC_STANDARD_FLAGS | TS), cq_ex(d1, e.IBV_WC_STANDARD_FLAGS | TS)
+    q0, q1 = qp_ex(d0, cs), qp_ex(d1, cr)
+    rclib.connect(d0, q0, 0x30, d1, q1, 0x40, d0.active_mtu())
+    q1.post_recv(RecvWR(wr_id=0x600, num_sge=1, sg=[SGE(mr1.buf, 4096, mr1.lkey)]))
+    m0, w0 = time.monotonic_ns(), time.time_ns()
+    q0.wr_start()
+    q0.wr_id = 0x60
+    q0.wr_flags = e.IBV_SEND_SIGNALED
+    q0.wr_send()
+    q0.wr_set_sge(SGE(mr0.buf, 1000, mr0.lkey))
+    q0.wr_complete()
+    got = {}
+    deadline = time.monotonic() + DEADLINE
+    for name, cq in (("send", cs), ("recv", cr)):
+        while time.monotonic() < deadline:
+            if cq.start_poll(PollCqAttr()) == 0:
+                got[name] = (cq.status, cq.read_timestamp(), cq.read_completion_wallclock_ns())
+                cq.end_poll()
+                break
+            time.sleep(0.001)
+    m1, w1 = time.monotonic_ns(), time.time_ns()
+    ok = all(n in got and got[n][0] == e.IBV_WC_SUCCESS for n in ("send", "recv"))
+    check(ok, "a SEND between two timestamping CQs completes on both", str(got))
+    if ok:
+        (_, ts_s, wall_s), (_, ts_r, wall_r) = got["send"], got["recv"]
+        check(m0 <= ts_r <= ts_s <= m1, "device timestamps: receive, then send (its ACK), within the transfer",
+              f"{m0} recv {ts_r} send {ts_s} {m1}")
+        # the wall-clock reading converts with the offset of the clocks at
+        # the read: allow a millisecond of slack for a clock step
+        check(all(w0 - 10**6 <= w <= w1 + 10**6 for w in (wall_s, wall_r)),
+              "wall-clock timestamps within the transfer (CLOCK_REALTIME ns)", f"{w0} {wall_s} {wall_r} {w1}")
+    for o in (q0, q1, cs, cr):
+        o.close()
 
 
 try:

@@ -42,8 +42,9 @@ struct CqRing {
     /// Set once the ring or an entry was found corrupt.
     broken: bool,
     /// The completion `start_poll`/`next_poll` consumed last (what the
-    /// `read_*` functions of `ibv_cq_ex` report).
+    /// `read_*` functions of `ibv_cq_ex` report) and its timestamp.
     current: IbvWc,
+    current_ts: u64,
 }
 
 /// Provider CQ; libibverbs sees only `ibv`: an `ibv_cq`, or for a CQ made
@@ -117,9 +118,9 @@ impl RroceCq {
             return -NO_RING;
         };
         let max = out.len();
-        let write = |i: usize, w: IbvWc| {
+        let write = |i: usize, c: &Cqe| {
             if let Some(slot) = out.get_mut(i) {
-                slot.write(w);
+                slot.write(wc_of(c));
             }
         };
         match drain(ring, self.cqn, write, max) {
@@ -140,17 +141,25 @@ impl RroceCq {
         let mut got = None;
         // A completion read before the ring turned out broken is still
         // delivered; the next call reports EIO.
-        let _ = drain(ring, self.cqn, |_, w| got = Some(w), 1);
-        let Some(w) = got else {
+        let _ = drain(ring, self.cqn, |_, c| got = Some(*c), 1);
+        let Some(c) = got else {
             return Err(if ring.broken { EIO } else { ENOENT });
         };
+        let w = wc_of(&c);
         ring.current = w;
+        ring.current_ts = c.timestamp;
         Ok(w)
     }
 
     /// The completion the last `start_poll`/`next_poll` returned.
     pub(crate) fn current(&self) -> IbvWc {
         self.lock().as_ref().map(|r| r.current).unwrap_or_default()
+    }
+
+    /// The timestamp of that completion: the kernel's CLOCK_MONOTONIC in
+    /// ns when it wrote the CQE (0 unless the CQ asked for timestamps).
+    pub(crate) fn current_ts(&self) -> u64 {
+        self.lock().as_ref().map_or(0, |r| r.current_ts)
     }
 
     /// `ibv_resize_cq` to `cqe` entries: 0 or an errno value.
@@ -268,6 +277,7 @@ fn map_cq_ring(
         consumer,
         broken: false,
         current: IbvWc::default(),
+        current_ts: 0,
     })
 }
 
@@ -275,10 +285,12 @@ fn map_cq_ring(
 const CQ_INIT_ATTR_SUPPORTED: u32 = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
 
 /// `ibv_cq_init_attr_ex.wc_flags` the extended CQ offers: every field of
-/// `ibv_wc` (`IBV_WC_STANDARD_FLAGS`).  rroce has no completion timestamps
-/// (no clock to report in `hca_core_clock`), CVLAN, flow tags or tag
-/// matching.
-pub(crate) const CQ_EX_WC_FLAGS: u64 = IBV_WC_STANDARD_FLAGS;
+/// `ibv_wc` (`IBV_WC_STANDARD_FLAGS`) and completion timestamps, in device
+/// clock ticks (the kernel's CLOCK_MONOTONIC ns: `hca_core_clock` 1 GHz)
+/// and as wall-clock ns.  rroce has no CVLAN, flow tags or tag matching.
+pub(crate) const CQ_EX_WC_FLAGS: u64 = IBV_WC_STANDARD_FLAGS
+    | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
+    | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
 /// Checks the attributes of `ibv_create_cq_ex`: `EOPNOTSUPP` for wc_flags
 /// beyond [`CQ_EX_WC_FLAGS`], unknown `comp_mask` bits or creation flags
@@ -334,7 +346,7 @@ enum Drained {
 }
 
 /// Consumes up to `max` CQEs of `ring`, handing each to `out`.
-fn drain(ring: &mut CqRing, cqn: u32, out: impl FnMut(usize, IbvWc), max: usize) -> Drained {
+fn drain(ring: &mut CqRing, cqn: u32, out: impl FnMut(usize, &Cqe), max: usize) -> Drained {
     let CqRing {
         map,
         consumer,
@@ -350,7 +362,7 @@ fn drain_parts(
     consumer: &mut Consumer,
     is_broken: &mut bool,
     cqn: u32,
-    mut out: impl FnMut(usize, IbvWc),
+    mut out: impl FnMut(usize, &Cqe),
     max: usize,
 ) -> Drained {
     if *is_broken {
@@ -380,7 +392,7 @@ fn drain_parts(
         }
         match Cqe::decode(&buf) {
             Ok(c) => {
-                out(n, wc_of(&c));
+                out(n, &c);
                 n += 1;
             }
             Err(e) => {
@@ -418,6 +430,7 @@ mod tests {
             consumer,
             broken: false,
             current: IbvWc::default(),
+            current_ts: 0,
         }
     }
 

@@ -62,13 +62,21 @@ pub(crate) struct CqPriv {
     state: Pin<KBox<SpinLockIrq<CqState>>>,
     /// `IB_CQ_SOLICITED`/`IB_CQ_NEXT_COMP` armed by `req_notify_cq`.
     armed: AtomicU32,
+    /// Created with `IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION`: every CQE
+    /// carries the time it was written (CLOCK_MONOTONIC ns, the device
+    /// clock of `hca_core_clock`).
+    timestamps: bool,
 }
+
+/// The creation flags a CQ takes.
+const CQ_FLAGS: u32 = bindings::ib_uverbs_ex_create_cq_flags_IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION;
 
 /// The new CQ's part and depth (the caller counts it on the device).
 fn create(dev: &RroceDev, attr: &bindings::ib_cq_init_attr, udata: Option<UData<'_>>) -> Result<(CqPriv, u32)> {
-    if attr.flags != 0 {
+    if attr.flags & !CQ_FLAGS != 0 {
         return Err(limits::eopnotsupp());
     }
+    let timestamps = attr.flags & CQ_FLAGS != 0;
     let max_cqe = dev.p.attrs.max_cqe as u32;
     if attr.cqe == 0 || attr.cqe > max_cqe {
         return Err(EINVAL);
@@ -96,7 +104,7 @@ fn create(dev: &RroceDev, attr: &bindings::ib_cq_init_attr, udata: Option<UData<
         };
         udata.write(&resp.to_bytes())?;
     }
-    Ok((CqPriv { state, armed: AtomicU32::new(0) }, layout.entries()))
+    Ok((CqPriv { state, armed: AtomicU32::new(0), timestamps }, layout.entries()))
 }
 
 /// The errno for a ring that [`Producer::transfer`] refused.
@@ -127,6 +135,10 @@ pub(crate) enum Pushed {
 /// Writes `cqe` into the CQ and disarms it if it was armed for it.
 pub(crate) fn push(cq: &CqHandle<CqPriv>, cqe: &Cqe, solicited: bool) -> Pushed {
     let p = cq.get();
+    let mut cqe = *cqe;
+    if p.timestamps {
+        cqe.timestamp = crate::sync::timer::ktime_ns();
+    }
     // `Err(first)`: lost, and whether this is the overflow itself.
     let r = {
         let mut guard = p.state.lock();

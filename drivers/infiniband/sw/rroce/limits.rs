@@ -89,7 +89,12 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     // One module-wide lock serialises the responder's atomics (rroce_page_atomic),
     // so they are atomic across all QPs of the device: IB_ATOMIC_HCA.
     a.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
-    // IBTA 1.5 ATOMIC WRITE (RC, user and kernel QPs), under the same lock.
+    // Completion timestamps (CQs created with
+    // IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION): CLOCK_MONOTONIC in ns, a
+    // 64-bit "device clock" at 1 GHz.
+    a.timestamp_mask = u64::MAX;
+    a.hca_core_clock = 1_000_000; // kHz
+    // IBTA 1.5 ATOMIC WRITE (RC user QPs), under the same lock.
     a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
     a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
     // Fast registration (alloc_mr, map_mr_sg, REG_MR, LOCAL_INV, SEND with

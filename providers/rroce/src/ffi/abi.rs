@@ -74,6 +74,23 @@ pub const PROT_WRITE: c_int = 2;
 pub const MAP_SHARED: c_int = 1;
 /// `MAP_FAILED`: `(void *)-1`.
 pub const MAP_FAILED: *mut c_void = usize::MAX as *mut c_void;
+/// `CLOCK_REALTIME`.
+pub const CLOCK_REALTIME: c_int = 0;
+/// `CLOCK_MONOTONIC`: the clock of the kernel's `ktime_get_ns`, which
+/// stamps rroce's CQEs.
+pub const CLOCK_MONOTONIC: c_int = 1;
+
+/// `struct timespec` (LP64: `time_t` and `long` of 8 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timespec {
+    pub tv_sec: i64,
+    pub tv_nsec: i64,
+}
+c_layout! {
+    Timespec = "struct timespec", size 16;
+    tv_sec @ 0, tv_nsec @ 8,
+}
 
 unsafe extern "C" {
     /// glibc `calloc(3)`; memory from it may be released by libibverbs with
@@ -98,6 +115,8 @@ unsafe extern "C" {
     pub fn munmap(addr: *mut c_void, length: usize) -> c_int;
     /// glibc `write(2)` wrapper.
     pub fn write(fd: c_int, buf: *const c_void, count: usize) -> isize;
+    /// glibc `clock_gettime(2)` (vDSO).
+    pub fn clock_gettime(clock: c_int, tp: *mut Timespec) -> c_int;
 }
 
 // ---------------------------------------------------------------------------
@@ -367,6 +386,10 @@ pub const IBV_WC_EX_WITH_SLID: u64 = 1 << 4;
 pub const IBV_WC_EX_WITH_SL: u64 = 1 << 5;
 /// `IBV_WC_EX_WITH_DLID_PATH_BITS`.
 pub const IBV_WC_EX_WITH_DLID_PATH_BITS: u64 = 1 << 6;
+/// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`.
+pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP: u64 = 1 << 7;
+/// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK`.
+pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
 /// `IBV_WC_STANDARD_FLAGS`: the seven above.
 pub const IBV_WC_STANDARD_FLAGS: u64 = IBV_WC_EX_WITH_BYTE_LEN
     | IBV_WC_EX_WITH_IMM
@@ -389,6 +412,7 @@ pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1 << 0;
 /// `uint32_t comp_mask` @40, `uint32_t flags` @44, `parent_domain` @48;
 /// size 56.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct IbvCqInitAttrEx {
     pub cqe: u32,
     pub cq_context: *mut c_void,
@@ -425,11 +449,13 @@ pub type EndPollFn = unsafe extern "C" fn(cq: *mut IbvCqEx);
 pub type ReadU32Fn = unsafe extern "C" fn(cq: *mut IbvCqEx) -> u32;
 /// `read_*` returning a 8-bit value.
 pub type ReadU8Fn = unsafe extern "C" fn(cq: *mut IbvCqEx) -> u8;
+/// `read_completion_ts`/`read_completion_wallclock_ns`.
+pub type ReadU64Fn = unsafe extern "C" fn(cq: *mut IbvCqEx) -> u64;
 
 /// `struct ibv_cq_ex` (verbs.h of rdma-core 44): the fields of `ibv_cq`,
 /// `uint32_t comp_mask`, `enum ibv_wc_status status`, `uint64_t wr_id`,
 /// then 18 function pointers.  Readers of fields the provider does not
-/// offer (timestamps, cvlan, flow tag, TM info) stay NULL.
+/// offer (cvlan, flow tag, TM info) stay NULL.
 #[repr(C)]
 pub struct IbvCqEx {
     pub cq: IbvCq,
@@ -449,11 +475,11 @@ pub struct IbvCqEx {
     pub read_slid: Option<ReadU32Fn>,
     pub read_sl: Option<ReadU8Fn>,
     pub read_dlid_path_bits: Option<ReadU8Fn>,
-    pub read_completion_ts: UnusedOp,
+    pub read_completion_ts: Option<ReadU64Fn>,
     pub read_cvlan: UnusedOp,
     pub read_flow_tag: UnusedOp,
     pub read_tm_info: UnusedOp,
-    pub read_completion_wallclock_ns: UnusedOp,
+    pub read_completion_wallclock_ns: Option<ReadU64Fn>,
 }
 c_layout! {
     IbvCqEx = "struct ibv_cq_ex", size size_of::<IbvCq>() + 16 + 18 * 8;
@@ -1336,6 +1362,25 @@ pub type AllocTdFn =
 pub type DeallocTdFn = unsafe extern "C" fn(td: *mut IbvTd) -> c_int;
 /// `verbs_context_ops::free_context`.
 pub type FreeContextFn = unsafe extern "C" fn(context: *mut IbvContext);
+/// `IBV_VALUES_MASK_RAW_CLOCK` of `enum ibv_values_mask`.
+pub const IBV_VALUES_MASK_RAW_CLOCK: u32 = 1 << 0;
+
+/// `struct ibv_values_ex`: `uint32_t comp_mask` @0, `struct timespec
+/// raw_clock` @8; size 24.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IbvValuesEx {
+    pub comp_mask: u32,
+    pub raw_clock: Timespec,
+}
+c_layout! {
+    IbvValuesEx = "struct ibv_values_ex", size 24;
+    comp_mask @ 0, raw_clock @ 8,
+}
+
+/// `verbs_context_ops::query_rt_values` (`ibv_query_rt_values_ex`).
+pub type QueryRtValuesFn =
+    unsafe extern "C" fn(context: *mut IbvContext, values: *mut IbvValuesEx) -> c_int;
 /// `verbs_context_ops::query_device_ex`.
 pub type QueryDeviceExFn = unsafe extern "C" fn(
     context: *mut IbvContext,
@@ -1503,7 +1548,7 @@ pub struct VerbsContextOps {
     pub query_port: Option<QueryPortFn>,
     pub query_qp: Option<QueryQpFn>,
     pub query_qp_data_in_order: UnusedOp,
-    pub query_rt_values: UnusedOp,
+    pub query_rt_values: Option<QueryRtValuesFn>,
     pub query_srq: Option<QuerySrqFn>,
     pub read_counters: UnusedOp,
     pub reg_dm_mr: UnusedOp,
@@ -2453,7 +2498,7 @@ mod c_layout {
     /// Every `c_layout!` table of this file but the `private` ones (see
     /// [`every_table_is_cross_checked`]).
     const TABLES: &[(&str, AddRows)] = tables! {
-        IbvDevice, PthreadMutex, IbvContext, VerbsContext, IbvPd, IbvTd, IbvTdInitAttr,
+        Timespec, IbvValuesEx, IbvDevice, PthreadMutex, IbvContext, VerbsContext, IbvPd, IbvTd, IbvTdInitAttr,
         IbvParentDomainInitAttr, PthreadCond, IbvCq,
         IbvCqInitAttrEx, IbvPollCqAttr, IbvCqEx, IbvQp, IbvDataBuf, IbvQpEx, IbvQpCap,
         IbvQpInitAttr, IbvQpInitAttrEx, IbvSge, IbvSendWrRdma, IbvSendWrAtomic, IbvSendWrUd,
@@ -2486,6 +2531,20 @@ mod c_layout {
             ("PROT_READ", PROT_READ as usize),
             ("PROT_WRITE", PROT_WRITE as usize),
             ("MAP_SHARED", MAP_SHARED as usize),
+            ("CLOCK_REALTIME", CLOCK_REALTIME as usize),
+            ("CLOCK_MONOTONIC", CLOCK_MONOTONIC as usize),
+            (
+                "IBV_VALUES_MASK_RAW_CLOCK",
+                IBV_VALUES_MASK_RAW_CLOCK as usize,
+            ),
+            (
+                "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP",
+                IBV_WC_EX_WITH_COMPLETION_TIMESTAMP as usize,
+            ),
+            (
+                "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK",
+                IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK as usize,
+            ),
             // parent and thread domains
             (
                 "IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS",

@@ -18,9 +18,9 @@ use core::sync::atomic::AtomicU32;
 use rroce_proto::ring::{AtomicRegion, RingLayout};
 
 use super::abi::{
-    __errno_location, mmap, munmap, write, IbUverbsCmdHdr, IbUverbsPostSendResp, IbvPostSend,
-    IbvSendWr, EIO, EPROTO, IB_USER_VERBS_CMD_POST_SEND, MAP_FAILED, MAP_SHARED, PROT_READ,
-    PROT_WRITE,
+    __errno_location, clock_gettime, mmap, munmap, write, IbUverbsCmdHdr, IbUverbsPostSendResp,
+    IbvPostSend, IbvSendWr, Timespec, CLOCK_MONOTONIC, CLOCK_REALTIME, EIO, EPROTO,
+    IB_USER_VERBS_CMD_POST_SEND, MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE,
 };
 
 /// One ring mapped from the uverbs command fd; unmapped on drop.
@@ -141,6 +141,35 @@ impl Drop for RingMap {
 }
 
 /// Sets the calling thread's `errno`.
+/// `clock`'s time now (`clock_gettime`; the vDSO, no system call).
+fn clock_now(clock: c_int) -> Timespec {
+    let mut t = Timespec::default();
+    // SAFETY: `t` is a valid, writable timespec; the clocks used exist.
+    let _ = unsafe { clock_gettime(clock, &mut t) };
+    t
+}
+
+/// Nanoseconds of a timespec (saturating; clock values are never negative).
+pub(crate) fn timespec_ns(t: Timespec) -> u64 {
+    let s = u64::try_from(t.tv_sec).unwrap_or(0);
+    let n = u64::try_from(t.tv_nsec).unwrap_or(0);
+    s.saturating_mul(1_000_000_000).saturating_add(n)
+}
+
+/// CLOCK_MONOTONIC now: rroce's device clock (the kernel stamps CQEs with
+/// `ktime_get_ns`, the same clock).
+pub(crate) fn monotonic_now() -> Timespec {
+    clock_now(CLOCK_MONOTONIC)
+}
+
+/// CLOCK_REALTIME minus CLOCK_MONOTONIC now, in ns: what turns a device
+/// timestamp into wall-clock time.
+pub(crate) fn realtime_offset_ns() -> i128 {
+    let m = clock_now(CLOCK_MONOTONIC);
+    let r = clock_now(CLOCK_REALTIME);
+    i128::from(timespec_ns(r)) - i128::from(timespec_ns(m))
+}
+
 pub(crate) fn set_errno(err: c_int) {
     // SAFETY: __errno_location() returns a valid pointer to this thread's
     // errno for the whole life of the thread.

@@ -149,17 +149,26 @@ pub(super) unsafe extern "C" fn create_cq_ex(
             return ptr::null_mut();
         }
     };
+    let wc_flags = a.wc_flags;
+    // libibverbs asks the kernel for timestamped CQEs
+    // (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION) for
+    // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP only; the wall-clock reader needs
+    // them too.
+    let mut kattr = *a;
+    if wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK != 0 {
+        kattr.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    }
     let create = |ibv: *mut IbvCqEx| {
         // The same all-zero driver data as for create_cq.
         let mut cmd = RroceCreateCqExCmd::default();
         let mut resp = RroceCreateCqExResp::default();
-        // SAFETY: `context` and `attr` are valid per the contract; `ibv`
-        // is the new CQ; `cmd`/`resp` are live locals of the sizes passed.
-        // No timestamp flag reaches the kernel (rejected above).
+        // SAFETY: `context` is valid per the contract and `kattr` a live
+        // copy of its attributes; `ibv` is the new CQ; `cmd`/`resp` are
+        // live locals of the sizes passed.
         let ret = unsafe {
             ibv_cmd_create_cq_ex(
                 context,
-                attr,
+                &raw mut kattr,
                 ibv,
                 &raw mut cmd.core,
                 size_of::<RroceCreateCqExCmd>(),
@@ -191,6 +200,12 @@ pub(super) unsafe extern "C" fn create_cq_ex(
             ex.read_slid = Some(read_slid);
             ex.read_sl = Some(read_sl);
             ex.read_dlid_path_bits = Some(read_dlid_path_bits);
+            if wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP != 0 {
+                ex.read_completion_ts = Some(read_completion_ts);
+            }
+            if wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK != 0 {
+                ex.read_completion_wallclock_ns = Some(read_completion_wallclock_ns);
+            }
             ex
         }
         Err(e) => {
@@ -290,6 +305,37 @@ cq_readers! {
     read_slid -> u32 = slid;
     read_sl -> u8 = sl;
     read_dlid_path_bits -> u8 = dlid_path_bits;
+}
+
+/// `ibv_cq_ex::read_completion_ts`: the device clock when the kernel
+/// wrote the completion (CLOCK_MONOTONIC ns; `hca_core_clock` 1 GHz).
+///
+/// # Safety
+///
+/// As for [`start_poll`].
+unsafe extern "C" fn read_completion_ts(cq: *mut IbvCqEx) -> u64 {
+    if cq.is_null() {
+        return 0;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { cq_of(cq.cast::<IbvCq>()) }.current_ts()
+}
+
+/// `ibv_cq_ex::read_completion_wallclock_ns`: the completion time as
+/// CLOCK_REALTIME ns (the device timestamp moved by the current offset of
+/// the two clocks).
+///
+/// # Safety
+///
+/// As for [`start_poll`].
+unsafe extern "C" fn read_completion_wallclock_ns(cq: *mut IbvCqEx) -> u64 {
+    if cq.is_null() {
+        return 0;
+    }
+    // SAFETY: forwarded contract.
+    let ts = unsafe { cq_of(cq.cast::<IbvCq>()) }.current_ts();
+    let wall = i128::from(ts) + crate::ffi::sys::realtime_offset_ns();
+    u64::try_from(wall).unwrap_or(0)
 }
 
 /// `verbs_context_ops::destroy_cq`: 0 or an errno value.

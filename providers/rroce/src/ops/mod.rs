@@ -61,6 +61,7 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     dealloc_td: Some(pd::dealloc_td),
     free_context: Some(free_context),
     query_device_ex: Some(query_device_ex),
+    query_rt_values: Some(query_rt_values),
     query_port: Some(query_port),
     create_cq: Some(cq::create_cq),
     create_cq_ex: Some(cq::create_cq_ex),
@@ -346,6 +347,35 @@ unsafe extern "C" fn query_device_ex(
                 .cast::<[u8; DEVICE_ATTR_FW_VER_LEN]>()
                 .write(fw);
         }
+    }
+    0
+}
+
+/// `verbs_context_ops::query_rt_values` (`ibv_query_rt_values_ex`): the
+/// device clock now (`IBV_VALUES_MASK_RAW_CLOCK`), which is the kernel's
+/// CLOCK_MONOTONIC in ns (`hca_core_clock` 1 GHz).  As hardware providers
+/// do, the raw tick count goes into `tv_nsec` with `tv_sec` 0, so it
+/// compares directly with `ibv_wc_read_completion_ts`.  `EINVAL` for other
+/// `comp_mask` bits.
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours and a writable `values`.
+unsafe extern "C" fn query_rt_values(context: *mut IbvContext, values: *mut IbvValuesEx) -> c_int {
+    if context.is_null() || values.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `values` is valid per the contract.
+    let v = unsafe { &mut *values };
+    if v.comp_mask & !IBV_VALUES_MASK_RAW_CLOCK != 0 {
+        return EINVAL;
+    }
+    if v.comp_mask & IBV_VALUES_MASK_RAW_CLOCK != 0 {
+        let ns = crate::ffi::sys::timespec_ns(crate::ffi::sys::monotonic_now());
+        v.raw_clock = Timespec {
+            tv_sec: 0,
+            tv_nsec: i64::try_from(ns).unwrap_or(i64::MAX),
+        };
     }
     0
 }

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <infiniband/verbs.h>
 
 static int failures;
@@ -87,16 +88,20 @@ struct cqe {
 	uint16_t slid;
 	uint16_t pkey_index;
 	uint8_t dlid_path_bits;
-	uint8_t reserved[27];
+	uint8_t reserved[3];
+	uint64_t timestamp;
+	uint8_t reserved2[16];
 };
 _Static_assert(sizeof(struct cqe) == 64, "CQE");
 _Static_assert(offsetof(struct cqe, dlid_path_bits) == 36, "CQE");
+_Static_assert(offsetof(struct cqe, timestamp) == 40, "CQE");
 
 static void (*mock_set_fault)(const char *);
 static void (*mock_set_ring_start)(uint32_t);
 static int (*mock_cq_push)(uint32_t, const void *);
 static int (*mock_cq_poke_prod)(uint32_t, uint32_t);
 static int64_t (*mock_cq_cons)(uint32_t);
+static uint32_t (*mock_last_cq_flags)(void);
 static int (*mock_sq_pop)(uint32_t, void *, size_t);
 static int (*mock_rq_pop)(uint32_t, void *, size_t);
 static int (*mock_sq_poke_cons)(uint32_t, uint32_t);
@@ -126,6 +131,7 @@ static void load_hooks(void)
 	mock_cq_push = hook("mock_cq_push");
 	mock_cq_poke_prod = hook("mock_cq_poke_prod");
 	mock_cq_cons = hook("mock_cq_cons");
+	mock_last_cq_flags = hook("mock_last_cq_flags");
 	mock_sq_pop = hook("mock_sq_pop");
 	mock_rq_pop = hook("mock_rq_pop");
 	mock_sq_poke_cons = hook("mock_sq_poke_cons");
@@ -158,6 +164,8 @@ static struct cqe make_cqe(uint64_t wr_id)
 	c.pkey_index = 3;
 	c.dlid_path_bits = 9;
 	memset(c.reserved, 0xee, sizeof(c.reserved)); /* ignored */
+	memset(c.reserved2, 0xee, sizeof(c.reserved2));
+	c.timestamp = 1000000000ull * 1000 + wr_id; /* CLOCK_MONOTONIC ns */
 	return c;
 }
 
@@ -894,7 +902,7 @@ static void test_cq_ex(struct ibv_context *ctx)
 
 	memset(&ca, 0, sizeof(ca));
 	ca.cqe = 4;
-	ca.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_CVLAN;
 	errno = 0;
 	CHECK(!ibv_create_cq_ex(ctx, &ca));
 	CHECK_EQ(errno, EOPNOTSUPP);
@@ -961,7 +969,72 @@ static void test_cq_ex(struct ibv_context *ctx)
 	CHECK_EQ(cq->wr_id, 4);
 	CHECK_EQ(ibv_next_poll(cq), ENOENT);
 	ibv_end_poll(cq);
+	/* No timestamp readers on a CQ that did not ask for them. */
+	CHECK(!cq->read_completion_ts && !cq->read_completion_wallclock_ns);
 	CHECK_EQ(ibv_req_notify_cq(ibv_cq_ex_to_cq(cq), 0), 0);
+	CHECK_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+	CHECK_EQ(mock_live_objects(), live);
+
+	/* Completion timestamps: the CQE's device clock (CLOCK_MONOTONIC
+	 * ns), and as wall-clock ns with the offset of the two clocks. */
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+		      IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+	cq = ibv_create_cq_ex(ctx, &ca);
+	CHECK(cq);
+	if (!cq)
+		return;
+	/* the kernel was asked for timestamped CQEs */
+	CHECK_EQ(mock_last_cq_flags(), IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION);
+	CHECK(cq->read_completion_ts && cq->read_completion_wallclock_ns);
+	c = make_cqe(5);
+	CHECK_EQ(mock_cq_push(ibv_cq_ex_to_cq(cq)->handle, &c), 0);
+	CHECK_EQ(ibv_start_poll(cq, &pa), 0);
+	CHECK_EQ(cq->wr_id, 5);
+	CHECK_EQ(ibv_wc_read_completion_ts(cq), c.timestamp);
+	{
+		struct timespec m0, r, m1;
+		uint64_t wall, lo, hi;
+
+		clock_gettime(CLOCK_MONOTONIC, &m0);
+		clock_gettime(CLOCK_REALTIME, &r);
+		wall = ibv_wc_read_completion_wallclock_ns(cq);
+		clock_gettime(CLOCK_MONOTONIC, &m1);
+		/* wall = ts + (realtime - monotonic), the offset taken during
+		 * the call: between the offsets seen just before and after */
+		lo = c.timestamp + (uint64_t)r.tv_sec * 1000000000ull + (uint64_t)r.tv_nsec -
+		     ((uint64_t)m1.tv_sec * 1000000000ull + (uint64_t)m1.tv_nsec);
+		hi = c.timestamp + (uint64_t)r.tv_sec * 1000000000ull + (uint64_t)r.tv_nsec -
+		     ((uint64_t)m0.tv_sec * 1000000000ull + (uint64_t)m0.tv_nsec) + 1000000ull;
+		CHECK(wall >= lo - 1000000ull && wall <= hi);
+	}
+	ibv_end_poll(cq);
+	{
+		struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+		struct timespec m0, m1;
+		uint64_t t, a, b;
+
+		clock_gettime(CLOCK_MONOTONIC, &m0);
+		CHECK_EQ(ibv_query_rt_values_ex(ctx, &v), 0);
+		clock_gettime(CLOCK_MONOTONIC, &m1);
+		/* raw ticks (ns) in tv_nsec, as hardware providers report them */
+		CHECK_EQ(v.raw_clock.tv_sec, 0);
+		t = (uint64_t)v.raw_clock.tv_nsec;
+		a = (uint64_t)m0.tv_sec * 1000000000ull + (uint64_t)m0.tv_nsec;
+		b = (uint64_t)m1.tv_sec * 1000000000ull + (uint64_t)m1.tv_nsec;
+		CHECK(a <= t && t <= b);
+		v.comp_mask = 2;
+		CHECK_EQ(ibv_query_rt_values_ex(ctx, &v), EINVAL);
+	}
+	CHECK_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+	/* Wall clock alone needs the kernel's timestamps too (libibverbs
+	 * asks for them only for IBV_WC_EX_WITH_COMPLETION_TIMESTAMP). */
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+	cq = ibv_create_cq_ex(ctx, &ca);
+	CHECK(cq);
+	if (!cq)
+		return;
+	CHECK_EQ(mock_last_cq_flags(), IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION);
+	CHECK(!cq->read_completion_ts && cq->read_completion_wallclock_ns);
 	CHECK_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
 	CHECK_EQ(mock_live_objects(), live);
 }

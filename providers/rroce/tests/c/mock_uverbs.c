@@ -262,6 +262,51 @@ static const void *payload(const void *buf)
 	return (const char *)buf + sizeof(struct ib_uverbs_cmd_hdr);
 }
 
+/* The core flags of the last EX_CREATE_CQ (mock_last_cq_flags). */
+static uint32_t last_cq_flags = ~0u;
+
+/*
+ * EX_CREATE_CQ (the write fallback of ibv_cmd_create_cq_ex when creation
+ * flags are set, e.g. IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION): the same
+ * CQ as CREATE_CQ; the flags are recorded.
+ */
+static int ex_create_cq(const void *buf, size_t count)
+{
+	struct ib_uverbs_ex_cmd_hdr ex;
+	struct ib_uverbs_ex_create_cq c;
+	struct mock_queue_cmd drv;
+	struct {
+		struct ib_uverbs_ex_create_cq_resp core;
+		struct mock_cq_resp drv;
+	} r = { 0 };
+	const char *p = payload(buf);
+	struct obj *o;
+
+	if (count != sizeof(struct ib_uverbs_cmd_hdr) + sizeof(ex) + sizeof(c) + sizeof(drv))
+		return EINVAL;
+	memcpy(&ex, p, sizeof(ex));
+	memcpy(&c, p + sizeof(ex), sizeof(c));
+	memcpy(&drv, p + sizeof(ex) + sizeof(c), sizeof(drv));
+	if (drv.flags || drv.reserved || c.cqe < 1 || c.cqe > 4096 || c.comp_mask ||
+	    c.flags & ~(uint32_t)IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION)
+		return EINVAL;
+	last_cq_flags = c.flags;
+	o = new_obj(OBJ_CQ);
+	if (!o || ring_alloc(&o->r1, pow2(c.cqe), 64))
+		return ENOMEM;
+	r.core.base.cq_handle = o->handle;
+	r.core.base.cqe = o->r1.entries;
+	r.core.response_length = sizeof(r.core);
+	r.drv.mmap_offset = o->r1.off;
+	r.drv.ring_bytes = o->r1.bytes;
+	r.drv.entries = o->r1.entries;
+	r.drv.entry_size = o->r1.entry_size;
+	r.drv.cqn = 1000 + o->handle;
+	reply(ex.response, ((size_t)ex.provider_out_words + ((const struct ib_uverbs_cmd_hdr *)buf)->out_words) * 8,
+	      &r, sizeof(r));
+	return 0;
+}
+
 static int create_cq(const void *buf, size_t count, uint64_t resp, size_t room)
 {
 	struct ib_uverbs_create_cq c;
@@ -523,6 +568,14 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 		return -1;
 	}
 	memcpy(&hdr, buf, sizeof(hdr));
+	if (hdr.command == (IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_CREATE_CQ)) {
+		err = ex_create_cq(buf, count);
+		if (err) {
+			errno = err;
+			return -1;
+		}
+		return (ssize_t)count;
+	}
 	if (hdr.command & IB_USER_VERBS_CMD_FLAG_EXTENDED) {
 		errno = EOPNOTSUPP;
 		return -1;
@@ -968,6 +1021,11 @@ int mock_cq_resizes(uint32_t cq_handle)
 }
 
 /* PDs allocated and not deallocated. */
+uint32_t mock_last_cq_flags(void)
+{
+	return last_cq_flags;
+}
+
 int mock_live_pds(void)
 {
 	return live_pds;

@@ -97,12 +97,15 @@
 //!  36   1  dlid_path_bits
 //!  37   1  network_hdr_type  UD receives: enum rdma_network_type (2 IPv4,
 //!                          3 IPv6), for kernel consumers; else 0
-//!  38  26  reserved        zero
+//!  38   2  reserved        zero
+//!  40   8  timestamp       CQs created with completion timestamps: the
+//!                          kernel's CLOCK_MONOTONIC in ns when the CQE was
+//!                          written (the "device clock", 1 GHz); else 0
+//!  48  16  reserved        zero
 //! ```
 //!
 //! 64 rather than 48 bytes: one CQE per cache line (the kernel writes CQE
-//! n+1 while user space reads CQE n) and room for later fields (e.g. a
-//! timestamp).  The CQE is written by the trusted kernel; [`Cqe::decode`]
+//! n+1 while user space reads CQE n) and room for later fields.  The CQE is written by the trusted kernel; [`Cqe::decode`]
 //! still checks the enumerations and flags and ignores reserved bytes.
 
 /// Size of the send WQE header.
@@ -980,6 +983,9 @@ pub struct Cqe {
     /// `enum rdma_network_type` of the packet a UD receive came with (0
     /// otherwise); for kernel consumers, who parse the GRH area with it.
     pub network_hdr_type: u8,
+    /// Completion time (CLOCK_MONOTONIC, ns) on a CQ that asked for it,
+    /// else 0.
+    pub timestamp: u64,
 }
 
 impl Cqe {
@@ -1001,6 +1007,7 @@ impl Cqe {
             pkey_index: 0,
             dlid_path_bits: 0,
             network_hdr_type: 0,
+            timestamp: 0,
         }
     }
 
@@ -1021,6 +1028,7 @@ impl Cqe {
         wr(&mut b, 34, self.pkey_index.to_ne_bytes());
         wr(&mut b, 36, [self.dlid_path_bits]);
         wr(&mut b, 37, [self.network_hdr_type]);
+        wr(&mut b, 40, self.timestamp.to_ne_bytes());
         b
     }
 
@@ -1045,6 +1053,7 @@ impl Cqe {
             pkey_index: rd16(b, 34),
             dlid_path_bits: rd8(b, 36),
             network_hdr_type: rd8(b, 37),
+            timestamp: rd64(b, 40),
         })
     }
 }
@@ -1648,6 +1657,11 @@ mod tests {
         assert_eq!(b[36], 0x7F);
         assert!(b[37..].iter().all(|&x| x == 0));
         assert_eq!(Cqe::decode(&b), Ok(c));
+        c.timestamp = 0x0123_4567_89AB_CDEF;
+        let t = c.to_bytes();
+        assert_eq!(&t[40..48], &0x0123_4567_89AB_CDEFu64.to_ne_bytes());
+        assert!(t[37..40].iter().chain(&t[48..]).all(|&x| x == 0));
+        assert_eq!(Cqe::decode(&t), Ok(c));
         for s in 0..=21u8 {
             for o in [0u8, 1, 2, 3, 4, 5, 6, 128, 129] {
                 let c = Cqe::new(

@@ -1683,7 +1683,7 @@ mod tests {
         bad[10] = 0x10;
         assert_eq!(Cqe::decode(&bad), Err(WqeError::BadFlags));
         // Reserved bytes are ignored by the reader.
-        let mut res = b;
+        let mut res = t;
         res[63] = 0xFF;
         assert_eq!(Cqe::decode(&res), Ok(c));
     }

@@ -1334,7 +1334,9 @@ static void kv_srq_event(struct ib_event *ev, void *ctx)
  * -EINVAL; limit 2 armed; QP B (with the SRQ) gets 3 SENDs of 3000 B from A
  * into 3 of 4 buffers posted with ib_post_srq_recv (ib_post_recv on QP B ->
  * -EINVAL): data, wr_ids in order and qp checked; IB_EVENT_SRQ_LIMIT_REACHED
- * once, limit disarmed; QP B to ERR flushes nothing of the SRQ.
+ * once, limit disarmed; resized to 16 with one WQE posted (it is used
+ * first, then 4 posted after the resize; shrinking to 2 with 5 posted ->
+ * -EINVAL); QP B to ERR flushes nothing of the SRQ.
  */
 static void kv_t_srq(void)
 {
@@ -1449,6 +1451,45 @@ static void kv_t_srq(void)
 			at.srq_limit);
 	kv_cq_empty(&p->a, what);
 	kv_cq_empty(&p->b, what);
+
+	/* Resize with one WQE posted: it moves to the new ring; 4 more fit
+	 * where the old ring had room for 3; shrinking below what is posted
+	 * is refused. */
+	memset(&at, 0, sizeof(at));
+	at.max_wr = 16;
+	err = ib_modify_srq(srq, &at, IB_SRQ_MAX_WR);
+	if (err)
+		kv_fail("ib_modify_srq max_wr 16 with 1 posted: %d", err);
+	err = ib_query_srq(srq, &at);
+	if (err || at.max_wr < 16)
+		kv_fail("ib_query_srq after the resize: %d, max_wr %u (want >= 16)", err, at.max_wr);
+	for (i = 0; i < 4; i++)
+		rwr[i] = (struct ib_recv_wr){ .wr_id = 0x5310 + i, .sg_list = &rs[4 + i], .num_sge = 1,
+					      .next = i < 3 ? &rwr[i + 1] : NULL };
+	err = ib_post_srq_recv(srq, rwr, &bad);
+	if (err)
+		kv_fail("ib_post_srq_recv of 4 more after the resize (5 posted): %d", err);
+	memset(&at, 0, sizeof(at));
+	at.max_wr = 2;
+	err = ib_modify_srq(srq, &at, IB_SRQ_MAX_WR);
+	if (err != -EINVAL)
+		kv_fail("ib_modify_srq max_wr 2 with 5 posted: %d, want -EINVAL", err);
+	for (i = 0; i < 2 && !kv_err; i++) {
+		struct ib_sge ss = kv_sge(src, &src->tx, (3 + i) * len, len);
+		struct ib_send_wr swr = { .wr_id = 0x5e60 + i, .sg_list = &ss, .num_sge = 1,
+					  .opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED };
+
+		kv_img_put((3 + i) * 8192, (u8 *)src->tx.va + (3 + i) * len, len);
+		kv_post_send(&p->a, &swr, "SRQ after the resize");
+	}
+	for (i = 0; i < 2; i++)
+		kv_expect(&p->a, "SRQ after the resize", KV_OK(0x5e60 + i, IB_WC_SEND, KV_ANY));
+	/* the WQE posted before the resize first, then the new ones */
+	kv_expect(&p->b, "SRQ after the resize", KV_OK(0x5303, IB_WC_RECV, len));
+	kv_expect(&p->b, "SRQ after the resize", KV_OK(0x5310, IB_WC_RECV, len));
+	if (!kv_err)
+		kv_check_rx(dst, "SRQ after the resize");
+	kv_cq_empty(&p->b, "SRQ after the resize");
 	err = ib_modify_qp(p->b.qp, &qa, IB_QP_STATE);
 	if (err)
 		kv_fail("QP B to ERR: %d", err);

@@ -8,7 +8,8 @@ Usage: srq_verbs.py DEV0 GID0 DEV1 GID1
   - create/query: capacities at least what was asked, limit 0; bad
     attributes (max_wr 0 or above max_srq_wr, max_sge above max_srq_sge,
     srq_limit above max_wr) -> EINVAL; modify_srq: limit above the
-    capacity -> EINVAL, a resize is refused with EOPNOTSUPP (or works);
+    capacity -> EINVAL, resizes of an empty SRQ (to 0 or above
+    max_srq_wr -> EINVAL);
     the limit is armed and disarmed as query_srq shows;
   - post_srq_recv: too many SGEs -> EINVAL, one more than the capacity ->
     ENOMEM; ibv_post_recv on a QP with an SRQ -> EINVAL; UD QPs take an
@@ -19,7 +20,11 @@ Usage: srq_verbs.py DEV0 GID0 DEV1 GID1
     IBV_EVENT_SRQ_LIMIT_REACHED arrives once and the limit is disarmed;
   - one QP moved to ERR flushes nothing of the SRQ (no completion) and
     raises IBV_EVENT_QP_LAST_WQE_REACHED, the other QP keeps receiving into the SRQ; after destroying a QP its
-    SRQ's WQEs are still used by the remaining one.
+    SRQ's WQEs are still used by the remaining one;
+  - resize with WQEs posted: shrinking below them or below the armed
+    limit -> EINVAL; 16 -> 64 with 12 posted, 52 more posted, 64 SENDs land
+    in posting order, intact; the empty SRQ shrunk to 4 holds exactly
+    its capacity.
 """
 import errno
 import os
@@ -87,8 +92,13 @@ def control(d):
     check(err == errno.EINVAL, "modify_srq limit above the capacity -> EINVAL", f"errno {err}")
     err = errno_of(lambda: srq.modify(SrqAttr(max_wr=2 * q.max_wr), e.IBV_SRQ_MAX_WR))
     q2 = srq.query()
-    check(err == errno.EOPNOTSUPP and q2.max_wr == q.max_wr or err == 0 and q2.max_wr >= 2 * q.max_wr,
-          "modify_srq resize: EOPNOTSUPP (capacity unchanged) or done", f"errno {err}, max_wr {q2.max_wr}")
+    check(err == 0 and q2.max_wr >= 2 * q.max_wr, "modify_srq resize of an empty SRQ to twice its size",
+          f"errno {err}, max_wr {q2.max_wr}")
+    for what, wr in (("0", 0), ("max_srq_wr + 1", a.max_srq_wr + 1)):
+        err = errno_of(lambda: srq.modify(SrqAttr(max_wr=wr), e.IBV_SRQ_MAX_WR))
+        check(err == errno.EINVAL and srq.query().max_wr == q2.max_wr, f"modify_srq resize to {what} -> EINVAL",
+              f"errno {err}")
+    q = q2
     err = errno_of(lambda: srq.modify(SrqAttr(srq_limit=4), e.IBV_SRQ_LIMIT))
     lim = srq.query().srq_limit
     check(err == 0 and lim == 4, "modify_srq limit 4: query shows 4", f"errno {err}, limit {lim}")
@@ -232,6 +242,61 @@ def traffic(d0, d1, evfd):
     t.close()
 
 
+def resize(d0, d1):
+    """An SRQ resized with WQEs posted: they move to the new ring in
+    order; shrinking below what is posted, or below the armed limit, is
+    refused and changes nothing."""
+    n_bufs = 64
+    scq, rcq = d0.cq(n_bufs), d1.cq(n_bufs)
+    srq = make_srq(d1.pd, 16)
+    cap = QPCap(max_send_wr=n_bufs, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
+    tx = d0.qp(scq, scq, send_wr=n_bufs, recv_wr=1)
+    rx = QP(d1.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=rcq, rcq=rcq, srq=srq, cap=cap))
+    smr, rmr = d0.mr(n_bufs * BUF), d1.mr(n_bufs * BUF)
+    rclib.connect(d0, tx, 0x300, d1, rx, 0x400, min(d0.active_mtu(), d1.active_mtu(), e.IBV_MTU_1024))
+
+    def post(first, n):
+        for b in range(first, first + n):
+            srq.post_recv(RecvWR(wr_id=0x700 + b, num_sge=1, sg=[SGE(rmr.buf + b * BUF, BUF, rmr.lkey)]))
+
+    post(0, 12)
+    err = errno_of(lambda: srq.modify(SrqAttr(max_wr=8), e.IBV_SRQ_MAX_WR))
+    check(err == errno.EINVAL and srq.query().max_wr >= 16, "resize to 8 with 12 posted -> EINVAL, size kept",
+          f"errno {err}")
+    srq.modify(SrqAttr(srq_limit=12), e.IBV_SRQ_LIMIT)
+    err = errno_of(lambda: srq.modify(SrqAttr(max_wr=8), e.IBV_SRQ_MAX_WR))
+    check(err == errno.EINVAL, "resize below the armed limit -> EINVAL", f"errno {err}")
+    srq.modify(SrqAttr(srq_limit=0), e.IBV_SRQ_LIMIT)
+    err = errno_of(lambda: srq.modify(SrqAttr(max_wr=n_bufs), e.IBV_SRQ_MAX_WR))
+    q = srq.query()
+    check(err == 0 and q.max_wr >= n_bufs, f"resize 16 -> {n_bufs} with 12 posted", f"errno {err}, max_wr {q.max_wr}")
+    post(12, n_bufs - 12)
+    for i in range(n_bufs):
+        send(tx, smr, i, payload_of(i))
+    s = rclib.poll(scq, n_bufs, time.monotonic() + POLL_S * 2)
+    r = rclib.poll(rcq, n_bufs, time.monotonic() + POLL_S * 2)
+    bad = [wc_str(w) for w in s + r if w.status != e.IBV_WC_SUCCESS]
+    order = [w.wr_id - 0x700 for w in r]
+    data_ok = all(rmr.read(MSG, b * BUF) == payload_of(b) for b in range(n_bufs))
+    check(len(s) == n_bufs and len(r) == n_bufs and not bad and order == list(range(n_bufs)) and data_ok,
+          f"{n_bufs} SENDs land in the 12 WQEs posted before the resize and the {n_bufs - 12} after, in order, "
+          "intact", f"{len(s)} send / {len(r)} receive completions, {bad[:2]}, order {order[:16]}, data {data_ok}")
+    err = errno_of(lambda: srq.modify(SrqAttr(max_wr=4), e.IBV_SRQ_MAX_WR))
+    q = srq.query()
+    posted, perr = 0, 0
+    for b in range(q.max_wr + 1):
+        perr = errno_of(lambda: srq.post_recv(RecvWR(wr_id=0x700 + b, num_sge=1,
+                                                     sg=[SGE(rmr.buf + b * BUF, BUF, rmr.lkey)])))
+        if perr:
+            break
+        posted += 1
+    check(err == 0 and 4 <= q.max_wr < n_bufs and posted == q.max_wr and perr == errno.ENOMEM,
+          "shrink the empty SRQ to 4: that many fit, one more -> ENOMEM",
+          f"errno {err}, max_wr {q.max_wr}, {posted} posted, then errno {perr}")
+    for o in (tx, rx, srq, smr, rmr, scq, rcq):
+        o.close()
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(f"usage: {sys.argv[0]} DEV0 GID0 DEV1 GID1")
@@ -242,6 +307,7 @@ def main():
     evfd = new.pop() if len(new) == 1 else None
     control(d1)
     traffic(d0, d1, evfd)
+    resize(d0, d1)
     finish()
 
 

@@ -6,14 +6,14 @@
 //! RQ (validated with the kernel's decoder) and publishes the producer
 //! index once; the kernel reads the ring when a message arrives for any
 //! QP attached to the SRQ, so there is no system call.  `modify_srq`
-//! (limit only; resizing gives `EOPNOTSUPP` from the kernel), `query_srq`
-//! and `destroy_srq` are plain commands.
+//! with `IBV_SRQ_MAX_WR` resizes the ring ([`RroceSrq::resize`]);
+//! otherwise it, `query_srq` and `destroy_srq` are plain commands.
 
 use core::ffi::c_int;
 use core::mem::offset_of;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rroce_proto::abi::CreateSrqResp;
+use rroce_proto::abi::{CreateSrqResp, ResizeSrqResp};
 use rroce_proto::ring::Producer;
 use rroce_proto::wqe::{recv_max_sge, RecvLimits, MAX_MSG_SIZE};
 
@@ -84,6 +84,69 @@ impl RroceSrq {
                 Err(err)
             }
         }
+    }
+
+    /// `ibv_modify_srq` with `IBV_SRQ_MAX_WR`: 0 or an errno value.
+    ///
+    /// Holds the ring lock across `command` (MODIFY_SRQ, whose driver
+    /// data names where the kernel writes the new ring's
+    /// [`ResizeSrqResp`]), so that no post lands in the old ring while the
+    /// kernel copies the posted WQEs to the same indices of the new one;
+    /// then maps the new ring and continues producing there (the old one
+    /// is unmapped).  If the new ring cannot be taken over after the
+    /// kernel switched, the SRQ is unusable (posts give `EINVAL`).
+    pub(crate) fn resize(
+        &self,
+        cmd_fd: c_int,
+        want: u32,
+        command: impl FnOnce(&mut RroceModifySrqCmd) -> c_int,
+    ) -> c_int {
+        let mut guard = self.rq.lock().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_none() {
+            return EINVAL;
+        }
+        let mut answer = [0u8; ResizeSrqResp::SIZE];
+        let mut cmd = RroceModifySrqCmd::default();
+        cmd.drv.resp_addr = answer.as_mut_ptr() as u64;
+        let ret = command(&mut cmd);
+        if ret != 0 {
+            return crate::device::errno_of(ret);
+        }
+        let d = ResizeSrqResp::from_bytes(&answer);
+        let taken = check_ring(d.entries, d.entry_size, d.ring_bytes)
+            .map_err(|why| (EPROTO, why))
+            .and_then(|layout| {
+                if d.entries < want {
+                    return Err((EPROTO, "SRQ smaller than requested"));
+                }
+                let map = RingMap::map(cmd_fd, d.mmap_offset, d.ring_bytes, layout)
+                    .map_err(|e| (e, "mapping the SRQ ring failed"))?;
+                let producer = Producer::attach(layout, &map.region())
+                    .map_err(|_| (EPROTO, "ring header is inconsistent"))?;
+                Ok((map, producer))
+            });
+        match (taken, guard.as_mut()) {
+            (Ok((map, producer)), Some(wq)) if wq.map.layout().entry_size() == d.entry_size => {
+                // Dropping the old map unmaps the old ring.
+                wq.map = map;
+                wq.producer = producer;
+                0
+            }
+            (r, _) => {
+                let (err, why) = r.err().unwrap_or((EPROTO, "entry size changed"));
+                warn(format_args!(
+                    "modify_srq: {why}; the kernel resized the SRQ, which is unusable now"
+                ));
+                *guard = None;
+                err
+            }
+        }
+    }
+
+    /// The SRQ's capacity (its ring's entries; 0 once unusable).
+    pub(crate) fn max_wr(&self) -> u32 {
+        let g = self.rq.lock().unwrap_or_else(PoisonError::into_inner);
+        g.as_ref().map_or(0, |wq| wq.map.layout().entries())
     }
 
     /// The most SGEs a receive request may have.

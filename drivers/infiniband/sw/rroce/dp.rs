@@ -991,7 +991,7 @@ impl Dp {
         // take, so no other QP takes the same WQE.
         let mut srq_guard = ctx.srq.map(|s| s.lock());
         let (ring, cons) = match (ctx.srq, srq_guard.as_mut()) {
-            (Some(s), Some(g)) => (s.ring(), g.consumer()),
+            (Some(_), Some(g)) => g.parts(),
             _ => (ctx.rq_ring, &mut self.rq),
         };
         let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
@@ -1117,7 +1117,7 @@ impl Dp {
         // The SRQ (if any) is locked from the peek to the take.
         let mut srq_guard = ctx.srq.map(|s| s.lock());
         let (ring, cons) = match (ctx.srq, srq_guard.as_mut()) {
-            (Some(s), Some(g)) => (s.ring(), g.consumer()),
+            (Some(_), Some(g)) => g.parts(),
             _ => (ctx.rq_ring, &mut self.rq),
         };
         let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
@@ -1306,8 +1306,8 @@ fn take_recv(
     srq: Option<(&crate::srq::SrqPriv, &mut kernel::sync::lock::Guard<'_, crate::srq::SrqInner, crate::sync::lock::SpinLockIrqBackend>)>,
 ) {
     match srq {
-        Some((s, g)) => {
-            if g.take(s.ring()) {
+        Some((_, g)) => {
+            if g.take() {
                 ctx.notify.set(ctx.notify.get() | NOTIFY_SRQ_LIMIT);
             }
         }

@@ -19,8 +19,9 @@ use crate::device::{DevPriv, RroceDev};
 use crate::ib::srq::{SrqInit, SrqOps};
 use crate::ib::wr::{RecvWr, RecvWrChain};
 use crate::sync::lock::{new_spinlock_irq, SpinLockIrq, SpinLockIrqBackend};
-use crate::proto::abi::{CreateSrqCmd, CreateSrqResp};
-use crate::proto::ring::{Consumer, Producer};
+use crate::ib::udata::UData;
+use crate::proto::abi::{CreateSrqCmd, CreateSrqResp, ModifySrqCmd, ResizeSrqResp};
+use crate::proto::ring::{Consumer, Producer, RingError};
 use crate::proto::srq::{check_create, check_modify, LimitWatch, SrqError, SrqLimits};
 use crate::proto::wqe::{self, RecvLimits, Sge};
 use crate::ring::{Ring, RING_START};
@@ -40,20 +41,24 @@ struct KernelSrq {
 
 /// The state under the SRQ lock.
 pub(crate) struct SrqInner {
+    /// The ring: replaced by a resize (`modify_srq` with `IB_SRQ_MAX_WR`),
+    /// so only reached through this lock.
+    ring: Ring,
     cons: Consumer,
     watch: LimitWatch,
     kq: Option<KernelSrq>,
 }
 
 impl SrqInner {
-    /// The ring's consumer (peek under this lock only).
-    pub(crate) fn consumer(&mut self) -> &mut Consumer {
-        &mut self.cons
+    /// The ring memory and its consumer (peek under this lock only).
+    pub(crate) fn parts(&mut self) -> (&SharedBuf, &mut Consumer) {
+        (self.ring.buf(), &mut self.cons)
     }
 
     /// Takes the WQE at the head (after a successful peek) and gives its
     /// slot back; returns whether the limit event is now due.
-    pub(crate) fn take(&mut self, ring: &SharedBuf) -> bool {
+    pub(crate) fn take(&mut self) -> bool {
+        let ring = self.ring.buf();
         if self.cons.consume().is_err() {
             return false;
         }
@@ -65,9 +70,10 @@ impl SrqInner {
     }
 }
 
-/// Our part of an SRQ, fixed at creation.
+/// Our part of an SRQ.
 pub(crate) struct SrqPriv {
-    ring: Ring,
+    /// Bytes per ring entry (a resize keeps it).
+    esz: u32,
     lim: RecvLimits,
     max_sge: u32,
     srqn: u32,
@@ -75,11 +81,6 @@ pub(crate) struct SrqPriv {
 }
 
 impl SrqPriv {
-    /// The ring memory.
-    pub(crate) fn ring(&self) -> &SharedBuf {
-        self.ring.buf()
-    }
-
     /// What a receive WQE of this SRQ may hold.
     pub(crate) fn recv_limits(&self) -> RecvLimits {
         self.lim
@@ -87,7 +88,7 @@ impl SrqPriv {
 
     /// Bytes per ring entry.
     pub(crate) fn entry_size(&self) -> u32 {
-        self.ring.layout.entry_size()
+        self.esz
     }
 
     /// Takes the SRQ lock.
@@ -122,9 +123,10 @@ impl SrqOps for SrqPriv {
         } else {
             None
         };
+        let layout = ring.layout;
         let inner = KBox::pin_init(
             new_spinlock_irq!(
-                SrqInner { cons: Consumer::new(ring.layout, RING_START), watch: LimitWatch::default(), kq },
+                SrqInner { ring, cons: Consumer::new(layout, RING_START), watch: LimitWatch::default(), kq },
                 "rroce_srq"
             ),
             GFP_KERNEL_ACCOUNT,
@@ -135,8 +137,8 @@ impl SrqOps for SrqPriv {
         if let Some(udata) = init.udata {
             let resp = CreateSrqResp {
                 mmap_offset: off,
-                ring_bytes: ring.layout.bytes_total_u32(),
-                entries: ring.layout.entries(),
+                ring_bytes: layout.bytes_total_u32(),
+                entries: layout.entries(),
                 entry_size: esz,
                 max_sge,
                 srqn,
@@ -147,24 +149,39 @@ impl SrqOps for SrqPriv {
                 return Err(e);
             }
         }
-        a.max_wr = ring.layout.entries();
+        a.max_wr = layout.entries();
         a.max_sge = max_sge;
         let lim = RecvLimits { max_sge: max_sge as u16, max_msg_size: dev.p.attrs.max_mr_size.min(1 << 31) as u32 };
-        Ok(SrqPriv { ring, lim, max_sge, srqn, inner })
+        Ok(SrqPriv { esz, lim, max_sge, srqn, inner })
     }
 
-    fn modify(&self, a: &bindings::ib_srq_attr, mask: bindings::ib_srq_attr_mask) -> Result {
-        let arm = check_modify(mask, a.max_wr, a.srq_limit, self.ring.layout.entries()).map_err(srq_err)?;
-        if let Some(limit) = arm {
+    fn modify(
+        &self,
+        dev: &RroceDev,
+        a: &bindings::ib_srq_attr,
+        mask: bindings::ib_srq_attr_mask,
+        udata: Option<UData<'_>>,
+    ) -> Result {
+        let limits = SrqLimits { max_wr: dev.p.attrs.max_srq_wr as u32, max_sge: dev.p.attrs.max_srq_sge as u32 };
+        let (entries, armed) = {
+            let g = self.lock();
+            (g.ring.layout.entries(), g.watch.limit())
+        };
+        let m = check_modify(mask, a.max_wr, a.srq_limit, entries, armed, &limits).map_err(srq_err)?;
+        if let Some(want) = m.resize {
+            self.resize(want, udata)?;
+        }
+        if let Some(limit) = m.arm {
             self.lock().watch.arm(limit);
         }
         Ok(())
     }
 
     fn query(&self, a: &mut bindings::ib_srq_attr) -> Result {
-        a.max_wr = self.ring.layout.entries();
+        let g = self.lock();
+        a.max_wr = g.ring.layout.entries();
         a.max_sge = self.max_sge;
-        a.srq_limit = self.lock().watch.limit();
+        a.srq_limit = g.watch.limit();
         Ok(())
     }
 
@@ -179,11 +196,77 @@ impl SrqOps for SrqPriv {
     /// `post_srq_recv` of a kernel SRQ (user SRQs post into their mapped
     /// ring): `ENOMEM` when full, `EINVAL` for a bad request.
     fn post_recv(&self, chain: &mut RecvWrChain<'_>) -> Result {
-        let ring = self.ring();
         let esz = self.entry_size() as usize;
-        let mut g = self.lock();
+        let mut guard = self.lock();
+        let g = &mut *guard;
         let kq = g.kq.as_mut().ok_or(EINVAL)?;
-        post_chain(&mut kq.prod, ring, &mut kq.staging, chain, self.max_sge, esz)
+        post_chain(&mut kq.prod, g.ring.buf(), &mut kq.staging, chain, self.max_sge, esz)
+    }
+}
+
+impl SrqPriv {
+    /// Resizes the ring to at least `want` entries: a new ring (made
+    /// without the lock; for a user SRQ a new mmap entry, whose
+    /// [`ResizeSrqResp`] goes to the address the command names, since
+    /// `modify_srq` has no response buffer), the posted WQEs copied over at
+    /// the same indices under the lock, the consumer (and a kernel SRQ's
+    /// producer) continuing there, and the old ring dropped after the lock.
+    /// `EINVAL` if more WQEs are posted than `want` holds; the SRQ is left
+    /// as it was on any error.
+    fn resize(&self, want: u32, udata: Option<UData<'_>>) -> Result {
+        let cmd = match udata {
+            Some(u) => {
+                let mut c = [0u8; ModifySrqCmd::SIZE];
+                u.read(&mut c)?;
+                let cmd = ModifySrqCmd::from_bytes(&c);
+                if cmd.resp_addr == 0 {
+                    return Err(EINVAL);
+                }
+                Some((u, cmd, u.ucontext().ok_or(EINVAL)?))
+            }
+            None => None,
+        };
+        let uctx = cmd.as_ref().map(|&(_, _, x)| x);
+        let (ring, off) = Ring::new(uctx, want, self.esz)?;
+        if let Some((u, c, _)) = &cmd {
+            // Before the swap: a fault here leaves the SRQ as it was.
+            let resp = ResizeSrqResp {
+                mmap_offset: off,
+                ring_bytes: ring.layout.bytes_total_u32(),
+                entries: ring.layout.entries(),
+                entry_size: self.esz,
+                reserved: 0,
+            };
+            u.write_at(c.resp_addr, &resp.to_bytes())?;
+        }
+        let old = {
+            let mut guard = self.lock();
+            let g = &mut *guard;
+            // A kernel SRQ stays a kernel SRQ and a user SRQ a user SRQ.
+            if g.ring.mem.is_kernel() != cmd.is_none() {
+                return Err(EINVAL);
+            }
+            let t = g.cons.transfer(g.ring.buf(), ring.layout, ring.buf()).map_err(|e| match e {
+                RingError::Full => EINVAL,
+                _ => EIO,
+            })?;
+            // A kernel SRQ's own producer continues in the new ring (its
+            // posts publish at once, under this lock).
+            let prod = match g.kq.as_ref() {
+                Some(_) => Some(Producer::attach(ring.layout, ring.buf()).map_err(|_| EIO)?),
+                None => None,
+            };
+            // Nothing fails from here on.
+            if let (Some(kq), Some(p)) = (g.kq.as_mut(), prod) {
+                kq.prod = p;
+            }
+            g.cons = t.consumer;
+            core::mem::replace(&mut g.ring, ring)
+        };
+        // With the lock dropped: removes the old mmap entry (and frees a
+        // kernel ring).
+        drop(old);
+        Ok(())
     }
 }
 

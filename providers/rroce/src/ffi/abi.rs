@@ -37,7 +37,7 @@ use core::sync::atomic::AtomicI32;
 use super::layout::c_layout;
 use rroce_proto::abi::{
     AllocUcontextResp, CreateAhResp, CreateCqCmd, CreateCqResp, CreateQpCmd, CreateQpResp,
-    CreateQueueCmd, CreateSrqCmd, CreateSrqResp, ResizeCqCmd, ResizeCqResp,
+    CreateQueueCmd, CreateSrqCmd, CreateSrqResp, ModifySrqCmd, ResizeCqCmd, ResizeCqResp,
 };
 
 #[cfg(not(all(
@@ -1996,6 +1996,21 @@ pub struct IbvModifySrq {
 c_layout! {
     IbvModifySrq = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_modify_srq", size 24;
     srq_handle @ 8, attr_mask @ 12, max_wr @ 16, srq_limit @ 20,
+}
+
+/// `IBV_SRQ_MAX_WR` of `enum ibv_srq_attr_mask`.
+pub const IBV_SRQ_MAX_WR: c_int = 1 << 0;
+
+/// MODIFY_SRQ with rroce's driver data (where a resize's answer goes).
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceModifySrqCmd {
+    pub core: IbvModifySrq,
+    pub drv: ModifySrqCmd,
+}
+c_layout! {
+    RroceModifySrqCmd = private, size 24 + ModifySrqCmd::SIZE;
+    drv @ 24,
 }
 
 /// `struct ibv_query_srq`: header + `struct ib_uverbs_query_srq`

@@ -98,10 +98,33 @@ pub(super) unsafe extern "C" fn modify_srq(
     if srq.is_null() || attr.is_null() {
         return EINVAL;
     }
-    let mut cmd = IbvModifySrq::default();
-    // SAFETY: pointers valid per the contract; `cmd` is a live local of the
-    // size passed.
-    unsafe { ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd, size_of::<IbvModifySrq>()) }
+    let command = |cmd: &mut RroceModifySrqCmd| {
+        // SAFETY: pointers valid per the contract; `cmd` is a live buffer
+        // of the size passed.
+        unsafe {
+            ibv_cmd_modify_srq(
+                srq,
+                attr,
+                attr_mask,
+                &raw mut cmd.core,
+                size_of::<RroceModifySrqCmd>(),
+            )
+        }
+    };
+    if attr_mask & IBV_SRQ_MAX_WR == 0 {
+        return command(&mut RroceModifySrqCmd::default());
+    }
+    // SAFETY: `srq` is live; its context is ours; `srq` is one of ours.
+    let (cmd_fd, s) = unsafe { ((*(*srq).context).cmd_fd, srq_of(srq)) };
+    // SAFETY: `attr` is valid per the contract.
+    let want = unsafe { (*attr).max_wr };
+    let r = s.resize(cmd_fd, want, command);
+    if r == 0 {
+        // The new capacity, as `ibv_modify_srq(3)` reports it back.
+        // SAFETY: `attr` is writable per the contract.
+        unsafe { (*attr).max_wr = s.max_wr() };
+    }
+    r
 }
 
 /// `verbs_context_ops::query_srq` (a QUERY_SRQ command).

@@ -33,8 +33,15 @@ pub(crate) trait SrqOps: Sized + Send + Sync + 'static {
     /// Creates the driver's part of a new SRQ.
     fn create(dev: &Device<Self::Dev>, init: SrqInit<'_>) -> Result<Self>;
 
-    /// `modify_srq` with the attribute mask `mask`.
-    fn modify(&self, attr: &bindings::ib_srq_attr, mask: bindings::ib_srq_attr_mask) -> Result;
+    /// `modify_srq` with the attribute mask `mask` (`udata`: a user call's
+    /// command and response).
+    fn modify(
+        &self,
+        dev: &Device<Self::Dev>,
+        attr: &bindings::ib_srq_attr,
+        mask: bindings::ib_srq_attr_mask,
+        udata: Option<UData<'_>>,
+    ) -> Result;
 
     /// `query_srq`: fills `attr`.
     fn query(&self, attr: &mut bindings::ib_srq_attr) -> Result;
@@ -108,12 +115,20 @@ pub(crate) unsafe extern "C" fn modify_srq<T: SrqOps>(
     srq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_attr,
     mask: bindings::ib_srq_attr_mask,
-    _udata: *mut bindings::ib_udata,
+    udata: *mut bindings::ib_udata,
 ) -> c_int {
     from_result(|| {
-        // SAFETY: per the contract.
-        let (s, a) = unsafe { (Obj::<_, T>::part(srq).ok_or(EINVAL)?, &*attr) };
-        s.modify(a, mask)?;
+        // SAFETY: per the contract; `udata` is null or valid for the call;
+        // a created SRQ's `device` is one of ours, live for the call.
+        let (s, a, u, dev) = unsafe {
+            (
+                Obj::<_, T>::part(srq).ok_or(EINVAL)?,
+                &*attr,
+                UData::from_raw(udata),
+                Device::<T::Dev>::from_ib((*srq).device),
+            )
+        };
+        s.modify(dev, a, mask, u)?;
         Ok(0)
     })
 }

@@ -59,6 +59,14 @@ impl<'a> UData<'a> {
         to_result(unsafe { ffi::rroce_ib_copy_from_udata(dst.as_mut_ptr().cast(), self.0.as_ptr(), dst.len()) })
     }
 
+    /// Copies `src` to the calling process's memory at `addr` (for a verb
+    /// without a response buffer, whose command names where its answer
+    /// goes: `modify_srq`); `EFAULT` if that memory is not writable.
+    pub(crate) fn write_at(&self, addr: u64, src: &[u8]) -> Result {
+        let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
+        kernel::uaccess::UserSlice::new(addr, src.len()).writer().write_slice(src)
+    }
+
     /// Copies a response to user space, truncated to what it asked for.
     pub(crate) fn write(&self, src: &[u8]) -> Result {
         // SAFETY: valid for the call (type invariant).

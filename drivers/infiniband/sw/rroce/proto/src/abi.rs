@@ -197,6 +197,40 @@ impl ResizeCqResp {
 
 const _: () = assert!(core::mem::size_of::<ResizeCqResp>() == ResizeCqResp::SIZE);
 
+/// The answer to an SRQ resize (`modify_srq` with `IB_SRQ_MAX_WR`): the
+/// new ring, as for a CQ resize; `entries` is the SRQ's new `max_wr`.
+/// `modify_srq` has no response buffer, so the kernel writes it to the
+/// address [`ModifySrqCmd::resp_addr`] names.
+pub type ResizeSrqResp = ResizeCqResp;
+
+/// Driver data of `modify_srq`: where a resize's [`ResizeSrqResp`] goes
+/// (an address in the caller's memory; 0 when not resizing).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct ModifySrqCmd {
+    /// User address of a [`ResizeSrqResp`].
+    pub resp_addr: u64,
+}
+
+impl ModifySrqCmd {
+    /// Serialized size in bytes.
+    pub const SIZE: usize = 8;
+
+    /// Native byte image.
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
+        self.resp_addr.to_ne_bytes()
+    }
+
+    /// Parse a byte image.
+    pub fn from_bytes(b: &[u8; Self::SIZE]) -> Self {
+        Self {
+            resp_addr: get_u64(b, 0),
+        }
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<ModifySrqCmd>() == ModifySrqCmd::SIZE);
+
 /// Driver data returned by `create_qp`: the SQ and RQ rings and the
 /// capacities their entry sizes really offer (at least what was asked).
 /// A QP attached to an SRQ has no RQ: `rq_entries == 0` and the other
@@ -464,6 +498,11 @@ mod queue_abi_tests {
         assert_eq!(&b[20..24], &0xA5A5_5A5Au32.to_ne_bytes());
         assert_eq!(ResizeCqResp::from_bytes(&b), r);
         assert_eq!(ResizeCqResp::from_bytes(&[0; 24]), ResizeCqResp::default());
+        let m = ModifySrqCmd {
+            resp_addr: 0x7fff_1234_5678,
+        };
+        assert_eq!(ModifySrqCmd::from_bytes(&m.to_bytes()), m);
+        assert_eq!(&m.to_bytes(), &0x7fff_1234_5678u64.to_ne_bytes());
         // The geometry fields sit where they sit in the create response,
         // so one parser shape serves both.
         let c = CreateCqResp {

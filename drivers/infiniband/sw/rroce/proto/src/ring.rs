@@ -568,22 +568,7 @@ impl Producer {
         if count > layout.entries {
             return Err(RingError::Full);
         }
-        let esz = self.layout.entry_size as usize;
-        let mut chunk = [0u8; 64];
-        for i in 0..count {
-            let idx = c.wrapping_add(i);
-            let (from, to) = (self.layout.slot_offset(idx), layout.slot_offset(idx));
-            let mut done = 0usize;
-            while done < esz {
-                let n = esz.wrapping_sub(done).min(chunk.len());
-                let buf = chunk.get_mut(..n).ok_or(RingError::BadLength)?;
-                if !src.read(from.wrapping_add(done), buf) || !dst.write(to.wrapping_add(done), buf)
-                {
-                    return Err(RingError::Access);
-                }
-                done = done.wrapping_add(n);
-            }
-        }
+        copy_slots(src, self.layout, dst, layout, c, count)?;
         // Entries first, then the indices (release): a consumer that
         // attaches to `dst` sees every entry below the producer index.
         if !dst.store_u32_release(CONS_OFFSET, c)
@@ -614,6 +599,50 @@ pub struct Transferred {
     /// [`Consumer`] of the new ring starts ([`Consumer::new`]).
     pub cons: u32,
     /// Entries copied: written and not yet released by the consumer.
+    pub count: u32,
+}
+
+/// Copies the `count` entries from free-running index `first` of ring
+/// `src` (geometry `from`) to the same indices of ring `dst` (geometry
+/// `to`, the same entry size), 64 bytes at a time.
+fn copy_slots<S, D>(
+    src: &S,
+    from: RingLayout,
+    dst: &D,
+    to: RingLayout,
+    first: u32,
+    count: u32,
+) -> Result<(), RingError>
+where
+    S: SharedRegion + ?Sized,
+    D: SharedRegion + ?Sized,
+{
+    let esz = from.entry_size as usize;
+    let mut chunk = [0u8; 64];
+    for i in 0..count {
+        let idx = first.wrapping_add(i);
+        let (a, b) = (from.slot_offset(idx), to.slot_offset(idx));
+        let mut done = 0usize;
+        while done < esz {
+            let n = esz.wrapping_sub(done).min(chunk.len());
+            let buf = chunk.get_mut(..n).ok_or(RingError::BadLength)?;
+            if !src.read(a.wrapping_add(done), buf) || !dst.write(b.wrapping_add(done), buf) {
+                return Err(RingError::Access);
+            }
+            done = done.wrapping_add(n);
+        }
+    }
+    Ok(())
+}
+
+/// What [`Consumer::transfer`] made of the new ring.
+#[derive(Clone, Debug)]
+pub struct ConsumerTransferred {
+    /// The consumer of the new ring.
+    pub consumer: Consumer,
+    /// The producer index copied (the new ring's header has it).
+    pub prod: u32,
+    /// Entries copied: published and not yet consumed.
     pub count: u32,
 }
 
@@ -815,6 +844,73 @@ impl Consumer {
     pub fn advance<R: SharedRegion + ?Sized>(&mut self, region: &R) -> Result<(), RingError> {
         self.consume()?;
         self.release_all(region)
+    }
+
+    /// Copies the entries the producer published and this side has not
+    /// consumed into a fresh ring `dst` of geometry `layout` (an SRQ
+    /// resize; this side consumes, the producer is held off meanwhile).
+    ///
+    /// Every consumed entry must have been released ([`RingError::BadLength`]
+    /// otherwise).  The producer index is loaded from `src` once and
+    /// validated as [`Self::refresh`] does; entries `cons .. prod` are copied
+    /// slot by slot to the same free-running indices in `dst`, whose header
+    /// then gets both indices.  `self` is left unchanged whatever happens;
+    /// `src` is only read.
+    ///
+    /// Errors: the sticky fault of `self`; [`RingError::BadEntrySize`] if
+    /// the entry sizes differ; [`RingError::Access`] if a region refuses an
+    /// access or `dst` is smaller than `layout`; [`RingError::InvalidIndex`]
+    /// for an impossible producer index; [`RingError::Full`] if the
+    /// entries do not fit into `layout`.
+    pub fn transfer<S, D>(
+        &self,
+        src: &S,
+        layout: RingLayout,
+        dst: &D,
+    ) -> Result<ConsumerTransferred, RingError>
+    where
+        S: SharedRegion + ?Sized,
+        D: SharedRegion + ?Sized,
+    {
+        self.check()?;
+        if self.unreleased() != 0 {
+            return Err(RingError::BadLength);
+        }
+        if layout.entry_size != self.layout.entry_size {
+            return Err(RingError::BadEntrySize);
+        }
+        if dst.len() < layout.bytes_total() {
+            return Err(RingError::Access);
+        }
+        let p = src.load_u32_acquire(PROD_OFFSET).ok_or(RingError::Access)?;
+        let limit = self
+            .cons
+            .wrapping_add(self.layout.entries)
+            .wrapping_sub(self.seen_prod);
+        if p.wrapping_sub(self.seen_prod) > limit {
+            return Err(RingError::InvalidIndex);
+        }
+        let count = p.wrapping_sub(self.cons);
+        if count > layout.entries {
+            return Err(RingError::Full);
+        }
+        copy_slots(src, self.layout, dst, layout, self.cons, count)?;
+        // Entries first, then the indices (release).
+        if !dst.store_u32_release(CONS_OFFSET, self.cons) || !dst.store_u32_release(PROD_OFFSET, p)
+        {
+            return Err(RingError::Access);
+        }
+        Ok(ConsumerTransferred {
+            consumer: Consumer {
+                layout,
+                head: self.cons,
+                cons: self.cons,
+                seen_prod: p,
+                fault: None,
+            },
+            prod: p,
+            count,
+        })
     }
 
     /// Remove every unconsumed entry for which `keep` is false, keeping
@@ -1574,6 +1670,108 @@ mod tests {
                 assert!(next > pushed);
             }
         }
+    }
+
+    #[test]
+    fn consumer_transfer_moves_posted_entries_across_the_wrap() {
+        // An SRQ resize: the kernel consumes, user space produces.
+        for start in [u32::MAX - 1023, u32::MAX - 5, u32::MAX, 0] {
+            for (old_n, new_n, esz, pushed, popped) in [
+                (8u32, 16u32, 64usize, 1030u64, 1024u64), // grow, 6 posted
+                (16, 8, 64, 1040, 1032),                  // shrink to exactly 8
+                (8, 8, 128, 20, 13),                      // same size, 2 chunks
+                (4, 1, 64, 7, 7),                         // empty ring
+            ] {
+                let ob = cells(
+                    RingLayout::new(old_n, esz as u32, 1 << 16)
+                        .unwrap()
+                        .bytes_total(),
+                );
+                let (_, _, c) = filled(&ob, old_n, esz, start, pushed, popped.min(pushed));
+                let old = CellRegion::new(&ob);
+                let snapshot: Vec<u8> = ob.iter().map(Cell::get).collect();
+                let nl = RingLayout::new(new_n, esz as u32, 1 << 16).unwrap();
+                let nb = cells(nl.bytes_total());
+                let new = CellRegion::new(&nb);
+                let t = c.transfer(&old, nl, &new).unwrap();
+                assert_eq!(t.count, (pushed - popped) as u32);
+                assert_eq!(t.prod, start.wrapping_add(pushed as u32));
+                assert!(ob.iter().map(Cell::get).eq(snapshot.iter().copied()));
+                assert_eq!(new.load_u32_acquire(PROD_OFFSET), Some(t.prod));
+                assert_eq!(
+                    new.load_u32_acquire(CONS_OFFSET),
+                    Some(start.wrapping_add(popped as u32))
+                );
+                // The provider takes the new ring over and keeps posting;
+                // the kernel reads the old entries, in order, then the new.
+                let mut np = Producer::attach(nl, &new).unwrap();
+                let mut kc = t.consumer;
+                let mut out = std::vec![0u8; esz];
+                let (mut seq, mut next) = (popped, pushed);
+                for round in 0..3 * u64::from(new_n) {
+                    if round % 3 != 2 && np.push(&new, &entry(next, esz)).is_ok() {
+                        next += 1;
+                    }
+                    if kc.pop(&new, &mut out).unwrap() {
+                        assert_eq!(out, entry(seq, esz), "start {start:#x} seq {seq}");
+                        seq += 1;
+                    }
+                }
+                while kc.pop(&new, &mut out).unwrap() {
+                    assert_eq!(out, entry(seq, esz));
+                    seq += 1;
+                }
+                assert_eq!(seq, next);
+            }
+        }
+    }
+
+    #[test]
+    fn consumer_transfer_refuses() {
+        let start = u32::MAX - 1023;
+        let ob = cells(RingLayout::new(16, 64, 16).unwrap().bytes_total());
+        let (l, mut p, c) = filled(&ob, 16, 64, start, 1034, 1024);
+        let old = CellRegion::new(&ob);
+        let big = RingLayout::new(32, 64, 32).unwrap();
+        let bb = cells(big.bytes_total());
+        let br = CellRegion::new(&bb);
+        // 10 posted do not fit into 8.
+        let small = RingLayout::new(8, 64, 8).unwrap();
+        let sb = cells(small.bytes_total());
+        assert_eq!(
+            c.transfer(&old, small, &CellRegion::new(&sb)).err(),
+            Some(RingError::Full)
+        );
+        // Other entry size, short destination.
+        let l128 = RingLayout::new(32, 128, 32).unwrap();
+        let b128 = cells(l128.bytes_total());
+        assert_eq!(
+            c.transfer(&old, l128, &CellRegion::new(&b128)).err(),
+            Some(RingError::BadEntrySize)
+        );
+        let short = cells(big.bytes_total() - 1);
+        assert_eq!(
+            c.transfer(&old, big, &CellRegion::new(&short)).err(),
+            Some(RingError::Access)
+        );
+        // A consumed entry not yet released.
+        let mut held = c.clone();
+        assert!(held.peek(&old).unwrap().is_some());
+        held.consume().unwrap();
+        assert_eq!(
+            held.transfer(&old, big, &br).err(),
+            Some(RingError::BadLength)
+        );
+        // A producer index user space moved beyond the ring.
+        let bad = start.wrapping_add(1024 + 17);
+        assert!(old.store_u32_release(PROD_OFFSET, bad));
+        assert_eq!(
+            c.transfer(&old, big, &br).err(),
+            Some(RingError::InvalidIndex)
+        );
+        // Nothing was written to the destination header on failure.
+        assert_eq!(br.load_u32_acquire(PROD_OFFSET), Some(0));
+        let _ = (l, &mut p);
     }
 
     #[test]

@@ -13,8 +13,11 @@
 //! * `srq_limit` at creation is checked (at most `max_wr`) but does not
 //!   arm the limit, as the verbs API says; `modify_srq(IB_SRQ_LIMIT)` arms
 //!   it with a limit of at most the SRQ's capacity (0 disarms).
-//! * Resizing (`IB_SRQ_MAX_WR`) is not supported: `EOPNOTSUPP`, after the
-//!   mask and limit were found valid.  Unknown mask bits give `EINVAL`.
+//! * Resizing (`IB_SRQ_MAX_WR`): 1..=`max_srq_wr` entries, never fewer
+//!   than the limit that stays armed (or is armed with it) and never fewer
+//!   than the WQEs still posted (the ring transfer refuses: `EINVAL`); the
+//!   ring again holds the next power of two.  Unknown mask bits give
+//!   `EINVAL`.
 //! * The event fires once, when a receive WQE is taken and fewer than
 //!   `srq_limit` WQEs remain posted; the limit is then disarmed until the
 //!   next `modify_srq(IB_SRQ_LIMIT)`.
@@ -66,27 +69,43 @@ pub fn check_create(
     Ok(max_sge.max(1))
 }
 
-/// Checks `modify_srq` for an SRQ of `entries` slots; returns the limit
-/// to arm (`Some(0)` disarms) or `None` if the limit is not touched.
+/// What a valid `modify_srq` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqModify {
+    /// Resize to at least this many entries (`IB_SRQ_MAX_WR`).
+    pub resize: Option<u32>,
+    /// Arm the limit with this value, 0 disarms (`IB_SRQ_LIMIT`).
+    pub arm: Option<u32>,
+}
+
+/// Checks `modify_srq` of `mask` for an SRQ of `entries` slots whose armed
+/// limit is `armed` (0: none).  The limit set (or kept) may not exceed the
+/// SRQ's size after the call.
 pub fn check_modify(
     mask: u32,
     max_wr: u32,
     srq_limit: u32,
     entries: u32,
-) -> Result<Option<u32>, SrqError> {
+    armed: u32,
+    lim: &SrqLimits,
+) -> Result<SrqModify, SrqError> {
     if mask & !(SRQ_MAX_WR | SRQ_LIMIT) != 0 {
         return Err(SrqError::Invalid);
     }
-    if mask & SRQ_LIMIT != 0 && srq_limit > entries {
-        return Err(SrqError::Invalid);
-    }
-    if mask & SRQ_MAX_WR != 0 {
-        if max_wr == 0 {
+    let resize = if mask & SRQ_MAX_WR != 0 {
+        if max_wr == 0 || max_wr > lim.max_wr {
             return Err(SrqError::Invalid);
         }
-        return Err(SrqError::NotSupported);
+        Some(max_wr)
+    } else {
+        None
+    };
+    let size = resize.unwrap_or(entries);
+    let arm = (mask & SRQ_LIMIT != 0).then_some(srq_limit);
+    if arm.unwrap_or(armed) > size {
+        return Err(SrqError::Invalid);
     }
-    Ok((mask & SRQ_LIMIT != 0).then_some(srq_limit))
+    Ok(SrqModify { resize, arm })
 }
 
 /// The limit watch of one SRQ.
@@ -140,20 +159,32 @@ mod tests {
 
     #[test]
     fn modify_checks() {
-        assert_eq!(check_modify(0, 0, 0, 16), Ok(None));
-        assert_eq!(check_modify(SRQ_LIMIT, 0, 5, 16), Ok(Some(5)));
-        assert_eq!(check_modify(SRQ_LIMIT, 0, 0, 16), Ok(Some(0)));
-        assert_eq!(check_modify(SRQ_LIMIT, 0, 16, 16), Ok(Some(16)));
-        assert_eq!(check_modify(SRQ_LIMIT, 0, 17, 16), Err(SrqError::Invalid));
-        assert_eq!(check_modify(4, 0, 0, 16), Err(SrqError::Invalid));
+        let m = |mask, max_wr, limit, entries, armed| {
+            check_modify(mask, max_wr, limit, entries, armed, &LIM)
+        };
+        let ok = |resize, arm| Ok(SrqModify { resize, arm });
+        assert_eq!(m(0, 0, 0, 16, 0), ok(None, None));
+        assert_eq!(m(SRQ_LIMIT, 0, 5, 16, 0), ok(None, Some(5)));
+        assert_eq!(m(SRQ_LIMIT, 0, 0, 16, 3), ok(None, Some(0)));
+        assert_eq!(m(SRQ_LIMIT, 0, 16, 16, 0), ok(None, Some(16)));
+        assert_eq!(m(SRQ_LIMIT, 0, 17, 16, 0), Err(SrqError::Invalid));
+        assert_eq!(m(4, 0, 0, 16, 0), Err(SrqError::Invalid));
+        // Resizing: up, down, to the device maximum.
+        assert_eq!(m(SRQ_MAX_WR, 32, 0, 16, 0), ok(Some(32), None));
+        assert_eq!(m(SRQ_MAX_WR, 4, 0, 16, 0), ok(Some(4), None));
+        assert_eq!(m(SRQ_MAX_WR, 1024, 0, 16, 0), ok(Some(1024), None));
+        assert_eq!(m(SRQ_MAX_WR, 0, 0, 16, 0), Err(SrqError::Invalid));
+        assert_eq!(m(SRQ_MAX_WR, 1025, 0, 16, 0), Err(SrqError::Invalid));
+        // The armed limit must fit the new size, unless re-armed with it.
+        assert_eq!(m(SRQ_MAX_WR, 4, 0, 16, 8), Err(SrqError::Invalid));
+        assert_eq!(m(SRQ_MAX_WR | SRQ_LIMIT, 4, 2, 16, 8), ok(Some(4), Some(2)));
         assert_eq!(
-            check_modify(SRQ_MAX_WR, 32, 0, 16),
-            Err(SrqError::NotSupported)
-        );
-        assert_eq!(check_modify(SRQ_MAX_WR, 0, 0, 16), Err(SrqError::Invalid));
-        assert_eq!(
-            check_modify(SRQ_MAX_WR | SRQ_LIMIT, 32, 99, 16),
+            m(SRQ_MAX_WR | SRQ_LIMIT, 32, 99, 16, 0),
             Err(SrqError::Invalid)
+        );
+        assert_eq!(
+            m(SRQ_MAX_WR | SRQ_LIMIT, 32, 20, 16, 0),
+            ok(Some(32), Some(20))
         );
         assert_eq!(SrqError::Invalid.errno(), 22);
         assert_eq!(SrqError::NotSupported.errno(), 95);

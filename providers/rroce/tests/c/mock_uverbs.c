@@ -262,6 +262,16 @@ static const void *payload(const void *buf)
 	return (const char *)buf + sizeof(struct ib_uverbs_cmd_hdr);
 }
 
+/* The driver's answer for the new CQ @o. */
+static void cq_resp(const struct obj *o, struct mock_cq_resp *d)
+{
+	d->mmap_offset = o->r1.off;
+	d->ring_bytes = o->r1.bytes;
+	d->entries = o->r1.entries;
+	d->entry_size = o->r1.entry_size;
+	d->cqn = 1000 + o->handle;
+}
+
 /* The core flags of the last EX_CREATE_CQ (mock_last_cq_flags). */
 static uint32_t last_cq_flags = ~0u;
 
@@ -297,11 +307,7 @@ static int ex_create_cq(const void *buf, size_t count)
 	r.core.base.cq_handle = o->handle;
 	r.core.base.cqe = o->r1.entries;
 	r.core.response_length = sizeof(r.core);
-	r.drv.mmap_offset = o->r1.off;
-	r.drv.ring_bytes = o->r1.bytes;
-	r.drv.entries = o->r1.entries;
-	r.drv.entry_size = o->r1.entry_size;
-	r.drv.cqn = 1000 + o->handle;
+	cq_resp(o, &r.drv);
 	reply(ex.response, ((size_t)ex.provider_out_words + ((const struct ib_uverbs_cmd_hdr *)buf)->out_words) * 8,
 	      &r, sizeof(r));
 	return 0;
@@ -329,11 +335,7 @@ static int create_cq(const void *buf, size_t count, uint64_t resp, size_t room)
 		return ENOMEM;
 	r.core.cq_handle = o->handle;
 	r.core.cqe = o->r1.entries;
-	r.drv.mmap_offset = o->r1.off;
-	r.drv.ring_bytes = o->r1.bytes;
-	r.drv.entries = o->r1.entries;
-	r.drv.entry_size = o->r1.entry_size;
-	r.drv.cqn = 1000 + o->handle;
+	cq_resp(o, &r.drv);
 
 	if (take_fault("cq_entries_not_pow2"))
 		r.drv.entries = 3;

@@ -959,15 +959,7 @@ impl<const R: usize> Responder<R> {
         };
         let orig = match mem.atomic(ae.rkey, ae.va, op) {
             Ok(v) => v,
-            Err(AccessError::Misaligned) => return self.invalid(pkt.psn),
-            Err(_) => {
-                return self.fatal(
-                    pkt.psn,
-                    NAK_REMOTE_ACCESS_ERROR,
-                    Outcome::AccessError,
-                    WcStatus::WrFlushErr,
-                )
-            }
+            Err(e) => return self.atomic_refused(pkt.psn, e),
         };
         self.push_res(Res::Atomic {
             psn: pkt.psn,
@@ -982,6 +974,20 @@ impl<const R: usize> Responder<R> {
         a
     }
 
+    /// An atomic (or ATOMIC WRITE) the memory refused: a misaligned target
+    /// is an invalid request, anything else a remote access error.
+    fn atomic_refused(&mut self, psn: Psn, e: AccessError) -> Action {
+        if e == AccessError::Misaligned {
+            return self.invalid(psn);
+        }
+        self.fatal(
+            psn,
+            NAK_REMOTE_ACCESS_ERROR,
+            Outcome::AccessError,
+            WcStatus::WrFlushErr,
+        )
+    }
+
     /// ATOMIC WRITE: 8 bytes at an 8-byte aligned VA, written as one unit
     /// under the device's atomics; answered by an empty READ response.
     /// It keeps no responder resource: a duplicate gets the same empty
@@ -994,17 +1000,8 @@ impl<const R: usize> Responder<R> {
         if reth.len != 8 || reth.va & 7 != 0 {
             return self.invalid(pkt.psn);
         }
-        match mem.atomic(reth.rkey, reth.va, AtomicOp::Write { value }) {
-            Ok(_) => {}
-            Err(AccessError::Misaligned) => return self.invalid(pkt.psn),
-            Err(_) => {
-                return self.fatal(
-                    pkt.psn,
-                    NAK_REMOTE_ACCESS_ERROR,
-                    Outcome::AccessError,
-                    WcStatus::WrFlushErr,
-                )
-            }
+        if let Err(e) = mem.atomic(reth.rkey, reth.va, AtomicOp::Write { value }) {
+            return self.atomic_refused(pkt.psn, e);
         }
         self.epsn = self.epsn.next();
         self.msn = self.msn.wrapping_add(1) & PSN_MASK;

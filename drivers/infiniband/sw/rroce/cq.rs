@@ -136,13 +136,14 @@ pub(crate) enum Pushed {
 pub(crate) fn push(cq: &CqHandle<CqPriv>, cqe: &Cqe, solicited: bool) -> Pushed {
     let p = cq.get();
     let mut cqe = *cqe;
-    if p.timestamps {
-        cqe.timestamp = crate::sync::timer::ktime_ns();
-    }
     // `Err(first)`: lost, and whether this is the overflow itself.
     let r = {
         let mut guard = p.state.lock();
         let st = &mut *guard;
+        // Stamped under the lock, so the times rise in ring order.
+        if p.timestamps {
+            cqe.timestamp = crate::sync::timer::ktime_ns();
+        }
         if st.overflowed {
             Err(false)
         } else if st.prod.push(st.mem.buf(), &cqe.to_bytes()).is_ok() {

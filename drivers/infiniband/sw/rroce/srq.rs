@@ -169,10 +169,15 @@ impl SrqOps for SrqPriv {
         };
         let m = check_modify(mask, a.max_wr, a.srq_limit, entries, armed, &limits).map_err(srq_err)?;
         if let Some(want) = m.resize {
-            self.resize(want, udata)?;
+            self.resize(want, udata, m.arm.is_none())?;
         }
         if let Some(limit) = m.arm {
-            self.lock().watch.arm(limit);
+            let mut g = self.lock();
+            // A concurrent resize may have shrunk the ring since the check.
+            if limit > g.ring.layout.entries() {
+                return Err(EINVAL);
+            }
+            g.watch.arm(limit);
         }
         Ok(())
     }
@@ -213,7 +218,7 @@ impl SrqPriv {
     /// producer) continuing there, and the old ring dropped after the lock.
     /// `EINVAL` if more WQEs are posted than `want` holds; the SRQ is left
     /// as it was on any error.
-    fn resize(&self, want: u32, udata: Option<UData<'_>>) -> Result {
+    fn resize(&self, want: u32, udata: Option<UData<'_>>, keep_limit: bool) -> Result {
         let cmd = match udata {
             Some(u) => {
                 let mut c = [0u8; ModifySrqCmd::SIZE];
@@ -244,6 +249,11 @@ impl SrqPriv {
             let g = &mut *guard;
             // A kernel SRQ stays a kernel SRQ and a user SRQ a user SRQ.
             if g.ring.mem.is_kernel() != cmd.is_none() {
+                return Err(EINVAL);
+            }
+            // The limit that stays armed (re-checked under the lock: a
+            // concurrent modify_srq may have armed one meanwhile).
+            if keep_limit && g.watch.limit() > ring.layout.entries() {
                 return Err(EINVAL);
             }
             let t = g.cons.transfer(g.ring.buf(), ring.layout, ring.buf()).map_err(|e| match e {

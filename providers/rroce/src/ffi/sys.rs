@@ -140,7 +140,6 @@ impl Drop for RingMap {
     }
 }
 
-/// Sets the calling thread's `errno`.
 /// `clock`'s time now (`clock_gettime`; the vDSO, no system call).
 fn clock_now(clock: c_int) -> Timespec {
     let mut t = Timespec::default();
@@ -170,6 +169,7 @@ pub(crate) fn realtime_offset_ns() -> i128 {
     i128::from(timespec_ns(r)) - i128::from(timespec_ns(m))
 }
 
+/// Sets the calling thread's `errno`.
 pub(crate) fn set_errno(err: c_int) {
     // SAFETY: __errno_location() returns a valid pointer to this thread's
     // errno for the whole life of the thread.

@@ -320,7 +320,7 @@ impl<S: SlotStore> Requester<S> {
         let mut rd = false;
         if let Some(s) = self.slot_mut(idx) {
             s.done = Some(status);
-            rd = s.is_rd_atomic();
+            rd = s.takes_rd_credit();
         }
         if rd && before_cursor {
             self.rd_inflight = self.rd_inflight.saturating_sub(1);

@@ -165,6 +165,14 @@ impl Slot {
         is_rd_atomic(self.wqe.opcode)
     }
 
+    /// Whether the WQE takes an initiator-depth credit (`max_rd_atomic`):
+    /// READ, atomics and ATOMIC WRITE, which a responder answers from a
+    /// responder resource (rdma_rxe keeps one per ATOMIC WRITE).  Unlike
+    /// READ and atomics, an ACK that covers an ATOMIC WRITE completes it.
+    pub(super) fn takes_rd_credit(&self) -> bool {
+        self.is_rd_atomic() || self.wqe.opcode == SendOpcode::AtomicWrite
+    }
+
     /// The PSN after the last one of the message.
     pub(super) fn end_psn(&self) -> Psn {
         self.first_psn.add(self.npkts)
@@ -471,6 +479,9 @@ impl<S: SlotStore> Requester<S> {
                 if length != 8 {
                     return Err(PostError::TooLong);
                 }
+                if self.cfg.max_rd_atomic == 0 {
+                    return Err(PostError::NoRdAtomic);
+                }
                 1
             }
             _ => npkts(length, self.cfg.pmtu),
@@ -520,7 +531,7 @@ impl<S: SlotStore> Requester<S> {
         if self.pkt == 0 && s.wqe.flags & SEND_FENCE != 0 && self.rd_inflight > 0 {
             return Some(Blocked::Fence);
         }
-        if s.is_rd_atomic() && self.rd_inflight >= u32::from(self.cfg.max_rd_atomic) {
+        if s.takes_rd_credit() && self.rd_inflight >= u32::from(self.cfg.max_rd_atomic) {
             return Some(Blocked::RdAtomicCredits);
         }
         None
@@ -600,7 +611,8 @@ impl<S: SlotStore> Requester<S> {
             }
             SendOpcode::AtomicWrite => {
                 // RETH and the 8 bytes (the WQE's source); answered by an
-                // ACK like a WRITE, so no responder resource is used.
+                // empty READ response, and it takes an initiator-depth
+                // credit (`takes_rd_credit`).
                 d.opcode = request_opcode(Transport::Rc, RequestOp::AtomicWrite, Position::Only)?;
                 d.reth = Some(Reth {
                     va: w.remote_addr,
@@ -691,7 +703,7 @@ impl<S: SlotStore> Requester<S> {
         if finished {
             self.cursor = idx.wrapping_add(1);
             self.pkt = 0;
-            if s.is_rd_atomic() {
+            if s.takes_rd_credit() {
                 self.rd_inflight = self.rd_inflight.wrapping_add(1);
             }
         } else {
@@ -751,7 +763,7 @@ impl<S: SlotStore> Requester<S> {
         while i != cursor {
             if self
                 .slot(i)
-                .is_some_and(|s| s.is_rd_atomic() && s.done.is_none())
+                .is_some_and(|s| s.takes_rd_credit() && s.done.is_none())
             {
                 n = n.wrapping_add(1);
             }
@@ -934,8 +946,14 @@ mod tests {
         );
         assert_eq!(v[0].atomic, None);
         assert_eq!(v[1].psn, v[0].psn.add(1));
-        // Not a READ/atomic: it takes no initiator-depth credit.
-        assert_eq!(r.rd_inflight, 0);
+        // It takes an initiator-depth credit like a READ/atomic...
+        assert_eq!(r.rd_inflight, 1);
+        // ...and none is posted on a QP without any.
+        let mut z: Requester<[Slot; 8]> = Requester::new(ReqConfig {
+            max_rd_atomic: 0,
+            ..cfg(PathMtu::Mtu1024)
+        });
+        assert_eq!(z.post(w, 8), Err(PostError::NoRdAtomic));
         // UC has no ATOMIC WRITE.
         let mut u: Requester<[Slot; 8]> = Requester::new(ReqConfig {
             unreliable: true,

@@ -23,24 +23,7 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
-static int failures;
-
-#define CHECK(e)                                                              \
-	do {                                                                  \
-		if (!(e)) {                                                   \
-			printf("FAIL %d: %s\n", __LINE__, #e);                \
-			failures++;                                           \
-		}                                                             \
-	} while (0)
-#define CHECK_EQ(a, b)                                                        \
-	do {                                                                  \
-		long long _a = (long long)(a), _b = (long long)(b);           \
-		if (_a != _b) {                                               \
-			printf("FAIL %d: %s == %s (%lld != %lld)\n", __LINE__, \
-			       #a, #b, _a, _b);                               \
-			failures++;                                           \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 /* The provider's resource types: (RDMA_DRIVER_UNKNOWN << 32) | code. */
 #define RES_TYPE_QP 1ull

@@ -178,37 +178,17 @@ impl RroceQp {
             h.ah = b.ah;
         });
         if let Err(e) = r {
-            self.with_sq(|_, sq| {
-                if sq.batch.open {
-                    sq.batch.fail(e);
-                }
-            });
+            self.wr_fail(e);
         }
     }
 
-    /// `wr_atomic_write`: the 8 bytes `value` (`None`: the caller passed no
-    /// buffer, an error of the batch) travel in the WQE (`compare_add`);
-    /// the request takes no SGE.
-    pub(crate) fn wr_atomic_write(
-        &self,
-        wr_id: u64,
-        wr_flags: u32,
-        rkey: u32,
-        remote_addr: u64,
-        value: Option<u64>,
-    ) {
-        self.wr_begin(wr_id, wr_flags, SendOpcode::AtomicWrite, |h| {
-            h.rkey = rkey;
-            h.remote_addr = remote_addr;
-            h.compare_add = value.unwrap_or(0);
+    /// An error `err` of the open batch (reported by `wr_complete`).
+    pub(crate) fn wr_fail(&self, err: c_int) {
+        self.with_sq(|_, sq| {
+            if sq.batch.open {
+                sq.batch.fail(err);
+            }
         });
-        if value.is_none() {
-            self.with_sq(|_, sq| {
-                if sq.batch.open {
-                    sq.batch.fail(EINVAL);
-                }
-            });
-        }
     }
 
     /// `wr_set_ud_addr`: `EINVAL` (at `wr_complete`) on a QP that is not

@@ -848,13 +848,7 @@ impl Dp {
         let mut local = Ok(());
         let sent = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| {
             let Some((off, _)) = d.payload else { return true };
-            let o = off as usize;
-            let r = match view.source() {
-                MsgSource::Inline(d) => copy_part(d, o, buf),
-                MsgSource::Value(v) => copy_part(&v, o, buf),
-                MsgSource::Sges(s) => gather(ctx, s, off, buf).map_err(|_| WcStatus::LocProtErr),
-            };
-            local = r;
+            local = copy_source(ctx, &view, off, buf);
             local.is_ok()
         });
         // A packet that could not be sent is lost like on the wire: the
@@ -1100,11 +1094,7 @@ impl Dp {
         let path = path_of(ctx.dev, &av, ctx.qpn, w.remote_qpn);
         let mut local = Ok(());
         send_pkt(ctx, &path, &pkt.bth, &pkt.ext, len, |buf| {
-            let r = match view.inline_data() {
-                Some(inl) => inl.get(..buf.len()).map(|s| buf.copy_from_slice(s)).ok_or(WcStatus::LocLenErr),
-                None => gather(ctx, view.sges(), 0, buf).map_err(|_| WcStatus::LocProtErr),
-            };
-            local = r;
+            local = copy_source(ctx, &view, 0, buf);
             local.is_ok()
         });
         local.map(|()| (w, len))
@@ -1241,12 +1231,20 @@ impl Dp {
     }
 }
 
-/// Copies `buf.len()` bytes at `off` of `src` (inline data, an ATOMIC
-/// WRITE's value) into `buf`.
-fn copy_part(src: &[u8], off: usize, buf: &mut [u8]) -> Result<(), WcStatus> {
-    let s = src.get(off..off.saturating_add(buf.len())).ok_or(WcStatus::LocLenErr)?;
-    buf.copy_from_slice(s);
-    Ok(())
+/// Copies `buf.len()` bytes at message offset `off` of the WQE `view`
+/// into `buf`: from its inline data, its ATOMIC WRITE value or its SGEs.
+fn copy_source(ctx: &Ctx<'_>, view: &wqe::SendWqeView<'_>, off: u32, buf: &mut [u8]) -> Result<(), WcStatus> {
+    let direct = |src: &[u8], buf: &mut [u8]| {
+        let o = off as usize;
+        let s = src.get(o..o.saturating_add(buf.len())).ok_or(WcStatus::LocLenErr)?;
+        buf.copy_from_slice(s);
+        Ok(())
+    };
+    match view.source() {
+        MsgSource::Inline(d) => direct(d, buf),
+        MsgSource::Value(v) => direct(&v, buf),
+        MsgSource::Sges(s) => gather(ctx, s, off, buf).map_err(|_| WcStatus::LocProtErr),
+    }
 }
 
 /// Completes a WQE that could not be queued (garbage in the ring, refused

@@ -221,16 +221,19 @@ unsafe extern "C" fn wr_atomic_write(
             atomic_wr.cast::<[u8; 8]>().read_unaligned()
         }))
     };
-    // SAFETY: `qp` is live; the application writes these fields before the
-    // call (as in `begin`).
-    let (wr_id, wr_flags) = unsafe {
-        (
-            (&raw const (*qp).wr_id).read(),
-            (&raw const (*qp).wr_flags).read(),
-        )
-    };
     // SAFETY: forwarded contract.
-    unsafe { qp_ex_of(qp) }.wr_atomic_write(wr_id, wr_flags, rkey, remote_addr, value);
+    unsafe {
+        begin(qp, SendOpcode::AtomicWrite, |h| {
+            h.rkey = rkey;
+            h.remote_addr = remote_addr;
+            h.compare_add = value.unwrap_or(0);
+        })
+    };
+    if value.is_none() {
+        // No value to write: an error of the batch.
+        // SAFETY: forwarded contract.
+        unsafe { qp_ex_of(qp) }.wr_fail(EINVAL);
+    }
 }
 
 /// `ibv_qp_ex::wr_local_inv`.

@@ -219,10 +219,9 @@ impl InRequest {
     /// From a packet parsed as `p` whose payload is `payload`
     /// (`p.payload(pkt)`).
     pub fn from_parsed(p: &Parsed, payload: &[u8]) -> InRequest {
-        let atomic_write = (p.info.operation == opcode::Operation::AtomicWrite
-            && payload.len() == 8)
-            .then(|| payload.first_chunk::<8>())
-            .flatten()
+        let atomic_write = <&[u8; 8]>::try_from(payload)
+            .ok()
+            .filter(|_| p.info.operation == opcode::Operation::AtomicWrite)
             .map(|b| u64::from_ne_bytes(*b));
         InRequest {
             opcode: p.bth.opcode,

@@ -53,7 +53,7 @@ trap cleanup EXIT
 bg_xfer() {
 	hwc_snap "$DEV0" XB0
 	hwc_snap "$DEV1" XB1
-	/usr/bin/python3 "$RROCE_REPO/selftests/py/rc_xfer.py" "$DEV0" "$RC_G0" "$DEV1" "$RC_G1" \
+	/usr/bin/python3 -u "$RROCE_REPO/selftests/py/rc_xfer.py" "$DEV0" "$RC_G0" "$DEV1" "$RC_G1" \
 		--timeout "$RC_ACK_TIMEOUT" --deadline $((300 * ${RROCE_TIMEOUT_SCALE:-1})) "$@" >"$BG_OUT" 2>&1 &
 	bg_pid=$!
 }
@@ -64,6 +64,14 @@ tx_flowing() {
 	[ "${v:-0}" -ge $((XB0[tx_packets] + 64)) ]
 }
 bg_running() { [ -n "$bg_pid" ] && kill -0 "$bg_pid" 2>/dev/null; }
+# bg_stuck_diag: where the background transfer is (its state, wait channel
+# and kernel stack: a verb that never returns shows here)
+bg_stuck_diag() {
+	local l
+	bg_running || return 0
+	diag "rc_xfer.py (pid $bg_pid): $(grep -E '^State' "/proc/$bg_pid/status" 2>/dev/null), wchan $(cat "/proc/$bg_pid/wchan" 2>/dev/null)"
+	while IFS= read -r l; do diag "  $l"; done < <(cat "/proc/$bg_pid/stack" 2>/dev/null)
+}
 # bg_wait TMO: wait for the background transfer; BG_RC = its exit status
 # (124 if it had to be killed); output and counter deltas as diagnostics
 # (XD0/XD1 stay empty if the devices are gone)
@@ -91,11 +99,16 @@ bg_wait() {
 	fi
 }
 # start_traffic ARGS...: bg_xfer and wait until packets flow; false (with
-# a t_fail) if they do not or the transfer already ended
+# a t_fail) if they do not or the transfer already ended.  The bound is a
+# liveness bound, not a speed test: it covers Python's start, the pyverbs
+# import and the QP setup, which take ~20 s in a TCG VM that shares the
+# host with make check's debug VM (a 30 s bound failed there once).
+START_TMO=${LINK_FAULTS_START_TMO:-120}
 start_traffic() {
 	bg_xfer "$@"
-	if ! wait_for 30 tx_flowing; then
-		t_fail "no packets from $DEV0 within 30 s of starting rc_xfer.py"
+	if ! wait_for "$START_TMO" tx_flowing; then
+		t_fail "no packets from $DEV0 within $((START_TMO * ${RROCE_TIMEOUT_SCALE:-1})) s of starting rc_xfer.py"
+		bg_stuck_diag
 		bg_wait 5
 		return 1
 	fi

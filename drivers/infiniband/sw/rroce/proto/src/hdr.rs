@@ -14,7 +14,7 @@
 
 use super::opcode::{
     self, ExtHdrs, OpInfo, Position, AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, BTH_LEN,
-    DETH_LEN, ICRC_LEN, IETH_LEN, IMMDT_LEN, RETH_LEN,
+    DETH_LEN, FETH_LEN, ICRC_LEN, IETH_LEN, IMMDT_LEN, RETH_LEN,
 };
 
 /// Largest value of a 24-bit field (QPN, PSN, MSN).
@@ -261,6 +261,57 @@ impl Aeth {
     }
 }
 
+/// FLUSH Extended Transport Header (4 bytes, IBTA 1.5): the placement
+/// type in bits 3:0, the selectivity level in bits 5:4, the rest reserved
+/// (kept as received, written as given).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Feth(pub u32);
+
+/// FLUSH placement type bit: make the data globally visible.
+pub const FLUSH_GLOBAL: u8 = 1;
+/// FLUSH placement type bit: make the data persistent.
+pub const FLUSH_PERSISTENT: u8 = 2;
+/// FLUSH selectivity level: the range the RETH names.
+pub const FLUSH_RANGE: u8 = 0;
+/// FLUSH selectivity level: the whole region the RETH's R_Key names.
+pub const FLUSH_MR: u8 = 1;
+
+impl Feth {
+    /// Length on the wire.
+    pub const LEN: usize = FETH_LEN;
+
+    /// The header for placement type bits `placement` (bits 3:0 kept) and
+    /// selectivity level `level` (bits 1:0 kept).
+    pub const fn new(placement: u8, level: u8) -> Feth {
+        Feth((placement as u32 & 0xF) | ((level as u32 & 3) << 4))
+    }
+
+    /// The placement type bits ([`FLUSH_GLOBAL`], [`FLUSH_PERSISTENT`]).
+    pub const fn placement(self) -> u8 {
+        (self.0 & 0xF) as u8
+    }
+
+    /// The selectivity level ([`FLUSH_RANGE`], [`FLUSH_MR`]).
+    pub const fn level(self) -> u8 {
+        ((self.0 >> 4) & 3) as u8
+    }
+
+    /// Parse the first 4 bytes of `b`.
+    pub fn parse(b: &[u8]) -> Option<Feth> {
+        let b = b.first_chunk::<FETH_LEN>()?;
+        Some(Feth(rd32(b, 0)))
+    }
+
+    /// Write the header into the first 4 bytes of `b`.
+    pub fn write(&self, b: &mut [u8]) -> Result<usize, BuildError> {
+        let b = b
+            .first_chunk_mut::<FETH_LEN>()
+            .ok_or(BuildError::BufferTooShort)?;
+        wr(b, 0, self.0.to_be_bytes());
+        Ok(FETH_LEN)
+    }
+}
+
 /// Invalidate Extended Transport Header (4 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Ieth {
@@ -430,6 +481,8 @@ impl AtomicAckEth {
 pub struct Ext {
     /// DETH (UD).
     pub deth: Option<Deth>,
+    /// FETH (FLUSH).
+    pub feth: Option<Feth>,
     /// RETH (WRITE First/Only, READ request).
     pub reth: Option<Reth>,
     /// AtomicETH (CmpSwap, FetchAdd).
@@ -450,6 +503,9 @@ impl Ext {
         let mut h = ExtHdrs::NONE;
         if self.deth.is_some() {
             h = h.with(ExtHdrs::DETH);
+        }
+        if self.feth.is_some() {
+            h = h.with(ExtHdrs::FETH);
         }
         if self.reth.is_some() {
             h = h.with(ExtHdrs::RETH);
@@ -484,6 +540,7 @@ impl Ext {
             let s = b.get(off..)?;
             match h {
                 ExtHdrs::DETH => e.deth = Some(Deth::parse(s)?),
+                ExtHdrs::FETH => e.feth = Some(Feth::parse(s)?),
                 ExtHdrs::RETH => e.reth = Some(Reth::parse(s)?),
                 ExtHdrs::ATOMIC_ETH => e.atomic_eth = Some(AtomicEth::parse(s)?),
                 ExtHdrs::AETH => e.aeth = Some(Aeth::parse(s)?),
@@ -509,6 +566,7 @@ impl Ext {
             let s = b.get_mut(off..).ok_or(BuildError::BufferTooShort)?;
             let n = match h {
                 ExtHdrs::DETH => self.deth.map(|x| x.write(s)),
+                ExtHdrs::FETH => self.feth.map(|x| x.write(s)),
                 ExtHdrs::RETH => self.reth.map(|x| x.write(s)),
                 ExtHdrs::ATOMIC_ETH => self.atomic_eth.map(|x| x.write(s)),
                 ExtHdrs::AETH => self.aeth.map(|x| x.write(s)),
@@ -830,6 +888,41 @@ mod tests {
     }
 
     #[test]
+    fn flush_headers_known_bytes() {
+        // FETH (persistent placement, whole-region selectivity), then RETH.
+        let f = Feth::new(FLUSH_PERSISTENT | FLUSH_GLOBAL, FLUSH_MR);
+        assert_eq!((f.placement(), f.level(), f.0), (3, 1, 0x13));
+        let ext = Ext {
+            feth: Some(f),
+            reth: Some(Reth {
+                va: 0x1000,
+                rkey: 0x0203_0405,
+                len: 64,
+            }),
+            ..Ext::default()
+        };
+        let bth = Bth {
+            opcode: opcode::RC_FLUSH,
+            dest_qpn: 17,
+            ack_req: true,
+            psn: 5,
+            ..Bth::default()
+        };
+        let mut b = [0u8; 32];
+        assert_eq!(build_headers(&mut b, &bth, &ext), Ok(32));
+        assert_eq!(&b[12..16], &[0, 0, 0, 0x13]);
+        assert_eq!(&b[16..24], &0x1000u64.to_be_bytes());
+        assert_eq!(&b[24..28], &[2, 3, 4, 5]);
+        assert_eq!(&b[28..32], &64u32.to_be_bytes());
+        let hdrs = lookup(opcode::RC_FLUSH).unwrap().hdrs;
+        assert_eq!(Ext::parse(hdrs, &b[12..]), Some(ext));
+        assert_eq!(Ext::parse(hdrs, &b[12..31]), None);
+        // Reserved FETH bits are kept, the accessors mask them.
+        let r = Feth::parse(&[0xFF, 0xFF, 0xFF, 0xC5]).unwrap();
+        assert_eq!((r.placement(), r.level(), r.0), (5, 0, 0xFFFF_FFC5));
+    }
+
+    #[test]
     fn ext_headers_known_bytes() {
         let mut b = [0u8; 28];
         let r = Reth {
@@ -1008,6 +1101,9 @@ mod tests {
                 qkey: r.u32(),
                 src_qpn: r.u32() & MAX_24,
             });
+        }
+        if h.contains(ExtHdrs::FETH) {
+            e.feth = Some(Feth(r.u32()));
         }
         if h.contains(ExtHdrs::RETH) {
             e.reth = Some(Reth {
@@ -1336,9 +1432,9 @@ mod tests {
             let mut bth = random_bth(&mut r, code);
             bth.psn = r.u32() >> r.below(9);
             bth.pad = (r.u32() % 5) as u8;
-            let hdrs = ExtHdrs::ORDER[r.below(7)]
+            let hdrs = ExtHdrs::ORDER[r.below(8)]
                 .0
-                .with(ExtHdrs::ORDER[r.below(7)].0);
+                .with(ExtHdrs::ORDER[r.below(8)].0);
             let ext = random_ext(&mut r, hdrs);
             let n = r.below(buf.len() + 1);
             if let Ok(len) = build_headers(&mut buf[..n], &bth, &ext) {

@@ -35,7 +35,8 @@
 //! `IB_WC_REM_INV_REQ_ERR` (see `rc::resp`).
 
 use super::qp::{
-    ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+    ACCESS_FLUSH_GLOBAL, ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
+    ACCESS_REMOTE_WRITE,
 };
 use super::wqe::{SendWqe, WcStatus};
 
@@ -49,6 +50,7 @@ pub const REG_ACCESS_ALLOWED: u32 = ACCESS_LOCAL_WRITE
     | ACCESS_REMOTE_READ
     | ACCESS_REMOTE_ATOMIC
     | ACCESS_MW_BIND
+    | ACCESS_FLUSH_GLOBAL
     | ACCESS_OPTIONAL;
 /// Smallest and largest page size of a fast registration.
 pub const MIN_PAGE_SIZE: u64 = 1 << 12;
@@ -316,6 +318,9 @@ mod tests {
         assert!(!access_ok(ACCESS_REMOTE_ATOMIC | ACCESS_REMOTE_READ));
         assert!(!access_ok(1 << 5));
         assert!(!access_ok(1 << 30));
+        // FLUSH: global visibility may be granted, persistence not.
+        assert!(access_ok(ACCESS_FLUSH_GLOBAL | ACCESS_REMOTE_READ));
+        assert!(!access_ok(super::super::qp::ACCESS_FLUSH_PERSISTENT));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! an [`OpInfo`] that says which extension headers follow the BTH (in wire
 //! order), whether a payload follows, whether the packet is a request or a
 //! response, and its position in a message.  Opcodes not in the table
-//! (reserved, RD, FLUSH, vendor) give `None`.
+//! (reserved, RD, vendor) give `None`.
 
 /// Mask of the transport bits of the opcode.
 pub const TRANSPORT_MASK: u8 = 0xE0;
@@ -23,6 +23,8 @@ pub const AETH_LEN: usize = 4;
 pub const IMMDT_LEN: usize = 4;
 /// Length of the Invalidate Extended Transport Header.
 pub const IETH_LEN: usize = 4;
+/// FLUSH Extended Transport Header length (IBTA 1.5).
+pub const FETH_LEN: usize = 4;
 /// Length of the Datagram Extended Transport Header.
 pub const DETH_LEN: usize = 8;
 /// Length of the Atomic Extended Transport Header.
@@ -82,6 +84,8 @@ pub mod op {
     pub const SEND_LAST_WITH_INVALIDATE: u8 = 0x16;
     /// SEND Only with Invalidate.
     pub const SEND_ONLY_WITH_INVALIDATE: u8 = 0x17;
+    /// FLUSH (IBTA 1.5): FETH and RETH, no payload, RC only.
+    pub const FLUSH: u8 = 0x1C;
     /// ATOMIC WRITE (IBTA 1.5): RETH and 8 bytes of payload, RC only.
     pub const ATOMIC_WRITE: u8 = 0x1D;
     /// Operation bits of the RoCEv2 CNP opcode (0x81).
@@ -136,6 +140,8 @@ pub const RC_SEND_LAST_WITH_INVALIDATE: u8 = op::SEND_LAST_WITH_INVALIDATE;
 pub const RC_SEND_ONLY_WITH_INVALIDATE: u8 = op::SEND_ONLY_WITH_INVALIDATE;
 /// RC ATOMIC WRITE.
 pub const RC_ATOMIC_WRITE: u8 = op::ATOMIC_WRITE;
+/// RC FLUSH.
+pub const RC_FLUSH: u8 = op::FLUSH;
 /// UD SEND Only.
 pub const UD_SEND_ONLY: u8 = 0x60 | op::SEND_ONLY;
 /// UD SEND Only with Immediate.
@@ -182,9 +188,10 @@ impl Transport {
 /// A set of extension headers, kept in wire order.
 ///
 /// When several are present they follow the BTH in the order of the bit
-/// values: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.  This is
-/// the IBA order for the combinations RC/UC/UD use (e.g. DETH before ImmDt,
-/// RETH before ImmDt, AETH before AtomicAckETH).
+/// values: DETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
+/// This is the IBA order for the combinations RC/UC/UD use (e.g. DETH
+/// before ImmDt, FETH before RETH, RETH before ImmDt, AETH before
+/// AtomicAckETH).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ExtHdrs(u8);
 
@@ -193,22 +200,25 @@ impl ExtHdrs {
     pub const NONE: ExtHdrs = ExtHdrs(0);
     /// Datagram ETH (8 bytes).
     pub const DETH: ExtHdrs = ExtHdrs(1 << 0);
+    /// FLUSH ETH (4 bytes; IBTA 1.5).
+    pub const FETH: ExtHdrs = ExtHdrs(1 << 1);
     /// RDMA ETH (16 bytes).
-    pub const RETH: ExtHdrs = ExtHdrs(1 << 1);
+    pub const RETH: ExtHdrs = ExtHdrs(1 << 2);
     /// Atomic ETH (28 bytes).
-    pub const ATOMIC_ETH: ExtHdrs = ExtHdrs(1 << 2);
+    pub const ATOMIC_ETH: ExtHdrs = ExtHdrs(1 << 3);
     /// ACK ETH (4 bytes).
-    pub const AETH: ExtHdrs = ExtHdrs(1 << 3);
+    pub const AETH: ExtHdrs = ExtHdrs(1 << 4);
     /// Atomic ACK ETH (8 bytes).
-    pub const ATOMIC_ACK_ETH: ExtHdrs = ExtHdrs(1 << 4);
+    pub const ATOMIC_ACK_ETH: ExtHdrs = ExtHdrs(1 << 5);
     /// Immediate data (4 bytes).
-    pub const IMMDT: ExtHdrs = ExtHdrs(1 << 5);
+    pub const IMMDT: ExtHdrs = ExtHdrs(1 << 6);
     /// Invalidate ETH (4 bytes).
-    pub const IETH: ExtHdrs = ExtHdrs(1 << 6);
+    pub const IETH: ExtHdrs = ExtHdrs(1 << 7);
 
     /// Every header, one bit each, in wire order, with its length.
-    pub const ORDER: [(ExtHdrs, usize); 7] = [
+    pub const ORDER: [(ExtHdrs, usize); 8] = [
         (ExtHdrs::DETH, DETH_LEN),
+        (ExtHdrs::FETH, FETH_LEN),
         (ExtHdrs::RETH, RETH_LEN),
         (ExtHdrs::ATOMIC_ETH, ATOMIC_ETH_LEN),
         (ExtHdrs::AETH, AETH_LEN),
@@ -247,8 +257,9 @@ impl ExtHdrs {
                 0
             }
         }
-        // At most 72 bytes in all: the sum cannot overflow.
+        // At most 76 bytes in all: the sum cannot overflow.
         l(self, ExtHdrs::DETH, DETH_LEN)
+            .wrapping_add(l(self, ExtHdrs::FETH, FETH_LEN))
             .wrapping_add(l(self, ExtHdrs::RETH, RETH_LEN))
             .wrapping_add(l(self, ExtHdrs::ATOMIC_ETH, ATOMIC_ETH_LEN))
             .wrapping_add(l(self, ExtHdrs::AETH, AETH_LEN))
@@ -290,6 +301,9 @@ pub enum Operation {
     FetchAdd,
     /// ATOMIC WRITE (8 bytes written as one unit; answered by an ACK).
     AtomicWrite,
+    /// FLUSH (IBTA 1.5): make earlier writes to a range or a whole region
+    /// globally visible or persistent; answered by an empty READ response.
+    Flush,
     /// RoCEv2 congestion notification.
     Cnp,
 }
@@ -415,7 +429,7 @@ const fn row(
     }
 }
 
-const BASE: [Base; 24] = {
+const BASE: [Base; 25] = {
     use ExtHdrs as H;
     use Kind::{Request as Req, Response as Resp};
     use Operation::*;
@@ -686,6 +700,17 @@ const BASE: [Base; 24] = {
             false,
             false,
         ),
+        row(
+            op::FLUSH,
+            "FLUSH",
+            Flush,
+            Only,
+            Req,
+            H::FETH.with(H::RETH),
+            false,
+            false,
+            false,
+        ),
     ]
 };
 
@@ -762,6 +787,8 @@ pub enum RequestOp {
     FetchAdd,
     /// ATOMIC WRITE (always [`Position::Only`]; RC only).
     AtomicWrite,
+    /// FLUSH (always [`Position::Only`]; RC only).
+    Flush,
 }
 
 /// The opcode of a request packet, or `None` if the combination does not
@@ -791,6 +818,7 @@ pub fn request_opcode(t: Transport, r: RequestOp, p: Position) -> Option<u8> {
         (CompareSwap, Only) => op::COMPARE_SWAP,
         (FetchAdd, Only) => op::FETCH_ADD,
         (AtomicWrite, Only) => op::ATOMIC_WRITE,
+        (Flush, Only) => op::FLUSH,
         _ => return None,
     };
     let code = t.base() | o;
@@ -838,6 +866,7 @@ mod tests {
         const RI: ExtHdrs = ExtHdrs::RETH.with(ExtHdrs::IMMDT);
         const AA: ExtHdrs = ExtHdrs::AETH.with(ExtHdrs::ATOMIC_ACK_ETH);
         const DI: ExtHdrs = ExtHdrs::DETH.with(ExtHdrs::IMMDT);
+        const FR: ExtHdrs = ExtHdrs::FETH.with(ExtHdrs::RETH);
         &[
             (0x00, N, true, true, First),
             (0x01, N, true, true, Middle),
@@ -862,6 +891,7 @@ mod tests {
             (0x14, H::ATOMIC_ETH, false, true, Only),
             (0x16, H::IETH, true, true, Last),
             (0x17, H::IETH, true, true, Only),
+            (0x1C, FR, false, true, Only),     // FLUSH (IBTA 1.5)
             (0x1D, H::RETH, true, true, Only), // ATOMIC_WRITE (IBTA 1.5)
             (0x20, N, true, true, First),
             (0x21, N, true, true, Middle),
@@ -904,10 +934,11 @@ mod tests {
             assert_eq!(lookup(code).is_some(), known, "{code:#x}");
             n += usize::from(known);
         }
-        assert_eq!(n, 39);
-        // RD, reserved, FLUSH, UC ATOMIC_WRITE and vendor opcodes are unknown.
+        assert_eq!(n, 40);
+        // RD, reserved, UC FLUSH and ATOMIC_WRITE and vendor opcodes are
+        // unknown.
         for code in [
-            0x15, 0x18, 0x1C, 0x3D, 0x1F, 0x2C, 0x40, 0x44, 0x60, 0x66, 0x80, 0x82, 0xC0, 0xFF,
+            0x15, 0x18, 0x3C, 0x3D, 0x1F, 0x2C, 0x40, 0x44, 0x60, 0x66, 0x80, 0x82, 0xC0, 0xFF,
         ] {
             assert!(lookup(code).is_none(), "{code:#x}");
         }
@@ -939,8 +970,13 @@ mod tests {
         assert_eq!(lookup(RC_ACKNOWLEDGE).unwrap().hdr_len(), 16);
         assert_eq!(
             ExtHdrs::ORDER.iter().map(|x| x.1).sum::<usize>(),
-            8 + 16 + 28 + 4 + 8 + 4 + 4
+            8 + 4 + 16 + 28 + 4 + 8 + 4 + 4
         );
+        // FLUSH: FETH then RETH, no payload.
+        let f = lookup(RC_FLUSH).unwrap();
+        assert_eq!(f.hdr_len(), 12 + 4 + 16);
+        assert_eq!(f.hdrs.offset_of(ExtHdrs::FETH), Some(12));
+        assert_eq!(f.hdrs.offset_of(ExtHdrs::RETH), Some(16));
     }
 
     #[test]
@@ -961,7 +997,7 @@ mod tests {
             assert_eq!(h.bits(), 1 << i);
             assert_eq!(h.len(), *l);
         }
-        for bits in 0..128u8 {
+        for bits in 0..=255u8 {
             let s = ExtHdrs(bits);
             let mut off = BTH_LEN;
             for (h, l) in ExtHdrs::ORDER {
@@ -1029,6 +1065,8 @@ mod tests {
         assert_eq!(request_opcode(Rc, AtomicWrite, Only), Some(RC_ATOMIC_WRITE));
         assert_eq!(request_opcode(Uc, AtomicWrite, Only), None);
         assert_eq!(request_opcode(Rc, AtomicWrite, First), None);
+        assert_eq!(request_opcode(Rc, Flush, Only), Some(RC_FLUSH));
+        assert_eq!(request_opcode(Uc, Flush, Only), None);
         // Every produced opcode agrees with the table.
         for t in [Rc, Uc, Rd, Ud, Cnp] {
             for r in [
@@ -1041,6 +1079,7 @@ mod tests {
                 CompareSwap,
                 FetchAdd,
                 AtomicWrite,
+                Flush,
             ] {
                 for p in [First, Middle, Last, Only] {
                     if let Some(c) = request_opcode(t, r, p) {

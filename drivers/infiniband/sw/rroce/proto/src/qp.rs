@@ -487,9 +487,31 @@ pub const ACCESS_REMOTE_WRITE: u32 = 1 << 1;
 pub const ACCESS_REMOTE_READ: u32 = 1 << 2;
 /// `IB_ACCESS_REMOTE_ATOMIC`.
 pub const ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
-/// The access flags a QP accepts; any other bit is `EINVAL`.
-pub const QP_ACCESS_SUPPORTED: u32 =
-    ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+/// `IB_ACCESS_FLUSH_GLOBAL`: FLUSH with the global placement type.
+pub const ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
+/// `IB_ACCESS_FLUSH_PERSISTENT`: FLUSH with the persistent placement type.
+pub const ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
+/// The access flags a QP accepts; any other bit is `EINVAL`.  (rdma_cm
+/// sets both FLUSH bits on the QPs of a device that advertises FLUSH.)
+pub const QP_ACCESS_SUPPORTED: u32 = ACCESS_LOCAL_WRITE
+    | ACCESS_REMOTE_WRITE
+    | ACCESS_REMOTE_READ
+    | ACCESS_REMOTE_ATOMIC
+    | ACCESS_FLUSH_GLOBAL
+    | ACCESS_FLUSH_PERSISTENT;
+
+/// The access flags a FLUSH with placement type bits `placement` needs of
+/// the QP and of the region.
+pub const fn flush_access(placement: u8) -> u32 {
+    let mut a = 0;
+    if placement & super::hdr::FLUSH_GLOBAL != 0 {
+        a |= ACCESS_FLUSH_GLOBAL;
+    }
+    if placement & super::hdr::FLUSH_PERSISTENT != 0 {
+        a |= ACCESS_FLUSH_PERSISTENT;
+    }
+    a
+}
 
 /// `IB_MIG_MIGRATED`: the only path-migration state without APM.
 pub const MIG_MIGRATED: u32 = 0;

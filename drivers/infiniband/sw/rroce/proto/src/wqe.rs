@@ -26,8 +26,10 @@
 //!  32   8  compare_add  CMP_AND_SWP: compare;  FETCH_AND_ADD: add;
 //!                       ATOMIC_WRITE: the 8 bytes to write, in memory
 //!                       order (read as a native u64; no SGE);
+//!                       FLUSH: the length of the range;
 //!                       BIND_MW: bind length
-//!  40   8  swap         CMP_AND_SWP: swap
+//!  40   8  swap         CMP_AND_SWP: swap;  FLUSH: placement type bits
+//!                       (bits 7:0) and selectivity level (bits 15:8)
 //!  48   4  remote_qpn   UD: destination QPN (24 bits);  BIND_MW: MR lkey
 //!  52   4  remote_qkey  UD: Q_Key;  BIND_MW: access flags
 //!  56   4  ah           UD: address handle number from create_ah;
@@ -181,11 +183,15 @@ pub enum WqeError {
     BadQpn,
     /// BIND_MW with an `ah` field that is not a window type.
     BadBind,
+    /// FLUSH with SGEs, no or unknown placement type bits, an unknown
+    /// selectivity level, or a range longer than a RETH can name.
+    BadFlush,
     /// CQE status value not defined.
     UnknownStatus,
 }
 
 use super::bytes::{ne16 as rd16, ne32 as rd32, ne64 as rd64, put as wr, u8_at as rd8};
+pub use super::hdr::{FLUSH_GLOBAL, FLUSH_MR, FLUSH_PERSISTENT, FLUSH_RANGE};
 
 #[inline]
 fn all_zero(b: &[u8], range: core::ops::Range<usize>) -> bool {
@@ -225,6 +231,11 @@ pub enum SendOpcode {
     /// the length, `swap` page size (low 32 bits) and page count (high 32
     /// bits), `remote_qkey` the access flags.
     RegMr = 12,
+    /// IBTA 1.5 FLUSH: make the earlier writes to `length` (`compare_add`)
+    /// bytes at `remote_addr`, or to the whole region of `rkey`, globally
+    /// visible and/or persistent (`swap`: placement type and selectivity
+    /// level, see [`SendWqe::flush_params`]); no SGE; RC only.
+    Flush = 14,
     /// IBTA 1.5 ATOMIC WRITE: 8 bytes (in `compare_add`, no SGE) written
     /// to `remote_addr` (8-byte aligned) as one unit; RC only.
     AtomicWrite = 15,
@@ -232,7 +243,7 @@ pub enum SendOpcode {
 
 impl SendOpcode {
     /// Every opcode of `ibv_wr_opcode` rroce has, in value order.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::RdmaWrite,
         Self::RdmaWriteWithImm,
         Self::Send,
@@ -243,6 +254,7 @@ impl SendOpcode {
         Self::LocalInv,
         Self::BindMw,
         Self::SendWithInv,
+        Self::Flush,
         Self::AtomicWrite,
     ];
 
@@ -260,6 +272,7 @@ impl SendOpcode {
             8 => Self::BindMw,
             9 => Self::SendWithInv,
             12 => Self::RegMr,
+            14 => Self::Flush,
             15 => Self::AtomicWrite,
             _ => return None,
         })
@@ -314,6 +327,7 @@ impl SendOpcode {
             Self::BindMw => WcOpcode::BindMw,
             Self::RegMr => WcOpcode::RegMr,
             Self::AtomicWrite => WcOpcode::AtomicWrite,
+            Self::Flush => WcOpcode::Flush,
         }
     }
 }
@@ -324,7 +338,7 @@ pub struct OpcodeSet(pub u16);
 
 impl OpcodeSet {
     /// Opcodes of an RC QP: all of `ibv_wr_opcode` rroce has.
-    pub const RC: Self = Self(0x03FF | SendOpcode::AtomicWrite.bit());
+    pub const RC: Self = Self(0x03FF | SendOpcode::Flush.bit() | SendOpcode::AtomicWrite.bit());
     /// Opcodes of a UC QP: no RDMA READ, no atomics, and no SEND with
     /// invalidate (UC has no opcode for it on the wire).
     pub const UC: Self = Self(
@@ -449,7 +463,59 @@ pub struct SendWqe {
     pub ah: u32,
 }
 
+/// What a FLUSH WQE asks for ([`SendWqe::flush_params`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlushParams {
+    /// Placement type bits: [`FLUSH_GLOBAL`], [`FLUSH_PERSISTENT`] or both.
+    pub placement: u8,
+    /// Selectivity level: [`FLUSH_RANGE`] or [`FLUSH_MR`].
+    pub level: u8,
+    /// Bytes of the range (0 for [`FLUSH_MR`]: the whole region).
+    pub len: u32,
+}
+
 impl SendWqe {
+    /// A FLUSH of `len` bytes at `remote_addr` of `rkey` (or of the whole
+    /// region, with `level` [`FLUSH_MR`]) with placement type bits
+    /// `placement`.  Not checked: [`SendWqe::flush_params`] does that.
+    pub const fn flush(
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        len: u64,
+        placement: u8,
+        level: u8,
+    ) -> Self {
+        let mut w = Self::new(wr_id, SendOpcode::Flush);
+        w.rkey = rkey;
+        w.remote_addr = remote_addr;
+        w.compare_add = len;
+        w.swap = placement as u64 | (level as u64) << 8;
+        w
+    }
+
+    /// The parameters of a FLUSH, or `None` if they are not valid: no
+    /// placement type bit or an unknown one, an unknown selectivity level,
+    /// other bits of `swap` set, or a range longer than a RETH can name.
+    pub fn flush_params(&self) -> Option<FlushParams> {
+        let placement = (self.swap & 0xFF) as u8;
+        let level = ((self.swap >> 8) & 0xFF) as u8;
+        let known = FLUSH_GLOBAL | FLUSH_PERSISTENT;
+        if self.swap >> 16 != 0 || placement == 0 || placement & !known != 0 || level > FLUSH_MR {
+            return None;
+        }
+        let len = if level == FLUSH_MR {
+            0
+        } else {
+            u32::try_from(self.compare_add).ok()?
+        };
+        Some(FlushParams {
+            placement,
+            level,
+            len,
+        })
+    }
+
     /// A header with every field zero but `wr_id` and `opcode`.
     pub const fn new(wr_id: u64, opcode: SendOpcode) -> Self {
         Self {
@@ -705,6 +771,12 @@ pub fn decode_send<'a>(entry: &'a [u8], lim: &SendLimits) -> Result<SendWqeView<
                 return Err(WqeError::BadAtomic);
             }
             8
+        } else if op == SendOpcode::Flush {
+            // No local data: the range is in the header.
+            if n != 0 || wqe.flush_params().is_none() {
+                return Err(WqeError::BadFlush);
+            }
+            0
         } else {
             length
         }
@@ -921,6 +993,8 @@ pub enum WcOpcode {
     BindMw = 5,
     /// Local invalidate.
     LocalInv = 6,
+    /// IBTA 1.5 FLUSH (`IBV_WC_FLUSH`).
+    Flush = 8,
     /// IBTA 1.5 ATOMIC WRITE (`IBV_WC_ATOMIC_WRITE`).
     AtomicWrite = 9,
     /// Fast registration (`IB_WC_REG_MR`; kernel consumers only).
@@ -942,6 +1016,7 @@ impl WcOpcode {
             4 => Self::FetchAdd,
             5 => Self::BindMw,
             6 => Self::LocalInv,
+            8 => Self::Flush,
             9 => Self::AtomicWrite,
             10 => Self::RegMr,
             128 => Self::Recv,
@@ -1095,7 +1170,7 @@ mod tests {
     };
 
     fn sample_hdr(op: SendOpcode) -> SendWqe {
-        SendWqe {
+        let mut h = SendWqe {
             wr_id: 0x0102_0304_0506_0708,
             opcode: op,
             flags: SEND_SIGNALED | SEND_SOLICITED | SEND_FENCE,
@@ -1113,11 +1188,17 @@ mod tests {
             } else {
                 17
             },
+        };
+        if op == SendOpcode::Flush {
+            // 4 KiB, global placement, range
+            h.compare_add = 4096;
+            h.swap = u64::from(FLUSH_GLOBAL);
         }
+        h
     }
 
     fn sges_for(op: SendOpcode) -> Vec<Sge> {
-        if op.is_local() || op == SendOpcode::AtomicWrite {
+        if op.is_local() || matches!(op, SendOpcode::AtomicWrite | SendOpcode::Flush) {
             Vec::new()
         } else if op.is_atomic() {
             std::vec![Sge {
@@ -1168,7 +1249,10 @@ mod tests {
         assert_eq!(SendOpcode::AtomicWrite as u8, 15); // IBV_WR_ATOMIC_WRITE
         assert_eq!(WcOpcode::AtomicWrite as u8, 9); // IBV_WC_ATOMIC_WRITE
         assert!(!OpcodeSet::UC.contains(SendOpcode::AtomicWrite));
-        for v in (10..=255u8).filter(|&v| v != 12 && v != 15) {
+        assert_eq!(SendOpcode::Flush as u8, 14); // IBV_WR_FLUSH
+        assert_eq!(WcOpcode::Flush as u8, 8); // IBV_WC_FLUSH
+        assert!(!OpcodeSet::UC.contains(SendOpcode::Flush));
+        for v in (10..=255u8).filter(|&v| v != 12 && v != 14 && v != 15) {
             assert_eq!(SendOpcode::from_u8(v), None);
         }
         assert_eq!(SendOpcode::from_u8(12), Some(SendOpcode::RegMr));
@@ -1268,6 +1352,71 @@ mod tests {
         );
         // inline is not a way to carry it either
         assert!(!SendOpcode::AtomicWrite.allows_inline());
+    }
+
+    #[test]
+    fn flush_wqe_rules() {
+        let w = SendWqe::flush(
+            5,
+            0x77,
+            0x1000,
+            64,
+            FLUSH_GLOBAL | FLUSH_PERSISTENT,
+            FLUSH_RANGE,
+        );
+        let mut entry = [0u8; 128];
+        write_send_wqe(&mut entry, &w, SendPayload::Sges(&[])).unwrap();
+        let v = decode_send(&entry, &RC).unwrap();
+        assert_eq!((v.length, v.wqe), (0, w));
+        assert_eq!(
+            v.wqe.flush_params(),
+            Some(FlushParams {
+                placement: 3,
+                level: FLUSH_RANGE,
+                len: 64
+            })
+        );
+        // the whole region: the length is not used
+        let m = SendWqe::flush(5, 0x77, 0, u64::MAX, FLUSH_PERSISTENT, FLUSH_MR);
+        assert_eq!(
+            m.flush_params().map(|p| (p.level, p.len)),
+            Some((FLUSH_MR, 0))
+        );
+        // refused: no or unknown placement bits, unknown level, other bits,
+        // a range beyond 32 bits, an SGE
+        for bad in [
+            SendWqe::flush(5, 0x77, 0x1000, 64, 0, FLUSH_RANGE),
+            SendWqe::flush(5, 0x77, 0x1000, 64, 4, FLUSH_RANGE),
+            SendWqe::flush(5, 0x77, 0x1000, 64, FLUSH_GLOBAL, 2),
+            SendWqe {
+                swap: 1 | 1 << 16,
+                ..w
+            },
+            SendWqe::flush(5, 0x77, 0x1000, 1 << 32, FLUSH_GLOBAL, FLUSH_RANGE),
+        ] {
+            assert_eq!(bad.flush_params(), None, "{bad:?}");
+            write_send_wqe(&mut entry, &bad, SendPayload::Sges(&[])).unwrap();
+            assert_eq!(decode_send(&entry, &RC).err(), Some(WqeError::BadFlush));
+        }
+        let sge = Sge {
+            addr: 0x7000,
+            length: 8,
+            lkey: 5,
+        };
+        write_send_wqe(&mut entry, &w, SendPayload::Sges(&[sge])).unwrap();
+        assert_eq!(decode_send(&entry, &RC).err(), Some(WqeError::BadFlush));
+        // RC only, never inline
+        write_send_wqe(&mut entry, &w, SendPayload::Sges(&[])).unwrap();
+        let uc = SendLimits {
+            opcodes: OpcodeSet::UC,
+            ..RC
+        };
+        assert_eq!(
+            decode_send(&entry, &uc).err(),
+            Some(WqeError::OpcodeNotAllowed)
+        );
+        assert!(!SendOpcode::Flush.allows_inline());
+        assert_eq!(SendOpcode::Flush.wc_opcode(), WcOpcode::Flush);
     }
 
     #[test]

@@ -90,7 +90,14 @@ impl H {
     }
 
     fn post(&mut self, r: &mut Reader<'_>) {
-        let Some(op) = SendOpcode::from_u8(r.u8() % 10) else {
+        // The IBTA 1.5 opcodes (values 14, 15) from the top of the byte.
+        let b = r.u8();
+        let op = if b >= 250 {
+            Some([SendOpcode::Flush, SendOpcode::AtomicWrite][usize::from(b % 2)])
+        } else {
+            SendOpcode::from_u8(b % 10)
+        };
+        let Some(op) = op else {
             return;
         };
         let len = match r.u8() % 6 {
@@ -129,7 +136,11 @@ impl H {
             }
             Err(PostError::Full) => assert_eq!(before as usize, SLOTS),
             Err(PostError::Unsupported) => assert!(op.is_local()),
-            Err(PostError::TooLong) => assert!(len > MAX_MSG_SIZE),
+            Err(PostError::TooLong) => assert!(
+                len > MAX_MSG_SIZE
+                    || (op == SendOpcode::AtomicWrite && len != 8)
+                    || (op == SendOpcode::Flush && (len != 0 || w.flush_params().is_none()))
+            ),
             Err(PostError::NoRdAtomic) => {
                 assert_eq!(self.req.config().max_rd_atomic, 0);
             }
@@ -391,11 +402,15 @@ pub fn run(data: &[u8]) {
             mrs: vec![Mr {
                 rkey: RKEY,
                 va: VA,
-                access: ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC,
+                access: ACCESS_REMOTE_READ
+                    | ACCESS_REMOTE_WRITE
+                    | ACCESS_REMOTE_ATOMIC
+                    | rroce_proto::qp::ACCESS_FLUSH_GLOBAL,
                 data: vec![0; MR_LEN],
             }],
             write_grant: None,
             atomics: 0,
+            flushes: 0,
         },
         echo_rq: Rq::default(),
         echo_recv_open: false,

@@ -14,6 +14,8 @@
 //!   R_Key, inside the granted range, the region allows remote write);
 //! * atomics are 8-byte aligned and inside an atomic-enabled region
 //!   (ATOMIC WRITE: a write-enabled one);
+//! * a FLUSH is executed only with valid placement bits, on a region that
+//!   grants them, inside it for a range;
 //! * READ response streams cover exactly the requested range, inside a
 //!   region that allows remote read, with consecutive PSNs and a valid
 //!   First/Middle/Last opcode sequence;
@@ -22,10 +24,16 @@
 //! * `qp_error` iff the responder is in the error state from then on.
 
 use crate::{build_packet, pmtu_from, psn_near, Reader};
-use rroce_proto::hdr::{pad_count, parse_packet, AtomicEth, Ieth, ImmDt, Reth, Syndrome, MAX_24};
+use rroce_proto::hdr::{
+    pad_count, parse_packet, AtomicEth, Feth, Ieth, ImmDt, Reth, Syndrome, FLUSH_GLOBAL,
+    FLUSH_PERSISTENT, MAX_24,
+};
 use rroce_proto::opcode::{self, lookup, ExtHdrs, Operation, Position};
 use rroce_proto::psn::{npkts, PathMtu, Psn};
-use rroce_proto::qp::{ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
+use rroce_proto::qp::{
+    flush_access, ACCESS_FLUSH_GLOBAL, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
+    ACCESS_REMOTE_WRITE,
+};
 use rroce_proto::rc::{
     Access, AccessError, Action, AtomicOp, InRequest, MemCheck, Outcome, Place, RecvSource, Reply,
     RespConfig, RespDesc, Responder,
@@ -64,6 +72,8 @@ pub struct Mem {
     pub write_grant: Option<(u32, u64, u32)>,
     /// Atomics executed.
     pub atomics: u64,
+    /// FLUSHes executed.
+    pub flushes: u64,
 }
 
 impl Mem {
@@ -122,6 +132,28 @@ impl MemCheck for Mem {
         self.atomics += 1;
         Ok(orig)
     }
+
+    fn flush(
+        &mut self,
+        rkey: u32,
+        range: Option<(u64, u32)>,
+        placement: u8,
+    ) -> Result<(), AccessError> {
+        assert!(
+            placement != 0 && placement & !(FLUSH_GLOBAL | FLUSH_PERSISTENT) == 0,
+            "FLUSH with placement {placement:#x}"
+        );
+        let m = self.find(rkey).ok_or(AccessError::InvalidKey)?;
+        if let Some((va, len)) = range {
+            m.range(va, u64::from(len)).ok_or(AccessError::OutOfRange)?;
+        }
+        let need = flush_access(placement);
+        if m.access & need != need {
+            return Err(AccessError::NoPermission);
+        }
+        self.flushes += 1;
+        Ok(())
+    }
 }
 
 /// The receive queue: buffer lengths of posted receive WQEs.
@@ -137,7 +169,7 @@ impl RecvSource for Rq {
     }
 }
 
-const RC_REQUESTS: [u8; 20] = [
+const RC_REQUESTS: [u8; 21] = [
     opcode::RC_SEND_FIRST,
     opcode::RC_SEND_MIDDLE,
     opcode::RC_SEND_LAST,
@@ -154,6 +186,7 @@ const RC_REQUESTS: [u8; 20] = [
     opcode::RC_COMPARE_SWAP,
     opcode::RC_FETCH_ADD,
     opcode::RC_ATOMIC_WRITE,
+    opcode::RC_FLUSH,
     opcode::RC_SEND_LAST_WITH_INVALIDATE,
     opcode::RC_SEND_ONLY_WITH_INVALIDATE,
     opcode::UD_SEND_ONLY,
@@ -216,6 +249,15 @@ fn request(r: &mut Reader<'_>, epsn: Psn, mtu: u32, mem: &Mem) -> InRequest {
     };
     if lookup(op).is_some_and(|i| !i.payload) {
         q.payload_len = 0;
+    }
+    if hdrs.contains(ExtHdrs::FETH) {
+        // Mostly valid placement and level bits, sometimes any.
+        let f = r.u8();
+        q.feth = Some(if f < 200 {
+            Feth::new(f % 4, (f >> 2) % 2)
+        } else {
+            Feth(r.u32())
+        });
     }
     if hdrs.contains(ExtHdrs::RETH) {
         q.reth = Some(Reth {
@@ -449,8 +491,9 @@ pub fn run(data: &[u8]) {
         mrs.push(Mr {
             rkey: 0x100 * (i as u32 + 1),
             va,
-            access: u32::from(r.u8())
-                & (ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC),
+            access: (u32::from(r.u8())
+                & (ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC))
+                | if r.u8() < 128 { ACCESS_FLUSH_GLOBAL } else { 0 },
             data: vec![0; len],
         });
     }
@@ -461,6 +504,7 @@ pub fn run(data: &[u8]) {
             mrs,
             write_grant: None,
             atomics: 0,
+            flushes: 0,
         },
         rq: Rq::default(),
         cur_recv: None,

@@ -218,8 +218,9 @@ impl<S: SlotStore> Requester<S> {
                 let Some(s) = self.slot(idx).copied().filter(|_| idx != self.hi) else {
                     return self.ignore(IgnoreReason::Malformed);
                 };
-                if s.wqe.opcode == SendOpcode::AtomicWrite {
-                    // Its response: an empty READ response Only (IBTA 1.5).
+                if s.answered_empty() {
+                    // ATOMIC WRITE, FLUSH: an empty READ response Only
+                    // (IBTA 1.5).
                     if s.first_psn != p || r.payload_len != 0 || info.position != Position::Only {
                         return self.ignore(IgnoreReason::Malformed);
                     }

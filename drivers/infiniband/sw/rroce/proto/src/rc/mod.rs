@@ -59,7 +59,7 @@ pub use resp::{
 };
 pub use uc::{is_uc_request, UcResponder};
 
-use super::hdr::{Aeth, AtomicAckEth, AtomicEth, Bth, Ext, Ieth, ImmDt, Parsed, Reth};
+use super::hdr::{Aeth, AtomicAckEth, AtomicEth, Bth, Ext, Feth, Ieth, ImmDt, Parsed, Reth};
 use super::opcode::{self, Kind, Transport};
 use super::psn::Psn;
 
@@ -85,8 +85,10 @@ pub struct PacketDesc {
     /// `(offset in the message, length)` of the payload to copy from the
     /// WQE's SGEs / inline data; `None` for opcodes without payload.
     pub payload: Option<(u32, u32)>,
-    /// RETH (WRITE First/Only, READ request).
+    /// RETH (WRITE First/Only, READ request, ATOMIC WRITE, FLUSH).
     pub reth: Option<Reth>,
+    /// FETH (FLUSH).
+    pub feth: Option<Feth>,
     /// Immediate data (last packet of `*_WITH_IMM`).
     pub imm: Option<ImmDt>,
     /// IETH (last packet of SEND with invalidate).
@@ -115,6 +117,7 @@ impl PacketDesc {
     /// The extension headers.
     pub fn ext(&self) -> Ext {
         Ext {
+            feth: self.feth,
             reth: self.reth,
             atomic_eth: self.atomic,
             immdt: self.imm,
@@ -203,6 +206,8 @@ pub struct InRequest {
     pub payload_len: u32,
     /// RETH.
     pub reth: Option<Reth>,
+    /// FETH (FLUSH).
+    pub feth: Option<Feth>,
     /// ImmDt.
     pub imm: Option<ImmDt>,
     /// IETH.
@@ -230,6 +235,7 @@ impl InRequest {
             solicited: p.bth.se,
             payload_len: u32::try_from(p.payload_len).unwrap_or(u32::MAX),
             reth: p.ext.reth,
+            feth: p.ext.feth,
             imm: p.ext.immdt,
             ieth: p.ext.ieth,
             atomic: p.ext.atomic_eth,

@@ -22,7 +22,7 @@
 //! message, on every `ack_every`-th packet and on the packet that fills the
 //! window, so the ACK clock keeps running on long messages.
 
-use super::super::hdr::{pad_count, AtomicEth, Ieth, Reth};
+use super::super::hdr::{pad_count, AtomicEth, Feth, Ieth, Reth};
 use super::super::opcode::{request_opcode, Position, RequestOp, Transport};
 use super::super::psn::{npkts, PathMtu, Psn};
 use super::super::qp::{ack_timeout_ns, QpAttrs, RetryState};
@@ -169,8 +169,16 @@ impl Slot {
     /// READ, atomics and ATOMIC WRITE, which a responder answers from a
     /// responder resource (rdma_rxe keeps one per ATOMIC WRITE).  Unlike
     /// READ and atomics, an ACK that covers an ATOMIC WRITE completes it.
+    /// FLUSH takes none (no responder needs a resource for it; rdma_rxe's
+    /// requester does not count it either).
     pub(super) fn takes_rd_credit(&self) -> bool {
         self.is_rd_atomic() || self.wqe.opcode == SendOpcode::AtomicWrite
+    }
+
+    /// Whether the WQE is answered by an empty READ response Only (or a
+    /// covering ACK): ATOMIC WRITE and FLUSH (IBTA 1.5).
+    pub(super) fn answered_empty(&self) -> bool {
+        matches!(self.wqe.opcode, SendOpcode::AtomicWrite | SendOpcode::Flush)
     }
 
     /// The PSN after the last one of the message.
@@ -458,6 +466,7 @@ impl<S: SlotStore> Requester<S> {
                     | SendOpcode::AtomicFetchAndAdd
                     | SendOpcode::SendWithInv
                     | SendOpcode::AtomicWrite
+                    | SendOpcode::Flush
             )
         {
             return Err(PostError::NotOnTransport);
@@ -481,6 +490,12 @@ impl<S: SlotStore> Requester<S> {
                 }
                 if self.cfg.max_rd_atomic == 0 {
                     return Err(PostError::NoRdAtomic);
+                }
+                1
+            }
+            SendOpcode::Flush => {
+                if length != 0 || wqe.flush_params().is_none() {
+                    return Err(PostError::TooLong);
                 }
                 1
             }
@@ -567,6 +582,7 @@ impl<S: SlotStore> Requester<S> {
             pad: 0,
             payload: None,
             reth: None,
+            feth: None,
             imm: None,
             ieth: None,
             atomic: None,
@@ -620,6 +636,21 @@ impl<S: SlotStore> Requester<S> {
                     len: 8,
                 });
                 d.payload = Some((0, 8));
+                d.ack_req = true;
+                used = 1;
+                finished = true;
+            }
+            SendOpcode::Flush => {
+                // FETH and RETH, no payload; answered like ATOMIC WRITE
+                // (an empty READ response or a covering ACK).
+                let f = w.flush_params()?;
+                d.opcode = request_opcode(Transport::Rc, RequestOp::Flush, Position::Only)?;
+                d.feth = Some(Feth::new(f.placement, f.level));
+                d.reth = Some(Reth {
+                    va: w.remote_addr,
+                    rkey: w.rkey,
+                    len: f.len,
+                });
                 d.ack_req = true;
                 used = 1;
                 finished = true;
@@ -924,6 +955,48 @@ mod tests {
         assert_eq!(v[2].psn, v[0].psn.add(6));
         assert_eq!(v[2].opcode, RC_SEND_ONLY);
         assert_eq!(v[2].payload, Some((0, 0)));
+    }
+
+    #[test]
+    fn flush_packet() {
+        use super::super::super::hdr::{FLUSH_GLOBAL, FLUSH_MR, FLUSH_RANGE};
+        use super::super::super::opcode::RC_FLUSH;
+        let mut r: Requester<[Slot; 8]> = Requester::new(ReqConfig {
+            max_rd_atomic: 0, // FLUSH needs no initiator-depth credit
+            ..cfg(PathMtu::Mtu1024)
+        });
+        let w = SendWqe::flush(1, 0x77, 0x4000, 300, FLUSH_GLOBAL, FLUSH_RANGE);
+        assert_eq!(r.post(w, 8), Err(PostError::TooLong), "no local data");
+        assert_eq!(
+            r.post(SendWqe::flush(1, 0x77, 0x4000, 300, 0, FLUSH_RANGE), 0),
+            Err(PostError::TooLong),
+            "no placement type"
+        );
+        r.post(w, 0).unwrap();
+        r.post(
+            SendWqe::flush(2, 0x77, 0, 1 << 40, FLUSH_GLOBAL, FLUSH_MR),
+            0,
+        )
+        .unwrap();
+        let v = drain(&mut r);
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].opcode, RC_FLUSH);
+        let f = v[0].feth.unwrap();
+        assert_eq!((f.placement(), f.level()), (FLUSH_GLOBAL, FLUSH_RANGE));
+        let reth = v[0].reth.unwrap();
+        assert_eq!((reth.va, reth.rkey, reth.len), (0x4000, 0x77, 300));
+        assert_eq!((v[0].payload, v[0].ack_req), (None, true));
+        assert_eq!(v[1].psn, v[0].psn.add(1));
+        // The whole region: the length is not sent.
+        assert_eq!(v[1].feth.unwrap().level(), FLUSH_MR);
+        assert_eq!(v[1].reth.unwrap().len, 0);
+        assert_eq!(r.rd_inflight, 0);
+        // UC has no FLUSH.
+        let mut u: Requester<[Slot; 8]> = Requester::new(ReqConfig {
+            unreliable: true,
+            ..cfg(PathMtu::Mtu1024)
+        });
+        assert_eq!(u.post(w, 0), Err(PostError::NotOnTransport));
     }
 
     #[test]

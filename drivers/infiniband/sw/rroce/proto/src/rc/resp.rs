@@ -34,8 +34,9 @@
 //! `max_dest_rd_atomic`; such a requester may lose the ability to replay.
 
 use super::super::hdr::{
-    pad_count, payload_len_ok, Aeth, Syndrome, AETH_ACK_UNLIMITED, NAK_INVALID_REQUEST,
-    NAK_PSN_SEQ_ERROR, NAK_REMOTE_ACCESS_ERROR, NAK_REMOTE_OPERATIONAL_ERROR,
+    pad_count, payload_len_ok, Aeth, Syndrome, AETH_ACK_UNLIMITED, FLUSH_GLOBAL, FLUSH_MR,
+    FLUSH_PERSISTENT, FLUSH_RANGE, NAK_INVALID_REQUEST, NAK_PSN_SEQ_ERROR, NAK_REMOTE_ACCESS_ERROR,
+    NAK_REMOTE_OPERATIONAL_ERROR,
 };
 use super::super::opcode::{
     lookup, read_response_opcode, Operation, Position, RC_ACKNOWLEDGE, RC_ATOMIC_ACKNOWLEDGE,
@@ -153,6 +154,22 @@ pub trait MemCheck {
     /// `op` atomically with respect to other atomics on the device, and
     /// return the original value.
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError>;
+
+    /// FLUSH: check that the region (or window) `rkey` allows this QP the
+    /// placement types `placement` (the access flags
+    /// [`flush_access`](super::super::qp::flush_access) names) for `range`
+    /// (`(va, len)`; `None`: the
+    /// whole region), then make the writes that came before visible (and
+    /// persistent) as asked.  The default allows nothing.
+    fn flush(
+        &mut self,
+        rkey: u32,
+        range: Option<(u64, u32)>,
+        placement: u8,
+    ) -> Result<(), AccessError> {
+        let _ = (rkey, range, placement);
+        Err(AccessError::InvalidKey)
+    }
 
     /// Invalidate the region (or window) with R_Key `rkey` for a SEND with
     /// invalidate: it must exist with exactly this key, belong to the QP's
@@ -702,6 +719,7 @@ impl<const R: usize> Responder<R> {
             Operation::RdmaReadRequest => self.read(pkt, mem),
             Operation::CompareSwap | Operation::FetchAdd => self.atomic(pkt, mem),
             Operation::AtomicWrite => self.atomic_write(pkt, mem),
+            Operation::Flush => self.remote_flush(pkt, mem),
             _ => self.invalid(pkt.psn),
         }
     }
@@ -1003,17 +1021,48 @@ impl<const R: usize> Responder<R> {
         if let Err(e) = mem.atomic(reth.rkey, reth.va, AtomicOp::Write { value }) {
             return self.atomic_refused(pkt.psn, e);
         }
+        self.executed_empty(pkt.psn)
+    }
+
+    /// FLUSH: the placement types of the FETH (global visibility; a
+    /// persistence request is checked against the region's access like
+    /// any other) for the RETH's range, or for the whole region of its
+    /// R_Key; answered by an empty READ response.  Like ATOMIC WRITE it
+    /// keeps no responder resource: a duplicate is answered again (and
+    /// not executed again: a later FLUSH covers the same writes).
+    fn remote_flush<M: MemCheck>(&mut self, pkt: &InRequest, mem: &mut M) -> Action {
+        let (Some(feth), Some(reth)) = (pkt.feth, pkt.reth) else {
+            return self.invalid(pkt.psn);
+        };
+        let placement = feth.placement();
+        let known = FLUSH_GLOBAL | FLUSH_PERSISTENT;
+        if placement == 0 || placement & !known != 0 || feth.level() > FLUSH_MR {
+            return self.invalid(pkt.psn);
+        }
+        if pkt.payload_len != 0 {
+            return self.invalid(pkt.psn);
+        }
+        let range = (feth.level() == FLUSH_RANGE).then_some((reth.va, reth.len));
+        if let Err(e) = mem.flush(reth.rkey, range, placement) {
+            return self.atomic_refused(pkt.psn, e);
+        }
+        self.executed_empty(pkt.psn)
+    }
+
+    /// An ATOMIC WRITE or FLUSH at `psn` was executed: the PSN and MSN
+    /// move on, the answer is an empty READ response.
+    fn executed_empty(&mut self, psn: Psn) -> Action {
         self.epsn = self.epsn.next();
         self.msn = self.msn.wrapping_add(1) & PSN_MASK;
         let mut a = Action::drop(Outcome::Executed);
-        a.reply = Reply::Packet(self.atomic_write_ack(pkt.psn));
+        a.reply = Reply::Packet(self.empty_read_response(psn));
         a
     }
 
-    /// The response to an ATOMIC WRITE: an RDMA READ Response Only without
-    /// payload, its AETH an ACK (IBTA 1.5, as rdma_rxe answers; a requester
-    /// also takes a plain ACK that covers it).
-    fn atomic_write_ack(&self, psn: Psn) -> RespDesc {
+    /// The response to an ATOMIC WRITE or a FLUSH: an RDMA READ Response
+    /// Only without payload, its AETH an ACK (IBTA 1.5, as rdma_rxe
+    /// answers; a requester also takes a plain ACK that covers it).
+    fn empty_read_response(&self, psn: Psn) -> RespDesc {
         RespDesc {
             opcode: read_response_opcode(Position::Only),
             psn,
@@ -1089,9 +1138,9 @@ impl<const R: usize> Responder<R> {
                     None => Action::drop(Outcome::DuplicateUnknown),
                 }
             }
-            Operation::AtomicWrite => {
+            Operation::AtomicWrite | Operation::Flush => {
                 let mut a = Action::drop(Outcome::Duplicate);
-                a.reply = Reply::Packet(self.atomic_write_ack(pkt.psn));
+                a.reply = Reply::Packet(self.empty_read_response(pkt.psn));
                 a
             }
             _ => {
@@ -1281,6 +1330,158 @@ mod placement_tests {
             max_dest_rd_atomic: 4,
             min_rnr_timer: 1,
         })
+    }
+
+    /// A region of 4 KiB at VA 0x1000 with R_Key 7 that grants FLUSH with
+    /// the placement types in `.0`; counts the FLUSHes executed.
+    struct FlushMem(u8, usize, Option<Option<(u64, u32)>>);
+    impl MemCheck for FlushMem {
+        fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+            Ok(())
+        }
+        fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+            Ok(0)
+        }
+        fn flush(
+            &mut self,
+            rkey: u32,
+            range: Option<(u64, u32)>,
+            placement: u8,
+        ) -> Result<(), AccessError> {
+            if rkey != 7 {
+                return Err(AccessError::InvalidKey);
+            }
+            if placement & !self.0 != 0 {
+                return Err(AccessError::NoPermission);
+            }
+            if let Some((va, len)) = range {
+                if va < 0x1000 || va + u64::from(len) > 0x2000 {
+                    return Err(AccessError::OutOfRange);
+                }
+            }
+            self.1 += 1;
+            self.2 = Some(range);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn flush() {
+        use super::super::super::hdr::{Feth, NAK_INVALID_REQUEST, NAK_REMOTE_ACCESS_ERROR};
+        use super::super::super::opcode::{RC_FLUSH, RC_RDMA_READ_RESPONSE_ONLY};
+        let pkt = InRequest {
+            opcode: RC_FLUSH,
+            psn: Psn::new(10),
+            ack_req: true,
+            feth: Some(Feth::new(FLUSH_GLOBAL, FLUSH_RANGE)),
+            reth: Some(Reth {
+                va: 0x1800,
+                rkey: 7,
+                len: 0x100,
+            }),
+            ..InRequest::default()
+        };
+        let mut r = responder();
+        let mut m = FlushMem(FLUSH_GLOBAL, 0, None);
+        let a = r.on_request(&pkt, &mut m, &mut Rq);
+        assert_eq!(a.outcome, Outcome::Executed);
+        assert_eq!((m.1, m.2), (1, Some(Some((0x1800, 0x100)))));
+        let Reply::Packet(d) = a.reply else {
+            panic!("{a:?}")
+        };
+        // an empty READ response Only with an ACK (IBTA 1.5, as rdma_rxe)
+        assert_eq!(
+            (d.opcode, d.psn, d.payload, d.pad),
+            (RC_RDMA_READ_RESPONSE_ONLY, Psn::new(10), None, 0)
+        );
+        assert!(matches!(d.aeth.unwrap().decoded(), Syndrome::Ack { .. }));
+        assert_eq!((r.expected_psn(), r.msn()), (Psn::new(11), 1));
+        assert_eq!((a.place, a.take_recv), (Place::None, false));
+        // A duplicate is answered again, not executed again.
+        let a = r.on_request(&pkt, &mut m, &mut Rq);
+        assert_eq!((a.outcome, m.1), (Outcome::Duplicate, 1));
+        assert!(matches!(a.reply, Reply::Packet(d)
+            if d.opcode == RC_RDMA_READ_RESPONSE_ONLY && d.psn == pkt.psn));
+        // The whole region: no range is checked, whatever the RETH says.
+        let whole = InRequest {
+            psn: Psn::new(11),
+            feth: Some(Feth::new(FLUSH_GLOBAL, FLUSH_MR)),
+            reth: Some(Reth {
+                va: 0,
+                rkey: 7,
+                len: 0,
+            }),
+            ..pkt
+        };
+        let a = r.on_request(&whole, &mut m, &mut Rq);
+        assert_eq!((a.outcome, m.1, m.2), (Outcome::Executed, 2, Some(None)));
+        // Malformed: no FETH, no RETH, no or unknown placement bits, an
+        // unknown selectivity level, a payload: invalid request.
+        for bad in [
+            InRequest { feth: None, ..pkt },
+            InRequest { reth: None, ..pkt },
+            InRequest {
+                feth: Some(Feth::new(0, FLUSH_RANGE)),
+                ..pkt
+            },
+            InRequest {
+                feth: Some(Feth::new(FLUSH_GLOBAL | 4, FLUSH_RANGE)),
+                ..pkt
+            },
+            InRequest {
+                feth: Some(Feth::new(FLUSH_GLOBAL, 2)),
+                ..pkt
+            },
+            InRequest {
+                payload_len: 4,
+                ..pkt
+            },
+        ] {
+            let mut m = FlushMem(FLUSH_GLOBAL, 0, None);
+            let a = responder().on_request(&bad, &mut m, &mut Rq);
+            assert_eq!(nak_of(&a).1, NAK_INVALID_REQUEST, "{bad:?}");
+            assert!(a.qp_error);
+            assert_eq!(m.1, 0);
+        }
+        // Refused by the region: a bad key, a range outside it, a
+        // placement type it does not grant (persistence): remote access.
+        for (bad, grants) in [
+            (
+                InRequest {
+                    reth: Some(Reth {
+                        va: 0x1800,
+                        rkey: 8,
+                        len: 1,
+                    }),
+                    ..pkt
+                },
+                FLUSH_GLOBAL,
+            ),
+            (
+                InRequest {
+                    reth: Some(Reth {
+                        va: 0x1F00,
+                        rkey: 7,
+                        len: 0x200,
+                    }),
+                    ..pkt
+                },
+                FLUSH_GLOBAL,
+            ),
+            (
+                InRequest {
+                    feth: Some(Feth::new(FLUSH_PERSISTENT, FLUSH_RANGE)),
+                    ..pkt
+                },
+                FLUSH_GLOBAL,
+            ),
+        ] {
+            let mut m = FlushMem(grants, 0, None);
+            let a = responder().on_request(&bad, &mut m, &mut Rq);
+            assert_eq!(nak_of(&a).1, NAK_REMOTE_ACCESS_ERROR, "{bad:?}");
+            assert!(a.qp_error);
+            assert_eq!(m.1, 0);
+        }
     }
 
     fn nak_of(a: &Action) -> (Psn, u8, u32) {

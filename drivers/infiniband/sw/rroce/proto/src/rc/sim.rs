@@ -179,6 +179,8 @@ fn finish_packet(mut buf: Vec<u8>, hdr_len: usize, payload: &[u8], pad: u8) -> V
 struct BMem {
     mem: Vec<u8>,
     rkey: u32,
+    /// FLUSHes executed.
+    flushes: usize,
 }
 
 impl BMem {
@@ -223,6 +225,19 @@ impl MemCheck for BMem {
         *cell = new.to_le_bytes();
         Ok(old)
     }
+
+    fn flush(
+        &mut self,
+        rkey: u32,
+        range: Option<(u64, u32)>,
+        placement: u8,
+    ) -> Result<(), AccessError> {
+        assert_eq!(placement, super::super::hdr::FLUSH_GLOBAL);
+        let (va, len) = range.unwrap_or((B_BASE, 0));
+        self.range(rkey, va, len)?;
+        self.flushes += 1;
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -265,6 +280,12 @@ enum Op {
     /// ATOMIC WRITE of `value` to its own 8-byte cell on B.
     AtomicWrite {
         value: u64,
+    },
+    /// FLUSH (global placement) of `len` bytes on B, or of the whole
+    /// region (`whole`).
+    Flush {
+        len: u32,
+        whole: bool,
     },
 }
 
@@ -362,6 +383,7 @@ impl World {
             b: BMem {
                 mem: b_mem,
                 rkey: RKEY,
+                flushes: 0,
             },
             a_wqes: Vec::new(),
             to_post: VecDeque::new(),
@@ -399,6 +421,7 @@ impl World {
             Op::FetchAdd { .. } => (SendOpcode::AtomicFetchAndAdd, 8),
             Op::CmpSwap { .. } => (SendOpcode::AtomicCmpAndSwp, 8),
             Op::AtomicWrite { .. } => (SendOpcode::AtomicWrite, 8),
+            Op::Flush { .. } => (SendOpcode::Flush, 0),
         };
         let mut w = SendWqe::new(wr_id, opcode);
         w.flags = if wr_id.is_multiple_of(3) {
@@ -412,6 +435,15 @@ impl World {
             Op::Send { imm: Some(i), .. } | Op::Write { imm: Some(i), .. } => w.imm_or_inv = i,
             Op::FetchAdd { add } => w.compare_add = add,
             Op::AtomicWrite { value } => w.compare_add = value,
+            Op::Flush { len, whole } => {
+                let level = if whole {
+                    super::super::hdr::FLUSH_MR
+                } else {
+                    super::super::hdr::FLUSH_RANGE
+                };
+                w.compare_add = u64::from(len);
+                w.swap = u64::from(super::super::hdr::FLUSH_GLOBAL) | u64::from(level) << 8;
+            }
             Op::CmpSwap { compare, swap } => {
                 w.compare_add = compare;
                 w.swap = swap;
@@ -420,8 +452,8 @@ impl World {
         }
         // Split the local buffer into up to three SGEs.
         let l = len as usize;
-        let sges = if matches!(op, Op::AtomicWrite { .. }) {
-            vec![] // the value travels in the WQE
+        let sges = if matches!(op, Op::AtomicWrite { .. } | Op::Flush { .. }) {
+            vec![] // the value travels in the WQE; FLUSH has no local data
         } else if l >= 3 {
             vec![
                 (a_off, l / 3),
@@ -640,6 +672,7 @@ impl World {
                 Op::FetchAdd { .. } => (8, WcOpcode::FetchAdd),
                 Op::CmpSwap { .. } => (8, WcOpcode::CompSwap),
                 Op::AtomicWrite { .. } => (8, WcOpcode::AtomicWrite),
+                Op::Flush { .. } => (0, WcOpcode::Flush),
             };
             assert_eq!(c.byte_len, len);
             assert_eq!(c.opcode, opc);
@@ -696,10 +729,18 @@ impl World {
                     "ATOMIC WRITE of wr {}",
                     a.wr_id
                 ),
-                Op::FetchAdd { .. } | Op::CmpSwap { .. } => {}
+                Op::FetchAdd { .. } | Op::CmpSwap { .. } | Op::Flush { .. } => {}
             }
         }
         assert!(rd.next().is_none(), "no extra receive completions");
+        // Each FLUSH executed exactly once (a duplicate is answered, not
+        // executed again).
+        let flushes = self
+            .a_wqes
+            .iter()
+            .filter(|a| matches!(a.op, Op::Flush { .. }))
+            .count();
+        assert_eq!(self.b.flushes, flushes, "FLUSHes executed exactly once");
     }
 }
 
@@ -752,6 +793,10 @@ fn workload(pmtu: PathMtu, link: LinkCfg, seed: u64, kinds: u32, n: usize, big: 
         let imm = (rng.below(3) == 0).then_some(0x1000_0000 + i as u32);
         let op = match kind {
             0 => Op::Send { len, imm },
+            1 if rng.below(4) == 0 => Op::Flush {
+                len,
+                whole: rng.below(2) == 0,
+            },
             1 => Op::Write { len, imm },
             2 => Op::Read { len },
             _ => {
@@ -800,6 +845,12 @@ fn workload(pmtu: PathMtu, link: LinkCfg, seed: u64, kinds: u32, n: usize, big: 
             }
             Op::AtomicWrite { .. } => {
                 let b_off = ba.take(8);
+                w.op(op, 0, b_off);
+            }
+            Op::Flush { .. } => {
+                // Any range inside B's region: the responder checks the
+                // key and the bounds.
+                let b_off = ba.take(l);
                 w.op(op, 0, b_off);
             }
             _ => {
@@ -1207,7 +1258,7 @@ fn ack_loss_only_recovers_by_timeout() {
 
 #[test]
 fn fuzz_never_panics() {
-    use super::super::hdr::{Aeth, AtomicEth, ImmDt, Reth};
+    use super::super::hdr::{Aeth, AtomicEth, Feth, ImmDt, Reth};
     let mut rng = Rng(0xF00D);
     for round in 0..200u64 {
         let s = Setup::new(PathMtu::ALL[(round % 5) as usize], LinkCfg::PERFECT, round);
@@ -1261,6 +1312,7 @@ fn fuzz_never_panics() {
                     rkey: if rng.below(8) == 0 { 1 } else { RKEY },
                     len: rng.next() as u32 >> rng.below(32),
                 }),
+                feth: (rng.below(2) == 0).then(|| Feth(rng.next() as u32 >> rng.below(32))),
                 imm: (rng.below(2) == 0).then_some(ImmDt { imm: 5 }),
                 atomic_write: (rng.below(2) == 0).then(|| rng.next()),
                 ieth: None,

@@ -555,7 +555,10 @@ fn check_send(info: &QpInfo, opcode: c_int, send_flags: u32) -> Result<SendOpcod
         .ok()
         .and_then(SendOpcode::from_u8)
         .ok_or(EINVAL)?;
-    if !info.send.opcodes.contains(op) {
+    // FLUSH's placement type, selectivity level and length have no place
+    // in an ibv_send_wr (rdma-core posts it only through ibv_wr_flush,
+    // which libibverbs 44's ibv_qp_ex lacks).
+    if !info.send.opcodes.contains(op) || op == SendOpcode::Flush {
         return Err(EINVAL);
     }
     if send_flags & !u32::from(SEND_FLAGS_ALL) != 0 {

@@ -1505,6 +1505,22 @@ impl MemCheck for Mem<'_, '_> {
         mr.atomic(va, op).map_err(access_error)
     }
 
+    fn flush(&mut self, rkey: u32, range: Option<(u64, u32)>, placement: u8) -> Result<(), AccessError> {
+        let flag = crate::proto::qp::flush_access(placement);
+        if !Region::qp_allows(self.qp_access, flag) {
+            return Err(AccessError::NoPermission);
+        }
+        // The whole region: its key and access, no range.
+        let (va, len) = range.unwrap_or((0, 0));
+        remote(self.ctx, rkey, va, len, flag).map_err(access_error)?;
+        // Global visibility: the writes this responder made to the region
+        // are CPU stores; a full fence orders them before the response
+        // that follows.  (Persistence is never granted: no region carries
+        // IB_ACCESS_FLUSH_PERSISTENT, see limits.)
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
         // A type-2B window only through the QP it is bound to.
         let (dev, rcu, pd) = (self.ctx.dev, self.ctx.rcu, self.ctx.pd);

@@ -96,6 +96,12 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.hca_core_clock = 1_000_000; // kHz
     // IBTA 1.5 ATOMIC WRITE (RC user QPs), under the same lock.
     a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
+    // IBTA 1.5 FLUSH with the global placement type, as a responder (and
+    // a requester of WQEs written to the ring: libibverbs 44 has no
+    // ibv_wr_flush).  Not FLUSH_PERSISTENT: no memory of ours is
+    // persistent, so no region may promise it (ib_check_mr_access then
+    // refuses IB_ACCESS_FLUSH_PERSISTENT with EOPNOTSUPP).
+    a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64;
     a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
     // Fast registration (alloc_mr, map_mr_sg, REG_MR, LOCAL_INV, SEND with
     // invalidate) for kernel consumers.

@@ -54,6 +54,7 @@ const ACCESS_ALLOWED: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
     | bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
     | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
     | bindings::ib_access_flags_IB_ACCESS_MW_BIND
+    | bindings::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
     | bindings::ib_access_flags_IB_ACCESS_OPTIONAL;
 
 /// Our part of a memory region: its shared state.

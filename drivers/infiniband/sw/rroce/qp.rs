@@ -421,10 +421,11 @@ fn kernel_send_wqe(p: &QpPriv, wr: &KernelSendWr<'_>, out: &mut [u8]) -> Result 
     if p.ty == QpType::Uc && !wqe::OpcodeSet::UC.contains(op) {
         return Err(EINVAL);
     }
-    // ATOMIC WRITE is for user QPs: ib_core 6.12 has no work-request
-    // container for its address and 8 bytes (rdma_rxe's kernel path reads
-    // neither), and no kernel consumer posts it.
-    if op == SendOpcode::AtomicWrite {
+    // ATOMIC WRITE and FLUSH are for user QPs: ib_core 6.12 has no
+    // work-request container for the 8 bytes of the one nor the placement
+    // type, selectivity and length of the other (rdma_rxe's kernel path
+    // reads none of them), and no kernel consumer posts them.
+    if matches!(op, SendOpcode::AtomicWrite | SendOpcode::Flush) {
         return Err(EINVAL);
     }
     // LOCAL_INV is the only local operation of kernel consumers posted

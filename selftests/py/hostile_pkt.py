@@ -29,6 +29,7 @@ for byte.  A flood of --flood mixed packets (from --procs processes) ends
 the attacks.  Prints TAP lines (ok / not ok) and per-class packet counts.
 """
 import argparse
+import errno
 import ctypes
 import os
 import random
@@ -42,6 +43,7 @@ import pyverbs.enums as e
 from pyverbs.addr import AH
 from pyverbs.mr import MR
 from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.wr import SGE, RecvWR, SendWR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -64,7 +66,13 @@ WRITE_FIRST, WRITE_ONLY = 0x06, 0x0A
 READ_REQ = 0x0C
 READ_RESP_FIRST, READ_RESP_LAST, READ_RESP_ONLY = 0x0D, 0x0F, 0x10
 ACK, ATOMIC_ACK, CMP_SWAP, FETCH_ADD = 0x11, 0x12, 0x13, 0x14
+FLUSH = 0x1C  # IBTA 1.5: FETH + RETH, no payload
 ATOMIC_WRITE = 0x1D  # IBTA 1.5: RETH + 8 bytes
+# FLUSH placement types and selectivity levels; the access flags and device
+# capability bits of FLUSH (libibverbs 44's headers do not name them)
+FLUSH_GLOBAL, FLUSH_PERSISTENT, FLUSH_RANGE, FLUSH_MR = 1, 2, 0, 1
+ACCESS_FLUSH_GLOBAL, ACCESS_FLUSH_PERSISTENT = 1 << 8, 1 << 9
+DEVICE_FLUSH_GLOBAL, DEVICE_FLUSH_PERSISTENT = 1 << 38, 1 << 39
 UD_SEND_ONLY = 0x64
 
 COUNTERS = ["rx_packets", "tx_packets", "rx_dropped", "rx_icrc_errors", "out_of_sequence",
@@ -81,6 +89,10 @@ def bth(op, qpn, psn, se=0, mig=0, pad=0, tver=0, pkey=PKEY, ackreq=0, resv8=0, 
 
 def reth(va, rkey, length):
     return struct.pack("!QII", va & (2**64 - 1), rkey & 0xFFFFFFFF, length & 0xFFFFFFFF)
+
+
+def feth(placement, level=FLUSH_RANGE):
+    return struct.pack("!I", (placement & 0xF) | ((level & 3) << 4))
 
 
 def aeth(syn, msn):
@@ -687,6 +699,12 @@ class Hostile:
              reth(r.buf, r.rkey, 8) + b"a" * 4),
             ("ATOMIC_WRITE with a random R_Key", "access", lambda q, p: bth(ATOMIC_WRITE, q, p) +
              reth(r.buf, self.rng.randrange(1 << 32) | 0x10000000, 8) + b"a" * 8),
+            ("FLUSH on a QP and an MR without FLUSH access", "access", lambda q, p: bth(FLUSH, q, p, ackreq=1) +
+             feth(FLUSH_GLOBAL) + reth(r.buf, r.rkey, 64)),
+            ("FLUSH without a placement type", "invalid", lambda q, p: bth(FLUSH, q, p, ackreq=1) +
+             feth(0) + reth(r.buf, r.rkey, 64)),
+            ("FLUSH with an unknown selectivity level", "invalid", lambda q, p: bth(FLUSH, q, p, ackreq=1) +
+             feth(FLUSH_GLOBAL, 2) + reth(r.buf, r.rkey, 64)),
             ("SEND_ONLY longer than the path MTU", "invalid", lambda q, p: bth(SEND_ONLY, q, p) +
              b"s" * (self.pmtu + 256)),
             ("WRITE_ONLY whose RETH length differs from its payload", "invalid", lambda q, p: bth(WRITE_ONLY, q, p) +
@@ -730,8 +748,80 @@ class Hostile:
             q0.close()
             q1.close()
         self.cls("in-sequence NAK-triggering (bad/foreign/dead R_Key, out-of-bounds and wrapping RETH, "
-                 "huge READ, misaligned atomic, bad ATOMIC_WRITE, oversized, bad opcode sequence), one victim pair each", n)
+                 "huge READ, misaligned atomic, bad ATOMIC_WRITE and FLUSH, oversized, bad opcode sequence), "
+                 "one victim pair each", n)
         self.no_cqe("victims")
+
+    # ----------------------------------------------------------------- FLUSH
+    def run_flush(self):
+        """IBTA 1.5 FLUSH at rroce as the responder, as an rdma_rxe or mlx5
+        peer with rdma-core >= 45 sends it (libibverbs 44 has no
+        ibv_wr_flush, so the requests are forged here, in sequence, on a
+        fresh pair whose QPs and region grant FLUSH_GLOBAL): the device
+        offers global placement and not persistence; a range and a
+        whole-region FLUSH are answered with an empty READ response (which
+        reaches the pair's requester for a PSN it never sent: ignored
+        there) and move the ePSN by one each; a duplicate is answered again;
+        the WRITE after them executes at the next PSN; a persistent FLUSH
+        is refused with NAK remote access error."""
+        caps = self.d1.ctx.query_device_ex().device_cap_flags_ex
+        check(caps & DEVICE_FLUSH_GLOBAL and not caps & DEVICE_FLUSH_PERSISTENT,
+              "FLUSH: device_cap_flags_ex has FLUSH_GLOBAL, not FLUSH_PERSISTENT", f"{caps:#x}")
+        err = 0
+        try:
+            MR(self.d1.pd, 4096, rclib.ALL_ACCESS | ACCESS_FLUSH_PERSISTENT).close()
+        except PyverbsRDMAError as ex:
+            err = ex.error_code
+        check(err == errno.EOPNOTSUPP, "FLUSH: reg_mr with IBV_ACCESS_FLUSH_PERSISTENT -> EOPNOTSUPP", f"errno {err}")
+        access = rclib.ALL_ACCESS | ACCESS_FLUSH_GLOBAL
+        fmr = self.d1.mr(1 << 16, access)
+        pattern = self.rng.randbytes(1 << 16)
+        fmr.write(pattern, len(pattern), 0)
+        q0 = self.d0.qp(self.cq0, self.cq0)
+        q1 = self.d1.qp(self.cq1, self.cq1)
+        p = self.rng.randrange(1 << 24)
+        rclib.connect(self.d0, q0, p, self.d1, q1, self.rng.randrange(1 << 24), self.mtu,
+                      timeout=self.a.timeout, access=access)
+        qn = q1.qp_num
+        answered0 = {"ignored_responses": 1, "rx_packets": 1}
+        answered1 = {"rx_packets": 1, "tx_packets": 1}
+        steps = [
+            ("FLUSH GLOBAL of a 4 KiB range", bth(FLUSH, qn, p, ackreq=1) + feth(FLUSH_GLOBAL) +
+             reth(fmr.buf + 4096, fmr.rkey, 4096), answered1),
+            ("FLUSH GLOBAL of the whole region (RETH range ignored)", bth(FLUSH, qn, p + 1, ackreq=1) +
+             feth(FLUSH_GLOBAL, FLUSH_MR) + reth(0, fmr.rkey, 0), answered1),
+            ("the first FLUSH again (duplicate)", bth(FLUSH, qn, p, ackreq=1) + feth(FLUSH_GLOBAL) +
+             reth(fmr.buf + 4096, fmr.rkey, 4096), dict(answered1, duplicate_requests=1)),
+            ("FLUSH GLOBAL of an empty range", bth(FLUSH, qn, p + 2, ackreq=1) + feth(FLUSH_GLOBAL) +
+             reth(fmr.buf, fmr.rkey, 0), answered1),
+        ]
+        for desc, pkt, want1 in steps:
+            b = self.snap()
+            self.w.send(pkt, 1, self.v6)
+            print(f"# flush: {desc}")
+            self.expect(f"FLUSH: {desc}", b, answered0, want1)
+            self.state_is(q1, e.IBV_QPS_RTS, f"FLUSH: {desc}: responder")
+        # The ePSN moved by exactly three: a WRITE at p + 3 executes.
+        b = self.snap()
+        self.w.send(bth(WRITE_ONLY, qn, p + 3, ackreq=1) + reth(fmr.buf, fmr.rkey, 64) + bytes([0xEE]) * 64,
+                    1, self.v6)
+        self.expect("FLUSH: a WRITE at the next PSN", b, answered0, answered1)
+        got = fmr.read(len(pattern), 0)
+        want = bytes([0xEE]) * 64 + pattern[64:]
+        at, n = rclib.first_diff(got, want)
+        check(at < 0, "FLUSH: the WRITE after the FLUSHes landed, nothing else changed",
+              f"{n} bytes differ, first at {at}")
+        # Persistence is not granted: NAK remote access error.
+        b = self.snap()
+        self.w.send(bth(FLUSH, qn, p + 4, ackreq=1) + feth(FLUSH_PERSISTENT) + reth(fmr.buf, fmr.rkey, 64),
+                    1, self.v6)
+        self.expect("FLUSH PERSISTENT: remote access NAK", b, answered0, dict(answered1, access_naks_sent=1))
+        self.state_is(q1, e.IBV_QPS_ERR, "FLUSH PERSISTENT: responder")
+        self.state_is(q0, e.IBV_QPS_RTS, "FLUSH PERSISTENT: requester (NAK for a PSN it never sent)")
+        self.cls("FLUSH (IBTA 1.5): range, whole region, duplicate, empty range, persistent", len(steps) + 1)
+        q0.close()
+        q1.close()
+        fmr.close()
 
     # ----------------------------------------------------------------- flood
     def flood_set(self):
@@ -945,7 +1035,7 @@ def main():
     steps = [("malformed", h.run_malformed), ("icrc", h.run_bad_icrc), ("qpn", h.run_wrong_qpn),
              ("ud", h.run_ud), ("ahead", h.run_psn_ahead), ("dup", h.run_duplicates),
              ("resp", h.run_forged_responses), ("ip", h.run_ip_fields), ("source", h.run_wrong_source), ("raw", h.run_raw_frames),
-             ("victims", h.run_victims),
+             ("victims", h.run_victims), ("flush", h.run_flush),
              ("flood", h.run_flood)]
     only = set(a.only.split(",")) if a.only else None
     for name, fn in steps:

@@ -24,10 +24,12 @@
 #   - in-sequence, valid-looking requests that IBA says must be NAKed
 #     (random / other PD's / deregistered R_Key, RETH beyond the MR or
 #     wrapping around 2^64, READ of 2 GiB - 1 and 4 GiB - 1, misaligned
-#     atomic, payload above the path MTU, RETH length != payload, opcode
-#     sequence): one victim pair each; access_naks_sent / invalid_naks_sent
-#     rise, the responder QP goes to ERR, the requester (NAK for a PSN it
-#     never sent) stays RTS;
+#     atomic, bad ATOMIC WRITE, FLUSH without access, placement type or
+#     a known selectivity level, payload above the path MTU, RETH length !=
+#     payload, opcode sequence): one victim pair each; access_naks_sent /
+#     invalid_naks_sent rise, the responder QP goes to ERR, the requester
+#     (NAK for a PSN it never sent) stays RTS;
+#   - IBTA 1.5 FLUSH as a responder (flush.sh runs this part alone);
 #   - a flood of mixed harmless packets from 2 processes (30000, or 5000 on
 #     the debug kernel; RROCE_HOSTILE_FLOOD overrides): every packet that
 #     reached a device is accounted for by its counters.

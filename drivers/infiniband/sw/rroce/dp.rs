@@ -36,7 +36,7 @@ use crate::proto::net::{self, udp_sport, IpAddr, IpUdp};
 use crate::proto::qp::{QpAttrs, QpState};
 use crate::proto::rc::{
     AccessError, Action, Access, AtomicOp, ReadResponder, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
-    RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, SlotStore, UcResponder,
+    ResSlot, ResStore, RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, SlotStore, UcResponder,
 };
 use crate::proto::ring::{Consumer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING, CONS_POLLING};
 use crate::proto::wqe::{
@@ -52,9 +52,10 @@ use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::qp::QpEvents;
 use crate::stats::Counter;
 
-/// Responder resources (outstanding READ/atomic requests) per QP; also the
-/// device's `max_qp_rd_atom`.
-pub(crate) const MAX_RD_RES: usize = 16;
+/// Responder resources (outstanding READ/atomic requests) per QP: the
+/// device's `max_qp_rd_atom` (128, as rdma_rxe: a READ stream between two
+/// hosts needs many in flight to fill the path).
+pub(crate) const MAX_RD_RES: usize = crate::limits::MAX_RD_ATOM as usize;
 
 /// Responses waiting to be sent, in PSN order: READ response streams are
 /// paced (a burst of a whole READ would overflow the receiver's backlog),
@@ -90,6 +91,19 @@ impl SlotStore for KSlots {
         &self.0
     }
     fn slots_mut(&mut self) -> &mut [Slot] {
+        &mut self.0
+    }
+}
+
+/// The responder's resources, `MAX_RD_RES` of them: allocated with the QP
+/// (charged like its rings), kept across RESET.
+pub(crate) struct KRes(PrivVec<ResSlot>);
+
+impl ResStore for KRes {
+    fn res(&self) -> &[ResSlot] {
+        &self.0
+    }
+    fn res_mut(&mut self) -> &mut [ResSlot] {
         &mut self.0
     }
 }
@@ -269,7 +283,9 @@ pub(crate) struct Dp {
     sq_base: u32,
     req: Option<Requester<KSlots>>,
     spare: Option<KSlots>,
-    resp: Option<Responder<MAX_RD_RES>>,
+    resp: Option<Responder<KRes>>,
+    /// The responder's resources while there is no responder.
+    res_spare: Option<KRes>,
     /// The responder of a UC QP (instead of `resp`).
     uc_resp: Option<UcResponder>,
     /// The RQ head as last peeked, and whether it decoded.
@@ -345,6 +361,7 @@ impl Dp {
             req: None,
             spare: Some(KSlots(slots)),
             resp: None,
+            res_spare: if ud || uc { None } else { Some(KRes(PrivVec::new(MAX_RD_RES, ResSlot::EMPTY)?)) },
             uc_resp: None,
             rq_scratch: zeroed(resz)?,
             scratch_ok: false,
@@ -467,7 +484,11 @@ impl Dp {
                 self.seen_resp = RespCounters::default();
                 let mut cfg = RespConfig::from_attrs(attrs);
                 cfg.max_dest_rd_atomic = cfg.max_dest_rd_atomic.min(MAX_RD_RES as u8);
-                self.resp = Some(Responder::new(cfg));
+                // Allocated with the QP and back on every RESET, so always
+                // here (an RC QP reaches RTR only from INIT).
+                if let Some(res) = self.res_spare.take() {
+                    self.resp = Some(Responder::with_store(cfg, res));
+                }
             }
             QpState::Rts if prev == QpState::Rtr && self.ud => self.ud_psn = attrs.sq_psn,
             QpState::Rts if prev == QpState::Rtr => {
@@ -501,7 +522,9 @@ impl Dp {
         if let Some(r) = self.req.take() {
             self.spare = Some(r.into_store());
         }
-        self.resp = None;
+        if let Some(r) = self.resp.take() {
+            self.res_spare = Some(r.into_store());
+        }
         self.uc_resp = None;
         self.pend_len = 0;
         self.has_cur = false;

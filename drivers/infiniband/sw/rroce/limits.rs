@@ -28,7 +28,8 @@ pub(crate) const MAX_CQ: u32 = 0x1_0000;
 pub(crate) const MAX_CQE: u32 = 0x10_0000 - 1;
 pub(crate) const MAX_MR: u32 = 0x1_0000;
 pub(crate) const MAX_AH: u32 = 0x1_0000;
-pub(crate) const MAX_RD_ATOM: u32 = 16;
+/// Outstanding READ/atomic requests per QP, either way (rdma_rxe: 128).
+pub(crate) const MAX_RD_ATOM: u32 = 128;
 pub(crate) const MAX_MSG_SZ: u32 = 1 << 30;
 pub(crate) const GID_TABLE_LEN: u32 = 1024;
 pub(crate) const PAGE_SIZE_CAP: u64 = 0xffff_f000;

@@ -26,8 +26,8 @@ use rroce_proto::opcode::{self, lookup, ExtHdrs};
 use rroce_proto::psn::Psn;
 use rroce_proto::qp::{ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
 use rroce_proto::rc::{
-    InRequest, InResponse, PostError, Reply, ReqConfig, Requester, RespConfig, RespVerdict,
-    Responder, Slot,
+    InRequest, InResponse, PostError, Reply, ReqConfig, Requester, ResSlot, RespConfig,
+    RespVerdict, Responder, Slot,
 };
 use rroce_proto::wqe::{SendOpcode, SendWqe, WcStatus, MAX_MSG_SIZE};
 use std::collections::VecDeque;
@@ -56,7 +56,7 @@ struct H {
     next_idx: u32,
     now: u64,
     wr_id: u64,
-    echo: Responder<16>,
+    echo: Responder<[ResSlot; 16]>,
     echo_mem: Mem,
     echo_rq: Rq,
     echo_recv_open: bool,

@@ -36,7 +36,7 @@ use rroce_proto::qp::{
 };
 use rroce_proto::rc::{
     Access, AccessError, Action, AtomicOp, InRequest, MemCheck, Outcome, Place, RecvSource, Reply,
-    RespConfig, RespDesc, Responder,
+    ResSlot, RespConfig, RespDesc, Responder,
 };
 use rroce_proto::wqe::{WcOpcode, WcStatus};
 use std::collections::VecDeque;
@@ -285,7 +285,7 @@ fn request(r: &mut Reader<'_>, epsn: Psn, mtu: u32, mem: &Mem) -> InRequest {
 
 /// Harness state: the glue around one responder.
 struct Glue {
-    resp: Responder<16>,
+    resp: Responder<[ResSlot; 16]>,
     pmtu: PathMtu,
     mem: Mem,
     rq: Rq,

@@ -55,7 +55,7 @@ pub use comp::{IgnoreReason, RespVerdict, SendCompletion};
 pub use req::{PostError, ReqConfig, ReqCounters, Requester, Slot, SlotStore};
 pub use resp::{
     Access, AccessError, Action, AtomicOp, MemCheck, Outcome, Place, ReadResponder, RecvCompletion,
-    RecvSource, Reply, RespConfig, RespCounters, Responder,
+    RecvSource, Reply, ResSlot, ResStore, RespConfig, RespCounters, Responder,
 };
 pub use uc::{is_uc_request, UcResponder};
 

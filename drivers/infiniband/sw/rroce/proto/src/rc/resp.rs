@@ -451,7 +451,36 @@ enum Ctx {
     },
 }
 
-/// A responder resource: a READ or atomic, kept for duplicates.
+/// A responder resource: a READ or atomic, kept for duplicates (opaque;
+/// storage for [`ResStore`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResSlot(Res);
+
+impl ResSlot {
+    /// An unused resource, to fill a [`ResStore`] with.
+    pub const EMPTY: ResSlot = ResSlot(Res::Empty);
+}
+
+/// Storage for the responder resources (`max_dest_rd_atomic` of them at
+/// most are used): an array on the host, a vmalloc'ed vector in the
+/// kernel (a QP with 128 resources would not fit a stack frame).  Its
+/// length is the most resources the responder can keep.
+pub trait ResStore {
+    /// The resources.
+    fn res(&self) -> &[ResSlot];
+    /// The resources, mutably.
+    fn res_mut(&mut self) -> &mut [ResSlot];
+}
+
+impl<const N: usize> ResStore for [ResSlot; N] {
+    fn res(&self) -> &[ResSlot] {
+        self
+    }
+    fn res_mut(&mut self) -> &mut [ResSlot] {
+        self
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Res {
     Empty,
@@ -470,9 +499,10 @@ enum Res {
     },
 }
 
-/// The responder of one RC QP with room for `R` responder resources.
+/// The responder of one RC QP with room for as many responder resources
+/// as `S` has slots.
 #[derive(Clone, Debug)]
-pub struct Responder<const R: usize> {
+pub struct Responder<S: ResStore> {
     cfg: RespConfig,
     epsn: Psn,
     msn: u32,
@@ -480,15 +510,24 @@ pub struct Responder<const R: usize> {
     /// PSN of the last out-of-sequence request seen after the NAK.
     last_ooo: Psn,
     ctx: Ctx,
-    res: [Res; R],
+    res: S,
     res_next: usize,
     error: bool,
     counters: RespCounters,
 }
 
-impl<const R: usize> Responder<R> {
-    /// A responder in RTR with `cfg`.
+impl<const N: usize> Responder<[ResSlot; N]> {
+    /// A responder in RTR with `cfg` and `N` inline resource slots.
     pub fn new(cfg: RespConfig) -> Self {
+        Self::with_store(cfg, [ResSlot::EMPTY; N])
+    }
+}
+
+impl<S: ResStore> Responder<S> {
+    /// A responder in RTR with `cfg` and the resource storage `res`
+    /// (emptied here; its length is the most resources it keeps).
+    pub fn with_store(cfg: RespConfig, mut res: S) -> Self {
+        res.res_mut().fill(ResSlot::EMPTY);
         Responder {
             cfg,
             epsn: cfg.rq_psn,
@@ -496,11 +535,16 @@ impl<const R: usize> Responder<R> {
             nak_sent: false,
             last_ooo: Psn::ZERO,
             ctx: Ctx::None,
-            res: [Res::Empty; R],
+            res,
             res_next: 0,
             error: false,
             counters: RespCounters::default(),
         }
+    }
+
+    /// The resource storage back, for the next [`Responder::with_store`].
+    pub fn into_store(self) -> S {
+        self.res
     }
 
     /// The expected PSN.
@@ -903,9 +947,9 @@ impl<const R: usize> Responder<R> {
     }
 
     fn push_res(&mut self, r: Res) {
-        let cap = usize::from(self.cfg.max_dest_rd_atomic).clamp(1, R.max(1));
-        if let Some(slot) = self.res.get_mut(self.res_next) {
-            *slot = r;
+        let cap = usize::from(self.cfg.max_dest_rd_atomic).clamp(1, self.res.res().len().max(1));
+        if let Some(slot) = self.res.res_mut().get_mut(self.res_next) {
+            *slot = ResSlot(r);
         }
         self.res_next = self.res_next.wrapping_add(1);
         if self.res_next >= cap {
@@ -1081,7 +1125,7 @@ impl<const R: usize> Responder<R> {
                 let Some(reth) = pkt.reth else {
                     return Action::drop(Outcome::DuplicateUnknown);
                 };
-                let found = self.res.iter().any(|r| match *r {
+                let found = self.res.res().iter().any(|r| match r.0 {
                     Res::Read {
                         first,
                         n,
@@ -1120,7 +1164,7 @@ impl<const R: usize> Responder<R> {
                 let Some(ae) = pkt.atomic else {
                     return Action::drop(Outcome::DuplicateUnknown);
                 };
-                let orig = self.res.iter().find_map(|r| match *r {
+                let orig = self.res.res().iter().find_map(|r| match r.0 {
                     Res::Atomic {
                         psn,
                         rkey,
@@ -1323,13 +1367,48 @@ mod placement_tests {
         assert_eq!(nak_of(&a).1, NAK_INVALID_REQUEST);
     }
 
-    fn responder() -> Responder<4> {
+    fn responder() -> Responder<[ResSlot; 4]> {
         Responder::new(RespConfig {
             rq_psn: Psn::new(10),
             pmtu: PathMtu::Mtu1024,
             max_dest_rd_atomic: 4,
             min_rnr_timer: 1,
         })
+    }
+
+    #[test]
+    fn reused_resource_store_forgets() {
+        use super::super::super::opcode::RC_RDMA_READ_REQUEST;
+        let read = InRequest {
+            opcode: RC_RDMA_READ_REQUEST,
+            psn: Psn::new(10),
+            reth: Some(Reth {
+                va: 0x1000,
+                rkey: 7,
+                len: 64,
+            }),
+            ..InRequest::default()
+        };
+        let mut r = responder();
+        assert_eq!(
+            r.on_request(&read, &mut Mem, &mut Rq).outcome,
+            Outcome::Executed
+        );
+        let dup = r.on_request(&read, &mut Mem, &mut Rq);
+        assert_eq!(dup.outcome, Outcome::DuplicateRead);
+        // The QP is reset and brought to RTR again with the same storage:
+        // the old READ must not be replayed (it named memory of the old
+        // connection).
+        let cfg = r.cfg;
+        let mut r = Responder::with_store(
+            RespConfig {
+                rq_psn: Psn::new(20),
+                ..cfg
+            },
+            r.into_store(),
+        );
+        let dup = r.on_request(&read, &mut Mem, &mut Rq);
+        assert_eq!(dup.outcome, Outcome::DuplicateUnknown);
     }
 
     /// A region of 4 KiB at VA 0x1000 with R_Key 7 that grants FLUSH with

@@ -303,7 +303,7 @@ struct AWqe {
 struct World {
     now: u64,
     req: Requester<[Slot; 32]>,
-    resp: Responder<8>,
+    resp: Responder<[ResSlot; 8]>,
     uc: Option<UcResponder>,
     ab: Link,
     ba: Link,
@@ -1515,7 +1515,7 @@ fn send_with_invalidate() {
         max_dest_rd_atomic: 4,
         min_rnr_timer: 1,
     };
-    let mut r = Responder::<4>::new(cfg);
+    let mut r = Responder::<[ResSlot; 4]>::new(cfg);
     let mut mem = InvMem {
         regions: vec![(0x1234_5601, true), (0x0000_0702, true)],
     };

@@ -36,7 +36,7 @@ use crate::proto::net::{self, udp_sport, IpAddr, IpUdp};
 use crate::proto::qp::{QpAttrs, QpState};
 use crate::proto::rc::{
     AccessError, Action, Access, AtomicOp, ReadResponder, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
-    ResSlot, ResStore, RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, SlotStore, UcResponder,
+    ResSlot, RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, Store, UcResponder,
 };
 use crate::proto::ring::{Consumer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING, CONS_POLLING};
 use crate::proto::wqe::{
@@ -83,27 +83,17 @@ const RING_BUDGET: u32 = 256;
 /// veth peer's backlog, drain in between) instead of overflowing queues.
 const UC_BURST: u32 = 64;
 
-/// The requester's WQE storage, one slot per SQ entry.
-pub(crate) struct KSlots(PrivVec<Slot>);
+/// An engine's storage in the kernel (`KStore<Slot>`: the requester's WQE
+/// slots, one per SQ entry; `KStore<ResSlot>`: the responder's
+/// `MAX_RD_RES` resources): allocated with the QP, charged like its rings,
+/// kept across RESET.
+pub(crate) struct KStore<T: Copy>(PrivVec<T>);
 
-impl SlotStore for KSlots {
-    fn slots(&self) -> &[Slot] {
+impl<T: Copy> Store<T> for KStore<T> {
+    fn items(&self) -> &[T] {
         &self.0
     }
-    fn slots_mut(&mut self) -> &mut [Slot] {
-        &mut self.0
-    }
-}
-
-/// The responder's resources, `MAX_RD_RES` of them: allocated with the QP
-/// (charged like its rings), kept across RESET.
-pub(crate) struct KRes(PrivVec<ResSlot>);
-
-impl ResStore for KRes {
-    fn res(&self) -> &[ResSlot] {
-        &self.0
-    }
-    fn res_mut(&mut self) -> &mut [ResSlot] {
+    fn items_mut(&mut self) -> &mut [T] {
         &mut self.0
     }
 }
@@ -281,11 +271,11 @@ pub(crate) struct Dp {
     sq_shadow: PrivVec<u8>,
     /// Ring index of requester WQE 0.
     sq_base: u32,
-    req: Option<Requester<KSlots>>,
-    spare: Option<KSlots>,
-    resp: Option<Responder<KRes>>,
+    req: Option<Requester<KStore<Slot>>>,
+    spare: Option<KStore<Slot>>,
+    resp: Option<Responder<KStore<ResSlot>>>,
     /// The responder's resources while there is no responder.
-    res_spare: Option<KRes>,
+    res_spare: Option<KStore<ResSlot>>,
     /// The responder of a UC QP (instead of `resp`).
     uc_resp: Option<UcResponder>,
     /// The RQ head as last peeked, and whether it decoded.
@@ -359,9 +349,9 @@ impl Dp {
             sq_shadow: shadow,
             sq_base: start,
             req: None,
-            spare: Some(KSlots(slots)),
+            spare: Some(KStore(slots)),
             resp: None,
-            res_spare: if ud || uc { None } else { Some(KRes(PrivVec::new(MAX_RD_RES, ResSlot::EMPTY)?)) },
+            res_spare: if ud || uc { None } else { Some(KStore(PrivVec::new(MAX_RD_RES, ResSlot::EMPTY)?)) },
             uc_resp: None,
             rq_scratch: zeroed(resz)?,
             scratch_ok: false,
@@ -1272,7 +1262,7 @@ fn copy_source(ctx: &Ctx<'_>, view: &wqe::SendWqeView<'_>, off: u32, buf: &mut [
 
 /// Completes a WQE that could not be queued (garbage in the ring, refused
 /// by the engine) with `status` and puts the QP into the error state.
-fn bad_wqe(req: &mut Requester<KSlots>, wr_id: u64, status: WcStatus) {
+fn bad_wqe(req: &mut Requester<KStore<Slot>>, wr_id: u64, status: WcStatus) {
     let mut w = SendWqe::new(wr_id, SendOpcode::Send);
     w.flags = SEND_SIGNALED;
     if let Ok(idx) = req.post(w, 0) {

@@ -42,8 +42,9 @@ use super::super::opcode::{lookup, Kind, Operation, Position, Transport};
 use super::super::psn::{psn_diff, Psn};
 use super::super::qp::rnr_timer_ns;
 use super::super::wqe::{SendOpcode, WcOpcode, WcStatus, SEND_SIGNALED};
-use super::req::{Requester, SlotStore};
+use super::req::{Requester, Slot};
 use super::InResponse;
+use super::Store;
 
 /// What the completer made of a response (see [`Requester::on_response`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,7 +119,7 @@ impl SendCompletion {
     }
 }
 
-impl<S: SlotStore> Requester<S> {
+impl<S: Store<Slot>> Requester<S> {
     /// Process one response received at time `now` (ns).  Then act on the
     /// verdict, call [`Requester::poll_completion`] until `None` and
     /// [`Requester::next_packet`] until `None`.

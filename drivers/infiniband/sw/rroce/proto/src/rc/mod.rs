@@ -52,16 +52,35 @@ pub mod uc;
 mod sim;
 
 pub use comp::{IgnoreReason, RespVerdict, SendCompletion};
-pub use req::{PostError, ReqConfig, ReqCounters, Requester, Slot, SlotStore};
+pub use req::{PostError, ReqConfig, ReqCounters, Requester, Slot};
 pub use resp::{
     Access, AccessError, Action, AtomicOp, MemCheck, Outcome, Place, ReadResponder, RecvCompletion,
-    RecvSource, Reply, ResSlot, ResStore, RespConfig, RespCounters, Responder,
+    RecvSource, Reply, ResSlot, RespConfig, RespCounters, Responder,
 };
 pub use uc::{is_uc_request, UcResponder};
 
 use super::hdr::{Aeth, AtomicAckEth, AtomicEth, Bth, Ext, Feth, Ieth, ImmDt, Parsed, Reth};
 use super::opcode::{self, Kind, Transport};
 use super::psn::Psn;
+
+/// Storage that grows with a queue depth, for the engines of one QP (the
+/// requester's WQE slots, the responder's resources): an array on the
+/// host, a vmalloc'ed vector in the kernel.  Its length is the capacity.
+pub trait Store<T> {
+    /// The items.
+    fn items(&self) -> &[T];
+    /// The items, mutably.
+    fn items_mut(&mut self) -> &mut [T];
+}
+
+impl<T, const N: usize> Store<T> for [T; N] {
+    fn items(&self) -> &[T] {
+        self
+    }
+    fn items_mut(&mut self) -> &mut [T] {
+        self
+    }
+}
 
 /// A request packet to transmit, as decided by [`Requester::next_packet`].
 ///

@@ -27,7 +27,7 @@ use super::super::opcode::{request_opcode, Position, RequestOp, Transport};
 use super::super::psn::{npkts, PathMtu, Psn};
 use super::super::qp::{ack_timeout_ns, QpAttrs, RetryState};
 use super::super::wqe::{SendOpcode, SendWqe, WcStatus, MAX_MSG_SIZE, SEND_FENCE, SEND_SOLICITED};
-use super::{imm_from_wqe, PacketDesc};
+use super::{imm_from_wqe, PacketDesc, Store};
 
 /// Static parameters of the requester.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +138,7 @@ pub struct ReqCounters {
     pub completions: u64,
 }
 
-/// One posted WQE (opaque; storage for [`SlotStore`]).
+/// One posted WQE (opaque; the requester's [`Store`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Slot {
     pub(super) wqe: SendWqe,
@@ -152,7 +152,7 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// An unused slot, to fill a [`SlotStore`] with.
+    /// An unused slot, to fill a [`Store`] with.
     pub const EMPTY: Slot = Slot {
         wqe: SendWqe::new(0, SendOpcode::Send),
         len: 0,
@@ -194,30 +194,11 @@ fn is_rd_atomic(op: SendOpcode) -> bool {
     )
 }
 
-/// Storage for the WQEs between [`Requester::post`] and
-/// [`Requester::poll_completion`]: an array on the host, a vmalloc'ed
-/// vector in the kernel.  Its length is the capacity.
-pub trait SlotStore {
-    /// The slots.
-    fn slots(&self) -> &[Slot];
-    /// The slots, mutably.
-    fn slots_mut(&mut self) -> &mut [Slot];
-}
-
-impl<const N: usize> SlotStore for [Slot; N] {
-    fn slots(&self) -> &[Slot] {
-        self
-    }
-    fn slots_mut(&mut self) -> &mut [Slot] {
-        self
-    }
-}
-
 /// The requester (and, through `comp`, the completer) of one RC QP, with
 /// room for as many WQEs as `S` has slots between [`Requester::post`] and
 /// [`Requester::poll_completion`].
 #[derive(Clone, Debug)]
-pub struct Requester<S: SlotStore> {
+pub struct Requester<S: Store<Slot>> {
     pub(super) cfg: ReqConfig,
     pub(super) slots: S,
     /// Oldest WQE not yet returned by `poll_completion`.
@@ -265,7 +246,7 @@ impl<const N: usize> Requester<[Slot; N]> {
     }
 }
 
-impl<S: SlotStore> Requester<S> {
+impl<S: Store<Slot>> Requester<S> {
     /// A requester in RTS with `cfg` and the WQE storage `slots` (all
     /// [`Slot::EMPTY`]; its length is the number of WQEs it can hold).
     pub fn with_store(cfg: ReqConfig, slots: S) -> Self {
@@ -425,7 +406,7 @@ impl<S: SlotStore> Requester<S> {
 
     /// Number of WQEs the requester can hold.
     pub fn capacity(&self) -> usize {
-        self.slots.slots().len()
+        self.slots.items().len()
     }
 
     pub(super) fn slot(&self, i: u32) -> Option<&Slot> {
@@ -433,7 +414,7 @@ impl<S: SlotStore> Requester<S> {
         usize::try_from(i)
             .ok()
             .and_then(|i| i.checked_rem(n))
-            .and_then(|i| self.slots.slots().get(i))
+            .and_then(|i| self.slots.items().get(i))
     }
 
     pub(super) fn slot_mut(&mut self, i: u32) -> Option<&mut Slot> {
@@ -441,7 +422,7 @@ impl<S: SlotStore> Requester<S> {
         usize::try_from(i)
             .ok()
             .and_then(|i| i.checked_rem(n))
-            .and_then(|i| self.slots.slots_mut().get_mut(i))
+            .and_then(|i| self.slots.items_mut().get_mut(i))
     }
 
     /// Queue a decoded send WQE whose local data is `length` bytes.  Returns

@@ -44,7 +44,7 @@ use super::super::opcode::{
 use super::super::psn::{npkts, PathMtu, Psn, PSN_MASK};
 use super::super::qp::{QpAttrs, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
 use super::super::wqe::{WcOpcode, WcStatus, MAX_MSG_SIZE, WC_WITH_IMM, WC_WITH_INV};
-use super::{imm_to_cqe, InRequest, ReadSrc, RespDesc};
+use super::{imm_to_cqe, InRequest, ReadSrc, RespDesc, Store};
 
 /// Static parameters of the responder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -452,33 +452,14 @@ enum Ctx {
 }
 
 /// A responder resource: a READ or atomic, kept for duplicates (opaque;
-/// storage for [`ResStore`]).
+/// the responder's [`Store`]: a QP with 128 resources would not fit a
+/// kernel stack frame).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResSlot(Res);
 
 impl ResSlot {
-    /// An unused resource, to fill a [`ResStore`] with.
+    /// An unused resource, to fill a [`Store`] with.
     pub const EMPTY: ResSlot = ResSlot(Res::Empty);
-}
-
-/// Storage for the responder resources (`max_dest_rd_atomic` of them at
-/// most are used): an array on the host, a vmalloc'ed vector in the
-/// kernel (a QP with 128 resources would not fit a stack frame).  Its
-/// length is the most resources the responder can keep.
-pub trait ResStore {
-    /// The resources.
-    fn res(&self) -> &[ResSlot];
-    /// The resources, mutably.
-    fn res_mut(&mut self) -> &mut [ResSlot];
-}
-
-impl<const N: usize> ResStore for [ResSlot; N] {
-    fn res(&self) -> &[ResSlot] {
-        self
-    }
-    fn res_mut(&mut self) -> &mut [ResSlot] {
-        self
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -502,7 +483,7 @@ enum Res {
 /// The responder of one RC QP with room for as many responder resources
 /// as `S` has slots.
 #[derive(Clone, Debug)]
-pub struct Responder<S: ResStore> {
+pub struct Responder<S: Store<ResSlot>> {
     cfg: RespConfig,
     epsn: Psn,
     msn: u32,
@@ -523,11 +504,11 @@ impl<const N: usize> Responder<[ResSlot; N]> {
     }
 }
 
-impl<S: ResStore> Responder<S> {
+impl<S: Store<ResSlot>> Responder<S> {
     /// A responder in RTR with `cfg` and the resource storage `res`
     /// (emptied here; its length is the most resources it keeps).
     pub fn with_store(cfg: RespConfig, mut res: S) -> Self {
-        res.res_mut().fill(ResSlot::EMPTY);
+        res.items_mut().fill(ResSlot::EMPTY);
         Responder {
             cfg,
             epsn: cfg.rq_psn,
@@ -947,8 +928,8 @@ impl<S: ResStore> Responder<S> {
     }
 
     fn push_res(&mut self, r: Res) {
-        let cap = usize::from(self.cfg.max_dest_rd_atomic).clamp(1, self.res.res().len().max(1));
-        if let Some(slot) = self.res.res_mut().get_mut(self.res_next) {
+        let cap = usize::from(self.cfg.max_dest_rd_atomic).clamp(1, self.res.items().len().max(1));
+        if let Some(slot) = self.res.items_mut().get_mut(self.res_next) {
             *slot = ResSlot(r);
         }
         self.res_next = self.res_next.wrapping_add(1);
@@ -1125,7 +1106,7 @@ impl<S: ResStore> Responder<S> {
                 let Some(reth) = pkt.reth else {
                     return Action::drop(Outcome::DuplicateUnknown);
                 };
-                let found = self.res.res().iter().any(|r| match r.0 {
+                let found = self.res.items().iter().any(|r| match r.0 {
                     Res::Read {
                         first,
                         n,
@@ -1164,7 +1145,7 @@ impl<S: ResStore> Responder<S> {
                 let Some(ae) = pkt.atomic else {
                     return Action::drop(Outcome::DuplicateUnknown);
                 };
-                let orig = self.res.res().iter().find_map(|r| match r.0 {
+                let orig = self.res.items().iter().find_map(|r| match r.0 {
                     Res::Atomic {
                         psn,
                         rkey,

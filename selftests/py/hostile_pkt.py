@@ -788,8 +788,8 @@ class Hostile:
         steps = [
             ("FLUSH GLOBAL of a 4 KiB range", bth(FLUSH, qn, p, ackreq=1) + feth(FLUSH_GLOBAL) +
              reth(fmr.buf + 4096, fmr.rkey, 4096), answered1),
-            ("FLUSH GLOBAL of the whole region (RETH range ignored)", bth(FLUSH, qn, p + 1, ackreq=1) +
-             feth(FLUSH_GLOBAL, FLUSH_MR) + reth(0, fmr.rkey, 0), answered1),
+            ("FLUSH GLOBAL of the whole region (RETH range, outside it, ignored)", bth(FLUSH, qn, p + 1, ackreq=1) +
+             feth(FLUSH_GLOBAL, FLUSH_MR) + reth(0, fmr.rkey, 4096), answered1),
             ("the first FLUSH again (duplicate)", bth(FLUSH, qn, p, ackreq=1) + feth(FLUSH_GLOBAL) +
              reth(fmr.buf + 4096, fmr.rkey, 4096), dict(answered1, duplicate_requests=1)),
             ("FLUSH GLOBAL of an empty range", bth(FLUSH, qn, p + 2, ackreq=1) + feth(FLUSH_GLOBAL) +
@@ -818,9 +818,31 @@ class Hostile:
         self.expect("FLUSH PERSISTENT: remote access NAK", b, answered0, dict(answered1, access_naks_sent=1))
         self.state_is(q1, e.IBV_QPS_ERR, "FLUSH PERSISTENT: responder")
         self.state_is(q0, e.IBV_QPS_RTS, "FLUSH PERSISTENT: requester (NAK for a PSN it never sent)")
-        self.cls("FLUSH (IBTA 1.5): range, whole region, duplicate, empty range, persistent", len(steps) + 1)
         q0.close()
         q1.close()
+        # The region's own access, on pairs whose QPs grant the placement
+        # type: a region without FLUSH_GLOBAL, and a persistence request
+        # (no region can grant it): NAK remote access.
+        plain_mr = self.d1.mr(4096)
+        for desc, qaccess, mr, placement in (
+                ("a region without FLUSH access", access, plain_mr, FLUSH_GLOBAL),
+                ("PERSISTENT, granted by the QPs, not by the region", access | ACCESS_FLUSH_PERSISTENT, fmr,
+                 FLUSH_PERSISTENT)):
+            q0 = self.d0.qp(self.cq0, self.cq0)
+            q1 = self.d1.qp(self.cq1, self.cq1)
+            p = self.rng.randrange(1 << 24)
+            rclib.connect(self.d0, q0, p, self.d1, q1, self.rng.randrange(1 << 24), self.mtu,
+                          timeout=self.a.timeout, access=qaccess)
+            b = self.snap()
+            self.w.send(bth(FLUSH, q1.qp_num, p, ackreq=1) + feth(placement) + reth(mr.buf, mr.rkey, 64), 1, self.v6)
+            print(f"# flush: {desc}")
+            self.expect(f"FLUSH to {desc}: remote access NAK", b, answered0, dict(answered1, access_naks_sent=1))
+            self.state_is(q1, e.IBV_QPS_ERR, f"FLUSH to {desc}: responder")
+            q0.close()
+            q1.close()
+        self.cls("FLUSH (IBTA 1.5): range, whole region, duplicate, empty range, persistent, region without access",
+                 len(steps) + 3)
+        plain_mr.close()
         fmr.close()
 
     # ----------------------------------------------------------------- flood

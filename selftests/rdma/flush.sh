@@ -8,9 +8,13 @@
 # EOPNOTSUPP; a range FLUSH, a whole-region FLUSH and an empty-range FLUSH
 # are each answered (an empty READ response, ignored by the requester that
 # never sent them) and move the ePSN by one (a WRITE at the next PSN lands,
-# nothing else in the region changes); a duplicate is answered again; a
-# persistent FLUSH is NAKed (remote access) and the responder QP goes to
-# ERR; every counter of both devices moves exactly as it should.  The
+# nothing else in the region changes; the whole-region one names a range
+# outside the region, which must not be looked at); a duplicate is
+# answered again; a persistent FLUSH is NAKed (remote access) and the
+# responder QP goes to ERR, and so is, on fresh pairs whose QPs grant the
+# placement type, a FLUSH to a region without FLUSH access and a
+# persistent one to a region that cannot grant it; every counter of both
+# devices moves exactly as it should.  The
 # requester side (FETH/RETH packets, completion by the empty READ response
 # or a covering ACK, exactly-once execution under loss) is host-tested in
 # proto (rc::sim, rc::req, rc::resp, the fuzz targets); the FLUSH NAK cases

@@ -33,6 +33,10 @@ fn ext_for(h: ExtHdrs, i: u32) -> Ext {
             src_qpn: 0x11 + i,
         });
     }
+    if h.contains(ExtHdrs::FETH) {
+        // global placement; every other seed the whole region
+        e.feth = Some(rroce_proto::hdr::Feth::new(1, (i % 2) as u8));
+    }
     if h.contains(ExtHdrs::RETH) {
         e.reth = Some(Reth {
             va: 0x1_0000 + u64::from(i) * 64,

@@ -166,13 +166,14 @@ impl Slot {
     }
 
     /// Whether the WQE takes an initiator-depth credit (`max_rd_atomic`):
-    /// READ, atomics and ATOMIC WRITE, which a responder answers from a
-    /// responder resource (rdma_rxe keeps one per ATOMIC WRITE).  Unlike
-    /// READ and atomics, an ACK that covers an ATOMIC WRITE completes it.
-    /// FLUSH takes none (no responder needs a resource for it; rdma_rxe's
-    /// requester does not count it either).
+    /// READ, atomics, ATOMIC WRITE and FLUSH, which a responder may answer
+    /// from a responder resource (rdma_rxe takes one per ATOMIC WRITE and
+    /// per FLUSH, recycling the oldest: without a credit, a FLUSH could
+    /// evict the resource of a READ still in flight, whose retransmission
+    /// rdma_rxe would then drop).  Unlike READ and atomics, an ACK that
+    /// covers an ATOMIC WRITE or a FLUSH completes it.
     pub(super) fn takes_rd_credit(&self) -> bool {
-        self.is_rd_atomic() || self.wqe.opcode == SendOpcode::AtomicWrite
+        self.is_rd_atomic() || self.answered_empty()
     }
 
     /// Whether the WQE is answered by an empty READ response Only (or a
@@ -477,6 +478,9 @@ impl<S: Store<Slot>> Requester<S> {
             SendOpcode::Flush => {
                 if length != 0 || wqe.flush_params().is_none() {
                     return Err(PostError::TooLong);
+                }
+                if self.cfg.max_rd_atomic == 0 {
+                    return Err(PostError::NoRdAtomic);
                 }
                 1
             }
@@ -942,11 +946,14 @@ mod tests {
     fn flush_packet() {
         use super::super::super::hdr::{FLUSH_GLOBAL, FLUSH_MR, FLUSH_RANGE};
         use super::super::super::opcode::RC_FLUSH;
-        let mut r: Requester<[Slot; 8]> = Requester::new(ReqConfig {
-            max_rd_atomic: 0, // FLUSH needs no initiator-depth credit
+        let w = SendWqe::flush(1, 0x77, 0x4000, 300, FLUSH_GLOBAL, FLUSH_RANGE);
+        // It takes an initiator-depth credit, like ATOMIC WRITE.
+        let mut z: Requester<[Slot; 8]> = Requester::new(ReqConfig {
+            max_rd_atomic: 0,
             ..cfg(PathMtu::Mtu1024)
         });
-        let w = SendWqe::flush(1, 0x77, 0x4000, 300, FLUSH_GLOBAL, FLUSH_RANGE);
+        assert_eq!(z.post(w, 0), Err(PostError::NoRdAtomic));
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu1024));
         assert_eq!(r.post(w, 8), Err(PostError::TooLong), "no local data");
         assert_eq!(
             r.post(SendWqe::flush(1, 0x77, 0x4000, 300, 0, FLUSH_RANGE), 0),
@@ -971,7 +978,7 @@ mod tests {
         // The whole region: the length is not sent.
         assert_eq!(v[1].feth.unwrap().level(), FLUSH_MR);
         assert_eq!(v[1].reth.unwrap().len, 0);
-        assert_eq!(r.rd_inflight, 0);
+        assert_eq!(r.rd_inflight, 2);
         // UC has no FLUSH.
         let mut u: Requester<[Slot; 8]> = Requester::new(ReqConfig {
             unreliable: true,

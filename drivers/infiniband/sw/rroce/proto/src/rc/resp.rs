@@ -29,8 +29,9 @@
 //! not implemented: the credit field is always `0x1F`.
 //!
 //! Responder resources (READ/atomic history for duplicates) live in a ring
-//! of `R` entries, of which `max_dest_rd_atomic` (≤ `R`) are used, oldest
-//! overwritten first.  The responder does not NAK requesters that exceed
+//! of as many entries as the responder's [`Store`] holds, of which
+//! `max_dest_rd_atomic` (at most that many) are used, oldest overwritten
+//! first.  The responder does not NAK requesters that exceed
 //! `max_dest_rd_atomic`; such a requester may lose the ability to replay.
 
 use super::super::hdr::{
@@ -53,7 +54,8 @@ pub struct RespConfig {
     pub rq_psn: Psn,
     /// Path MTU.
     pub pmtu: PathMtu,
-    /// Responder resources to keep (`max_dest_rd_atomic`, capped at `R`).
+    /// Responder resources to keep (`max_dest_rd_atomic`, capped at the
+    /// length of the responder's [`Store`]).
     pub max_dest_rd_atomic: u8,
     /// RNR NAK timer code (`min_rnr_timer`).
     pub min_rnr_timer: u8,

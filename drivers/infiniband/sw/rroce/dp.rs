@@ -56,6 +56,8 @@ use crate::stats::Counter;
 /// device's `max_qp_rd_atom` (128, as rdma_rxe: a READ stream between two
 /// hosts needs many in flight to fill the path).
 pub(crate) const MAX_RD_RES: usize = crate::limits::MAX_RD_ATOM as usize;
+// `max_dest_rd_atomic` is a u8: the cap below must fit one.
+const _: () = assert!(MAX_RD_RES >= 1 && MAX_RD_RES <= u8::MAX as usize);
 
 /// Responses waiting to be sent, in PSN order: READ response streams are
 /// paced (a burst of a whole READ would overflow the receiver's backlog),

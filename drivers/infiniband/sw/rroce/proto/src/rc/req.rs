@@ -173,13 +173,13 @@ impl Slot {
     /// rdma_rxe would then drop).  Unlike READ and atomics, an ACK that
     /// covers an ATOMIC WRITE or a FLUSH completes it.
     pub(super) fn takes_rd_credit(&self) -> bool {
-        self.is_rd_atomic() || self.answered_empty()
+        takes_rd_credit(self.wqe.opcode)
     }
 
     /// Whether the WQE is answered by an empty READ response Only (or a
     /// covering ACK): ATOMIC WRITE and FLUSH (IBTA 1.5).
     pub(super) fn answered_empty(&self) -> bool {
-        matches!(self.wqe.opcode, SendOpcode::AtomicWrite | SendOpcode::Flush)
+        answered_empty(self.wqe.opcode)
     }
 
     /// The PSN after the last one of the message.
@@ -193,6 +193,15 @@ fn is_rd_atomic(op: SendOpcode) -> bool {
         op,
         SendOpcode::RdmaRead | SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd
     )
+}
+
+fn answered_empty(op: SendOpcode) -> bool {
+    matches!(op, SendOpcode::AtomicWrite | SendOpcode::Flush)
+}
+
+/// See [`Slot::takes_rd_credit`].
+fn takes_rd_credit(op: SendOpcode) -> bool {
+    is_rd_atomic(op) || answered_empty(op)
 }
 
 /// The requester (and, through `comp`, the completer) of one RC QP, with
@@ -453,34 +462,20 @@ impl<S: Store<Slot>> Requester<S> {
         {
             return Err(PostError::NotOnTransport);
         }
+        if takes_rd_credit(wqe.opcode) && self.cfg.max_rd_atomic == 0 {
+            return Err(PostError::NoRdAtomic);
+        }
         let n = match wqe.opcode {
-            SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
-                if self.cfg.max_rd_atomic == 0 {
-                    return Err(PostError::NoRdAtomic);
-                }
-                1
-            }
-            SendOpcode::RdmaRead => {
-                if self.cfg.max_rd_atomic == 0 {
-                    return Err(PostError::NoRdAtomic);
-                }
-                npkts(length, self.cfg.pmtu)
-            }
+            SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => 1,
             SendOpcode::AtomicWrite => {
                 if length != 8 {
                     return Err(PostError::TooLong);
-                }
-                if self.cfg.max_rd_atomic == 0 {
-                    return Err(PostError::NoRdAtomic);
                 }
                 1
             }
             SendOpcode::Flush => {
                 if length != 0 || wqe.flush_params().is_none() {
                     return Err(PostError::TooLong);
-                }
-                if self.cfg.max_rd_atomic == 0 {
-                    return Err(PostError::NoRdAtomic);
                 }
                 1
             }

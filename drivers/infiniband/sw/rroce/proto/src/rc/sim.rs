@@ -441,8 +441,15 @@ impl World {
                 } else {
                     super::super::hdr::FLUSH_RANGE
                 };
-                w.compare_add = u64::from(len);
-                w.swap = u64::from(super::super::hdr::FLUSH_GLOBAL) | u64::from(level) << 8;
+                let f = SendWqe::flush(
+                    0,
+                    0,
+                    0,
+                    u64::from(len),
+                    super::super::hdr::FLUSH_GLOBAL,
+                    level,
+                );
+                (w.compare_add, w.swap) = (f.compare_add, f.swap);
             }
             Op::CmpSwap { compare, swap } => {
                 w.compare_add = compare;

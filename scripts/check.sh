@@ -68,8 +68,16 @@ failures=()
 note_failures() { # note_failures LOG: remember "script: not ok N - ..." lines
 	local l
 	[ -f "$1" ] || return 0
+	# The subtest's own "FAIL: why" lines (up to 3) follow it, so that a
+	# summary cut from a long log still says why.
 	while IFS= read -r l; do failures+=("$l"); done < <(awk '
-		/^# +not ok [0-9]+/ { sub(/^# +/, ""); bad[++n] = substr($0, 1, 110); next }
+		/^# +ok [0-9]+/ { nwhy = 0; next }
+		/^# +# FAIL: / { if (nwhy < 3) { sub(/^# +# /, ""); why[++nwhy] = substr($0, 1, 400) }; next }
+		/^# +not ok [0-9]+/ {
+			sub(/^# +/, ""); bad[++n] = substr($0, 1, 110)
+			for (i = 1; i <= nwhy; i++) bad[n] = bad[n] " <- " why[i]
+			nwhy = 0; next
+		}
 		/^(not )?ok [0-9]+ selftests: rdma: / {
 			name = $0; sub(/.*selftests: rdma: /, "", name); sub(/ .*/, "", name)
 			if ($1 == "not" && n == 0) bad[++n] = substr($0, 1, 110)

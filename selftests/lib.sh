@@ -636,6 +636,34 @@ pair_run() {
 	return $ok
 }
 
+# perftest_row FILE SIZE: perftest's result row for SIZE-byte messages
+# (" #bytes #iterations figures...") from FILE, the last one; empty if none.
+# The figures may be "inf"/"nan" when perftest could not calibrate its
+# cycle counter (a busy host stalls the VM during get_cpu_mhz(): "r^2 <
+# 0.9"); the transfer itself ran, so callers check the iterations and
+# report the figures as missing (perftest_figures_ok).
+perftest_row() {
+	grep -E "^ *$2 +[0-9]+ +" "$1" | tail -1
+}
+# perftest_figures_ok FILE ROW: the row's figures are numbers, or else FILE
+# shows the clock-calibration failure (then a diag says so).  A t_fail if
+# the figures are missing for any other reason.
+perftest_figures_ok() {
+	# shellcheck disable=SC2086  # the row's fields
+	set -- "$1" $2
+	local f=$1
+	shift 3
+	if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qvE '^[0-9.]+$'; then
+		return 0
+	fi
+	if grep -qF "Correlation coefficient r^2" "$f"; then
+		diag "perftest could not calibrate its cycle counter (the host stalled the VM: $(grep -m1 -F "Correlation coefficient" "$f")): transfer done, no figures"
+		return 1
+	fi
+	t_fail "perftest printed no figures: $(tail -3 "$f" | tr '\n' ' ')"
+	return 1
+}
+
 # rc_pingpong_chk TMO SERVER_NS SERVER_DEV SERVER_IP CLIENT_NS CLIENT_DEV CLIENT_IP SIZE ITERS [ARGS...]
 # ibv_rc_pingpong -c (buffer validation: the server checks every page of what
 # it received) between two devices, each on the RoCE v2 GID of its IPv4

@@ -50,12 +50,12 @@ pair_run 120 "$NS1" "" 18970 \
 kill "$watch" 2>/dev/null
 wait "$watch" 2>/dev/null
 for side in "$PAIR_CLI" "$PAIR_SRV"; do
-	res=$(grep -E "^ *512 +[0-9]+ +[0-9.]+ +[0-9.]+" "$side" | tail -1)
+	res=$(perftest_row "$side" 512)
 	# shellcheck disable=SC2086
 	set -- $res
 	if [ "${2:-}" != "$ITERS" ]; then
 		t_fail "$(basename "$side"): no result line for $ITERS iterations: $(tail -3 "$side" | tr '\n' ' ')"
-	else
+	elif perftest_figures_ok "$side" "$res"; then
 		diag "$(basename "$side"): $res"
 	fi
 done

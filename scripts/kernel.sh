@@ -21,7 +21,10 @@ tarball=/usr/src/linux-source-6.12.tar.xz
 kver=$(dpkg-query -W -f='${Version}' linux-source-6.12)
 patch=$here/kernel/0001-rust-bindings-add-RDMA-and-networking-headers.patch
 frags=("$here/kernel/rroce.config")
-[ "$flavor" = debug ] && frags+=("$here/kernel/debug.config")
+case $flavor in
+plain) frags+=("$here/kernel/consumers.config") ;;
+debug) frags+=("$here/kernel/debug.config") ;;
+esac
 
 mkdir -p "$RROCE_CACHE"
 # Several checkouts (worktrees, a CI clone) may share the cache: one process

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# NFS over RDMA across the standard topology: the kernel NFS server (nfsd,
+# its RDMA listener svcrdma on port 20049) runs in netns peer on rroce1, the
+# kernel NFS client (xprtrdma) mounts it from init_net over rroce0 with
+# proto=rdma.  NFSv4.2 only, which needs no rpcbind; the server's grace
+# period is cut to 10 s so that the first OPEN does not wait 90 s.
+#
+# The server has a mount namespace of its own (what `ip netns exec` makes):
+# the nfsd filesystem (per network namespace), a tmpfs exported as the NFSv4
+# root, and a tmpfs on /var/lib/nfs (the host's root filesystem is shared
+# with the VM).  rpc.mountd keeps that mount namespace alive; nsenter into
+# it reads the server's copy of the files.
+#
+# Subtests: the server starts and listens on RDMA; the mount uses the rdma
+# transport; a 16 MiB file written with dd (fsync) is byte for byte the
+# file on the server; read back with O_DIRECT it matches again; a directory
+# of 64 small files shows the same names and contents on the server;
+# xprtrdma moved the bulk data with RDMA (read chunks for the WRITEs,
+# write chunks for the READs, FRWR registrations), no completion or ICRC
+# errors on either device; unmount and server stop; dmesg.
+. "$(dirname "$0")/../lib.sh"
+test_init 8
+
+NPORT=20049
+EXP=/tmp/rroce-nfs-export
+MNT=/tmp/rroce-nfs-mnt
+OUT=$RROCE_REPO/build/selftests/nfs
+mkdir -p "$OUT"
+tmo=$((60 * ${RROCE_TIMEOUT_SCALE:-1}))
+SIZE_MB=16
+
+why=
+[ "$RROCE_TYPE" = rxe ] && why="rxe (6.12) has no network namespace support: nfsd in netns peer needs it"
+for m in nfsd nfsv4 rpcrdma; do
+	[ -n "$why" ] && break
+	modinfo "$m" >/dev/null 2>&1 || why="module $m not available in this kernel (plain flavor: scripts/kernel/consumers.config)"
+done
+for t in rpc.nfsd rpc.mountd exportfs mount.nfs4 nsenter; do
+	[ -n "$why" ] && break
+	command -v "$t" >/dev/null || why="$t not installed (nfs-kernel-server, util-linux)"
+done
+
+mpid= mounted=0
+
+# srv CMD...: run CMD in the server's network and mount namespaces.
+srv() { nsenter -t "$mpid" -m -n "$@"; }
+
+start_server() {
+	local m
+	for m in nfsd nfsv4 rpcrdma; do
+		modprobe "$m" || { t_fail "modprobe $m"; return 1; }
+	done
+	mkdir -p "$EXP" "$MNT"
+	# One shell in netns peer sets up its mount namespace and starts
+	# mountd (a daemon: it stays, and with it the namespace) and nfsd.
+	ns "$NS1" bash -c '
+		set -e
+		mount -t nfsd nfsd /proc/fs/nfsd
+		mount -t tmpfs -o size=96m rroce-nfs "$1"
+		mount -t tmpfs rroce-nfs-state /var/lib/nfs
+		mkdir -p /var/lib/nfs/v4recovery /var/lib/nfs/rpc_pipefs
+		: >/var/lib/nfs/etab; : >/var/lib/nfs/rmtab
+		echo 10 >/proc/fs/nfsd/nfsv4leasetime
+		echo 10 >/proc/fs/nfsd/nfsv4gracetime
+		exportfs -o rw,sync,no_root_squash,insecure,no_subtree_check,fsid=0 "$2/24:$1"
+		rpc.mountd -N 2 -N 3 -p 20048
+		rpc.nfsd -N 3 -V 4.2 -U --rdma="$3" 4
+	' _ "$EXP" "${IP1%.*}.0" "$NPORT" >"$OUT/server.log" 2>&1 ||
+		{ t_fail "server setup in $NS1: $(tail -3 "$OUT/server.log" | tr '\n' ' ')"; return 1; }
+	mpid=$(pgrep -x rpc.mountd | head -1)
+	[ -n "$mpid" ] || { t_fail "rpc.mountd is not running: $(tail -3 "$OUT/server.log" | tr '\n' ' ')"; return 1; }
+	diag "nfsd threads $(srv cat /proc/fs/nfsd/threads), versions '$(srv cat /proc/fs/nfsd/versions)', listeners: $(srv cat /proc/fs/nfsd/portlist | tr '\n' ' ')"
+	srv grep -qx "rdma $NPORT" /proc/fs/nfsd/portlist || { t_fail "no RDMA listener on $NPORT in $NS1"; return 1; }
+}
+
+stop_server() {
+	[ "$mounted" = 1 ] && umount -f "$MNT" 2>/dev/null
+	mounted=0
+	if [ -n "$mpid" ] && kill -0 "$mpid" 2>/dev/null; then
+		srv rpc.nfsd 0
+		srv exportfs -ua
+		kill "$mpid"
+		wait_for 10 not kill -0 "$mpid"
+	fi
+	mpid=
+	modprobe -r nfsv4 nfsd rpcrdma 2>/dev/null
+	return 0
+}
+trap stop_server EXIT
+
+t_begin "nfsd in netns $NS1 ($DEV1, $IP1): NFSv4.2 with an RDMA listener on $NPORT, tmpfs exported"
+if [ -n "$why" ]; then t_skip "$why"; else start_server; t_end; fi
+[ "$_t_err" = 0 ] || why=${why:-server did not start}
+
+t_begin "mount -t nfs4 -o proto=rdma,port=$NPORT,vers=4.2 $IP1:/ from init_net ($DEV0): the transport is rdma"
+if [ -n "$why" ]; then
+	t_skip "$why"
+else
+	if ! timeout "$tmo" mount -t nfs4 -o "proto=rdma,port=$NPORT,vers=4.2" "$IP1:/" "$MNT" 2>"$OUT/mount.err"; then
+		t_fail "mount failed: $(tr '\n' ' ' <"$OUT/mount.err") $(dmesg | grep -iE 'rpcrdma|nfs' | tail -3 | tr '\n' ' ')"
+	else
+		mounted=1
+		opts=$(awk -v m="$MNT" '$2 == m { print $4 }' /proc/mounts)
+		diag "mounted: $opts"
+		grep -q "proto=rdma" <<<"$opts" || t_fail "mount options say no proto=rdma: $opts"
+		grep -A20 "mounted on $MNT " /proc/self/mountstats | grep -q $'xprt:\trdma' ||
+			t_fail "/proc/self/mountstats shows no rdma transport for $MNT"
+	fi
+	t_end
+fi
+[ "$mounted" = 1 ] || why=${why:-not mounted}
+
+# xprt_stats: the xprtrdma line of $MNT in /proc/self/mountstats (fields
+# after "xprt: rdma": see xprt_rdma_print_stats()).
+xprt_stats() { grep -A40 "mounted on $MNT " /proc/self/mountstats | grep -m1 $'xprt:\trdma'; }
+[ -z "$why" ] && { tx0=$(cat "$(hwc_dir "$DEV0")/tx_packets") rx0=$(cat "$(hwc_dir "$DEV0")/rx_packets"); }
+
+t_begin "dd a $SIZE_MB MiB file through NFS (conv=fsync): the server's copy is the same bytes"
+if [ -n "$why" ]; then
+	t_skip "$why"
+else
+	head -c $((SIZE_MB << 20)) /dev/urandom >"$OUT/pat"
+	want=$(sha256sum <"$OUT/pat" | cut -c1-64)
+	t0=$(date +%s%N)
+	if ! timeout "$tmo" dd if="$OUT/pat" of="$MNT/big" bs=1M conv=fsync status=none 2>"$OUT/dd.err"; then
+		t_fail "dd write failed: $(tr '\n' ' ' <"$OUT/dd.err")"
+	else
+		ms=$((($(date +%s%N) - t0) / 1000000))
+		diag "write: $SIZE_MB MiB in $ms ms ($((SIZE_MB * 1000000 / (ms + 1))) KiB/s, TCG)"
+		got=$(srv sha256sum "$EXP/big" | cut -c1-64)
+		[ "$got" = "$want" ] || t_fail "server's $EXP/big: sha256 $got, written $want"
+	fi
+	t_end
+fi
+
+t_begin "read it back with O_DIRECT (no client cache): the same bytes"
+if [ -n "$why" ]; then
+	t_skip "$why"
+else
+	t0=$(date +%s%N)
+	if ! timeout "$tmo" dd if="$MNT/big" of="$OUT/got" bs=1M iflag=direct status=none 2>"$OUT/dd.err"; then
+		t_fail "dd read failed: $(tr '\n' ' ' <"$OUT/dd.err")"
+	else
+		ms=$((($(date +%s%N) - t0) / 1000000))
+		diag "read: $SIZE_MB MiB in $ms ms ($((SIZE_MB * 1000000 / (ms + 1))) KiB/s, TCG)"
+		cmp -s "$OUT/pat" "$OUT/got" || t_fail "read back differs: $(cmp "$OUT/pat" "$OUT/got" 2>&1 | head -1)"
+	fi
+	rm -f "$OUT/pat" "$OUT/got"
+	t_end
+fi
+
+t_begin "64 small files in a directory (create, write, rename, stat): the server has the same names and contents"
+if [ -n "$why" ]; then
+	t_skip "$why"
+else
+	if ! timeout "$tmo" bash -c '
+		mkdir "$1/dir" || exit 1
+		for i in $(seq 1 64); do
+			printf "file %d of rroce nfs.sh\n" "$i" >"$1/dir/f$i.tmp" && mv "$1/dir/f$i.tmp" "$1/dir/f$i" || exit 1
+		done
+		sync' _ "$MNT"; then
+		t_fail "creating the files through NFS failed"
+	fi
+	n=$(find "$MNT/dir" -type f | wc -l)
+	sn=$(srv find "$EXP/dir" -type f | wc -l)
+	[ "$n" = 64 ] && [ "$sn" = 64 ] || t_fail "64 files wanted: client sees $n, server has $sn"
+	c=$(cat "$MNT"/dir/f* | sha256sum) sc=$(srv sh -c "cat $EXP/dir/f*" | sha256sum)
+	[ "$c" = "$sc" ] || t_fail "contents differ between client and server"
+	srv grep -qx "file 37 of rroce nfs.sh" "$EXP/dir/f37" || t_fail "server's f37: '$(srv cat "$EXP/dir/f37")'"
+	t_end
+fi
+
+t_begin "xprtrdma moved the data with RDMA READ and WRITE (read and write chunks, FRWR); rroce counters clean"
+if [ -n "$why" ]; then
+	t_skip "$why"
+else
+	# shellcheck disable=SC2046  # the line's fields
+	set -- $(xprt_stats)
+	diag "xprt rdma: sends ${8:-?} recvs ${9:-?} read_chunks ${13:-?} write_chunks ${14:-?} reply_chunks ${15:-?} rdma_request ${16:-?} B rdma_reply ${17:-?} B bad_reply ${22:-?} mrs_allocated ${26:-?}"
+	[ "${13:-0}" -gt 0 ] || t_fail "no read chunks: the WRITE data did not go by RDMA READ"
+	[ "${14:-0}" -gt 0 ] || t_fail "no write chunks: the READ data did not come by RDMA WRITE"
+	[ "${16:-0}" -ge $((SIZE_MB << 20)) ] || t_fail "total_rdma_request ${16:-0} B < the $SIZE_MB MiB written"
+	[ "${17:-0}" -ge $((SIZE_MB << 20)) ] || t_fail "total_rdma_reply ${17:-0} B < the $SIZE_MB MiB read"
+	[ "${22:-1}" = 0 ] || t_fail "bad_reply_count ${22:-?}"
+	tx=$(($(cat "$(hwc_dir "$DEV0")/tx_packets") - tx0)) rx=$(($(cat "$(hwc_dir "$DEV0")/rx_packets") - rx0))
+	diag "$DEV0: tx_packets +$tx, rx_packets +$rx"
+	[ $((tx + rx)) -ge $((2 * (SIZE_MB << 20) / 4096)) ] || t_fail "$DEV0 moved only $((tx + rx)) packets for $((2 * SIZE_MB)) MiB"
+	for d in "$DEV0" "$DEV1"; do
+		c=$(hwc_dir "$d")
+		diag "$d: $(for n in tx_packets rx_packets rx_dropped completion_errors rx_icrc_errors retransmits ack_timeouts seq_naks_rcvd out_of_sequence duplicate_requests rnr_naks_sent; do printf '%s %s ' "$n" "$(cat "$c/$n" 2>/dev/null)"; done)"
+		[ "$(cat "$c/completion_errors" 2>/dev/null)" = 0 ] || t_fail "$d: completion_errors $(cat "$c/completion_errors" 2>/dev/null)"
+		[ "$(cat "$c/rx_icrc_errors" 2>/dev/null)" = 0 ] || t_fail "$d: rx_icrc_errors $(cat "$c/rx_icrc_errors" 2>/dev/null)"
+	done
+	t_end
+fi
+
+t_begin "umount, stop nfsd and mountd, unload the modules"
+if [ -z "$mpid" ] && [ "$mounted" = 0 ]; then
+	t_skip "${why:-nothing to stop}"
+else
+	if [ "$mounted" = 1 ]; then
+		timeout "$tmo" umount "$MNT" || t_fail "umount $MNT failed"
+		mountpoint -q "$MNT" && t_fail "$MNT still mounted"
+		mounted=0
+	fi
+	[ -n "$mpid" ] && { srv rpc.nfsd 0 || t_fail "rpc.nfsd 0 failed"; }
+	[ -n "$mpid" ] && [ "$(srv cat /proc/fs/nfsd/threads)" != 0 ] && t_fail "nfsd threads left: $(srv cat /proc/fs/nfsd/threads)"
+	stop_server
+	t_end
+fi
+trap - EXIT
+
+test_done

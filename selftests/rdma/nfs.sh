@@ -113,6 +113,13 @@ fi
 # xprt_stats: the xprtrdma line of $MNT in /proc/self/mountstats (fields
 # after "xprt: rdma": see xprt_rdma_print_stats()).
 xprt_stats() { grep -A40 "mounted on $MNT " /proc/self/mountstats | grep -m1 $'xprt:\trdma'; }
+# softnet_drops: packets dropped on full per-CPU backlogs, all CPUs (column
+# 2 of /proc/net/softnet_stat, hex): a loss that go-back-N then repairs.
+softnet_drops() {
+	local n=0 _p d _r
+	while read -r _p d _r; do n=$((n + 16#$d)); done </proc/net/softnet_stat
+	echo "$n"
+}
 [ -z "$why" ] && { tx0=$(cat "$(hwc_dir "$DEV0")/tx_packets") rx0=$(cat "$(hwc_dir "$DEV0")/rx_packets"); }
 
 t_begin "dd a $SIZE_MB MiB file through NFS (conv=fsync): the server's copy is the same bytes"
@@ -183,7 +190,7 @@ else
 	[ "${17:-0}" -ge $((SIZE_MB << 20)) ] || t_fail "total_rdma_reply ${17:-0} B < the $SIZE_MB MiB read"
 	[ "${22:-1}" = 0 ] || t_fail "bad_reply_count ${22:-?}"
 	tx=$(($(cat "$(hwc_dir "$DEV0")/tx_packets") - tx0)) rx=$(($(cat "$(hwc_dir "$DEV0")/rx_packets") - rx0))
-	diag "$DEV0: tx_packets +$tx, rx_packets +$rx"
+	diag "$DEV0: tx_packets +$tx, rx_packets +$rx; packets the stack dropped before rroce saw them (softnet_stat backlog drops, all CPUs): $(softnet_drops)"
 	[ $((tx + rx)) -ge $((2 * (SIZE_MB << 20) / 4096)) ] || t_fail "$DEV0 moved only $((tx + rx)) packets for $((2 * SIZE_MB)) MiB"
 	for d in "$DEV0" "$DEV1"; do
 		c=$(hwc_dir "$d")

@@ -77,7 +77,7 @@ UD_SEND_ONLY = 0x64
 
 COUNTERS = ["rx_packets", "tx_packets", "rx_dropped", "rx_icrc_errors", "out_of_sequence",
             "duplicate_requests", "seq_naks_rcvd", "completion_errors", "ignored_responses",
-            "access_naks_sent", "invalid_naks_sent", "retransmits"]
+            "access_naks_sent", "invalid_naks_sent", "retransmits", "resp_backpressure"]
 
 
 # ------------------------------------------------------------------ packets
@@ -845,6 +845,56 @@ class Hostile:
         plain_mr.close()
         fmr.close()
 
+    # ------------------------------------------------------------ READ flood
+    def run_read_flood(self):
+        """A READ flood at a fresh pair: 300 in-sequence READ requests of
+        16 MiB each, far more than any requester may have outstanding (128
+        here), sent in one burst, so the first response stream (16 Ki
+        packets) is still going out when the last request arrives.  The
+        responder queues responses for as many as its queue holds (2 x 128
+        + 2 entries) and drops the rest unprocessed, each counted in
+        resp_backpressure (never a response made and thrown away: nothing
+        else is NAKed or dropped); destroying the responder QP with
+        gigabytes of responses queued stops them; the device keeps working
+        (the fresh pairs at the end)."""
+        if self.v6:
+            return  # (the IPv4 run covers it; the queue does not care)
+        n, size = 300, 16 << 20
+        mr = self.d1.mr(size)
+        q0 = self.d0.qp(self.cq0, self.cq0)
+        q1 = self.d1.qp(self.cq1, self.cq1)
+        p = self.rng.randrange(1 << 24)
+        rclib.connect(self.d0, q0, p, self.d1, q1, self.rng.randrange(1 << 24), self.mtu, timeout=self.a.timeout)
+        per = size // self.pmtu
+        b = self.snap()
+        t = time.monotonic()
+        for k in range(n):
+            self.w.send(bth(READ_REQ, q1.qp_num, (p + k * per) & 0xFFFFFF) + reth(mr.buf, mr.rkey, size), 1, self.v6)
+        sent_in = time.monotonic() - t
+        d0, d1 = self.wait_counters(b, {}, {"rx_packets": n})
+        bp, acc = d1["resp_backpressure"] or 0, n - (d1["resp_backpressure"] or 0)
+        print(f"# read flood: {n} requests sent in {sent_in:.2f} s; {acc} accepted, {bp} dropped for a full"
+              f" response queue; responses so far: tx +{d1['tx_packets']}")
+        check(d1["rx_packets"] == n, f"READ flood: all {n} requests reached {self.a.dev1}", f"rx_packets +{d1['rx_packets']}")
+        check(bp > 0 and acc >= 128, "READ flood: the response queue filled and pushed back (resp_backpressure)",
+              f"resp_backpressure +{bp}, accepted {acc}")
+        quiet = {k: v for k, v in d1.items() if k not in ("rx_packets", "tx_packets", "resp_backpressure") and v}
+        check(not quiet, "READ flood: no NAK, drop or error on the responder besides the back-pressure",
+              " ".join(f"{k} +{v}" for k, v in quiet.items()))
+        self.state_is(q1, e.IBV_QPS_RTS, "READ flood: responder")
+        # Destroying the responder stops its queued responses.
+        t = time.monotonic()
+        q1.close()
+        closed_in = time.monotonic() - t
+        a1 = read_counters(self.a.dev1)["tx_packets"]
+        time.sleep(0.5 * self.scale)
+        a2 = read_counters(self.a.dev1)["tx_packets"]
+        check(a2 == a1, f"READ flood: destroying the responder QP ({closed_in:.2f} s) stopped its responses",
+              f"tx_packets +{a2 - a1} in 0.5 s after the destroy")
+        q0.close()
+        mr.close()
+        self.cls("READ flood: 300 READs of 16 MiB (back-pressure)", n)
+
     # ----------------------------------------------------------------- flood
     def flood_set(self):
         """A pool of harmless packets (none may change pair A's state) with
@@ -1057,7 +1107,7 @@ def main():
     steps = [("malformed", h.run_malformed), ("icrc", h.run_bad_icrc), ("qpn", h.run_wrong_qpn),
              ("ud", h.run_ud), ("ahead", h.run_psn_ahead), ("dup", h.run_duplicates),
              ("resp", h.run_forged_responses), ("ip", h.run_ip_fields), ("source", h.run_wrong_source), ("raw", h.run_raw_frames),
-             ("victims", h.run_victims), ("flush", h.run_flush),
+             ("victims", h.run_victims), ("flush", h.run_flush), ("readflood", h.run_read_flood),
              ("flood", h.run_flood)]
     only = set(a.only.split(",")) if a.only else None
     for name, fn in steps:

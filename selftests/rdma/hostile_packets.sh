@@ -30,6 +30,10 @@
 #     invalid_naks_sent rise, the responder QP goes to ERR, the requester
 #     (NAK for a PSN it never sent) stays RTS;
 #   - IBTA 1.5 FLUSH as a responder (flush.sh runs this part alone);
+#   - a READ flood (IPv4 run): 300 in-sequence READs of 16 MiB at a fresh
+#     pair; the responder's response queue fills and drops the excess
+#     unprocessed (resp_backpressure), nothing is NAKed, and destroying the
+#     QP stops its queued responses;
 #   - a flood of mixed harmless packets from 2 processes (30000, or 5000 on
 #     the debug kernel; RROCE_HOSTILE_FLOOD overrides): every packet that
 #     reached a device is accounted for by its counters.

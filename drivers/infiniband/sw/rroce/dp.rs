@@ -35,8 +35,8 @@ use crate::av::AddressVector;
 use crate::proto::net::{self, udp_sport, IpAddr, IpUdp};
 use crate::proto::qp::{QpAttrs, QpState};
 use crate::proto::rc::{
-    AccessError, Action, Access, AtomicOp, ReadResponder, MemCheck, PacketDesc, Place, RecvSource, ReqConfig, Reply,
-    ResSlot, RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, Store, UcResponder,
+    AccessError, Action, Access, AtomicOp, MemCheck, PacketDesc, Pending, Place, Pushed, RecvSource, ReplyQueue,
+    ReqConfig, Reply, ResSlot, RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, Store, UcResponder,
 };
 use crate::proto::ring::{Consumer, RingLayout, SharedRegion, CONS_FLAGS_OFFSET, CONS_FLUSHING, CONS_POLLING};
 use crate::proto::wqe::{
@@ -59,18 +59,11 @@ pub(crate) const MAX_RD_RES: usize = crate::limits::MAX_RD_ATOM as usize;
 // `max_dest_rd_atomic` is a u8: the cap below must fit one.
 const _: () = assert!(MAX_RD_RES >= 1 && MAX_RD_RES <= u8::MAX as usize);
 
-/// Responses waiting to be sent, in PSN order: READ response streams are
-/// paced (a burst of a whole READ would overflow the receiver's backlog),
-/// and ACKs must not overtake the READ responses before them.
-#[derive(Clone, Copy)]
-enum Pending {
-    Read(ReadResponder),
-    Pkt(RespDesc),
-}
-
-/// Capacity of the pending-response queue; beyond it new responses are
-/// dropped like lost packets (the requester retries).
-const PENDING_MAX: usize = 2 * MAX_RD_RES;
+/// Capacity of an RC QP's response queue (`proto::rc::replyq`): the READ
+/// and atomic responses of every responder resource with a coalesced ACK
+/// behind each, and room for a NAK.  When it is full, requests are dropped
+/// before the responder sees them (back-pressure), never responses.
+const PENDING_MAX: usize = 2 * MAX_RD_RES + 2;
 /// Response packets sent per run from the receive path / the work item.
 const RESP_BUDGET_RX: u32 = 32;
 const RESP_BUDGET_WORK: u32 = 128;
@@ -290,12 +283,10 @@ pub(crate) struct Dp {
     path: Option<Path>,
     send_lim: SendLimits,
     recv_lim: RecvLimits,
-    /// Responses not sent yet (FIFO in `pending[..]` from `pend_head`).
-    /// Heap-allocated, `PENDING_MAX` long: keeps `Dp` small (it is built
-    /// on the stack of `create_qp`, which may run deep in `ib_register_device`).
-    pending: KVVec<Option<Pending>>,
-    pend_head: usize,
-    pend_len: usize,
+    /// RC: responses not sent yet, in PSN order.  Heap-allocated,
+    /// `PENDING_MAX` long: keeps `Dp` small (it is built on the stack of
+    /// `create_qp`, which may run deep in `ib_register_device`).
+    replyq: Option<ReplyQueue<KStore<Option<Pending>>>>,
     /// Engine counters already added to the device's.
     seen_req: ReqCounters,
     seen_resp: RespCounters,
@@ -375,9 +366,7 @@ impl Dp {
                 ud,
             },
             recv_lim: RecvLimits { max_sge: recv_max_sge, max_msg_size: max_msg },
-            pending: KVVec::from_elem(None, PENDING_MAX, GFP_KERNEL_ACCOUNT)?,
-            pend_head: 0,
-            pend_len: 0,
+            replyq: if ud || uc { None } else { Some(ReplyQueue::new(KStore(PrivVec::new(PENDING_MAX, None)?))) },
             seen_req: ReqCounters::default(),
             seen_resp: RespCounters::default(),
             polling: false,
@@ -518,7 +507,7 @@ impl Dp {
             self.res_spare = Some(r.into_store());
         }
         self.uc_resp = None;
-        self.pend_len = 0;
+        self.clear_replies();
         self.has_cur = false;
         self.held = None;
         self.path = None;
@@ -556,7 +545,7 @@ impl Dp {
         if let Some(r) = self.uc_resp.as_mut() {
             r.flush();
         }
-        self.pend_len = 0;
+        self.clear_replies();
         if self.has_cur {
             self.has_cur = false;
             let wr_id = recv_wr_id(&self.cur_recv);
@@ -995,6 +984,13 @@ impl Dp {
         r: &crate::proto::rc::InRequest,
         payload: &[u8],
     ) {
+        // Back-pressure: with no room for its response the request is
+        // dropped before the responder sees it, like a lost packet (the
+        // requester's sequence NAK or timer brings it back).
+        if self.replyq.as_ref().is_some_and(|q| !q.has_room()) {
+            ctx.dev.p.stats.inc(Counter::RespBackpressure);
+            return;
+        }
         let mut mem = Mem { ctx, qp_access };
         // The SRQ (if any) is locked from the responder's peek to the
         // take, so no other QP takes the same WQE.
@@ -1032,8 +1028,8 @@ impl Dp {
         }
         match a.reply {
             Reply::None => {}
-            Reply::Packet(d) => self.queue_reply(Pending::Pkt(d)),
-            Reply::Read(stream) => self.queue_reply(Pending::Read(stream)),
+            Reply::Packet(d) => self.queue_reply(ctx, Pending::Pkt(d)),
+            Reply::Read(stream) => self.queue_reply(ctx, Pending::Read(stream)),
         }
         if self.send_pending(ctx, RESP_BUDGET_RX) {
             ctx.work.queue();
@@ -1163,57 +1159,50 @@ impl Dp {
         true
     }
 
-    fn queue_reply(&mut self, p: Pending) {
-        if self.pend_len >= PENDING_MAX {
-            return;
+    fn queue_reply(&mut self, ctx: &Ctx<'_>, p: Pending) {
+        // (`on_request` made sure of the room: `Full` would be a bug,
+        // counted, not hidden.)
+        if self.replyq.as_mut().is_some_and(|q| q.push(p) == Pushed::Full) {
+            ctx.dev.p.stats.inc(Counter::RespBackpressure);
         }
-        let i = (self.pend_head + self.pend_len) % PENDING_MAX;
-        if let Some(slot) = self.pending.get_mut(i) {
-            *slot = Some(p);
-            self.pend_len += 1;
+    }
+
+    /// Forgets the queued responses (RESET, ERR, no path).
+    fn clear_replies(&mut self) {
+        if let Some(q) = self.replyq.as_mut() {
+            q.clear();
         }
     }
 
     /// Sends up to `budget` queued responses; returns whether more wait.
     pub(crate) fn send_pending(&mut self, ctx: &Ctx<'_>, mut budget: u32) -> bool {
         let Some(path) = self.path else {
-            self.pend_len = 0;
+            self.clear_replies();
             return false;
         };
-        while self.pend_len > 0 && budget > 0 {
-            let Some(slot) = self.pending.get_mut(self.pend_head) else { break };
-            let done = match slot {
-                Some(Pending::Pkt(d)) => {
+        let Some(q) = self.replyq.as_mut() else { return false };
+        while budget > 0 {
+            let Some(front) = q.front_mut() else { break };
+            match front {
+                Pending::Pkt(d) => {
                     let d = *d;
                     budget -= 1;
-                    self.send_reply(ctx, &path, &d);
-                    true
+                    q.pop();
+                    send_reply(ctx, &path, &d);
                 }
-                Some(Pending::Read(stream)) => {
-                    let mut s = *stream;
+                Pending::Read(stream) => {
                     while budget > 0 {
-                        let Some(d) = s.next() else { break };
+                        let Some(d) = stream.next() else { break };
                         budget -= 1;
-                        self.send_reply(ctx, &path, &d);
+                        send_reply(ctx, &path, &d);
                     }
-                    let left = s.remaining() != 0;
-                    if let Some(Some(Pending::Read(st))) = self.pending.get_mut(self.pend_head) {
-                        *st = s;
+                    if stream.remaining() == 0 {
+                        q.pop();
                     }
-                    !left
                 }
-                None => true,
-            };
-            if !done {
-                break;
             }
-            if let Some(slot) = self.pending.get_mut(self.pend_head) {
-                *slot = None;
-            }
-            self.pend_head = (self.pend_head + 1) % PENDING_MAX;
-            self.pend_len -= 1;
         }
-        self.pend_len > 0
+        !q.is_empty()
     }
 
     /// The work item: continue sending queued responses (RC) or the
@@ -1236,14 +1225,16 @@ impl Dp {
         }
     }
 
-    fn send_reply(&self, ctx: &Ctx<'_>, path: &Path, d: &RespDesc) {
-        let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
-        let ok = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
-            None => true,
-            Some(src) => remote_read(ctx, src.rkey, src.va, buf).is_ok(),
-        });
-        let _ = ok;
-    }
+}
+
+/// Sends one response packet (a failure is counted by `send_pkt`; the
+/// requester retries).
+fn send_reply(ctx: &Ctx<'_>, path: &Path, d: &RespDesc) {
+    let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
+    let _ = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
+        None => true,
+        Some(src) => remote_read(ctx, src.rkey, src.va, buf).is_ok(),
+    });
 }
 
 /// Copies `buf.len()` bytes at message offset `off` of the WQE `view`

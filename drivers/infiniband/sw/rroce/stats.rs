@@ -63,9 +63,12 @@ pub(crate) enum Counter {
     /// length, alignment, receive buffer too short); the responder QP
     /// entered the error state.
     InvalidNaksSent,
+    /// RC requests dropped unprocessed because the QP's response queue
+    /// was full (back-pressure: the requester retransmits them).
+    RespBackpressure,
 }
 
-const N: usize = Counter::InvalidNaksSent as usize + 1;
+const N: usize = Counter::RespBackpressure as usize + 1;
 
 /// Descriptors, in [`Counter`] order.
 pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
@@ -88,6 +91,7 @@ pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
     c_str!("ignored_responses"),
     c_str!("access_naks_sent"),
     c_str!("invalid_naks_sent"),
+    c_str!("resp_backpressure"),
 ]);
 
 /// A device's counters.

@@ -44,6 +44,7 @@
 //! * Nothing here panics on any input; all arithmetic is explicit.
 
 pub mod comp;
+pub mod replyq;
 pub mod req;
 pub mod resp;
 pub mod uc;
@@ -52,6 +53,7 @@ pub mod uc;
 mod sim;
 
 pub use comp::{IgnoreReason, RespVerdict, SendCompletion};
+pub use replyq::{Pending, Pushed, ReplyQueue};
 pub use req::{PostError, ReqConfig, ReqCounters, Requester, Slot};
 pub use resp::{
     Access, AccessError, Action, AtomicOp, MemCheck, Outcome, Place, ReadResponder, RecvCompletion,

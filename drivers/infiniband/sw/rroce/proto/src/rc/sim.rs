@@ -317,7 +317,30 @@ struct World {
     send_done: Vec<SendCompletion>,
     recv_done: Vec<(u64, RecvCompletion)>,
     resp_errors: u32,
+    /// B's paced response queue (`Setup::reply_queue`), as the kernel
+    /// glue has; `None`: responses leave at once.
+    replyq: Option<ReplyQueue<VecStore>>,
+    /// Requests B dropped unprocessed for want of queue room.
+    backpressure: u64,
+    /// Most responses the queue held.
+    replyq_peak: usize,
 }
+
+/// A [`Store`] of any length for the simulator's response queue.
+struct VecStore(Vec<Option<Pending>>);
+
+impl Store<Option<Pending>> for VecStore {
+    fn items(&self) -> &[Option<Pending>] {
+        &self.0
+    }
+    fn items_mut(&mut self) -> &mut [Option<Pending>] {
+        &mut self.0
+    }
+}
+
+/// Response packets B's queue sends per [`REPLY_TICK_NS`].
+const REPLY_BUDGET: u32 = 2;
+const REPLY_TICK_NS: u64 = 2_000;
 
 struct Setup {
     pmtu: PathMtu,
@@ -331,6 +354,9 @@ struct Setup {
     sq_psn: u32,
     /// UC instead of RC.
     uc: bool,
+    /// B's responses go through a response queue of this capacity, paced
+    /// at [`REPLY_BUDGET`] packets per [`REPLY_TICK_NS`] (0: sent at once).
+    reply_queue: usize,
 }
 
 impl Setup {
@@ -346,6 +372,7 @@ impl Setup {
             max_rd_atomic: 4,
             sq_psn: 0xFF_FF00, // wraps early
             uc: false,
+            reply_queue: 0,
         }
     }
 }
@@ -393,6 +420,10 @@ impl World {
             send_done: Vec::new(),
             recv_done: Vec::new(),
             resp_errors: 0,
+            replyq: (s.reply_queue > 0)
+                .then(|| ReplyQueue::new(VecStore(vec![None; s.reply_queue]))),
+            backpressure: 0,
+            replyq_peak: 0,
         }
     }
 
@@ -535,6 +566,12 @@ impl World {
         let r = InRequest::from_parsed(&p, p.payload(pkt));
         let payload = p.payload(pkt).to_vec();
         assert_eq!(payload.len(), r.payload_len as usize);
+        // The glue's back-pressure: no room for a response, the request is
+        // dropped before the responder sees it.
+        if self.uc.is_none() && self.replyq.as_ref().is_some_and(|q| !q.has_room()) {
+            self.backpressure += 1;
+            return;
+        }
         let a = match self.uc.as_mut() {
             Some(uc) => {
                 let a = uc.on_request(&r, &mut self.b, &mut Rq(&self.b_rq));
@@ -566,6 +603,16 @@ impl World {
         if a.qp_error {
             self.resp_errors += 1;
         }
+        if let Some(q) = self.replyq.as_mut() {
+            let pushed = match a.reply {
+                Reply::None => Pushed::Coalesced,
+                Reply::Packet(d) => q.push(Pending::Pkt(d)),
+                Reply::Read(rr) => q.push(Pending::Read(rr)),
+            };
+            assert_ne!(pushed, Pushed::Full, "room was checked");
+            self.replyq_peak = self.replyq_peak.max(q.len());
+            return;
+        }
         match a.reply {
             Reply::None => {}
             Reply::Packet(d) => self.b_transmit(&d),
@@ -574,6 +621,29 @@ impl World {
                     self.b_transmit(&d);
                 }
             }
+        }
+    }
+
+    /// Sends up to [`REPLY_BUDGET`] queued responses.
+    fn b_drain(&mut self) {
+        let mut out = Vec::new();
+        if let Some(q) = self.replyq.as_mut() {
+            while (out.len() as u32) < REPLY_BUDGET {
+                match q.front_mut() {
+                    None => break,
+                    Some(Pending::Pkt(d)) => {
+                        out.push(*d);
+                        q.pop();
+                    }
+                    Some(Pending::Read(rr)) => match rr.next() {
+                        Some(d) => out.push(d),
+                        None => q.pop(),
+                    },
+                }
+            }
+        }
+        for d in out {
+            self.b_transmit(&d);
         }
     }
 
@@ -628,6 +698,7 @@ impl World {
             while let Some(p) = self.ab.pop_due(self.now) {
                 self.b_receive(&p);
             }
+            self.b_drain();
             while let Some(p) = self.ba.pop_due(self.now) {
                 self.a_receive(&p);
                 self.a_send();
@@ -640,7 +711,8 @@ impl World {
             }
             self.a_send();
             let done = self.to_post.is_empty() && self.req.is_idle();
-            if done && self.ab.q.is_empty() && self.ba.q.is_empty() {
+            let queued = self.replyq.as_ref().is_some_and(|q| !q.is_empty());
+            if done && self.ab.q.is_empty() && self.ba.q.is_empty() && !queued {
                 return;
             }
             let next = [
@@ -648,6 +720,7 @@ impl World {
                 self.ba.next_time(),
                 self.req.next_deadline(),
                 self.b_rq_later.iter().map(|x| x.0).min(),
+                queued.then(|| self.now + REPLY_TICK_NS),
             ]
             .into_iter()
             .flatten()
@@ -779,7 +852,11 @@ fn sizes(pmtu: PathMtu, rng: &mut Rng, n: usize) -> Vec<u32> {
 /// Run a mixed (or single-kind) workload and check everything.
 /// `kinds`: bit 0 SEND, 1 WRITE, 2 READ, 3 atomics.
 fn workload(pmtu: PathMtu, link: LinkCfg, seed: u64, kinds: u32, n: usize, big: bool) -> World {
-    let s = Setup::new(pmtu, link, seed);
+    workload_in(Setup::new(pmtu, link, seed), kinds, n, big)
+}
+
+fn workload_in(s: Setup, kinds: u32, n: usize, big: bool) -> World {
+    let (pmtu, seed) = (s.pmtu, s.seed);
     let mut rng = Rng(seed);
     let mut lens = sizes(pmtu, &mut rng, n);
     if big {
@@ -979,6 +1056,40 @@ fn lossy_per_kind() {
         report("kind", &w);
         assert!(w.req.counters().retransmitted > 0);
     }
+}
+
+/// B's responses paced through a response queue, as in the kernel: with
+/// room for every responder resource and a coalesced ACK behind each, a
+/// clean link never needs back-pressure; a queue too small for that drops
+/// requests unprocessed, and every workload still completes exactly once.
+#[test]
+fn paced_responses_and_back_pressure() {
+    for kinds in [1, 2, 4, 8, 15] {
+        let mut s = Setup::new(PathMtu::Mtu1024, LinkCfg::PERFECT, 400 + kinds as u64);
+        s.reply_queue = 2 * s.max_rd_atomic as usize + 2;
+        let w = workload_in(s, kinds, 40, false);
+        assert_eq!(
+            w.backpressure, 0,
+            "kinds {kinds}: a full queue on a clean link"
+        );
+        assert!(w.replyq_peak > 0);
+    }
+    let mut pressured = 0;
+    for seed in 0..6u64 {
+        let link = if seed % 2 == 0 {
+            LinkCfg::PERFECT
+        } else {
+            LinkCfg::lossy(5)
+        };
+        let mut s = Setup::new(PathMtu::ALL[seed as usize % 5], link, 500 + seed);
+        s.reply_queue = 2;
+        let w = workload_in(s, 15, 50, seed == 3);
+        report("pressure", &w);
+        std::println!("  backpressure={} peak={}", w.backpressure, w.replyq_peak);
+        assert!(w.replyq_peak <= 2);
+        pressured += w.backpressure;
+    }
+    assert!(pressured > 0, "a 2-entry queue never pushed back");
 }
 
 #[test]

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! The responder's queue of responses waiting to be sent.
+//!
+//! Responses leave in PSN order: a READ response stream is paced (a whole
+//! READ in one burst would overflow the receiver's backlog), and an ACK
+//! must not overtake the READ responses queued before it.  The queue has a
+//! fixed capacity (its [`Store`]), so two rules keep it from losing what
+//! it was given:
+//!
+//! * **Coalescing.** RC ACKs are cumulative: an ACK for PSN `p` with MSN
+//!   `m` acknowledges every earlier request too.  A plain ACK queued right
+//!   behind another plain ACK replaces it; a run of SENDs or WRITEs behind
+//!   a READ stream then holds one entry, not one per message.  NAKs, RNR
+//!   NAKs and atomic acknowledgements are never merged.
+//! * **Back-pressure.** The glue asks [`ReplyQueue::has_room`] before it
+//!   hands a request to the responder and drops the packet untouched when
+//!   there is none: the responder's state (ePSN, MSN, resources) does not
+//!   move, so the requester's retransmission (after its sequence NAK or
+//!   timeout) finds the request again.  A response is never created and
+//!   then thrown away.
+//!
+//! With at most `max_dest_rd_atomic` READ/atomic responses outstanding
+//! and coalesced ACKs between them, a queue twice that long plus one never
+//! fills in a conforming exchange.
+
+use super::super::hdr::Syndrome;
+use super::super::opcode::op;
+use super::resp::ReadResponder;
+use super::{RespDesc, Store};
+
+/// A queued response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pending {
+    /// A READ response stream, partly sent.
+    Read(ReadResponder),
+    /// One packet: ACK, NAK, RNR NAK or atomic acknowledgement.
+    Pkt(RespDesc),
+}
+
+impl Pending {
+    /// A plain (positive) ACK: may be replaced by a later one.
+    fn is_plain_ack(&self) -> bool {
+        matches!(self, Pending::Pkt(d) if d.opcode == op::ACKNOWLEDGE
+            && d.aeth.is_some_and(|a| matches!(Syndrome::decode(a.syndrome), Syndrome::Ack { .. })))
+    }
+}
+
+/// What [`ReplyQueue::push`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pushed {
+    /// Appended.
+    Queued,
+    /// Replaced the plain ACK at the tail.
+    Coalesced,
+    /// The queue was full: dropped (the glue checks
+    /// [`ReplyQueue::has_room`] first, so this is a bug counter).
+    Full,
+}
+
+/// A FIFO of [`Pending`] responses in a fixed [`Store`].
+#[derive(Debug)]
+pub struct ReplyQueue<S: Store<Option<Pending>>> {
+    store: S,
+    head: usize,
+    len: usize,
+}
+
+impl<S: Store<Option<Pending>>> ReplyQueue<S> {
+    /// An empty queue in `store` (whatever it held is forgotten).
+    pub fn new(mut store: S) -> Self {
+        store.items_mut().fill(None);
+        ReplyQueue {
+            store,
+            head: 0,
+            len: 0,
+        }
+    }
+
+    /// Forgets every queued response (the QP left RTR/RTS, or its path is
+    /// gone).
+    pub fn clear(&mut self) {
+        self.store.items_mut().fill(None);
+        self.head = 0;
+        self.len = 0;
+    }
+
+    /// Responses queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether a request may be processed now: one more response fits,
+    /// even if it cannot be coalesced.
+    pub fn has_room(&self) -> bool {
+        self.len < self.store.items().len()
+    }
+
+    fn slot(&self, i: usize) -> Option<&Option<Pending>> {
+        let cap = self.store.items().len();
+        (cap != 0)
+            .then(|| self.store.items().get((self.head + i) % cap))
+            .flatten()
+    }
+
+    fn slot_mut(&mut self, i: usize) -> Option<&mut Option<Pending>> {
+        let cap = self.store.items().len();
+        if cap == 0 {
+            return None;
+        }
+        let at = (self.head + i) % cap;
+        self.store.items_mut().get_mut(at)
+    }
+
+    /// Queues `p` behind everything queued, merging a plain ACK into a
+    /// plain ACK at the tail.
+    pub fn push(&mut self, p: Pending) -> Pushed {
+        if p.is_plain_ack() && self.len > 0 {
+            let tail = self.len - 1;
+            if let Some(slot) = self.slot_mut(tail) {
+                if slot.is_some_and(|t| t.is_plain_ack()) {
+                    *slot = Some(p);
+                    return Pushed::Coalesced;
+                }
+            }
+        }
+        if !self.has_room() {
+            return Pushed::Full;
+        }
+        let at = self.len;
+        match self.slot_mut(at) {
+            Some(slot) => {
+                *slot = Some(p);
+                self.len += 1;
+                Pushed::Queued
+            }
+            None => Pushed::Full,
+        }
+    }
+
+    /// The oldest queued response, to send (a READ stream is advanced in
+    /// place and popped once exhausted).
+    pub fn front_mut(&mut self) -> Option<&mut Pending> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slot_mut(0).and_then(|s| s.as_mut())
+    }
+
+    /// Removes the oldest queued response.
+    pub fn pop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        if let Some(s) = self.slot_mut(0) {
+            *s = None;
+        }
+        let cap = self.store.items().len();
+        self.head = (self.head + 1) % cap.max(1);
+        self.len -= 1;
+    }
+
+    /// The oldest queued response (tests, diagnostics).
+    pub fn front(&self) -> Option<&Pending> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slot(0).and_then(|s| s.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hdr::{Aeth, NAK_PSN_SEQ_ERROR};
+    use crate::psn::{PathMtu, Psn};
+
+    fn ack(psn: u32, msn: u32) -> Pending {
+        Pending::Pkt(RespDesc {
+            opcode: op::ACKNOWLEDGE,
+            psn: Psn::new(psn),
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Ack { credits: 0x1f }.encode(),
+                msn,
+            }),
+            atomic_orig: None,
+            payload: None,
+            pad: 0,
+        })
+    }
+
+    fn nak(psn: u32) -> Pending {
+        Pending::Pkt(RespDesc {
+            opcode: op::ACKNOWLEDGE,
+            psn: Psn::new(psn),
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Nak {
+                    code: NAK_PSN_SEQ_ERROR,
+                }
+                .encode(),
+                msn: 0,
+            }),
+            atomic_orig: None,
+            payload: None,
+            pad: 0,
+        })
+    }
+
+    fn read(psn: u32, len: u32) -> Pending {
+        Pending::Read(ReadResponder::new(
+            Psn::new(psn),
+            7,
+            0x1000,
+            len,
+            PathMtu::Mtu1024,
+            1,
+        ))
+    }
+
+    #[test]
+    fn acks_behind_a_read_coalesce_into_the_newest() {
+        let mut q = ReplyQueue::new([None; 4]);
+        assert_eq!(q.push(read(10, 8192)), Pushed::Queued);
+        for i in 0..100 {
+            let want = if i == 0 {
+                Pushed::Queued
+            } else {
+                Pushed::Coalesced
+            };
+            assert_eq!(q.push(ack(18 + i, 2 + i)), want);
+        }
+        assert_eq!(q.len(), 2);
+        assert!(matches!(q.front(), Some(Pending::Read(_))));
+        q.pop();
+        assert_eq!(q.front(), Some(&ack(117, 101)));
+        q.pop();
+        assert!(q.is_empty() && q.front().is_none());
+    }
+
+    #[test]
+    fn naks_and_reads_are_never_merged() {
+        let mut q = ReplyQueue::new([None; 8]);
+        assert_eq!(q.push(ack(1, 1)), Pushed::Queued);
+        assert_eq!(q.push(nak(2)), Pushed::Queued);
+        // a plain ACK behind a NAK is not merged into it
+        assert_eq!(q.push(ack(3, 2)), Pushed::Queued);
+        assert_eq!(q.push(read(4, 1024)), Pushed::Queued);
+        assert_eq!(q.push(read(5, 1024)), Pushed::Queued);
+        assert_eq!(q.len(), 5);
+        let mut seen = [0u32; 5];
+        for s in seen.iter_mut() {
+            *s = match q.front() {
+                Some(Pending::Pkt(d)) => d.psn.get(),
+                Some(Pending::Read(r)) => r.clone().next().map_or(0, |d| d.psn.get()),
+                None => 0,
+            };
+            q.pop();
+        }
+        assert_eq!(seen, [1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn full_queue_refuses_and_wraps() {
+        let mut q = ReplyQueue::new([None; 3]);
+        for i in 0..3 {
+            assert!(q.has_room());
+            assert_eq!(q.push(read(i, 1024)), Pushed::Queued);
+        }
+        assert!(!q.has_room());
+        assert_eq!(q.push(read(9, 1024)), Pushed::Full);
+        assert_eq!(q.push(nak(9)), Pushed::Full);
+        q.pop();
+        assert!(q.has_room());
+        // the freed slot is reused at the wrapped tail, FIFO order kept
+        assert_eq!(q.push(ack(20, 3)), Pushed::Queued);
+        // a full queue still merges an ACK into its tail ACK
+        assert!(!q.has_room());
+        assert_eq!(q.push(ack(21, 4)), Pushed::Coalesced);
+        let mut order = [0u32; 3];
+        for o in order.iter_mut() {
+            *o = match q.front() {
+                Some(Pending::Pkt(d)) => d.psn.get(),
+                Some(Pending::Read(r)) => r.clone().next().map_or(0, |d| d.psn.get()),
+                None => 0,
+            };
+            q.pop();
+        }
+        assert_eq!(order, [1, 2, 21]);
+        q.pop();
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_stream_advanced_in_place_stays_at_the_front() {
+        let mut q = ReplyQueue::new([None; 2]);
+        q.push(read(0, 3000));
+        q.push(ack(3, 2));
+        let mut sent = 0;
+        while let Some(Pending::Read(r)) = q.front_mut() {
+            match r.next() {
+                Some(d) => {
+                    assert_eq!(d.psn.get(), sent);
+                    sent += 1;
+                }
+                None => q.pop(),
+            }
+        }
+        assert_eq!(sent, 3);
+        assert_eq!(q.front(), Some(&ack(3, 2)));
+    }
+
+    #[test]
+    fn reuse_and_clear_forget_everything() {
+        let mut q = ReplyQueue::new([None; 2]);
+        q.push(read(0, 1024));
+        q.push(nak(1));
+        q.clear();
+        assert!(q.is_empty() && q.has_room() && q.front().is_none());
+        let store = [Some(nak(5)); 2];
+        let q2 = ReplyQueue::new(store);
+        assert!(q2.is_empty() && q2.front().is_none());
+    }
+
+    #[test]
+    fn zero_capacity_is_always_full() {
+        let mut q: ReplyQueue<[Option<Pending>; 0]> = ReplyQueue::new([]);
+        assert!(!q.has_room());
+        assert_eq!(q.push(ack(1, 1)), Pushed::Full);
+        assert!(q.front_mut().is_none());
+        q.pop();
+        assert!(q.is_empty());
+    }
+}

@@ -175,9 +175,11 @@ impl<S: Store<Option<Pending>>> ReplyQueue<S> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
     use crate::hdr::{Aeth, NAK_PSN_SEQ_ERROR};
     use crate::psn::{PathMtu, Psn};
+    use std::vec::Vec;
 
     fn ack(psn: u32, msn: u32) -> Pending {
         Pending::Pkt(RespDesc {
@@ -221,6 +223,19 @@ mod tests {
         ))
     }
 
+    /// Pops everything, returning the first PSN of each entry in order.
+    fn drain_psns<const N: usize>(q: &mut ReplyQueue<[Option<Pending>; N]>) -> Vec<u32> {
+        let mut out = Vec::new();
+        while let Some(p) = q.front() {
+            out.push(match *p {
+                Pending::Pkt(d) => d.psn.get(),
+                Pending::Read(mut r) => r.next().map_or(u32::MAX, |d| d.psn.get()),
+            });
+            q.pop();
+        }
+        out
+    }
+
     #[test]
     fn acks_behind_a_read_coalesce_into_the_newest() {
         let mut q = ReplyQueue::new([None; 4]);
@@ -251,16 +266,7 @@ mod tests {
         assert_eq!(q.push(read(4, 1024)), Pushed::Queued);
         assert_eq!(q.push(read(5, 1024)), Pushed::Queued);
         assert_eq!(q.len(), 5);
-        let mut seen = [0u32; 5];
-        for s in seen.iter_mut() {
-            *s = match q.front() {
-                Some(Pending::Pkt(d)) => d.psn.get(),
-                Some(Pending::Read(r)) => r.clone().next().map_or(0, |d| d.psn.get()),
-                None => 0,
-            };
-            q.pop();
-        }
-        assert_eq!(seen, [1, 2, 3, 4, 5]);
+        assert_eq!(drain_psns(&mut q), [1, 2, 3, 4, 5]);
     }
 
     #[test]
@@ -280,17 +286,7 @@ mod tests {
         // a full queue still merges an ACK into its tail ACK
         assert!(!q.has_room());
         assert_eq!(q.push(ack(21, 4)), Pushed::Coalesced);
-        let mut order = [0u32; 3];
-        for o in order.iter_mut() {
-            *o = match q.front() {
-                Some(Pending::Pkt(d)) => d.psn.get(),
-                Some(Pending::Read(r)) => r.clone().next().map_or(0, |d| d.psn.get()),
-                None => 0,
-            };
-            q.pop();
-        }
-        assert_eq!(order, [1, 2, 21]);
-        q.pop();
+        assert_eq!(drain_psns(&mut q), [1, 2, 21]);
         assert!(q.is_empty());
     }
 

@@ -128,18 +128,27 @@ softnet_drops() {
 }
 [ -z "$why" ] && { tx0=$(cat "$(hwc_dir "$DEV0")/tx_packets") rx0=$(cat "$(hwc_dir "$DEV0")/rx_packets"); }
 
+# timed_dd WHAT DD-ARGS...: dd of $SIZE_MB MiB in 1 MiB blocks within $tmo,
+# its rate in a diag; a t_fail (and status 1) if it fails.
+timed_dd() {
+	local what=$1 t0 ms
+	shift
+	t0=$(date +%s%N)
+	if ! timeout "$tmo" dd "$@" bs=1M status=none 2>"$OUT/dd.err"; then
+		t_fail "dd $what failed: $(tr '\n' ' ' <"$OUT/dd.err")"
+		return 1
+	fi
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	diag "$what: $SIZE_MB MiB in $ms ms ($((SIZE_MB * 1000000 / (ms + 1))) KiB/s, TCG)"
+}
+
 t_begin "dd a $SIZE_MB MiB file through NFS (conv=fsync): the server's copy is the same bytes"
 if [ -n "$why" ]; then
 	t_skip "$why"
 else
 	head -c $((SIZE_MB << 20)) /dev/urandom >"$OUT/pat"
 	want=$(sha256sum <"$OUT/pat" | cut -c1-64)
-	t0=$(date +%s%N)
-	if ! timeout "$tmo" dd if="$OUT/pat" of="$MNT/big" bs=1M conv=fsync status=none 2>"$OUT/dd.err"; then
-		t_fail "dd write failed: $(tr '\n' ' ' <"$OUT/dd.err")"
-	else
-		ms=$((($(date +%s%N) - t0) / 1000000))
-		diag "write: $SIZE_MB MiB in $ms ms ($((SIZE_MB * 1000000 / (ms + 1))) KiB/s, TCG)"
+	if timed_dd write if="$OUT/pat" of="$MNT/big" conv=fsync; then
 		got=$(srv sha256sum "$EXP/big" | cut -c1-64)
 		[ "$got" = "$want" ] || t_fail "server's $EXP/big: sha256 $got, written $want"
 	fi
@@ -150,12 +159,7 @@ t_begin "read it back with O_DIRECT (no client cache): the same bytes"
 if [ -n "$why" ]; then
 	t_skip "$why"
 else
-	t0=$(date +%s%N)
-	if ! timeout "$tmo" dd if="$MNT/big" of="$OUT/got" bs=1M iflag=direct status=none 2>"$OUT/dd.err"; then
-		t_fail "dd read failed: $(tr '\n' ' ' <"$OUT/dd.err")"
-	else
-		ms=$((($(date +%s%N) - t0) / 1000000))
-		diag "read: $SIZE_MB MiB in $ms ms ($((SIZE_MB * 1000000 / (ms + 1))) KiB/s, TCG)"
+	if timed_dd read if="$MNT/big" of="$OUT/got" iflag=direct; then
 		cmp -s "$OUT/pat" "$OUT/got" || t_fail "read back differs: $(cmp "$OUT/pat" "$OUT/got" 2>&1 | head -1)"
 	fi
 	rm -f "$OUT/pat" "$OUT/got"

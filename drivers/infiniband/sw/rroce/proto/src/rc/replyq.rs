@@ -66,9 +66,9 @@ pub struct ReplyQueue<S: Store<Option<Pending>>> {
 }
 
 impl<S: Store<Option<Pending>>> ReplyQueue<S> {
-    /// An empty queue in `store` (whatever it held is forgotten).
-    pub fn new(mut store: S) -> Self {
-        store.items_mut().fill(None);
+    /// An empty queue in `store` (what it holds is never read: only the
+    /// `len` slots from `head` are).
+    pub fn new(store: S) -> Self {
         ReplyQueue {
             store,
             head: 0,
@@ -77,9 +77,8 @@ impl<S: Store<Option<Pending>>> ReplyQueue<S> {
     }
 
     /// Forgets every queued response (the QP left RTR/RTS, or its path is
-    /// gone).
+    /// gone).  O(1): the stale slots are never read.
     pub fn clear(&mut self) {
-        self.store.items_mut().fill(None);
         self.head = 0;
         self.len = 0;
     }
@@ -155,9 +154,6 @@ impl<S: Store<Option<Pending>>> ReplyQueue<S> {
     pub fn pop(&mut self) {
         if self.len == 0 {
             return;
-        }
-        if let Some(s) = self.slot_mut(0) {
-            *s = None;
         }
         let cap = self.store.items().len();
         self.head = (self.head + 1) % cap.max(1);

@@ -10,7 +10,8 @@ DEBS=(linux-source-6.12 clang lld llvm libclang-dev flex bison bc libelf-dev
       libibverbs-dev librdmacm-dev perftest rdmacm-utils python3-pyverbs
       iproute2 tshark kmod cpio busybox-static xz-utils python3-matplotlib iperf3
       ethtool procps python3-pip binutils perl ucx-utils
-      openmpi-bin libopenmpi-dev libfabric-bin valgrind nfs-kernel-server)
+      openmpi-bin libopenmpi-dev libfabric-bin valgrind nfs-kernel-server
+      ksmbd-tools cifs-utils targetcli-fb open-iscsi srptools)
 BINDGEN_VERSION=0.73.2
 VNG_VERSION=1.42
 

@@ -927,3 +927,137 @@ c_prog_unavailable() {
 	command -v cc >/dev/null || { echo "no C compiler (cc)"; return 0; }
 	[ -f /usr/include/infiniband/verbs.h ] || echo "libibverbs-dev not installed"
 }
+
+# ------------------------------------------- a wire for init_net-only ULPs
+# nvmet/nvme-rdma, isert/ib_iser and ksmbd/cifs create their rdma_cm ids in
+# init_net, so both of their devices need netdevs there: a dedicated veth
+# pair $VL_A ($VL_IPA, $VL_DEVA) -- $VL_B ($VL_IPB, $VL_DEVB).  Two
+# addresses of one namespace normally reach each other through lo; policy
+# routing (rules "to <peer> iif lo" ahead of the local table) sends the
+# traffic out of the veth instead, accept_local/rp_filter let it in on the
+# other side, and the neighbours are static.  Counters of $VL_A prove the
+# traffic crossed the veth.  vl_down undoes everything (and the standard
+# topology is left as it was).
+VL_A=vl0 VL_B=vl1 VL_IPA=10.79.0.1 VL_IPB=10.79.0.2
+VL_DEVA=${RROCE_TYPE}_vl0 VL_DEVB=${RROCE_TYPE}_vl1
+_vl_rules=0 _vl_sysctl=()
+
+# _vl_sysctl KEY VALUE: set, remembering the old value for vl_down.
+_vl_sysctl() {
+	_vl_sysctl+=("$1=$(sysctl -n "$1")")
+	sysctl -qw "$1=$2"
+}
+
+# vl_up: the veth pair, its routing and the two devices, ports active; a
+# t_fail and status 1 at the first step that fails.
+vl_up() {
+	local m mac_a mac_b
+	ip link del "$VL_A" 2>/dev/null
+	ip link add "$VL_A" type veth peer name "$VL_B" || { t_fail "ip link add $VL_A veth $VL_B"; return 1; }
+	for m in "$VL_A" "$VL_B"; do
+		sysctl -qw "net.ipv6.conf.$m.disable_ipv6=1"
+		sysctl -qw "net.ipv4.conf.$m.accept_local=1"
+		sysctl -qw "net.ipv4.conf.$m.rp_filter=0"
+	done
+	_vl_sysctl net.ipv4.conf.all.rp_filter 0
+	ip addr add "$VL_IPA/24" dev "$VL_A" && ip addr add "$VL_IPB/24" dev "$VL_B" &&
+		ip link set "$VL_A" up && ip link set "$VL_B" up || { t_fail "addresses on $VL_A/$VL_B"; return 1; }
+	mac_a=$(cat "/sys/class/net/$VL_A/address") mac_b=$(cat "/sys/class/net/$VL_B/address")
+	ip neigh replace "$VL_IPB" lladdr "$mac_b" dev "$VL_A" nud permanent &&
+		ip neigh replace "$VL_IPA" lladdr "$mac_a" dev "$VL_B" nud permanent || { t_fail "static neighbours"; return 1; }
+	# locally sent traffic to the peer's address leaves through the veth
+	ip route add "$VL_IPB" dev "$VL_A" src "$VL_IPA" table 4791 &&
+		ip route add "$VL_IPA" dev "$VL_B" src "$VL_IPB" table 4792 &&
+		ip rule add pref 10 to "$VL_IPB" iif lo lookup 4791 &&
+		ip rule add pref 11 to "$VL_IPA" iif lo lookup 4792 &&
+		ip rule add pref 100 lookup local && ip rule del pref 0 lookup local || { t_fail "policy routing"; return 1; }
+	_vl_rules=1
+	link_add "$VL_DEVA" "$VL_A" && link_add "$VL_DEVB" "$VL_B" || { t_fail "rdma link add $VL_DEVA/$VL_DEVB"; return 1; }
+	wait_for 10 port_active "$VL_DEVA" && wait_for 10 port_active "$VL_DEVB" ||
+		{ t_fail "ports not active: $(port_state "$VL_DEVA") / $(port_state "$VL_DEVB")"; return 1; }
+}
+
+# vl_down: remove the devices, the veth and the routing; restore sysctls.
+vl_down() {
+	local kv
+	ibdev_exists "$VL_DEVA" && rdma link delete "$VL_DEVA"
+	ibdev_exists "$VL_DEVB" && rdma link delete "$VL_DEVB"
+	ip link del "$VL_A" 2>/dev/null
+	if [ "$_vl_rules" = 1 ]; then
+		ip rule add pref 0 lookup local
+		ip rule del pref 100 lookup local
+		ip rule del pref 10 2>/dev/null
+		ip rule del pref 11 2>/dev/null
+		ip route flush table 4791 2>/dev/null
+		ip route flush table 4792 2>/dev/null
+		_vl_rules=0
+	fi
+	for kv in "${_vl_sysctl[@]}"; do sysctl -qw "$kv"; done
+	_vl_sysctl=()
+	return 0
+}
+
+# vl_bytes: bytes sent plus received by $VL_A so far.
+vl_bytes() { echo $(($(cat "/sys/class/net/$VL_A/statistics/tx_bytes") + $(cat "/sys/class/net/$VL_A/statistics/rx_bytes"))); }
+
+# devs_clean DEV...: a diag of the main counters of each DEV, and a t_fail
+# for any completion or ICRC error on it.
+devs_clean() {
+	local d c n v
+	for d in "$@"; do
+		c=$(hwc_dir "$d")
+		diag "$d: $(for n in tx_packets rx_packets retransmits completion_errors rx_icrc_errors; do printf '%s %s ' "$n" "$(cat "$c/$n" 2>/dev/null)"; done)"
+		for n in completion_errors rx_icrc_errors; do
+			v=$(cat "$c/$n" 2>/dev/null)
+			[ "$v" = 0 ] || t_fail "$d: $n ${v:-unreadable}"
+		done
+	done
+}
+
+# blk_xfer DESC BLOCKDEV BS COUNT SEEK: one subtest (skipped with $why set)
+# that writes COUNT random blocks of BS at block SEEK of BLOCKDEV with
+# O_DIRECT, reads them back with O_DIRECT and compares; each step bounded by
+# $tmo.  Adds the bytes moved to BLK_XFER_TOTAL.  Scratch files go to $OUT.
+BLK_XFER_TOTAL=0
+blk_xfer() {
+	local desc=$1 dev=$2 bs=$3 count=$4 seek=$5 pat=$OUT/pat.$3.$4 got=$OUT/got.$3.$4
+	t_begin "$desc"
+	if [ -n "$why" ]; then t_skip "$why"; return; fi
+	head -c $((bs * count)) /dev/urandom >"$pat"
+	if ! timeout "$tmo" dd if="$pat" of="$dev" bs="$bs" count="$count" seek="$seek" oflag=direct conv=notrunc status=none; then
+		t_fail "dd write to $dev failed"
+	elif ! timeout "$tmo" dd if="$dev" of="$got" bs="$bs" count="$count" skip="$seek" iflag=direct status=none; then
+		t_fail "dd read from $dev failed"
+	elif ! cmp "$pat" "$got"; then
+		t_fail "read back differs: $(cmp "$pat" "$got" 2>&1 | head -1)"
+	else
+		BLK_XFER_TOTAL=$((BLK_XFER_TOTAL + 2 * bs * count))
+	fi
+	rm -f "$pat" "$got"
+	t_end
+}
+
+# ----------------------------------------------------- LIO (SCSI targets)
+# A memory-backed LIO backstore (target_core_rd, in target_core_mod) for the
+# iSER and SRP targets, configured through configfs as targetcli would.
+LIO=/sys/kernel/config/target
+
+# lio_ramdisk_add NAME MIB: the backstore $LIO/core/rd_mcp_0/NAME; its path
+# on stdout.
+lio_ramdisk_add() {
+	local b=$LIO/core/rd_mcp_0/$1
+	mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || return 1
+	modprobe target_core_mod || return 1
+	mkdir -p "$b" && echo "rd_pages=$(($2 * 256))" >"$b/control" && echo 1 >"$b/enable" || return 1
+	echo "$b"
+}
+
+# lio_ramdisk_del NAME: remove it (once no LUN links to it).
+lio_ramdisk_del() {
+	[ -d "$LIO/core/rd_mcp_0/$1" ] && rmdir "$LIO/core/rd_mcp_0/$1"
+	[ -d "$LIO/core/rd_mcp_0" ] && rmdir "$LIO/core/rd_mcp_0" 2>/dev/null
+	return 0
+}
+
+# scsi_disks: the sd block devices, one a line.
+scsi_disks() { ls /sys/block 2>/dev/null | grep '^sd' | sort; }

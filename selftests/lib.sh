@@ -928,6 +928,36 @@ c_prog_unavailable() {
 	[ -f /usr/include/infiniband/verbs.h ] || echo "libibverbs-dev not installed"
 }
 
+# blocked_stacks: the kernel stacks of all tasks in uninterruptible sleep
+# (state D), one diag line each.
+blocked_stacks() {
+	local p st
+	for p in /proc/[0-9]*; do
+		st=$(awk '/^State:/ { print $2 }' "$p/status" 2>/dev/null)
+		[ "$st" = D ] || continue
+		diag "blocked: $(cat "$p/comm" 2>/dev/null) ${p#/proc/}: $(tr '\n' ' ' <"$p/stack" 2>/dev/null)"
+	done
+}
+
+# bounded TMO CMD...: run CMD for at most TMO seconds; if it is still
+# running then, the stacks of the blocked tasks go to diag, CMD is killed
+# (SIGKILL: timeout(1)'s SIGTERM does not end a task blocked in the
+# kernel) and the status is 124.
+bounded() {
+	local tmo=$1 pid i
+	shift
+	"$@" &
+	pid=$!
+	for ((i = 0; i < tmo * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || { wait "$pid"; return; }
+		sleep 0.1
+	done
+	diag "still running after ${tmo}s: $*"
+	blocked_stacks
+	kill -9 "$pid" 2>/dev/null
+	return 124
+}
+
 # ------------------------------------------- a wire for init_net-only ULPs
 # nvmet/nvme-rdma, isert/ib_iser and ksmbd/cifs create their rdma_cm ids in
 # init_net, so both of their devices need netdevs there: a dedicated veth
@@ -1000,18 +1030,44 @@ vl_down() {
 # vl_bytes: bytes sent plus received by $VL_A so far.
 vl_bytes() { echo $(($(cat "/sys/class/net/$VL_A/statistics/tx_bytes") + $(cat "/sys/class/net/$VL_A/statistics/rx_bytes"))); }
 
-# devs_clean DEV...: a diag of the main counters of each DEV, and a t_fail
-# for any completion or ICRC error on it.
-devs_clean() {
-	local d c n v
+# devs_mark DEV...: remember the counters of each DEV; devs_clean then
+# looks at what changed since (a session torn down before, e.g. a discovery
+# session, flushes its receive queue: completions in error that are not a
+# fault).
+declare -A _devs_base=()
+devs_mark() {
+	local d n
 	for d in "$@"; do
-		c=$(hwc_dir "$d")
-		diag "$d: $(for n in tx_packets rx_packets retransmits completion_errors rx_icrc_errors; do printf '%s %s ' "$n" "$(cat "$c/$n" 2>/dev/null)"; done)"
+		for n in $HWC_NAMES; do _devs_base[$d.$n]=$(cat "$(hwc_dir "$d")/$n" 2>/dev/null || echo 0); done
+	done
+}
+
+# devs_clean DEV...: a diag of the counters of each DEV that are not zero
+# (since devs_mark, if it was called), of the packets the stack dropped on
+# full per-CPU backlogs, and a t_fail for any completion or ICRC error.
+devs_clean() {
+	local d n v out since
+	for d in "$@"; do
+		out= since=
+		for n in $HWC_NAMES; do
+			v=$(cat "$(hwc_dir "$d")/$n" 2>/dev/null) || v=
+			[ -n "${_devs_base[$d.$n]:-}" ] && { v=$((v - _devs_base[$d.$n])); since=" since the mark"; }
+			[ "${v:-0}" = 0 ] || out="$out $n $v"
+		done
+		diag "$d, non-zero counters$since:${out:- none}"
 		for n in completion_errors rx_icrc_errors; do
-			v=$(cat "$c/$n" 2>/dev/null)
-			[ "$v" = 0 ] || t_fail "$d: $n ${v:-unreadable}"
+			grep -qw "$n" <<<"$out" && t_fail "$d: $n"
 		done
 	done
+	diag "packets dropped on full per-CPU backlogs (softnet_stat, all CPUs, since boot): $(softnet_drops)"
+}
+
+# softnet_drops: packets dropped on full per-CPU backlogs, all CPUs (column
+# 2 of /proc/net/softnet_stat, hex): a loss that go-back-N then repairs.
+softnet_drops() {
+	local n=0 _p d _r
+	while read -r _p d _r; do n=$((n + 16#$d)); done </proc/net/softnet_stat
+	echo "$n"
 }
 
 # blk_xfer DESC BLOCKDEV BS COUNT SEEK: one subtest (skipped with $why set)
@@ -1061,3 +1117,75 @@ lio_ramdisk_del() {
 
 # scsi_disks: the sd block devices, one a line.
 scsi_disks() { ls /sys/block 2>/dev/null | grep '^sd' | sort; }
+
+# ------------------------------------- file-system ULPs (NFS, SMB Direct)
+FS_MB=16
+
+# timed_dd WHAT DD-ARGS...: dd of $FS_MB MiB in 1 MiB blocks within $tmo,
+# its rate in a diag; a t_fail (and status 1) if it fails.
+timed_dd() {
+	local what=$1 t0 ms
+	shift
+	t0=$(date +%s%N)
+	if ! timeout "$tmo" dd "$@" bs=1M status=none 2>"$OUT/dd.err"; then
+		t_fail "dd $what failed: $(tr '\n' ' ' <"$OUT/dd.err")"
+		return 1
+	fi
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	diag "$what: $FS_MB MiB in $ms ms ($((FS_MB * 1000000 / (ms + 1))) KiB/s, TCG)"
+}
+
+# fs_checks NAME MNT EXP [SRV...]: three subtests (skipped with $why set)
+# of a network file system mounted on MNT whose server exports EXP, read on
+# the server through the command prefix SRV (none: a local server).  A
+# $FS_MB MiB dd (fsync) is byte for byte the server's file; read back with
+# O_DIRECT (no client cache) it matches; 64 small files (create, write,
+# rename) have the same names and contents on the server.
+fs_checks() {
+	local name=$1 mnt=$2 exp=$3 want got n sn c sc
+	shift 3
+	t_begin "dd a $FS_MB MiB file through $name (conv=fsync): the server's copy is the same bytes"
+	if [ -n "$why" ]; then
+		t_skip "$why"
+	else
+		head -c $((FS_MB << 20)) /dev/urandom >"$OUT/pat"
+		want=$(sha256sum <"$OUT/pat" | cut -c1-64)
+		if timed_dd write if="$OUT/pat" of="$mnt/big" conv=fsync; then
+			got=$("$@" sha256sum "$exp/big" | cut -c1-64)
+			[ "$got" = "$want" ] || t_fail "server's $exp/big: sha256 $got, written $want"
+		fi
+		t_end
+	fi
+
+	t_begin "read it back with O_DIRECT (no client cache): the same bytes"
+	if [ -n "$why" ]; then
+		t_skip "$why"
+	else
+		if timed_dd read if="$mnt/big" of="$OUT/got" iflag=direct; then
+			cmp -s "$OUT/pat" "$OUT/got" || t_fail "read back differs: $(cmp "$OUT/pat" "$OUT/got" 2>&1 | head -1)"
+		fi
+		rm -f "$OUT/pat" "$OUT/got"
+		t_end
+	fi
+
+	t_begin "64 small files in a directory (create, write, rename, stat): the server has the same names and contents"
+	if [ -n "$why" ]; then
+		t_skip "$why"
+	else
+		if ! timeout "$tmo" bash -c '
+			mkdir "$1/dir" || exit 1
+			for i in $(seq 1 64); do
+				printf "file %d of rroce %s\n" "$i" "$2" >"$1/dir/f$i.tmp" && mv "$1/dir/f$i.tmp" "$1/dir/f$i" || exit 1
+			done
+			sync' _ "$mnt" "$name"; then
+			t_fail "creating the files through $name failed"
+		fi
+		n=$(find "$mnt/dir" -type f | wc -l)
+		sn=$("$@" find "$exp/dir" -type f | wc -l)
+		[ "$n" = 64 ] && [ "$sn" = 64 ] || t_fail "64 files wanted: client sees $n, server has $sn"
+		c=$(cat "$mnt"/dir/f* | sha256sum) sc=$("$@" sh -c "cat $exp/dir/f*" | sha256sum)
+		[ "$c" = "$sc" ] || t_fail "contents differ between client and server"
+		"$@" grep -qx "file 37 of rroce $name" "$exp/dir/f37" || t_fail "server's f37: '$("$@" cat "$exp/dir/f37")'"
+		t_end
+	fi
+}

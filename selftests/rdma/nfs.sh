@@ -29,7 +29,6 @@ mkdir -p "$OUT"
 # generous: under a loaded host the mount alone (RDMA connect, EXCHANGE_ID,
 # the grace period) took over 60 s in a niced VM
 tmo=$((240 * ${RROCE_TIMEOUT_SCALE:-1}))
-SIZE_MB=16
 
 why=
 [ "$RROCE_TYPE" = rxe ] && why="rxe (6.12) has no network namespace support: nfsd in netns peer needs it"
@@ -119,73 +118,9 @@ fi
 # xprt_stats: the xprtrdma line of $MNT in /proc/self/mountstats (fields
 # after "xprt: rdma": see xprt_rdma_print_stats()).
 xprt_stats() { grep -A40 "mounted on $MNT " /proc/self/mountstats | grep -m1 $'xprt:\trdma'; }
-# softnet_drops: packets dropped on full per-CPU backlogs, all CPUs (column
-# 2 of /proc/net/softnet_stat, hex): a loss that go-back-N then repairs.
-softnet_drops() {
-	local n=0 _p d _r
-	while read -r _p d _r; do n=$((n + 16#$d)); done </proc/net/softnet_stat
-	echo "$n"
-}
 [ -z "$why" ] && { tx0=$(cat "$(hwc_dir "$DEV0")/tx_packets") rx0=$(cat "$(hwc_dir "$DEV0")/rx_packets"); }
 
-# timed_dd WHAT DD-ARGS...: dd of $SIZE_MB MiB in 1 MiB blocks within $tmo,
-# its rate in a diag; a t_fail (and status 1) if it fails.
-timed_dd() {
-	local what=$1 t0 ms
-	shift
-	t0=$(date +%s%N)
-	if ! timeout "$tmo" dd "$@" bs=1M status=none 2>"$OUT/dd.err"; then
-		t_fail "dd $what failed: $(tr '\n' ' ' <"$OUT/dd.err")"
-		return 1
-	fi
-	ms=$((($(date +%s%N) - t0) / 1000000))
-	diag "$what: $SIZE_MB MiB in $ms ms ($((SIZE_MB * 1000000 / (ms + 1))) KiB/s, TCG)"
-}
-
-t_begin "dd a $SIZE_MB MiB file through NFS (conv=fsync): the server's copy is the same bytes"
-if [ -n "$why" ]; then
-	t_skip "$why"
-else
-	head -c $((SIZE_MB << 20)) /dev/urandom >"$OUT/pat"
-	want=$(sha256sum <"$OUT/pat" | cut -c1-64)
-	if timed_dd write if="$OUT/pat" of="$MNT/big" conv=fsync; then
-		got=$(srv sha256sum "$EXP/big" | cut -c1-64)
-		[ "$got" = "$want" ] || t_fail "server's $EXP/big: sha256 $got, written $want"
-	fi
-	t_end
-fi
-
-t_begin "read it back with O_DIRECT (no client cache): the same bytes"
-if [ -n "$why" ]; then
-	t_skip "$why"
-else
-	if timed_dd read if="$MNT/big" of="$OUT/got" iflag=direct; then
-		cmp -s "$OUT/pat" "$OUT/got" || t_fail "read back differs: $(cmp "$OUT/pat" "$OUT/got" 2>&1 | head -1)"
-	fi
-	rm -f "$OUT/pat" "$OUT/got"
-	t_end
-fi
-
-t_begin "64 small files in a directory (create, write, rename, stat): the server has the same names and contents"
-if [ -n "$why" ]; then
-	t_skip "$why"
-else
-	if ! timeout "$tmo" bash -c '
-		mkdir "$1/dir" || exit 1
-		for i in $(seq 1 64); do
-			printf "file %d of rroce nfs.sh\n" "$i" >"$1/dir/f$i.tmp" && mv "$1/dir/f$i.tmp" "$1/dir/f$i" || exit 1
-		done
-		sync' _ "$MNT"; then
-		t_fail "creating the files through NFS failed"
-	fi
-	n=$(find "$MNT/dir" -type f | wc -l)
-	sn=$(srv find "$EXP/dir" -type f | wc -l)
-	[ "$n" = 64 ] && [ "$sn" = 64 ] || t_fail "64 files wanted: client sees $n, server has $sn"
-	c=$(cat "$MNT"/dir/f* | sha256sum) sc=$(srv sh -c "cat $EXP/dir/f*" | sha256sum)
-	[ "$c" = "$sc" ] || t_fail "contents differ between client and server"
-	srv grep -qx "file 37 of rroce nfs.sh" "$EXP/dir/f37" || t_fail "server's f37: '$(srv cat "$EXP/dir/f37")'"
-	t_end
-fi
+fs_checks NFS "$MNT" "$EXP" srv
 
 t_begin "xprtrdma moved the data with RDMA READ and WRITE (read and write chunks, FRWR); rroce counters clean"
 if [ -n "$why" ]; then
@@ -196,12 +131,12 @@ else
 	diag "xprt rdma: sends ${8:-?} recvs ${9:-?} read_chunks ${13:-?} write_chunks ${14:-?} reply_chunks ${15:-?} rdma_request ${16:-?} B rdma_reply ${17:-?} B bad_reply ${22:-?} mrs_allocated ${26:-?}"
 	[ "${13:-0}" -gt 0 ] || t_fail "no read chunks: the WRITE data did not go by RDMA READ"
 	[ "${14:-0}" -gt 0 ] || t_fail "no write chunks: the READ data did not come by RDMA WRITE"
-	[ "${16:-0}" -ge $((SIZE_MB << 20)) ] || t_fail "total_rdma_request ${16:-0} B < the $SIZE_MB MiB written"
-	[ "${17:-0}" -ge $((SIZE_MB << 20)) ] || t_fail "total_rdma_reply ${17:-0} B < the $SIZE_MB MiB read"
+	[ "${16:-0}" -ge $((FS_MB << 20)) ] || t_fail "total_rdma_request ${16:-0} B < the $FS_MB MiB written"
+	[ "${17:-0}" -ge $((FS_MB << 20)) ] || t_fail "total_rdma_reply ${17:-0} B < the $FS_MB MiB read"
 	[ "${22:-1}" = 0 ] || t_fail "bad_reply_count ${22:-?}"
 	tx=$(($(cat "$(hwc_dir "$DEV0")/tx_packets") - tx0)) rx=$(($(cat "$(hwc_dir "$DEV0")/rx_packets") - rx0))
 	diag "$DEV0: tx_packets +$tx, rx_packets +$rx; dropped by the stack before rroce saw them: backlog (softnet_stat, all CPUs) $(softnet_drops), $IF0 rx $(cat /sys/class/net/$IF0/statistics/rx_dropped) tx $(cat /sys/class/net/$IF0/statistics/tx_dropped), $IF1 rx $(ns "$NS1" cat /sys/class/net/$IF1/statistics/rx_dropped) tx $(ns "$NS1" cat /sys/class/net/$IF1/statistics/tx_dropped)"
-	[ $((tx + rx)) -ge $((2 * (SIZE_MB << 20) / 4096)) ] || t_fail "$DEV0 moved only $((tx + rx)) packets for $((2 * SIZE_MB)) MiB"
+	[ $((tx + rx)) -ge $((2 * (FS_MB << 20) / 4096)) ] || t_fail "$DEV0 moved only $((tx + rx)) packets for $((2 * FS_MB)) MiB"
 	for d in "$DEV0" "$DEV1"; do
 		c=$(hwc_dir "$d")
 		diag "$d (non-zero counters): $(for f in "$c"/*; do v=$(cat "$f" 2>/dev/null); [ "${v:-0}" = 0 ] || printf '%s %s ' "${f##*/}" "$v"; done)"

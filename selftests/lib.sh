@@ -944,15 +944,15 @@ blocked_stacks() {
 # (SIGKILL: timeout(1)'s SIGTERM does not end a task blocked in the
 # kernel) and the status is 124.
 bounded() {
-	local tmo=$1 pid i
+	local end=$((SECONDS + $1)) pid
 	shift
 	"$@" &
 	pid=$!
-	for ((i = 0; i < tmo * 10; i++)); do
+	while [ "$SECONDS" -lt "$end" ]; do
 		kill -0 "$pid" 2>/dev/null || { wait "$pid"; return; }
-		sleep 0.1
+		sleep 0.2
 	done
-	diag "still running after ${tmo}s: $*"
+	diag "still running after the bound: $*"
 	blocked_stacks
 	kill -9 "$pid" 2>/dev/null
 	return 124

@@ -1223,6 +1223,67 @@ static void kv_t_bad_lkey_send(void) { kv_bad_lkey(false); }
 static void kv_t_bad_lkey_read(void) { kv_bad_lkey(true); }
 
 /*
+ * A ULP that reposts every receive buffer returned to its pool while its
+ * QP is in ERR, as cifs's SMB Direct does on unmount (smbd_post_send_credits
+ * takes buffers and posts them until the pool is empty; recv_done puts a
+ * flushed buffer back).  Receives posted in ERR complete with WR_FLUSH_ERR,
+ * but not from inside ib_post_recv: a flush done there, its softirq
+ * completion run when the post re-enables bottom halves, hands the buffer
+ * back before the loop looks again, and the loop never ends (the unmount
+ * hung in disable_work_sync).  HCAs and rdma_rxe flush asynchronously.
+ */
+#define KV_RP_BUFS 32
+static atomic_t kv_rp_free, kv_rp_flushed, kv_rp_bad;
+
+static void kv_rp_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	if (wc->status != IB_WC_WR_FLUSH_ERR)
+		atomic_inc(&kv_rp_bad);
+	atomic_inc(&kv_rp_flushed);
+	atomic_inc(&kv_rp_free);
+}
+
+static struct ib_cqe kv_rp_cqe = { .done = kv_rp_done };
+
+static void kv_t_err_repost(void)
+{
+	static const struct kv_opts o = { IB_POLL_SOFTIRQ, IB_POLL_DIRECT, KV_WR };
+	struct kv_pair *p = kv_pair_open(&o);
+	struct ib_sge sge = kv_sge(&kv_a, &kv_a.rx, 0, 64);
+	struct ib_recv_wr wr = { .wr_cqe = &kv_rp_cqe, .sg_list = &sge, .num_sge = 1 };
+	struct ib_qp_attr at = { .qp_state = IB_QPS_ERR };
+	unsigned long deadline;
+	int posted = 0;
+
+	if (!p)
+		return;
+	atomic_set(&kv_rp_free, KV_RP_BUFS);
+	atomic_set(&kv_rp_flushed, 0);
+	atomic_set(&kv_rp_bad, 0);
+	if (kv_modify(&p->a, &at, IB_QP_STATE, "to ERR", NULL))
+		goto out;
+	while (atomic_dec_if_positive(&kv_rp_free) >= 0) {
+		if (kv_post_recv(&p->a, &wr, "a RECV posted in ERR"))
+			break;
+		if (++posted >= 64 * KV_RP_BUFS) {
+			kv_fail("%d receives posted from a pool of %d and it never ran dry: each was flushed inside ib_post_recv",
+				posted, KV_RP_BUFS);
+			break;
+		}
+	}
+	kv_diag("%d receives posted before the pool of %d ran dry", posted, KV_RP_BUFS);
+	deadline = kv_deadline();
+	while (atomic_read(&kv_rp_flushed) < posted && !kv_expired(deadline))
+		kv_nap();
+	if (atomic_read(&kv_rp_flushed) != posted)
+		kv_fail("%d of %d receives flushed within %u ms", atomic_read(&kv_rp_flushed), posted, timeout_ms);
+	if (atomic_read(&kv_rp_bad))
+		kv_fail("%d receives completed with a status other than WR_FLUSH_ERR", atomic_read(&kv_rp_bad));
+out:
+	kv_pair_close(p);
+}
+
+/*
  * Posting beyond the queue depth: the chain stops at the first WR that does
  * not fit, with -ENOMEM and *bad_wr pointing at it.  B has no receives, so
  * A's first SEND waits in RNR (rnr_retry 7 = forever) and nothing completes
@@ -2004,6 +2065,7 @@ static const struct kv_test kv_tests[] = {
 	{ "ib_cqe completions on IB_POLL_SOFTIRQ (A) and IB_POLL_WORKQUEUE (B) CQs: SEND both ways, RDMA READ", kv_t_cqe_async },
 	{ "SEND from a bad lkey -> LOC_PROT_ERR, next WR flushed, QP in ERR, later RECVs flushed", kv_t_bad_lkey_send },
 	{ "RDMA READ into a bad lkey -> LOC_PROT_ERR, next WR flushed, QP in ERR, later RECVs flushed", kv_t_bad_lkey_read },
+	{ "a pool of 32 receive buffers reposted while the QP is in ERR (as SMB Direct on unmount): flushed outside ib_post_recv, the pool runs dry", kv_t_err_repost },
 	{ "posting beyond max_send_wr/max_recv_wr -> -ENOMEM with *bad_wr at the first WR not posted; ERR flushes all", kv_t_depth },
 	{ "SRQ on B: bad attributes, ib_post_srq_recv, 3 SENDs into it (data, qp), limit event once, ERR flushes nothing of it", kv_t_srq },
 	{ "FRWR: ib_alloc_mr + ib_map_mr_sg (3 pages, offset 0x100) + IB_WR_REG_MR on B; A WRITEs and READs through the FR rkey", kv_t_fr_rdma },
@@ -2013,7 +2075,7 @@ static const struct kv_test kv_tests[] = {
 	{ "FRWR bad cases: alloc_mr limits, map beyond max_num_sg, LOCAL_INV/SEND_WITH_INV of unknown keys, REG_MR of a valid MR or bad access; then a good one", kv_t_fr_bad },
 };
 
-#define KV_NTESTS 24
+#define KV_NTESTS 25
 static_assert(ARRAY_SIZE(kv_tests) == KV_NTESTS);
 /* selftests/rdma/kverbs.sh reads the plan with modinfo -F ktap_plan */
 MODULE_INFO(ktap_plan, __stringify(KV_NTESTS));

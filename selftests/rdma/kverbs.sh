@@ -15,10 +15,12 @@
 #   14-15  ib_cqe completions: ib_process_cq_direct, IB_POLL_SOFTIRQ and
 #          IB_POLL_WORKQUEUE CQs
 #   16-17  bad lkey (SEND source, READ sink) -> LOC_PROT_ERR, flush, ERR
-#   18     posting beyond the queue depth -> -ENOMEM and *bad_wr
-#   19     an SRQ: bad attributes, ib_post_srq_recv, SENDs into it, the
+#   18     receive buffers reposted from a pool while the QP is in ERR:
+#          flushed outside ib_post_recv, so the pool runs dry
+#   19     posting beyond the queue depth -> -ENOMEM and *bad_wr
+#   20     an SRQ: bad attributes, ib_post_srq_recv, SENDs into it, the
 #          limit event once, QP in ERR flushes nothing of it
-#   20-24  fast registration on B (ib_alloc_mr, ib_map_mr_sg of 3 pages,
+#   21-25  fast registration on B (ib_alloc_mr, ib_map_mr_sg of 3 pages,
 #          IB_WR_REG_MR): WRITE/READ through the FR rkey; LOCAL_INV then
 #          REM_ACCESS_ERR; a new key byte (old key refused); SEND_WITH_INV
 #          (IB_WC_WITH_INVALIDATE); bad cases

@@ -526,8 +526,15 @@ fn post_send_kernel(q: Q<'_>, p: &QpPriv, chain: &mut SendWrChain<'_, crate::ah:
             let rcu = ReadGuard::new();
             let ctx = ctx(q, &rcu);
             let inner = &mut *g;
-            let _ = inner.dp.doorbell(&ctx, &mut inner.state);
+            let in_err = inner.state == QpState::Err;
+            // In ERR the work item flushes: see `post_recv_kernel`.
+            if !in_err {
+                let _ = inner.dp.doorbell(&ctx, &mut inner.state);
+            }
             unlock(p, &ctx, g);
+            if in_err {
+                kick(q, p);
+            }
         }
         None => kick(q, p),
     }
@@ -600,14 +607,20 @@ fn post_recv_kernel(q: Q<'_>, p: &QpPriv, chain: &mut RecvWrChain<'_>) -> Result
     }
     let r = fill_rq(p, &mut kq.lock(), chain);
     match g {
-        Some(mut g) => {
+        Some(g) => {
             let rcu = ReadGuard::new();
             let ctx = ctx(q, &rcu);
-            let inner = &mut *g;
-            if inner.state == QpState::Err {
-                inner.dp.flush_rq(&ctx);
-            }
+            let in_err = g.state == QpState::Err;
             unlock(p, &ctx, g);
+            if in_err {
+                // Requests posted in ERR are flushed by the work item, as
+                // an HCA flushes them: not from inside the post.  A ULP
+                // that reposts every buffer its flush completion hands
+                // back (cifs's SMB Direct on unmount) would otherwise
+                // never see its pool run dry -- the completion runs in
+                // the softirq that the unlock above lets in.
+                kick(q, p);
+            }
         }
         None => {
             // A QP entering ERR sets CONS_FLUSHING, then a full barrier,
@@ -815,7 +828,8 @@ impl QpOps for QpPriv {
     fn on_work(q: Q<'_>) {
         section(q, |ctx, p, inner| {
             if p.kick.swap(false, Ordering::AcqRel) {
-                // Posted with interrupts disabled (`post_send_kernel`).
+                // Posted with interrupts disabled, or in ERR
+                // (`post_send_kernel`, `post_recv_kernel`).
                 let _ = inner.dp.doorbell(ctx, &mut inner.state);
             }
             inner.dp.on_work(ctx, &mut inner.state)

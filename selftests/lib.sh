@@ -1030,6 +1030,15 @@ vl_down() {
 # vl_bytes: bytes sent plus received by $VL_A so far.
 vl_bytes() { echo $(($(cat "/sys/class/net/$VL_A/statistics/tx_bytes") + $(cat "/sys/class/net/$VL_A/statistics/rx_bytes"))); }
 
+# vl_mark, then vl_covers BYTES: a diag of what $VL_A moved since the mark,
+# and a t_fail unless that covers BYTES of I/O.
+vl_mark() { _vl_bytes0=$(vl_bytes); }
+vl_covers() {
+	local d=$(($(vl_bytes) - _vl_bytes0))
+	diag "$VL_A: $d B sent and received for $1 B written and read"
+	[ "$d" -ge "$1" ] || t_fail "only $d B on $VL_A for $1 B of I/O"
+}
+
 # devs_mark DEV...: remember the counters of each DEV; devs_clean then
 # looks at what changed since (a session torn down before, e.g. a discovery
 # session, flushes its receive queue: completions in error that are not a
@@ -1068,6 +1077,15 @@ softnet_drops() {
 	local n=0 _p d _r
 	while read -r _p d _r; do n=$((n + 16#$d)); done </proc/net/softnet_stat
 	echo "$n"
+}
+
+# blk_xfers BLOCKDEV: the four blk_xfer subtests of the block-storage
+# tests: 4 KiB at 0, 64 KiB at 192 KiB, 1 MiB at 8 MiB, 4 MiB at 16 MiB.
+blk_xfers() {
+	blk_xfer "O_DIRECT write+read 4 KiB at 0, compared byte for byte" "$1" 4096 1 0
+	blk_xfer "O_DIRECT write+read 64 KiB at 192 KiB, compared byte for byte" "$1" 65536 1 3
+	blk_xfer "O_DIRECT write+read 1 MiB at 8 MiB, compared byte for byte" "$1" 1048576 1 8
+	blk_xfer "O_DIRECT write+read 4 MiB (bs=1M) at 16 MiB, compared byte for byte" "$1" 1048576 4 16
 }
 
 # blk_xfer DESC BLOCKDEV BS COUNT SEEK: one subtest (skipped with $why set)
@@ -1117,6 +1135,38 @@ lio_ramdisk_del() {
 
 # scsi_disks: the sd block devices, one a line.
 scsi_disks() { ls /sys/block 2>/dev/null | grep '^sd' | sort; }
+
+# lio_disk_wait BEFORE: wait up to $tmo s for an sd disk that is not in
+# BEFORE (a scsi_disks listing) to appear; sets blk to it, with a diag,
+# and a t_fail (status 1) if none came or it is not LIO's.
+lio_disk_wait() {
+	local before=$1 d
+	_new_sd() { comm -13 <(printf '%s\n' "$before") <(scsi_disks) | head -1; }
+	_has_new_sd() { [ -n "$(_new_sd)" ] && [ -b "/dev/$(_new_sd)" ]; }
+	if ! wait_for "$tmo" _has_new_sd; then
+		t_fail "no sd disk appeared within ${tmo}s: $(dmesg | grep -iE 'scsi|sd ' | tail -3 | tr '\n' ' ')"
+		return 1
+	fi
+	blk=/dev/$(_new_sd)
+	d=/sys/block/${blk#/dev/}/device
+	diag "$blk: $(cat "$d/vendor" "$d/model" | tr -s ' \n' ' ')$(($(cat "/sys/block/${blk#/dev/}/size") / 2048)) MiB"
+	grep -q LIO "$d/vendor" || { t_fail "$blk is not LIO's disk: vendor '$(cat "$d/vendor")'"; return 1; }
+}
+
+# ulp_why MODULE... [-- COMMAND...]: why a kernel-consumer test cannot run
+# here (a module not in this kernel, a command not installed), or nothing.
+ulp_why() {
+	local c
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		modinfo "$1" >/dev/null 2>&1 ||
+			{ echo "module $1 not available in this kernel (the ULPs are in the plain flavor: scripts/kernel/)"; return; }
+		shift
+	done
+	[ "${1:-}" = -- ] && shift
+	for c in "$@"; do
+		command -v "$c" >/dev/null || { echo "$c not installed (scripts/deps.sh installs it)"; return; }
+	done
+}
 
 # ------------------------------------- file-system ULPs (NFS, SMB Direct)
 FS_MB=16

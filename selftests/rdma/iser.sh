@@ -33,14 +33,7 @@ tmo=$((60 * ${RROCE_TIMEOUT_SCALE:-1}))
 
 why=
 [ "$RROCE_TYPE" = rxe ] && why="rxe: the veth pair's devices in init_net are set up for rroce only; not run"
-for m in iscsi_target_mod ib_isert ib_iser target_core_mod; do
-	[ -n "$why" ] && break
-	modinfo "$m" >/dev/null 2>&1 || why="module $m not available in this kernel (plain flavor: scripts/kernel/consumers.config)"
-done
-for t in iscsid iscsiadm; do
-	[ -n "$why" ] && break
-	command -v "$t" >/dev/null || why="$t not installed (open-iscsi)"
-done
+[ -n "$why" ] || why=$(ulp_why iscsi_target_mod ib_isert ib_iser target_core_mod -- iscsid iscsiadm)
 
 TPG=$LIO/iscsi/$IQN/tpgt_1
 bs= etc=0 ipid= blk= logged_in=0
@@ -135,34 +128,20 @@ else
 		sess=$(iscsiadm -m session 2>/dev/null)
 		diag "session: $sess"
 		grep -q "^iser: .* $PORTAL,1 $IQN" <<<"$sess" || t_fail "no iser session to $IQN: '$sess'"
-		new() { comm -13 <(printf '%s\n' "$before") <(scsi_disks) | head -1; }
-		has_new() { [ -n "$(new)" ] && [ -b "/dev/$(new)" ]; }
-		if wait_for "$tmo" has_new; then
-			blk=/dev/$(new)
-			d=/sys/block/${blk#/dev/}/device
-			diag "$blk: $(cat "$d/vendor" "$d/model" | tr -s ' \n' ' ')$(($(cat /sys/block/${blk#/dev/}/size) / 2048)) MiB"
-			grep -q LIO "$d/vendor" || t_fail "$blk is not LIO's disk: vendor '$(cat "$d/vendor")'"
-		else
-			t_fail "no sd disk appeared within ${tmo}s"
-		fi
+		lio_disk_wait "$before"
 	fi
 	t_end
 fi
 [ -n "$blk" ] || why=${why:-not logged in}
 
-[ -z "$why" ] && { vl0=$(vl_bytes); devs_mark "$VL_DEVA" "$VL_DEVB"; }
-blk_xfer "O_DIRECT write+read 4 KiB at 0, compared byte for byte" "$blk" 4096 1 0
-blk_xfer "O_DIRECT write+read 64 KiB at 192 KiB, compared byte for byte" "$blk" 65536 1 3
-blk_xfer "O_DIRECT write+read 1 MiB at 8 MiB, compared byte for byte" "$blk" 1048576 1 8
-blk_xfer "O_DIRECT write+read 4 MiB (bs=1M) at 16 MiB, compared byte for byte" "$blk" 1048576 4 16
+[ -z "$why" ] && { vl_mark; devs_mark "$VL_DEVA" "$VL_DEVB"; }
+blk_xfers "$blk"
 
 t_begin "the I/O crossed the veth ($VL_A counters cover it) on rroce, no completion or ICRC errors"
 if [ -n "$why" ]; then
 	t_skip "$why"
 else
-	d=$(($(vl_bytes) - vl0))
-	diag "$VL_A: $d B sent and received for $BLK_XFER_TOTAL B written and read"
-	[ "$d" -ge "$BLK_XFER_TOTAL" ] || t_fail "only $d B on $VL_A for $BLK_XFER_TOTAL B of I/O"
+	vl_covers "$BLK_XFER_TOTAL"
 	devs_clean "$VL_DEVA" "$VL_DEVB"
 	t_end
 fi

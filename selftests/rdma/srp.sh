@@ -28,10 +28,7 @@ tmo=$((60 * ${RROCE_TIMEOUT_SCALE:-1}))
 
 why=
 [ "$RROCE_TYPE" = rxe ] && why="rxe (6.12) has no network namespace support: the initiator in netns peer needs it"
-for m in ib_srpt ib_srp target_core_mod; do
-	[ -n "$why" ] && break
-	modinfo "$m" >/dev/null 2>&1 || why="module $m not available in this kernel (plain flavor: scripts/kernel/consumers.config)"
-done
+[ -n "$why" ] || why=$(ulp_why ib_srpt ib_srp target_core_mod)
 
 SRPT=$LIO/srpt
 tpg= acl= bs= host= blk=
@@ -96,36 +93,23 @@ else
 	opts="id_ext=$guid,ioc_guid=$guid,dest=$IP0:$SPORT,initiator_ext=$IEXT"
 	if ! timeout "$tmo" ip netns exec "$NS1" sh -c 'echo "$1" >"$2"' _ "$opts" "/sys/class/infiniband_srp/srp-$DEV1-1/add_target" 2>"$OUT/add.err"; then
 		t_fail "add_target '$opts': $(tr '\n' ' ' <"$OUT/add.err") $(dmesg | grep -iE 'srp' | tail -3 | tr '\n' ' ')"
-	else
-		new() { comm -13 <(printf '%s\n' "$before") <(scsi_disks) | head -1; }
-		has_new() { [ -n "$(new)" ] && [ -b "/dev/$(new)" ]; }
-		if wait_for "$tmo" has_new; then
-			blk=/dev/$(new)
-			d=/sys/block/${blk#/dev/}/device
-			diag "$blk: $(cat "$d/vendor" "$d/model" | tr -s ' \n' ' ')$(($(cat /sys/block/${blk#/dev/}/size) / 2048)) MiB"
-			grep -q LIO "$d/vendor" || t_fail "$blk is not LIO's disk: vendor '$(cat "$d/vendor")'"
-			for h in /sys/class/scsi_host/host*; do
-				[ "$(cat "$h/proc_name" 2>/dev/null)" = ib_srp ] && host=$h
-			done
-			if [ -z "$host" ]; then
-				t_fail "no ib_srp SCSI host"
-			else
-				diag "${host##*/}: local_ib_device $(cat "$host/local_ib_device"), sgid $(cat "$host/sgid"), req_lim $(cat "$host/req_lim"), ch_count $(cat "$host/ch_count")"
-				[ "$(cat "$host/local_ib_device")" = "$DEV1" ] || t_fail "ib_srp host on $(cat "$host/local_ib_device"), not $DEV1"
-			fi
+	elif lio_disk_wait "$before"; then
+		for h in /sys/class/scsi_host/host*; do
+			[ "$(cat "$h/proc_name" 2>/dev/null)" = ib_srp ] && host=$h
+		done
+		if [ -z "$host" ]; then
+			t_fail "no ib_srp SCSI host"
 		else
-			t_fail "no sd disk appeared within ${tmo}s: $(dmesg | grep -iE 'srp|scsi' | tail -3 | tr '\n' ' ')"
+			diag "${host##*/}: local_ib_device $(cat "$host/local_ib_device"), sgid $(cat "$host/sgid"), req_lim $(cat "$host/req_lim"), ch_count $(cat "$host/ch_count")"
+			[ "$(cat "$host/local_ib_device")" = "$DEV1" ] || t_fail "ib_srp host on $(cat "$host/local_ib_device"), not $DEV1"
 		fi
 	fi
 	t_end
 fi
 [ -n "$blk" ] || why=${why:-not logged in}
 
-[ -z "$why" ] && { tx0=$(cat "$(hwc_dir "$DEV1")/tx_packets") rx0=$(cat "$(hwc_dir "$DEV1")/rx_packets"); }
-blk_xfer "O_DIRECT write+read 4 KiB at 0, compared byte for byte" "$blk" 4096 1 0
-blk_xfer "O_DIRECT write+read 64 KiB at 192 KiB, compared byte for byte" "$blk" 65536 1 3
-blk_xfer "O_DIRECT write+read 1 MiB at 8 MiB, compared byte for byte" "$blk" 1048576 1 8
-blk_xfer "O_DIRECT write+read 4 MiB (bs=1M) at 16 MiB, compared byte for byte" "$blk" 1048576 4 16
+[ -z "$why" ] && { tx0=$(cat "$(hwc_dir "$DEV1")/tx_packets") rx0=$(cat "$(hwc_dir "$DEV1")/rx_packets"); devs_mark "$DEV0" "$DEV1"; }
+blk_xfers "$blk"
 
 t_begin "the I/O went over rroce ($DEV1 packets cover it), no completion or ICRC errors"
 if [ -n "$why" ]; then

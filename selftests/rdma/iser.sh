@@ -64,7 +64,7 @@ start_iscsid() {
 	setsid iscsid -f >"$OUT/iscsid.log" 2>&1 &
 	ipid=$!
 	# ready once it listens on its (abstract) control socket
-	wait_for 10 grep -q ISCSIADM_ABSTRACT_NAMESPACE /proc/net/unix ||
+	wait_for "$tmo" grep -q ISCSIADM_ABSTRACT_NAMESPACE /proc/net/unix ||
 		{ t_fail "iscsid not listening: $(tail -3 "$OUT/iscsid.log" | tr '\n' ' ')"; return 1; }
 }
 

@@ -62,7 +62,7 @@ start_server() {
 	ksmbd.mountd -c "$CONF" -u "$PWDDB" >"$OUT/mountd.log" 2>&1 ||
 		{ t_fail "ksmbd.mountd: $(tail -2 "$OUT/mountd.log" | tr '\n' ' ')"; return 1; }
 	srv_up=1
-	wait_for 30 smbd_listening || { t_fail "no RDMA listener on port 445: $(rdma resource show cm_id | tr '\n' ' ')"; return 1; }
+	wait_for "$tmo" smbd_listening || { t_fail "no RDMA listener on port 445: $(rdma resource show cm_id | tr '\n' ' ')"; return 1; }
 	diag "rdma_cm: $(rdma resource show cm_id | grep LISTEN | tr -s ' ' | tr '\n' ' ')"
 }
 

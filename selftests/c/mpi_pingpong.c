@@ -52,6 +52,26 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		printf("%s - ping-pong 1 B .. 4 MiB x 10 per size, every byte checked (%d bad)\n",
 		       total ? "not ok" : "ok", total);
+	/* the figures: 20 round trips of 4 MiB and of 8 B, unchecked, timed */
+	for (size_t len = max; len >= 8; len = len == max ? 8 : 0) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		double t0 = MPI_Wtime();
+		for (int it = 0; it < 20; it++) {
+			if (rank == 0) {
+				MPI_Send(buf, (int)len, MPI_BYTE, 1, 99, MPI_COMM_WORLD);
+				MPI_Recv(buf, (int)len, MPI_BYTE, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			} else {
+				MPI_Recv(buf, (int)len, MPI_BYTE, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+				MPI_Send(buf, (int)len, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
+			}
+		}
+		double t = MPI_Wtime() - t0;
+		if (rank == 0 && len == max)
+			printf("# ping-pong 4 MiB x 20: %.1f MB/s (2 x 80 MiB in %.2f s)\n",
+			       2.0 * 20 * len / t / 1e6, t);
+		else if (rank == 0)
+			printf("# ping-pong 8 B x 20: %.1f us half round trip\n", t / 40 * 1e6);
+	}
 	/* allreduce of 1 Mi doubles: element i of rank r is r * 1e6 + i */
 	int cnt = 1 << 20, abad = 0;
 	double *in = malloc(cnt * sizeof(double)), *out = malloc(cnt * sizeof(double));

@@ -972,8 +972,8 @@ VL_A=vl0 VL_B=vl1 VL_IPA=10.79.0.1 VL_IPB=10.79.0.2
 VL_DEVA=${RROCE_TYPE}_vl0 VL_DEVB=${RROCE_TYPE}_vl1
 _vl_rules=0 _vl_sysctl=()
 
-# _vl_sysctl KEY VALUE: set, remembering the old value for vl_down.
-_vl_sysctl() {
+# _vl_sysctl_set KEY VALUE: set, remembering the old value for vl_down.
+_vl_sysctl_set() {
 	_vl_sysctl+=("$1=$(sysctl -n "$1")")
 	sysctl -qw "$1=$2"
 }
@@ -989,7 +989,7 @@ vl_up() {
 		sysctl -qw "net.ipv4.conf.$m.accept_local=1"
 		sysctl -qw "net.ipv4.conf.$m.rp_filter=0"
 	done
-	_vl_sysctl net.ipv4.conf.all.rp_filter 0
+	_vl_sysctl_set net.ipv4.conf.all.rp_filter 0
 	ip addr add "$VL_IPA/24" dev "$VL_A" && ip addr add "$VL_IPB/24" dev "$VL_B" &&
 		ip link set "$VL_A" up && ip link set "$VL_B" up || { t_fail "addresses on $VL_A/$VL_B"; return 1; }
 	mac_a=$(cat "/sys/class/net/$VL_A/address") mac_b=$(cat "/sys/class/net/$VL_B/address")

@@ -71,16 +71,15 @@ stop_server() {
 	mounted=0
 	if [ "$srv_up" = 1 ]; then
 		# (stops the listeners and waits for every connection to go)
-		diag "ksmbd.control -s"
 		bounded "$tmo" sh -c 'ksmbd.control -s >"$1" 2>&1' _ "$OUT/control.log" ||
 			t_fail "ksmbd.control -s: exit $? $(tr '\n' ' ' <"$OUT/control.log")"
 		wait_for 10 not pgrep -x ksmbd.mountd
 		srv_up=0
 	fi
 	[ "$dirmnt" = 1 ] && umount "$DIR" && dirmnt=0
-	diag "vl_down"
+	# (bounded: removing a device waits for every ULP using it; vl_down
+	# runs in the bounded subshell, so it is the last call of it here)
 	bounded "$tmo" vl_down
-	diag "modprobe -r"
 	bounded 30 modprobe -r cifs 2>/dev/null
 	bounded 30 modprobe -r ksmbd 2>/dev/null
 	return 0

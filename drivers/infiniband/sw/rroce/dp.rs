@@ -164,7 +164,57 @@ pub(crate) struct Ctx<'a> {
     /// A completion of this QP was lost: its CQ overflowed (and is in the
     /// error state); [`Dp::after_cq_loss`] moves the QP to ERR.
     pub(crate) cq_lost: core::cell::Cell<bool>,
+    /// The first page of an on-demand paging region this section found
+    /// missing ([`Ctx::note`]), for the step that stalls on it.
+    pub(crate) fault: core::cell::Cell<Option<Fault>>,
 }
+
+/// A missing page of an on-demand paging region that a data-path step
+/// waits for: `len` bytes at I/O address `va` of the region at key-table
+/// index `index`, to be mapped for writing if `write`.  The QP's work item
+/// faults it in (process context) and retries the step ([`Dp::faulted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fault {
+    pub(crate) index: u32,
+    pub(crate) va: u64,
+    pub(crate) len: u32,
+    pub(crate) write: bool,
+}
+
+/// A data-path step that stopped at a missing on-demand page.  While one
+/// waits, the QP drops the packets it receives (its peer retransmits
+/// them), sends nothing and completes nothing, so the step resumes exactly
+/// where it stopped once the page is in.
+enum Stalled {
+    /// An atomic request, before the responder saw it.
+    Request { r: crate::proto::rc::InRequest, payload: KVec<u8> },
+    /// A request the responder executed but whose payload was not placed
+    /// (the tail of [`Dp::on_request`]).
+    Place { a: Action, r: crate::proto::rc::InRequest, payload: KVec<u8>, msn_before: Option<u32>, rq_broken: bool },
+    /// READ response data (or an atomic's original value) the requester
+    /// accepted but did not place.
+    ReadData { wqe: u32, offset: u32, payload: KVec<u8> },
+    /// A request packet not sent for want of its source pages: sent again
+    /// from `psn` on.
+    Tx { psn: crate::proto::psn::Psn },
+    /// The READ response at the head of the response queue.
+    Reply,
+    /// The UD send WQE at the head of the SQ ring.
+    UdSend,
+    /// A UD datagram dropped: nothing to resume.
+    Nothing,
+}
+
+/// A private copy of a packet's payload, kept while its step stalls.
+fn copy_payload(payload: &[u8]) -> Result<KVec<u8>> {
+    let mut v = KVec::with_capacity(payload.len(), GFP_ATOMIC)?;
+    v.extend_from_slice(payload, GFP_ATOMIC)?;
+    Ok(v)
+}
+
+/// Tries of one stalled step before its missing page counts as an access
+/// error (memory the process keeps taking away as fast as it comes).
+const ODP_TRIES: u8 = 16;
 
 /// [`Ctx::events`] bit: `IB_EVENT_COMM_EST` (first packet received in RTR).
 pub(crate) const EV_COMM_EST: u8 = 1;
@@ -198,6 +248,16 @@ pub(crate) const NOTIFY_RECV: u8 = 2;
 pub(crate) const NOTIFY_SRQ_LIMIT: u8 = 4;
 
 impl Ctx<'_> {
+    /// Notes `len` bytes at `va` of `mr` as the missing on-demand page that
+    /// an access just failed on (`MrError::NotPresent`); the first note of
+    /// a section counts.
+    fn note(&self, mr: &Region, va: u64, len: u32, write: bool) {
+        if self.fault.get().is_none() {
+            let index = mr.index.load(core::sync::atomic::Ordering::Relaxed);
+            self.fault.set(Some(Fault { index, va, len, write }));
+        }
+    }
+
     /// Marks the affiliated event `bit` due.
     pub(crate) fn raise(&self, bit: u8) {
         self.events.set(self.events.get() | bit);
@@ -308,6 +368,18 @@ pub(crate) struct Dp {
     /// A ring loop stopped at [`RING_BUDGET`]: the work item continues it
     /// ([`Dp::defer`]).
     resume: bool,
+    /// The step waiting for an on-demand page, and the page (until the
+    /// work item takes it to fault it in).
+    stall: Option<Stalled>,
+    fault: Option<Fault>,
+    /// Tries of the stalled step so far; the last fault failed.
+    stall_tries: u8,
+    fault_failed: bool,
+    /// A missing on-demand page is an access error now, not a stall (the
+    /// step's last try).
+    odp_hard: bool,
+    /// Packets were dropped during the stall.
+    stall_dropped: bool,
 }
 
 fn zeroed(n: usize) -> Result<KVVec<u8>> {
@@ -377,8 +449,114 @@ impl Dp {
             ud_psn: 0,
             comm_est: false,
             held: None,
+            stall: None,
+            fault: None,
+            stall_tries: 0,
+            fault_failed: false,
+            odp_hard: false,
+            stall_dropped: false,
         };
         Ok(KBox::new(dp, GFP_KERNEL_ACCOUNT)?)
+    }
+
+    /// Whether the QP waits for an on-demand page; the packet just
+    /// received is then dropped (counted; the peer retransmits it).
+    fn stalled(&mut self, ctx: &Ctx<'_>) -> bool {
+        if self.stall.is_none() {
+            return false;
+        }
+        ctx.dev.p.stats.inc(Counter::OdpStallDrops);
+        self.stall_dropped = true;
+        true
+    }
+
+    /// Stops at `step` until the page the section noted
+    /// ([`Ctx::note`]) is in: the work item faults it in and retries.
+    fn stall_on(&mut self, ctx: &Ctx<'_>, step: Stalled) {
+        ctx.dev.p.stats.inc(Counter::OdpFaults);
+        self.fault = ctx.fault.take();
+        self.stall = Some(step);
+        self.stall_tries = self.stall_tries.saturating_add(1);
+        ctx.work.queue();
+    }
+
+    /// Forgets a stalled step (RESET, ERR: what it was part of is gone or
+    /// flushed).  A fault not yet taken stays for the work item, which
+    /// faults it in for nothing.
+    fn end_stall(&mut self) {
+        self.stall = None;
+        self.stall_tries = 0;
+        self.stall_dropped = false;
+        self.fault_failed = false;
+        self.odp_hard = false;
+    }
+
+    /// For the work item: the page to fault in (outside the QP lock).
+    pub(crate) fn take_fault(&mut self) -> Option<Fault> {
+        self.fault.take()
+    }
+
+    /// For the work item: the fault it took is done (`ok`: the pages are
+    /// in; else the next miss is an access error).
+    pub(crate) fn faulted(&mut self, ok: bool) {
+        self.fault_failed |= !ok;
+    }
+
+    /// The work item retries the stalled step, once its page was faulted
+    /// in, then what waited behind it.  After [`ODP_TRIES`] tries, or when
+    /// the fault failed, a missing page is an access error instead (until
+    /// the end of this run of the work item).
+    fn resume_stall(&mut self, ctx: &Ctx<'_>, st: &mut QpState, qp_access: u32) {
+        if self.fault.is_some() {
+            return;
+        }
+        let Some(step) = self.stall.take() else { return };
+        self.odp_hard = self.fault_failed || self.stall_tries >= ODP_TRIES;
+        self.fault_failed = false;
+        let dropped = core::mem::take(&mut self.stall_dropped);
+        let requester_side = matches!(step, Stalled::ReadData { .. } | Stalled::Tx { .. });
+        match step {
+            Stalled::Request { r, payload } => self.on_request(ctx, st, qp_access, &r, &payload),
+            Stalled::Place { a, r, payload, msn_before, rq_broken } => {
+                self.finish_request(ctx, st, a, &r, &payload, msn_before, rq_broken)
+            }
+            Stalled::ReadData { wqe, offset, payload } => {
+                if self.place_response(ctx, wqe, offset, &payload) {
+                    self.after_response(ctx, st);
+                }
+            }
+            Stalled::Tx { psn } => {
+                if let Some(r) = self.req.as_mut() {
+                    r.restart_from(psn);
+                }
+            }
+            Stalled::Reply | Stalled::UdSend | Stalled::Nothing => {}
+        }
+        if self.stall.is_some() {
+            return;
+        }
+        self.stall_tries = 0;
+        if self.ud {
+            if matches!(*st, QpState::Rts | QpState::Sqd) {
+                self.ud_send_all(ctx, st);
+            }
+            return;
+        }
+        if !matches!(*st, QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        // Responses dropped meanwhile (READ data, ACKs): ask again now
+        // rather than at the timeout.
+        if dropped && requester_side {
+            if let Some(r) = self.req.as_mut() {
+                if r.outstanding() > 0 {
+                    r.restart_from(r.unacked_psn());
+                }
+            }
+        }
+        self.pump(ctx, st);
+        self.take_and_pump(ctx, st);
+        self.update_polling(ctx, st);
     }
 
     /// Lets a kernel RC QP post `IB_WR_REG_MR`.
@@ -508,6 +686,7 @@ impl Dp {
         }
         self.uc_resp = None;
         self.clear_replies();
+        self.end_stall();
         self.has_cur = false;
         self.held = None;
         self.path = None;
@@ -529,6 +708,7 @@ impl Dp {
             ctx.raise(EV_LAST_WQE);
         }
         *st = QpState::Err;
+        self.end_stall();
         self.stop_polling(ctx);
         // Receives posted from now on need the doorbell to be flushed; the
         // barrier orders the flag before the ring is read (`proto::ring`,
@@ -790,6 +970,9 @@ impl Dp {
     /// Delivers completions, sends what the requester allows, arms the
     /// timer.
     fn pump(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if self.stall.is_some() {
+            return;
+        }
         let now = now();
         self.complete_sends(ctx);
         if let Some(path) = self.path {
@@ -801,9 +984,16 @@ impl Dp {
                 }
                 sent += 1;
                 let Some(d) = self.req.as_mut().and_then(|r| r.next_packet(now)) else { break };
-                if let Err(status) = self.send_request(ctx, &path, &d) {
-                    if let Some(r) = self.req.as_mut() {
-                        r.local_error(d.wqe, status);
+                match self.send_request(ctx, &path, &d) {
+                    Ok(()) => {}
+                    Err(TxError::NotPresent) => {
+                        self.stall_on(ctx, Stalled::Tx { psn: d.psn });
+                        return;
+                    }
+                    Err(TxError::Status(status)) => {
+                        if let Some(r) = self.req.as_mut() {
+                            r.local_error(d.wqe, status);
+                        }
                     }
                 }
             }
@@ -820,6 +1010,10 @@ impl Dp {
 
     /// The retransmission timer fired.
     pub(crate) fn on_timer(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if self.stall.is_some() {
+            // The work item resumes and re-arms the timer.
+            return;
+        }
         let now = now();
         if let Some(r) = self.req.as_mut() {
             r.on_timer(now);
@@ -845,14 +1039,14 @@ impl Dp {
         }
     }
 
-    fn send_request(&self, ctx: &Ctx<'_>, path: &Path, d: &PacketDesc) -> Result<(), WcStatus> {
+    fn send_request(&self, ctx: &Ctx<'_>, path: &Path, d: &PacketDesc) -> Result<(), TxError> {
         let entry = self.wqe_entry(d.wqe);
-        let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| WcStatus::LocQpOpErr)?;
+        let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| TxError::Status(WcStatus::LocQpOpErr))?;
         let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
         let mut local = Ok(());
         let sent = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| {
             let Some((off, _)) = d.payload else { return true };
-            local = copy_source(ctx, &view, off, buf);
+            local = copy_source(ctx, &view, off, buf, self.odp_hard);
             local.is_ok()
         });
         // A packet that could not be sent is lost like on the wire: the
@@ -872,36 +1066,57 @@ impl Dp {
 
     /// A response for our requester.
     pub(crate) fn on_response(&mut self, ctx: &Ctx<'_>, st: &mut QpState, r: &crate::proto::rc::InResponse, payload: &[u8]) {
-        let Some(req) = self.req.as_mut() else { return };
-        match req.on_response(r, now()) {
-            RespVerdict::ReadData { wqe, offset } => {
-                let res = {
-                    let entry = self.wqe_entry(wqe);
-                    wqe::decode_send(entry, &self.send_lim)
-                        .map_err(|_| MrError::Range)
-                        .and_then(|v| scatter(ctx, v.sges(), offset, payload))
-                };
-                if res.is_err() {
-                    if let Some(req) = self.req.as_mut() {
-                        req.local_error(wqe, WcStatus::LocProtErr);
-                    }
-                }
-            }
-            RespVerdict::AtomicData { wqe, orig } => {
-                let res = {
-                    let entry = self.wqe_entry(wqe);
-                    wqe::decode_send(entry, &self.send_lim)
-                        .map_err(|_| MrError::Range)
-                        .and_then(|v| scatter(ctx, v.sges(), 0, &orig.to_ne_bytes()))
-                };
-                if res.is_err() {
-                    if let Some(req) = self.req.as_mut() {
-                        req.local_error(wqe, WcStatus::LocProtErr);
-                    }
-                }
-            }
-            _ => {}
+        if self.stalled(ctx) {
+            return;
         }
+        let Some(req) = self.req.as_mut() else { return };
+        let placed = match req.on_response(r, now()) {
+            RespVerdict::ReadData { wqe, offset } => self.place_response(ctx, wqe, offset, payload),
+            RespVerdict::AtomicData { wqe, orig } => self.place_response(ctx, wqe, 0, &orig.to_ne_bytes()),
+            _ => true,
+        };
+        if placed {
+            self.after_response(ctx, st);
+        }
+    }
+
+    /// Places READ response data (or an atomic's original value) at
+    /// message offset `offset` of WQE `wqe`'s buffers; a bad buffer fails
+    /// the WQE.  `false` if the step stalled on a missing on-demand page.
+    fn place_response(&mut self, ctx: &Ctx<'_>, wqe: u32, offset: u32, payload: &[u8]) -> bool {
+        let res = {
+            let entry = self.wqe_entry(wqe);
+            wqe::decode_send(entry, &self.send_lim)
+                .map_err(|_| MrError::Range)
+                .and_then(|v| scatter(ctx, v.sges(), offset, payload))
+        };
+        match res {
+            Ok(()) => true,
+            Err(MrError::NotPresent) if !self.odp_hard => {
+                match copy_payload(payload) {
+                    Ok(payload) => self.stall_on(ctx, Stalled::ReadData { wqe, offset, payload }),
+                    Err(_) => {
+                        // No memory to keep it for later: the WQE fails.
+                        ctx.fault.set(None);
+                        if let Some(req) = self.req.as_mut() {
+                            req.local_error(wqe, WcStatus::LocProtErr);
+                        }
+                        return true;
+                    }
+                }
+                false
+            }
+            Err(_) => {
+                if let Some(req) = self.req.as_mut() {
+                    req.local_error(wqe, WcStatus::LocProtErr);
+                }
+                true
+            }
+        }
+    }
+
+    /// What follows an accepted response: completions, more requests.
+    fn after_response(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
         self.pump(ctx, st);
         // Completions free SQ slots: take WQEs that waited for room, and
         // (doorbell suppression) WQEs posted while sends were in flight.
@@ -914,7 +1129,8 @@ impl Dp {
     /// Places the payload of a request as `a` says; a failure turns the
     /// ACK into the NAK the requester must hear (IBA 9.7.5.2.x) and puts
     /// the QP into the error state.  Returns whether the local receive
-    /// buffer (or memory) was at fault.
+    /// buffer (or memory) was at fault; `None` if a page of an on-demand
+    /// paging region is missing and `stall_ok` (nothing decided yet).
     fn place(
         &mut self,
         ctx: &Ctx<'_>,
@@ -922,20 +1138,26 @@ impl Dp {
         r: &crate::proto::rc::InRequest,
         payload: &[u8],
         msn_before: Option<u32>,
-    ) -> bool {
-        // Some(into_recv) if the payload could not be placed.
-        let place_failed = match a.place {
-            Place::None => None,
+        stall_ok: bool,
+    ) -> Option<bool> {
+        let res = match a.place {
+            Place::None => Ok(()),
             Place::Recv { offset } => {
-                let ok = self.has_cur
-                    && self.cur_ok
-                    && wqe::decode_recv(&self.cur_recv, &self.recv_lim)
+                if self.has_cur && self.cur_ok {
+                    wqe::decode_recv(&self.cur_recv, &self.recv_lim)
                         .map_err(|_| MrError::Range)
                         .and_then(|v| scatter(ctx, v.sges(), offset, payload))
-                        .is_ok();
-                (!ok).then_some(true)
+                } else {
+                    Err(MrError::Range)
+                }
             }
-            Place::Mem { rkey, va } => remote_write(ctx, rkey, va, payload).is_err().then_some(false),
+            Place::Mem { rkey, va } => remote_write(ctx, rkey, va, payload),
+        };
+        // Some(into_recv) if the payload could not be placed.
+        let place_failed = match res {
+            Ok(()) => None,
+            Err(MrError::NotPresent) if stall_ok => return None,
+            Err(_) => Some(matches!(a.place, Place::Recv { .. })),
         };
         if let (Some(into_recv), Some(resp), Some(msn)) = (place_failed, self.resp.as_mut(), msn_before) {
             let f = resp.placement_failed(r.psn, msn, into_recv);
@@ -950,7 +1172,7 @@ impl Dp {
             // Our receive buffer is bad: complete it with the error now.
             self.cur_ok = false;
         }
-        local_err
+        Some(local_err)
     }
 
     /// Completes the current receive WQE as `rc` says (with a local
@@ -984,11 +1206,27 @@ impl Dp {
         r: &crate::proto::rc::InRequest,
         payload: &[u8],
     ) {
+        if self.stalled(ctx) {
+            return;
+        }
         // Back-pressure: with no room for its response the request is
         // dropped before the responder sees it, like a lost packet (the
         // requester's sequence NAK or timer brings it back).
         if self.replyq.as_ref().is_some_and(|q| !q.has_room()) {
             ctx.dev.p.stats.inc(Counter::RespBackpressure);
+            return;
+        }
+        // An atomic executes inside the responder: its page must be there
+        // before the responder sees the request.
+        if !self.odp_hard && atomic_missing(ctx, r) {
+            match copy_payload(payload) {
+                Ok(payload) => self.stall_on(ctx, Stalled::Request { r: *r, payload }),
+                Err(_) => {
+                    // Dropped unseen, like a lost packet.
+                    ctx.fault.set(None);
+                    ctx.dev.p.stats.inc(Counter::OdpStallDrops);
+                }
+            }
             return;
         }
         let mut mem = Mem { ctx, qp_access };
@@ -1001,7 +1239,7 @@ impl Dp {
         };
         let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
         let msn_before = self.resp.as_ref().map(|r| r.msn());
-        let mut a: Action = if let Some(uc) = self.uc_resp.as_mut() {
+        let a: Action = if let Some(uc) = self.uc_resp.as_mut() {
             uc.on_request(r, &mut mem, &mut rq)
         } else if let Some(resp) = self.resp.as_mut() {
             resp.on_request(r, &mut mem, &mut rq)
@@ -1022,7 +1260,39 @@ impl Dp {
             self.cur_ok = self.scratch_ok;
             self.has_cur = true;
         }
-        let mut local_err = self.place(ctx, &mut a, r, payload, msn_before);
+        self.finish_request(ctx, st, a, r, payload, msn_before, rq_broken);
+    }
+
+    /// The rest of [`Self::on_request`] once the responder decided `a`:
+    /// place the payload, complete the receive, queue the reply, errors.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_request(
+        &mut self,
+        ctx: &Ctx<'_>,
+        st: &mut QpState,
+        mut a: Action,
+        r: &crate::proto::rc::InRequest,
+        payload: &[u8],
+        msn_before: Option<u32>,
+        rq_broken: bool,
+    ) {
+        let placed = match self.place(ctx, &mut a, r, payload, msn_before, !self.odp_hard) {
+            Some(e) => e,
+            None => match copy_payload(payload) {
+                Ok(payload) => {
+                    let r = *r;
+                    self.stall_on(ctx, Stalled::Place { a, r, payload, msn_before, rq_broken });
+                    return;
+                }
+                Err(_) => {
+                    // No memory to keep it for later: placed as if the
+                    // page were bad.
+                    ctx.fault.set(None);
+                    self.place(ctx, &mut a, r, payload, msn_before, false).unwrap_or(true)
+                }
+            },
+        };
+        let mut local_err = placed;
         if let Some(rc) = a.recv_done {
             local_err |= self.complete_recv(ctx, &rc);
         }
@@ -1056,22 +1326,36 @@ impl Dp {
     /// completed once handed to the network.  A WQE that cannot be sent
     /// completes with an error and the QP enters the SQE state.
     fn ud_send_all(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if self.stall.is_some() {
+            return;
+        }
         let mtu = link::active_mtu(ctx.dev.p.ndev.mtu()).map_or(256, |m| m.bytes());
         for _ in 0..RING_BUDGET {
             let idx = self.sq.index();
             let r = self.shadow_range(idx);
             let Some(entry) = self.sq_shadow.get_mut(r.clone()) else { return };
-            match self.sq.read_next(ctx.sq_ring, entry) {
-                Ok(true) => {}
-                Ok(false) => return,
-                Err(_) => {
+            // Consumed only once sent: a WQE whose on-demand source page
+            // is missing stays at the head.
+            let off = match self.sq.peek(ctx.sq_ring) {
+                Ok(Some(off)) if SharedRegion::read(ctx.sq_ring, off, entry) => off,
+                Ok(None) => return,
+                _ => {
                     ctx.raise(EV_FATAL);
                     self.enter_error(ctx, st);
                     return;
                 }
-            }
+            };
+            let _ = off;
             let entry = self.sq_shadow.get(r).unwrap_or(&[]);
-            let res = self.ud_send_one(ctx, entry, mtu);
+            let res = match self.ud_send_one(ctx, entry, mtu) {
+                Err(TxError::NotPresent) => {
+                    self.stall_on(ctx, Stalled::UdSend);
+                    return;
+                }
+                Err(TxError::Status(s)) => Err(s),
+                Ok(v) => Ok(v),
+            };
+            let _ = self.sq.consume();
             self.ud_psn = self.ud_psn.wrapping_add(1) & 0x00FF_FFFF;
             let _ = self.sq.release(ctx.sq_ring, 1);
             let (wr_id, signaled, status, len) = match res {
@@ -1097,15 +1381,16 @@ impl Dp {
     }
 
     /// Builds and sends the packet of one UD WQE.
-    fn ud_send_one(&self, ctx: &Ctx<'_>, entry: &[u8], mtu: u32) -> Result<(SendWqe, u32), WcStatus> {
-        let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| WcStatus::LocQpOpErr)?;
+    fn ud_send_one(&self, ctx: &Ctx<'_>, entry: &[u8], mtu: u32) -> Result<(SendWqe, u32), TxError> {
+        let bad = |_| TxError::Status(WcStatus::LocQpOpErr);
+        let view = wqe::decode_send(entry, &self.send_lim).map_err(bad)?;
         let (w, len) = (view.wqe, view.length);
-        let av = crate::ah::lookup(ctx.dev, ctx.pd, w.ah).ok_or(WcStatus::LocQpOpErr)?;
-        let pkt = ud::send_packet(&w, len, ctx.qpn, self.qkey, self.ud_psn, mtu)?;
+        let av = crate::ah::lookup(ctx.dev, ctx.pd, w.ah).ok_or(TxError::Status(WcStatus::LocQpOpErr))?;
+        let pkt = ud::send_packet(&w, len, ctx.qpn, self.qkey, self.ud_psn, mtu).map_err(TxError::Status)?;
         let path = path_of(ctx.dev, &av, ctx.qpn, w.remote_qpn);
         let mut local = Ok(());
         send_pkt(ctx, &path, &pkt.bth, &pkt.ext, len, |buf| {
-            local = copy_source(ctx, &view, 0, buf);
+            local = copy_source(ctx, &view, 0, buf, self.odp_hard);
             local.is_ok()
         });
         local.map(|()| (w, len))
@@ -1113,6 +1398,9 @@ impl Dp {
 
     /// A UD packet for this UD/GSI QP (`ip`: the IP header it came with).
     pub(crate) fn on_ud(&mut self, ctx: &Ctx<'_>, parsed: &hdr::Parsed, ip: &[u8], payload: &[u8]) -> bool {
+        if self.stalled(ctx) {
+            return true;
+        }
         let Ok(r) = ud::accept(&parsed.bth, &parsed.ext, self.qkey) else { return false };
         let Some((grh, net)) = ud::grh_area(ip) else { return false };
         // The SRQ (if any) is locked from the peek to the take.
@@ -1124,18 +1412,27 @@ impl Dp {
         let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
         // No receive posted: UD has no RNR, the datagram is dropped.
         let Some(room) = rq.peek_len() else { return false };
+        // Placed before the WQE is taken: if a page of an on-demand paging
+        // buffer is missing the datagram is dropped (UD is unreliable) and
+        // the WQE stays for the next one, once the page is in.
+        let total = payload.len() + ud::GRH_BYTES;
+        let res = if self.scratch_ok && total <= room as usize {
+            wqe::decode_recv(&self.rq_scratch, &self.recv_lim).map_err(|_| MrError::Range).and_then(|v| {
+                scatter(ctx, v.sges(), 0, &grh)?;
+                scatter(ctx, v.sges(), ud::GRH_BYTES as u32, payload)
+            })
+        } else {
+            Err(MrError::Range)
+        };
+        if res == Err(MrError::NotPresent) && !self.odp_hard {
+            drop(srq_guard);
+            ctx.dev.p.stats.inc(Counter::OdpStallDrops);
+            self.stall_on(ctx, Stalled::Nothing);
+            return true;
+        }
         take_recv(ctx, &mut self.rq, ctx.srq.zip(srq_guard.as_mut()));
         drop(srq_guard);
-        let total = payload.len() + ud::GRH_BYTES;
-        let placed = self.scratch_ok
-            && total <= room as usize
-            && wqe::decode_recv(&self.rq_scratch, &self.recv_lim)
-                .map_err(|_| MrError::Range)
-                .and_then(|v| {
-                    scatter(ctx, v.sges(), 0, &grh)?;
-                    scatter(ctx, v.sges(), ud::GRH_BYTES as u32, payload)
-                })
-                .is_ok();
+        let placed = res.is_ok();
         let status = if placed {
             WcStatus::Success
         } else if self.scratch_ok && total > room as usize {
@@ -1176,25 +1473,38 @@ impl Dp {
 
     /// Sends up to `budget` queued responses; returns whether more wait.
     pub(crate) fn send_pending(&mut self, ctx: &Ctx<'_>, mut budget: u32) -> bool {
+        if self.stall.is_some() {
+            // Resumed by the work item.
+            return false;
+        }
         let Some(path) = self.path else {
             self.clear_replies();
             return false;
         };
+        let hard = self.odp_hard;
         let Some(q) = self.replyq.as_mut() else { return false };
-        while budget > 0 {
+        let mut missing = false;
+        while budget > 0 && !missing {
             let Some(front) = q.front_mut() else { break };
             match front {
                 Pending::Pkt(d) => {
                     let d = *d;
                     budget -= 1;
                     q.pop();
-                    send_reply(ctx, &path, &d);
+                    send_reply(ctx, &path, &d, true);
                 }
                 Pending::Read(stream) => {
                     while budget > 0 {
+                        let before = *stream;
                         let Some(d) = stream.next() else { break };
                         budget -= 1;
-                        send_reply(ctx, &path, &d);
+                        if !send_reply(ctx, &path, &d, hard) {
+                            // Its page is missing: this packet again
+                            // once it is in.
+                            *stream = before;
+                            missing = true;
+                            break;
+                        }
                     }
                     if stream.remaining() == 0 {
                         q.pop();
@@ -1202,12 +1512,22 @@ impl Dp {
                 }
             }
         }
-        !q.is_empty()
+        if missing {
+            self.stall_on(ctx, Stalled::Reply);
+            return false;
+        }
+        self.replyq.as_ref().is_some_and(|q| !q.is_empty())
     }
 
     /// The work item: continue sending queued responses (RC) or the
     /// next burst of requests (UC).
-    pub(crate) fn on_work(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+    pub(crate) fn on_work(&mut self, ctx: &Ctx<'_>, st: &mut QpState, qp_access: u32) {
+        self.resume_stall(ctx, st, qp_access);
+        self.on_work_rest(ctx, st);
+        self.odp_hard = false;
+    }
+
+    fn on_work_rest(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
         if core::mem::take(&mut self.resume) {
             // Continue a ring loop that stopped at its budget (it defers
             // again if there is still more).
@@ -1229,28 +1549,74 @@ impl Dp {
 
 /// Sends one response packet (a failure is counted by `send_pkt`; the
 /// requester retries).
-fn send_reply(ctx: &Ctx<'_>, path: &Path, d: &RespDesc) {
+/// `false` (nothing sent) if a page of the on-demand paging region it
+/// reads from is missing and not `hard`.
+fn send_reply(ctx: &Ctx<'_>, path: &Path, d: &RespDesc, hard: bool) -> bool {
+    if let (Some(src), false) = (d.payload, hard) {
+        if read_missing(ctx, src.rkey, src.va, d.payload_len()) {
+            return false;
+        }
+    }
     let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
     let _ = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
         None => true,
         Some(src) => remote_read(ctx, src.rkey, src.va, buf).is_ok(),
     });
+    true
+}
+
+/// Whether a READ of `len` bytes at `va` under `rkey` would find a page of
+/// an on-demand paging region missing (noted for the section).
+fn read_missing(ctx: &Ctx<'_>, rkey: u32, va: u64, len: u32) -> bool {
+    if len == 0 {
+        return false;
+    }
+    let Ok((mr, at)) = remote(ctx, rkey, va, len, bindings::ib_access_flags_IB_ACCESS_REMOTE_READ) else {
+        return false;
+    };
+    mr.is_odp() && mr.probe(at, len, false).inspect_err(|e| noted(ctx, mr, *e, at, len, false)).is_err()
+}
+
+/// Whether the atomic request `r` (compare-and-swap, fetch-and-add or
+/// ATOMIC WRITE) targets a missing page of an on-demand paging region
+/// (noted for the section).
+fn atomic_missing(ctx: &Ctx<'_>, r: &crate::proto::rc::InRequest) -> bool {
+    let (rkey, va, flag) = match (r.atomic, r.atomic_write, r.reth) {
+        (Some(a), _, _) => (a.rkey, a.va, bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC),
+        (None, Some(_), Some(reth)) => (reth.rkey, reth.va, bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE),
+        _ => return false,
+    };
+    let Ok((mr, at)) = remote(ctx, rkey, va, 8, flag) else { return false };
+    mr.is_odp() && mr.probe(at, 8, true).inspect_err(|e| noted(ctx, mr, *e, at, 8, true)) == Err(MrError::NotPresent)
 }
 
 /// Copies `buf.len()` bytes at message offset `off` of the WQE `view`
 /// into `buf`: from its inline data, its ATOMIC WRITE value or its SGEs.
-fn copy_source(ctx: &Ctx<'_>, view: &wqe::SendWqeView<'_>, off: u32, buf: &mut [u8]) -> Result<(), WcStatus> {
+/// A missing on-demand page is [`TxError::NotPresent`] unless `hard`.
+fn copy_source(ctx: &Ctx<'_>, view: &wqe::SendWqeView<'_>, off: u32, buf: &mut [u8], hard: bool) -> Result<(), TxError> {
     let direct = |src: &[u8], buf: &mut [u8]| {
         let o = off as usize;
-        let s = src.get(o..o.saturating_add(buf.len())).ok_or(WcStatus::LocLenErr)?;
+        let s = src.get(o..o.saturating_add(buf.len())).ok_or(TxError::Status(WcStatus::LocLenErr))?;
         buf.copy_from_slice(s);
         Ok(())
     };
     match view.source() {
         MsgSource::Inline(d) => direct(d, buf),
         MsgSource::Value(v) => direct(&v, buf),
-        MsgSource::Sges(s) => gather(ctx, s, off, buf).map_err(|_| WcStatus::LocProtErr),
+        MsgSource::Sges(s) => gather(ctx, s, off, buf).map_err(|e| match e {
+            MrError::NotPresent if !hard => TxError::NotPresent,
+            _ => TxError::Status(WcStatus::LocProtErr),
+        }),
     }
+}
+
+/// Why a request packet was not built.
+enum TxError {
+    /// The WQE completes with this status.
+    Status(WcStatus),
+    /// A page of its on-demand paging source is missing (noted in the
+    /// section's [`Ctx::fault`]).
+    NotPresent,
 }
 
 /// Completes a WQE that could not be queued (garbage in the ring, refused
@@ -1371,7 +1737,8 @@ fn walk_sges(
         let mr = crate::mr::lookup(ctx.dev, ctx.rcu, ctx.pd, c.lkey)?;
         mr.check(c.addr, c.len, need)?;
         let a = c.at as usize;
-        f(mr, c.addr, a..a + c.len as usize)?;
+        f(mr, c.addr, a..a + c.len as usize)
+            .inspect_err(|e| noted(ctx, mr, *e, c.addr, c.len, need != Need::LocalRead))?;
         done += c.len;
     }
     if done == len {
@@ -1409,6 +1776,9 @@ fn send_pkt(
     let Some(roce_len) = hdr::packet_len(bth.opcode, payload_len as usize) else { return false };
     let total = path.ip.hdr_len() + roce_len;
     let Ok(total32) = u32::try_from(total) else { return false };
+    // `fill` refusing is the WQE's error (its completion says so), not the
+    // network's.
+    let mut refused = false;
     let built = SkBuff::build_tx(&ctx.dev.p.ndev, total32, |buf| {
         (|| {
             let hl = path.ip.write(buf, roce_len).ok()?;
@@ -1416,6 +1786,7 @@ fn send_pkt(
             let n = hdr::build_headers(roce, bth, ext).ok()?;
             let pl_end = n.checked_add(payload_len as usize)?;
             if !fill(roce.get_mut(n..pl_end)?) {
+                refused = true;
                 return None;
             }
             roce.get_mut(pl_end..roce_len - 4)?.fill(0);
@@ -1429,7 +1800,9 @@ fn send_pkt(
         .is_some()
     });
     let Some(skb) = built else {
-        ctx.dev.p.stats.inc(Counter::TxErrors);
+        if !refused {
+            ctx.dev.p.stats.inc(Counter::TxErrors);
+        }
         return false;
     };
     let ok = if path.local {
@@ -1451,7 +1824,8 @@ fn access_error(e: MrError) -> AccessError {
     match e {
         MrError::BadKey => AccessError::InvalidKey,
         MrError::Range => AccessError::OutOfRange,
-        MrError::Access | MrError::NotInvalidatable => AccessError::NoPermission,
+        // A missing on-demand page here: the stall's last try failed.
+        MrError::Access | MrError::NotInvalidatable | MrError::NotPresent => AccessError::NoPermission,
     }
 }
 
@@ -1481,7 +1855,14 @@ fn remote_write(ctx: &Ctx<'_>, rkey: u32, va: u64, data: &[u8]) -> Result<(), Mr
     }
     let n = u32::try_from(data.len()).map_err(|_| MrError::Range)?;
     let (mr, at) = remote(ctx, rkey, va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE)?;
-    mr.write(at, data)
+    mr.write(at, data).inspect_err(|e| noted(ctx, mr, *e, at, n, true))
+}
+
+/// Notes a missing on-demand page (`e`) of `mr` for the section.
+fn noted(ctx: &Ctx<'_>, mr: &Region, e: MrError, va: u64, len: u32, write: bool) {
+    if e == MrError::NotPresent {
+        ctx.note(mr, va, len, write);
+    }
 }
 
 /// Reads a READ response's payload from `va` under `rkey` into `buf`; as
@@ -1492,7 +1873,7 @@ fn remote_read(ctx: &Ctx<'_>, rkey: u32, va: u64, buf: &mut [u8]) -> Result<(), 
     }
     let n = u32::try_from(buf.len()).map_err(|_| MrError::Range)?;
     let (mr, at) = remote(ctx, rkey, va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_READ)?;
-    mr.read(at, buf)
+    mr.read(at, buf).inspect_err(|e| noted(ctx, mr, *e, at, n, false))
 }
 
 impl MemCheck for Mem<'_, '_> {

@@ -8,7 +8,7 @@
 //! wrapped kernel function.
 
 use kernel::bindings;
-use kernel::ffi::{c_int, c_uint, c_void};
+use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
 
 /// `op` of `rroce_page_atomic` (the `RROCE_ATOMIC_*` of rroce_glue.h).
 pub(crate) const RROCE_ATOMIC_ADD: c_uint = 0;
@@ -136,4 +136,45 @@ extern "C" {
     pub(crate) fn rroce_local_bh_enable();
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;
     pub(crate) fn rroce_page_atomic(page: *mut bindings::page, off: c_uint, op: c_uint, a: u64, b: u64) -> u64;
+    pub(crate) fn rroce_hmm_pfn_to_page(hmm_pfn: c_ulong) -> *mut bindings::page;
+    pub(crate) fn rroce_mmu_notifier_range_blockable(range: *const bindings::mmu_notifier_range) -> bool;
+    pub(crate) fn rroce_mmu_interval_set_seq(mni: *mut bindings::mmu_interval_notifier, cur_seq: c_ulong);
+    pub(crate) fn rroce_umem_odp_of(mni: *mut bindings::mmu_interval_notifier) -> *mut bindings::ib_umem_odp;
+    pub(crate) fn rroce_ib_umem_start(odp: *mut bindings::ib_umem_odp) -> c_ulong;
+    pub(crate) fn rroce_ib_umem_end(odp: *mut bindings::ib_umem_odp) -> c_ulong;
+    pub(crate) fn rroce_umem_odp_mutex(odp: *mut bindings::ib_umem_odp) -> *mut bindings::mutex;
+    pub(crate) fn rroce_umem_odp_private(odp: *mut bindings::ib_umem_odp) -> *mut *mut c_void;
+    pub(crate) fn rroce_umem_odp_page_shift(odp: *mut bindings::ib_umem_odp) -> c_uint;
+    pub(crate) fn rroce_umem_odp_pfns(odp: *mut bindings::ib_umem_odp) -> *mut c_ulong;
 }
+
+// ib_core's on-demand paging API (`rdma/ib_umem_odp.h`, exported by
+// ib_core; the Rust bindings do not include that header).
+#[allow(improper_ctypes)]
+extern "C" {
+    pub(crate) fn ib_umem_odp_get(
+        device: *mut bindings::ib_device,
+        addr: c_ulong,
+        size: usize,
+        access: c_int,
+        ops: *const bindings::mmu_interval_notifier_ops,
+    ) -> *mut bindings::ib_umem_odp;
+    pub(crate) fn ib_umem_odp_release(umem_odp: *mut bindings::ib_umem_odp);
+    pub(crate) fn ib_umem_odp_map_dma_and_lock(
+        umem_odp: *mut bindings::ib_umem_odp,
+        start_offset: u64,
+        bcnt: u64,
+        access_mask: u64,
+        fault: bool,
+    ) -> c_int;
+    pub(crate) fn ib_umem_odp_unmap_dma_pages(umem_odp: *mut bindings::ib_umem_odp, start_offset: u64, bound: u64);
+}
+
+/// `ODP_READ_ALLOWED_BIT` of `rdma/ib_umem_odp.h`.
+pub(crate) const ODP_READ_ALLOWED_BIT: u64 = 1 << 0;
+/// `ODP_WRITE_ALLOWED_BIT` of `rdma/ib_umem_odp.h`.
+pub(crate) const ODP_WRITE_ALLOWED_BIT: u64 = 1 << 1;
+/// `HMM_PFN_VALID` of `linux/hmm.h`.
+pub(crate) const HMM_PFN_VALID: c_ulong = 1 << (c_ulong::BITS - 1);
+/// `HMM_PFN_WRITE` of `linux/hmm.h`.
+pub(crate) const HMM_PFN_WRITE: c_ulong = 1 << (c_ulong::BITS - 2);

@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use crate::ib::umem::Umem;
+use crate::ib::umem::{OdpUmem, Umem};
 use crate::ib::PdId;
 use crate::proto::mw as mw_rules;
 use crate::sync::idtable::KeyTable;
@@ -35,6 +35,9 @@ pub(crate) struct Region {
     /// Pinned user pages; `None` for a kernel DMA MR or a fast-registration
     /// MR (addresses are kernel virtual addresses).
     pub(crate) umem: Option<Umem>,
+    /// User memory registered for on-demand paging (`IB_ACCESS_ON_DEMAND`):
+    /// then `umem` is `None`.
+    pub(crate) odp: Option<OdpUmem>,
     /// The PD it was registered in.
     pub(crate) pd: PdId,
     /// Offset of the first byte in the first page.

@@ -35,8 +35,8 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::device::{DevPriv, RroceDev};
-use crate::ib::mr::{MrInit, MrOps, MrRef, Rereg, UserRange};
-use crate::ib::umem::{direct_map_page, PageRef, Umem};
+use crate::ib::mr::{MrInit, MrOps, MrRef, Prefetch, Rereg, UserRange};
+use crate::ib::umem::{direct_map_page, OdpMiss, OdpUmem, PageRef, Umem};
 use crate::proto::rc::AtomicOp;
 use crate::ib::PdId;
 use crate::keys::{Fr, Region};
@@ -56,6 +56,9 @@ const ACCESS_ALLOWED: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
     | bindings::ib_access_flags_IB_ACCESS_MW_BIND
     | bindings::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
     | bindings::ib_access_flags_IB_ACCESS_OPTIONAL;
+
+/// On-demand paging (user regions only), and its huge-page hint.
+const ACCESS_ODP: u32 = bindings::ib_access_flags_IB_ACCESS_ON_DEMAND | bindings::ib_access_flags_IB_ACCESS_HUGETLB;
 
 /// Our part of a memory region: its shared state.
 pub(crate) struct MrPart {
@@ -87,6 +90,9 @@ pub(crate) enum MrError {
     Access,
     /// The key names a region that cannot be invalidated.
     NotInvalidatable,
+    /// A page of an on-demand paging region is not mapped: the access
+    /// waits for [`Region::fault`] (see `dp`'s ODP stalls).
+    NotPresent,
 }
 
 impl MrError {
@@ -96,7 +102,7 @@ impl MrError {
         match self {
             MrError::BadKey => rules::InvError::BadKey.local_status(),
             MrError::NotInvalidatable => rules::InvError::NotInvalidatable.local_status(),
-            MrError::Range | MrError::Access => WcStatus::LocProtErr,
+            MrError::Range | MrError::Access | MrError::NotPresent => WcStatus::LocProtErr,
         }
     }
 }
@@ -116,10 +122,20 @@ fn check_access(access: c_int) -> Result<u32> {
     Ok(access)
 }
 
+/// [`check_access`] for a user region, which may also be on demand.
+fn check_user_access(access: c_int) -> Result<u32> {
+    let a = access as u32;
+    if a & bindings::ib_access_flags_IB_ACCESS_HUGETLB != 0 && a & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND == 0 {
+        return Err(crate::limits::eopnotsupp());
+    }
+    check_access((a & !ACCESS_ODP) as c_int).map(|_| a)
+}
+
 /// A region of `pd` with nothing pinned yet (a DMA MR as it is).
 fn region(pd: PdId, access: u32, umem: Option<Umem>, fr: Option<Fr>) -> Region {
     Region {
         umem,
+        odp: None,
         pd,
         page_off: 0,
         user_start: 0,
@@ -135,18 +151,23 @@ fn region(pd: PdId, access: u32, umem: Option<Umem>, fr: Option<Fr>) -> Region {
 
 /// Pins `range` of user memory for a region of `pd`; not yet published.
 fn pin_user(dev: &RroceDev, pd: PdId, range: UserRange, access: c_int) -> Result<MrPart> {
-    let acc = check_access(access)?;
+    let acc = check_user_access(access)?;
     if range.length == 0 || range.length > dev.p.attrs.max_mr_size {
         return Err(EINVAL);
     }
-    let umem = Umem::get(dev, range.start, range.length, access)?;
+    let (umem, odp) = if acc & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND != 0 {
+        (None, Some(OdpUmem::get(dev, range.start, range.length, access)?))
+    } else {
+        (Some(Umem::get(dev, range.start, range.length, access)?), None)
+    };
     // INVARIANT: `umem` starts at the page of `start`, `page_off` into it.
     let r = Region {
         page_off: range.start & (bindings::PAGE_SIZE as u64 - 1),
         user_start: range.start,
         iova: range.iova,
         length: range.length,
-        ..region(pd, acc, Some(umem), None)
+        odp,
+        ..region(pd, acc, umem, None)
     };
     // If the allocation fails, dropping the region releases the pages.
     Ok(MrPart { r: Arc::new(r, GFP_KERNEL_ACCOUNT)? })
@@ -174,7 +195,7 @@ impl MrOps for MrPart {
         }
         // Only user regions come through uverbs.
         let Some(pd) = req.pd else { return Err(EINVAL) };
-        if old.umem.is_none() || old.fr.is_some() {
+        if (old.umem.is_none() && old.odp.is_none()) || old.fr.is_some() {
             return Err(EINVAL);
         }
         let access = if req.flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
@@ -267,6 +288,33 @@ impl MrOps for MrPart {
         Ok(())
     }
 
+    fn advise(dev: &RroceDev, pd: PdId, advice: u32, flags: u32, sges: &[Prefetch]) -> Result {
+        // Prefetching is done before the call returns, with or without
+        // IB_UVERBS_ADVISE_MR_FLAG_FLUSH (which only asks for that).
+        let _ = flags;
+        let (write, fault) = match advice {
+            bindings::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH => (false, true),
+            bindings::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE => (true, true),
+            bindings::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT => (false, false),
+            _ => return Err(crate::limits::eopnotsupp()),
+        };
+        for sge in sges {
+            let region = {
+                let rcu = ReadGuard::new();
+                let r = lookup(dev, &rcu, pd, sge.lkey).map_err(|_| EINVAL)?;
+                let need = if write { Need::LocalWrite } else { Need::LocalRead };
+                r.check(sge.addr, sge.length, need).map_err(|_| EINVAL)?;
+                if !r.is_odp() {
+                    return Err(EINVAL);
+                }
+                counted(dev, &rcu, r).ok_or(EINVAL)?
+            };
+            // Outside the read-side section: faulting sleeps.
+            region.fault(sge.addr, sge.length.into(), write, fault)?;
+        }
+        Ok(())
+    }
+
     fn dereg(&self, dev: &RroceDev) -> Result {
         // A region with memory windows bound to it stays (IBA 11.2.8: the
         // windows must be invalidated or deallocated first); from here on
@@ -292,6 +340,41 @@ pub(crate) fn lookup<'g>(dev: &'g RroceDev, rcu: &'g ReadGuard, pd: PdId, key: u
         return Err(MrError::BadKey);
     }
     Ok(mr)
+}
+
+/// `r` (a region of `dev`'s key table, borrowed for `rcu`) as a counted
+/// reference that outlives the read-side section: to fault its pages in
+/// from process context.  `None` if it has left the table.  (The table
+/// holds a reference meanwhile, so the one dropped here is never the
+/// last.)
+pub(crate) fn counted(dev: &RroceDev, rcu: &ReadGuard, r: &Region) -> Option<Arc<Region>> {
+    match dev.p.keys.get_arc(r.index.load(Ordering::Relaxed), rcu)? {
+        Either::A(a) if core::ptr::eq(&*a, r) => Some(a),
+        _ => None,
+    }
+}
+
+/// The region at key-table `index` of `dev` as a counted reference (see
+/// [`counted`]), whatever its key.
+pub(crate) fn counted_at(dev: &RroceDev, rcu: &ReadGuard, index: u32) -> Option<Arc<Region>> {
+    match dev.p.keys.get_arc(index, rcu)? {
+        Either::A(a) => Some(a),
+        Either::B(_) => None,
+    }
+}
+
+/// Bytes faulted in at once, at least, when the data path misses a page of
+/// an on-demand paging region: a message usually goes on where it missed,
+/// and each miss stalls its QP (a work-item round trip, and on the
+/// responder side the requester's retransmission).
+const ODP_FAULT_AHEAD: u64 = 1 << 20;
+
+/// The range to fault in for a miss of `len` bytes at `va` of `r`: at
+/// least [`ODP_FAULT_AHEAD`] bytes from `va`, within the region.
+pub(crate) fn fault_window(r: &Region, va: u64, len: u32) -> (u64, u64) {
+    let end = r.iova.saturating_add(r.length);
+    let want = u64::from(len).max(ODP_FAULT_AHEAD);
+    (va, want.min(end.saturating_sub(va)).max(u64::from(len)))
 }
 
 /// The region at `index` of `dev`'s key table, whatever its key.
@@ -340,7 +423,7 @@ impl Region {
             }
             return Ok(());
         }
-        if self.umem.is_none() {
+        if self.umem.is_none() && self.odp.is_none() {
             // A DMA MR spans the kernel's direct map; `walk` checks each
             // page of it.
             return Ok(());
@@ -354,10 +437,17 @@ impl Region {
 
     /// Visits the pages backing `len` bytes at `va` (already checked):
     /// `f(page, offset in page, offset in the range, length)`.
-    fn walk(&self, va: u64, len: u32, mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool) -> Result<(), MrError> {
+    fn walk(&self, va: u64, len: u32, write: bool, mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool) -> Result<(), MrError> {
         let ps = bindings::PAGE_SIZE as u64;
         if let Some(fr) = self.fr.as_ref() {
             return Self::walk_fr(fr, va, len, f);
+        }
+        if let Some(odp) = self.odp.as_ref() {
+            let ua = self.user_addr(va).ok_or(MrError::Range)?;
+            return odp.walk(ua, len, write, f).map_err(|e| match e {
+                OdpMiss::NotPresent => MrError::NotPresent,
+                OdpMiss::Range => MrError::Range,
+            });
         }
         let Some(umem) = self.umem.as_ref() else {
             return Self::walk_dma(va, len, f);
@@ -432,7 +522,7 @@ impl Region {
     /// Copies `dst.len()` bytes at `va` out of the region.
     pub(crate) fn read(&self, va: u64, dst: &mut [u8]) -> Result<(), MrError> {
         let len = u32::try_from(dst.len()).map_err(|_| MrError::Range)?;
-        self.walk(va, len, |page, poff, at, n| {
+        self.walk(va, len, false, |page, poff, at, n| {
             dst.get_mut(at..at + n as usize).is_some_and(|d| page.read(poff, d))
         })
     }
@@ -440,7 +530,7 @@ impl Region {
     /// Copies `src` into the region at `va`.
     pub(crate) fn write(&self, va: u64, src: &[u8]) -> Result<(), MrError> {
         let len = u32::try_from(src.len()).map_err(|_| MrError::Range)?;
-        self.walk(va, len, |page, poff, at, n| {
+        self.walk(va, len, true, |page, poff, at, n| {
             src.get(at..at + n as usize).is_some_and(|d| page.write(poff, d))
         })
     }
@@ -452,13 +542,45 @@ impl Region {
             return Err(MrError::Range);
         }
         let mut orig = None;
-        self.walk(va, 8, |page, poff, _, n| {
+        self.walk(va, 8, true, |page, poff, _, n| {
             if n == 8 {
                 orig = page.atomic(poff, op);
             }
             true
         })?;
         orig.ok_or(MrError::Range)
+    }
+
+    /// The user address of I/O address `va` of a user region.
+    fn user_addr(&self, va: u64) -> Option<u64> {
+        self.user_start.checked_add(va.checked_sub(self.iova)?)
+    }
+
+    /// Whether every page behind `len` bytes at `va` (checked) is there
+    /// (for writing if `write`): `MrError::NotPresent` if a page of an
+    /// on-demand paging region is missing.
+    pub(crate) fn probe(&self, va: u64, len: u32, write: bool) -> Result<(), MrError> {
+        self.walk(va, len, write, |_, _, _, _| true)
+    }
+
+    /// Whether it is an on-demand paging region.
+    pub(crate) fn is_odp(&self) -> bool {
+        self.odp.is_some()
+    }
+
+    /// Maps the pages behind `len` bytes at I/O address `va` of an
+    /// on-demand paging region in (for writing if `write`; with `fault`
+    /// false only those the process has mapped already); nothing to do for
+    /// other regions.  Process context: it may sleep.
+    pub(crate) fn fault(&self, va: u64, len: u64, write: bool, fault: bool) -> Result {
+        let Some(odp) = self.odp.as_ref() else { return Ok(()) };
+        let end = va.checked_add(len).ok_or(EINVAL)?;
+        let mr_end = self.iova.checked_add(self.length).ok_or(EINVAL)?;
+        if va < self.iova || end > mr_end {
+            return Err(EINVAL);
+        }
+        let ua = self.user_addr(va).ok_or(EINVAL)?;
+        odp.fault(ua, len, write, fault)
     }
 
     /// Its `IB_ACCESS_*` flags.
@@ -469,7 +591,7 @@ impl Region {
     /// Its first address and length, for a region of pinned user memory
     /// (`None` for a DMA MR, which has no bounds to bind a window in).
     pub(crate) fn user_range(&self) -> Option<(u64, u64)> {
-        self.umem.as_ref().map(|_| (self.iova, self.length))
+        (self.umem.is_some() || self.odp.is_some()).then_some((self.iova, self.length))
     }
 
     /// Counts a memory window bound to the region; `false` if the region

@@ -128,6 +128,7 @@ fn ctx<'a>(q: Q<'a>, rcu: &'a ReadGuard) -> Ctx<'a> {
         ib_qp: q.events(),
         events: core::cell::Cell::new(0),
         cq_lost: core::cell::Cell::new(false),
+        fault: core::cell::Cell::new(None),
     }
 }
 
@@ -826,13 +827,31 @@ impl QpOps for QpPriv {
     }
 
     fn on_work(q: Q<'_>) {
+        // On-demand paging: the page a stalled step of the data path waits
+        // for is faulted in here, outside the QP lock and the RCU section
+        // (it sleeps), with a counted reference to its region.
+        let mut todo = None;
+        section(q, |ctx, _, inner| {
+            todo = inner.dp.take_fault().map(|f| (f, crate::mr::counted_at(ctx.dev, ctx.rcu, f.index)));
+        });
+        let done = todo.map(|(f, region)| {
+            let Some(region) = region else { return false };
+            let (va, len) = crate::mr::fault_window(&region, f.va, f.len);
+            // Ahead of the miss only what the process has mapped: if the
+            // window fails, the miss alone.
+            region.fault(va, len, f.write, true).or_else(|_| region.fault(f.va, f.len.into(), f.write, true)).is_ok()
+        });
         section(q, |ctx, p, inner| {
+            if let Some(ok) = done {
+                inner.dp.faulted(ok);
+            }
             if p.kick.swap(false, Ordering::AcqRel) {
                 // Posted with interrupts disabled, or in ERR
                 // (`post_send_kernel`, `post_recv_kernel`).
                 let _ = inner.dp.doorbell(ctx, &mut inner.state);
             }
-            inner.dp.on_work(ctx, &mut inner.state)
+            let access = inner.attrs.access_flags;
+            inner.dp.on_work(ctx, &mut inner.state, access)
         });
     }
 

@@ -25,6 +25,9 @@
 #include <net/ipv6.h>
 #include <net/route.h>
 #include <rdma/ib_umem.h>
+#include <rdma/ib_umem_odp.h>
+#include <linux/hmm.h>
+#include <linux/mmu_notifier.h>
 #include <linux/skbuff.h>
 #include <linux/xarray.h>
 #include <net/net_namespace.h>
@@ -543,6 +546,57 @@ void rroce_local_bh_enable(void)
  * The page of a kernel virtual address of the direct map (what ib_dma_map_*
  * returns under virtual DMA), or NULL if @addr is not one.
  */
+struct page *rroce_hmm_pfn_to_page(unsigned long hmm_pfn)
+{
+	return hmm_pfn_to_page(hmm_pfn);
+}
+
+bool rroce_mmu_notifier_range_blockable(const struct mmu_notifier_range *range)
+{
+	return mmu_notifier_range_blockable(range);
+}
+
+void rroce_mmu_interval_set_seq(struct mmu_interval_notifier *mni,
+				unsigned long cur_seq)
+{
+	mmu_interval_set_seq(mni, cur_seq);
+}
+
+struct ib_umem_odp *rroce_umem_odp_of(struct mmu_interval_notifier *mni)
+{
+	return container_of(mni, struct ib_umem_odp, notifier);
+}
+
+unsigned long rroce_ib_umem_start(struct ib_umem_odp *odp)
+{
+	return ib_umem_start(odp);
+}
+
+unsigned long rroce_ib_umem_end(struct ib_umem_odp *odp)
+{
+	return ib_umem_end(odp);
+}
+
+struct mutex *rroce_umem_odp_mutex(struct ib_umem_odp *odp)
+{
+	return &odp->umem_mutex;
+}
+
+void **rroce_umem_odp_private(struct ib_umem_odp *odp)
+{
+	return &odp->private;
+}
+
+unsigned int rroce_umem_odp_page_shift(struct ib_umem_odp *odp)
+{
+	return odp->page_shift;
+}
+
+unsigned long *rroce_umem_odp_pfns(struct ib_umem_odp *odp)
+{
+	return odp->pfn_list;
+}
+
 struct page *rroce_virt_to_page(u64 addr)
 {
 	const void *p = (const void *)(uintptr_t)addr;

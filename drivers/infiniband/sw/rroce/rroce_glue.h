@@ -7,6 +7,10 @@
 
 struct ib_device;
 struct ib_udata;
+struct ib_umem_odp;
+struct mutex;
+struct mmu_interval_notifier;
+struct mmu_notifier_range;
 struct net;
 struct net_device;
 struct sk_buff;
@@ -82,6 +86,17 @@ void rroce_timer_shutdown(struct timer_list *t);
 u64 rroce_ktime_ns(void);
 unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
 			       unsigned long n);
+struct page *rroce_hmm_pfn_to_page(unsigned long hmm_pfn);
+bool rroce_mmu_notifier_range_blockable(const struct mmu_notifier_range *range);
+void rroce_mmu_interval_set_seq(struct mmu_interval_notifier *mni,
+				unsigned long cur_seq);
+struct ib_umem_odp *rroce_umem_odp_of(struct mmu_interval_notifier *mni);
+unsigned long rroce_ib_umem_start(struct ib_umem_odp *odp);
+unsigned long rroce_ib_umem_end(struct ib_umem_odp *odp);
+struct mutex *rroce_umem_odp_mutex(struct ib_umem_odp *odp);
+void **rroce_umem_odp_private(struct ib_umem_odp *odp);
+unsigned int rroce_umem_odp_page_shift(struct ib_umem_odp *odp);
+unsigned long *rroce_umem_odp_pfns(struct ib_umem_odp *odp);
 struct page *rroce_virt_to_page(u64 addr);
 void rroce_smp_mb(void);
 unsigned int rroce_param_max_objects(void);

@@ -66,9 +66,15 @@ pub(crate) enum Counter {
     /// RC requests dropped unprocessed because the QP's response queue
     /// was full (back-pressure: the requester retransmits them).
     RespBackpressure,
+    /// Data-path accesses that found a page of an on-demand paging region
+    /// missing: the QP waited for its work item to fault it in.
+    OdpFaults,
+    /// Packets a QP dropped unprocessed while it waited for an on-demand
+    /// paging fault (the peer's retransmission brings them back).
+    OdpStallDrops,
 }
 
-const N: usize = Counter::RespBackpressure as usize + 1;
+const N: usize = Counter::OdpStallDrops as usize + 1;
 
 /// Descriptors, in [`Counter`] order.
 pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
@@ -92,6 +98,8 @@ pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
     c_str!("access_naks_sent"),
     c_str!("invalid_naks_sent"),
     c_str!("resp_backpressure"),
+    c_str!("odp_faults"),
+    c_str!("odp_stall_drops"),
 ]);
 
 /// A device's counters.

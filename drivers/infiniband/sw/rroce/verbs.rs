@@ -75,6 +75,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         rereg_user_mr: Some(crate::ib::mr::rereg_user_mr::<mr::MrPart>),
         get_dma_mr: Some(crate::ib::mr::get_dma_mr::<mr::MrPart>),
         dereg_mr: Some(crate::ib::mr::dereg_mr::<mr::MrPart>),
+        advise_mr: Some(crate::ib::mr::advise_mr::<mr::MrPart>),
         alloc_mw: Some(crate::ib::mw::alloc_mw::<crate::mw::MwPart>),
         dealloc_mw: Some(crate::ib::mw::dealloc_mw::<crate::mw::MwPart>),
         size_ib_mw: crate::ib::mw::size::<crate::mw::MwPart>(),

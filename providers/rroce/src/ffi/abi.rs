@@ -1473,6 +1473,14 @@ pub type ReregMrFn = unsafe extern "C" fn(
     length: usize,
     access: c_int,
 ) -> c_int;
+/// `verbs_context_ops::advise_mr` (`advice` is `enum ibv_advise_mr_advice`).
+pub type AdviseMrFn = unsafe extern "C" fn(
+    pd: *mut IbvPd,
+    advice: c_int,
+    flags: u32,
+    sg_list: *mut IbvSge,
+    num_sge: u32,
+) -> c_int;
 /// `verbs_context_ops::dereg_mr`.
 pub type DeregMrFn = unsafe extern "C" fn(vmr: *mut VerbsMr) -> c_int;
 /// `verbs_context_ops::create_ah`.
@@ -1485,7 +1493,7 @@ pub type DestroyAhFn = unsafe extern "C" fn(ah: *mut IbvAh) -> c_int;
 /// entries into the context, NULL ones keep libibverbs' EOPNOTSUPP stubs.
 #[repr(C)]
 pub struct VerbsContextOps {
-    pub advise_mr: UnusedOp,
+    pub advise_mr: Option<AdviseMrFn>,
     pub alloc_dm: UnusedOp,
     pub alloc_mw: Option<AllocMwFn>,
     pub alloc_null_mr: UnusedOp,
@@ -2389,6 +2397,15 @@ unsafe extern "C" {
 
     /// DESTROY_QP; waits for the QP's events to be acknowledged.
     pub fn ibv_cmd_destroy_qp(qp: *mut IbvQp) -> c_int;
+
+    /// ADVISE_MR (ioctl): 0 or an errno value.
+    pub fn ibv_cmd_advise_mr(
+        pd: *mut IbvPd,
+        advice: c_int,
+        flags: u32,
+        sg_list: *mut IbvSge,
+        num_sge: u32,
+    ) -> c_int;
 
     /// REG_MR (write only); fills handle, keys, context, type and access.
     pub fn ibv_cmd_reg_mr(

@@ -82,6 +82,7 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     destroy_srq: Some(srq::destroy_srq),
     post_srq_recv: Some(srq::post_srq_recv),
     reg_mr: Some(mr::reg_mr),
+    advise_mr: Some(mr::advise_mr),
     dereg_mr: Some(mr::dereg_mr),
     rereg_mr: Some(mr::rereg_mr),
     // Multicast needs nothing of the provider: the kernel does it all.

@@ -58,6 +58,29 @@ pub(super) unsafe extern "C" fn reg_mr(
     unsafe { &raw mut (*vmr).ibv_mr }
 }
 
+/// `verbs_context_ops::advise_mr` (`ibv_advise_mr`): the kernel
+/// prefetches the on-demand paging pages; 0 or an errno value.
+///
+/// # Safety
+///
+/// Called by libibverbs with a PD of ours and `num_sge` SGEs at `sg_list`.
+pub(super) unsafe extern "C" fn advise_mr(
+    pd: *mut IbvPd,
+    advice: c_int,
+    flags: u32,
+    sg_list: *mut IbvSge,
+    num_sge: u32,
+) -> c_int {
+    if pd.is_null() || sg_list.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: per the contract.
+    match unsafe { ibv_cmd_advise_mr(pd, advice, flags, sg_list, num_sge) } {
+        0 => 0,
+        ret => errno_of(ret),
+    }
+}
+
 /// `verbs_context_ops::rereg_mr`: 0 or an errno value (errno set too).
 /// libibverbs has checked `flags` and updates `ibv_mr`'s PD/address/length
 /// on success; the kernel returns the (possibly new) keys.

@@ -100,7 +100,22 @@ pub(crate) trait MrOps: Sized + Send + Sync + 'static {
     /// `dereg_mr`: unpublishes the region, which is dropped when this
     /// succeeds; on failure (`EBUSY`: windows are bound) it stays.
     fn dereg(&self, dev: &Device<Self::Dev>) -> Result;
+
+    /// `advise_mr` (`ibv_advise_mr`): prefetch the on-demand paging pages
+    /// behind `sges` (`IB_UVERBS_ADVISE_MR_ADVICE_*`), in `pd`.
+    fn advise(dev: &Device<Self::Dev>, pd: PdId, advice: u32, flags: u32, sges: &[Prefetch]) -> Result;
 }
+
+/// One range of an `advise_mr` request: an SGE.
+#[derive(Clone, Copy)]
+pub(crate) struct Prefetch {
+    pub(crate) addr: u64,
+    pub(crate) length: u32,
+    pub(crate) lkey: u32,
+}
+
+/// SGEs one `advise_mr` call takes (ib_uverbs caps them far lower).
+const MAX_ADVISE_SGES: usize = 32;
 
 /// The allocation behind an `ib_mr` of a driver whose regions are `T`.
 ///
@@ -199,6 +214,38 @@ pub(crate) unsafe extern "C" fn rereg_user_mr<T: MrOps>(
         pd: (!pd.is_null()).then(|| PdId::of(pd)),
     };
     old.rereg_user(dev, &req).and_then(|p| commit(dev, p, Some(old))).unwrap_or_else(|e| e.to_ptr())
+}
+
+/// `ib_device_ops::advise_mr`.
+///
+/// # Safety
+///
+/// ib_core's contract: `pd` is a live PD of one of the driver's devices;
+/// `sg_list` holds `num_sge` SGEs.
+pub(crate) unsafe extern "C" fn advise_mr<T: MrOps>(
+    pd: *mut bindings::ib_pd,
+    advice: bindings::ib_uverbs_advise_mr_advice,
+    flags: u32,
+    sg_list: *mut bindings::ib_sge,
+    num_sge: u32,
+    _attrs: *mut bindings::uverbs_attr_bundle,
+) -> c_int {
+    let n = num_sge as usize;
+    if n == 0 || n > MAX_ADVISE_SGES || sg_list.is_null() {
+        return EINVAL.to_errno();
+    }
+    let mut sges = [Prefetch { addr: 0, length: 0, lkey: 0 }; MAX_ADVISE_SGES];
+    for (i, d) in sges.iter_mut().take(n).enumerate() {
+        // SAFETY: `sg_list` holds `num_sge` SGEs (contract), `i` below it.
+        let sge = unsafe { &*sg_list.add(i) };
+        *d = Prefetch { addr: sge.addr, length: sge.length, lkey: sge.lkey };
+    }
+    // SAFETY: as for `reg_user_mr`.
+    let dev = unsafe { Device::<T::Dev>::from_ib((*pd).device) };
+    match T::advise(dev, PdId::of(pd), advice, flags, &sges[..n]) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// `ib_device_ops::get_dma_mr`.

@@ -22,6 +22,7 @@ use kernel::prelude::*;
 use crate::ffi;
 use crate::proto::rc::AtomicOp;
 use crate::ib::device::Device;
+use crate::sync::lock::{new_spinlock_bh, SpinLockBh};
 
 const PAGE_SIZE: usize = bindings::PAGE_SIZE;
 
@@ -150,5 +151,250 @@ impl Drop for Umem {
     fn drop(&mut self) {
         // SAFETY: by the type invariant we own the pinned umem.
         unsafe { bindings::ib_umem_release(self.umem.as_ptr()) };
+    }
+}
+
+/// The pages of an [`OdpUmem`] the data path may use: one entry per
+/// `PAGE_SIZE` page of the umem's interval, a `struct page` pointer with
+/// [`ODP_WRITABLE`] in bit 0, or 0 for a page that is not mapped.
+struct OdpTable {
+    /// `ib_umem_start`: the first address of the interval.
+    start: u64,
+    pages: KVVec<usize>,
+}
+
+/// [`OdpTable`] entry bit: the page may be written.
+const ODP_WRITABLE: usize = 1;
+
+impl OdpTable {
+    /// The index of the page of user address `a`.
+    fn index(&self, a: u64) -> Option<usize> {
+        let i = usize::try_from(a.checked_sub(self.start)? / PAGE_SIZE as u64).ok()?;
+        (i < self.pages.len()).then_some(i)
+    }
+
+    /// Forgets the pages of `[start, end)` (an invalidation).
+    fn clear(&mut self, start: u64, end: u64) {
+        let Some(first) = self.index(start) else { return };
+        let last = self.index(end - 1).unwrap_or(self.pages.len() - 1);
+        for e in self.pages.iter_mut().take(last + 1).skip(first) {
+            *e = 0;
+        }
+    }
+}
+
+/// Why an [`OdpUmem`] access did not happen.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum OdpMiss {
+    /// A page is not mapped (or not writable for a write): fault it in
+    /// with [`OdpUmem::fault`] and retry.
+    NotPresent,
+    /// The range is outside the umem, or the visitor refused.
+    Range,
+}
+
+/// User memory registered for on-demand paging (`ib_umem_odp`): nothing is
+/// pinned.  [`OdpUmem::fault`] (process context) maps pages in with
+/// `hmm_range_fault`; the data path then finds them in the table; the
+/// umem's MMU interval notifier takes them out again before the kernel
+/// unmaps, migrates or frees them, and waits for any data-path copy in
+/// progress (the table's lock), so a page is never used after the process
+/// lost it.
+///
+/// # Invariants
+///
+/// `odp` came from `ib_umem_odp_get` with [`ODP_OPS`] and is released only
+/// by `Drop`, before `table`; `odp.private` is null or points to `table`
+/// (set under `umem_mutex`).  A non-zero table entry is a page that
+/// `hmm_range_fault` returned for that address under the notifier's
+/// current sequence, entered under `umem_mutex`; the invalidation callback
+/// clears entries (under the table's lock) before the pages can go.
+pub(crate) struct OdpUmem {
+    odp: NonNull<bindings::ib_umem_odp>,
+    table: Pin<KBox<SpinLockBh<OdpTable>>>,
+}
+
+// SAFETY: the umem is used from any context through ib_core's API and the
+// table's lock.
+unsafe impl Send for OdpUmem {}
+// SAFETY: as above; shared references only read under the lock.
+unsafe impl Sync for OdpUmem {}
+
+/// The notifier operations of every [`OdpUmem`].
+static ODP_OPS: bindings::mmu_interval_notifier_ops =
+    bindings::mmu_interval_notifier_ops { invalidate: Some(odp_invalidate) };
+
+/// `mmu_interval_notifier_ops::invalidate`: the pages of `range` are going
+/// away; forget them (waiting for the data path's copies) and unmap them.
+///
+/// # Safety
+///
+/// Called by the MMU notifier core with the `notifier` of a live
+/// `ib_umem_odp` of an [`OdpUmem`].
+unsafe extern "C" fn odp_invalidate(
+    mni: *mut bindings::mmu_interval_notifier,
+    range: *const bindings::mmu_notifier_range,
+    cur_seq: kernel::ffi::c_ulong,
+) -> bool {
+    // SAFETY: `range` is the notifier core's, valid for the call.
+    if !unsafe { ffi::rroce_mmu_notifier_range_blockable(range) } {
+        return false;
+    }
+    // SAFETY: `mni` is the `notifier` field of an `ib_umem_odp`
+    // (contract), live until the notifier is removed, which waits for this
+    // callback.
+    let odp = unsafe { ffi::rroce_umem_odp_of(mni) };
+    // SAFETY: the umem is live (above); its mutex protects the DMA list,
+    // the sequence and `private`.
+    unsafe {
+        let mutex = ffi::rroce_umem_odp_mutex(odp);
+        ffi::rroce_mutex_lock(mutex);
+        ffi::rroce_mmu_interval_set_seq(mni, cur_seq);
+        let start = ffi::rroce_ib_umem_start(odp) as u64;
+        let end = ffi::rroce_ib_umem_end(odp) as u64;
+        let lo = start.max((*range).start as u64);
+        let hi = end.min((*range).end as u64);
+        if lo < hi {
+            let table = (*ffi::rroce_umem_odp_private(odp)).cast::<SpinLockBh<OdpTable>>().cast_const();
+            if !table.is_null() {
+                // The table lives until the umem is released (type
+                // invariant of `OdpUmem`), which is after this callback.
+                (*table).lock().clear(lo, hi);
+            }
+            ffi::ib_umem_odp_unmap_dma_pages(odp, lo, hi);
+        }
+        bindings::mutex_unlock(mutex);
+    }
+    true
+}
+
+impl OdpUmem {
+    /// Registers `len` bytes of the calling process's memory at `start` for
+    /// on-demand paging on `dev` (`ib_umem_odp_get`: nothing is pinned or
+    /// faulted in; with `IB_ACCESS_HUGETLB` the umem's pages are huge
+    /// pages).
+    pub(crate) fn get<T>(dev: &Device<T>, start: u64, len: u64, access: i32) -> Result<Self> {
+        let size = usize::try_from(len).map_err(|_| EINVAL)?;
+        // SAFETY: a live device; `ib_umem_odp_get` checks nothing of the
+        // range but registers a notifier for it in the caller's mm.
+        let raw = from_err_ptr(unsafe { ffi::ib_umem_odp_get(dev.as_raw(), start as _, size, access, &ODP_OPS) })?;
+        let odp = NonNull::new(raw).ok_or(ENOMEM)?;
+        let release = |e| {
+            // SAFETY: ours, not shared with anything yet.
+            unsafe { ffi::ib_umem_odp_release(odp.as_ptr()) };
+            e
+        };
+        // SAFETY: the umem is live; the interval is set at creation.
+        let (first, end) =
+            unsafe { (ffi::rroce_ib_umem_start(odp.as_ptr()) as u64, ffi::rroce_ib_umem_end(odp.as_ptr()) as u64) };
+        let n = usize::try_from(end.saturating_sub(first).div_ceil(PAGE_SIZE as u64)).map_err(|_| release(EINVAL))?;
+        let mut pages = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT).map_err(|e| release(e.into()))?;
+        pages.extend_with(n, 0, GFP_KERNEL_ACCOUNT).map_err(|e| release(e.into()))?;
+        let table = KBox::pin_init(new_spinlock_bh!(OdpTable { start: first, pages }, "rroce_odp"), GFP_KERNEL_ACCOUNT)
+            .map_err(release)?;
+        let ptr: *const SpinLockBh<OdpTable> = &*table;
+        // SAFETY: the umem is live; `private` is read under `umem_mutex`.
+        unsafe {
+            let mutex = ffi::rroce_umem_odp_mutex(odp.as_ptr());
+            ffi::rroce_mutex_lock(mutex);
+            *ffi::rroce_umem_odp_private(odp.as_ptr()) = ptr.cast_mut().cast();
+            bindings::mutex_unlock(mutex);
+        }
+        // INVARIANT: `private` points to `table`, released in `Drop` first.
+        Ok(OdpUmem { odp, table })
+    }
+
+    /// Maps the pages of `len` bytes at user address `va` in (`fault`:
+    /// faulting them in as the process would, for writing if `write`;
+    /// else only those already present) and enters them in the table.
+    /// Process context: it may sleep.
+    pub(crate) fn fault(&self, va: u64, len: u64, write: bool, fault: bool) -> Result {
+        if len == 0 {
+            return Ok(());
+        }
+        let mask = ffi::ODP_READ_ALLOWED_BIT | if write { ffi::ODP_WRITE_ALLOWED_BIT } else { 0 };
+        let odp = self.odp.as_ptr();
+        // SAFETY: the umem is live (type invariant); the call checks the
+        // range, sleeps to fault, and returns with `umem_mutex` held on
+        // success.
+        let r = unsafe { ffi::ib_umem_odp_map_dma_and_lock(odp, va, len, mask, fault) };
+        if r < 0 {
+            return Err(Error::from_errno(r));
+        }
+        // SAFETY: `umem_mutex` is held: `pfn_list` is stable and valid for
+        // the range just mapped (the notifier's sequence was checked under
+        // the mutex), which is the range `hmm_range_fault` filled, aligned
+        // to the umem's page size, one entry per PAGE_SIZE page.
+        unsafe {
+            let shift = ffi::rroce_umem_odp_page_shift(odp);
+            let ps = 1u64 << shift;
+            let lo = va & !(ps - 1);
+            let hi = va.saturating_add(len).div_ceil(ps).saturating_mul(ps);
+            let pfns = ffi::rroce_umem_odp_pfns(odp);
+            let mut t = self.table.lock();
+            let mut a = lo;
+            while a < hi {
+                if let Some(i) = t.index(a) {
+                    let pfn = *pfns.add(i);
+                    if pfn & ffi::HMM_PFN_VALID != 0 {
+                        let page = ffi::rroce_hmm_pfn_to_page(pfn);
+                        let w = if pfn & ffi::HMM_PFN_WRITE != 0 { ODP_WRITABLE } else { 0 };
+                        if let Some(e) = t.pages.get_mut(i) {
+                            // INVARIANT: a page hmm returned for `a` under
+                            // the current sequence, entered under the mutex.
+                            *e = page as usize | w;
+                        }
+                    }
+                }
+                a += PAGE_SIZE as u64;
+            }
+            drop(t);
+            bindings::mutex_unlock(ffi::rroce_umem_odp_mutex(odp));
+        }
+        Ok(())
+    }
+
+    /// Visits the pages backing `len` bytes at user address `va`:
+    /// `f(page, offset in page, offset in the range, length)`, all under
+    /// the table's lock (an invalidation waits).  [`OdpMiss::NotPresent`]
+    /// if a page is not mapped (or not writable, for `write`): the visits
+    /// before it happened.
+    pub(crate) fn walk(
+        &self,
+        va: u64,
+        len: u32,
+        write: bool,
+        mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool,
+    ) -> Result<(), OdpMiss> {
+        let t = self.table.lock();
+        let ps = PAGE_SIZE as u64;
+        let mut done = 0u32;
+        while done < len {
+            let a = va.checked_add(u64::from(done)).ok_or(OdpMiss::Range)?;
+            let i = t.index(a).ok_or(OdpMiss::Range)?;
+            let e = *t.pages.get(i).ok_or(OdpMiss::Range)?;
+            if e == 0 || (write && e & ODP_WRITABLE == 0) {
+                return Err(OdpMiss::NotPresent);
+            }
+            let page = NonNull::new((e & !ODP_WRITABLE) as *mut bindings::page).ok_or(OdpMiss::NotPresent)?;
+            let in_page = (a % ps) as u32;
+            let n = (len - done).min(ps as u32 - in_page);
+            // INVARIANT: the page stays while the lock is held (the
+            // invalidation clears the entry under it before the page goes).
+            if !f(PageRef(page, PhantomData), in_page, done as usize, n) {
+                return Err(OdpMiss::Range);
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OdpUmem {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant we own the umem; releasing it
+        // removes the notifier (waiting for a callback in progress) before
+        // `table` goes.
+        unsafe { ffi::ib_umem_odp_release(self.odp.as_ptr()) };
     }
 }

@@ -491,9 +491,13 @@ pub const ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
 pub const ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
 /// `IB_ACCESS_FLUSH_PERSISTENT`: FLUSH with the persistent placement type.
 pub const ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
+/// `IB_ACCESS_ON_DEMAND`: meaningless for a QP, but applications pass
+/// their regions' flags (rdma-core's ODP tests do); accepted and kept.
+pub const ACCESS_ON_DEMAND: u32 = 1 << 6;
 /// The access flags a QP accepts; any other bit is `EINVAL`.  (rdma_cm
 /// sets both FLUSH bits on the QPs of a device that advertises FLUSH.)
 pub const QP_ACCESS_SUPPORTED: u32 = ACCESS_LOCAL_WRITE
+    | ACCESS_ON_DEMAND
     | ACCESS_REMOTE_WRITE
     | ACCESS_REMOTE_READ
     | ACCESS_REMOTE_ATOMIC

@@ -160,6 +160,13 @@ extern "C" {
         ops: *const bindings::mmu_interval_notifier_ops,
     ) -> *mut bindings::ib_umem_odp;
     pub(crate) fn ib_umem_odp_release(umem_odp: *mut bindings::ib_umem_odp);
+    pub(crate) fn ib_umem_odp_alloc_implicit(device: *mut bindings::ib_device, access: c_int) -> *mut bindings::ib_umem_odp;
+    pub(crate) fn ib_umem_odp_alloc_child(
+        root_umem: *mut bindings::ib_umem_odp,
+        addr: c_ulong,
+        size: usize,
+        ops: *const bindings::mmu_interval_notifier_ops,
+    ) -> *mut bindings::ib_umem_odp;
     pub(crate) fn ib_umem_odp_map_dma_and_lock(
         umem_odp: *mut bindings::ib_umem_odp,
         start_offset: u64,

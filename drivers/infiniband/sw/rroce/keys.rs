@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use crate::ib::umem::{OdpUmem, Umem};
+use crate::ib::umem::{OdpMem, Umem};
 use crate::ib::PdId;
 use crate::proto::mw as mw_rules;
 use crate::sync::idtable::KeyTable;
@@ -37,7 +37,7 @@ pub(crate) struct Region {
     pub(crate) umem: Option<Umem>,
     /// User memory registered for on-demand paging (`IB_ACCESS_ON_DEMAND`):
     /// then `umem` is `None`.
-    pub(crate) odp: Option<OdpUmem>,
+    pub(crate) odp: Option<OdpMem>,
     /// The PD it was registered in.
     pub(crate) pd: PdId,
     /// Offset of the first byte in the first page.

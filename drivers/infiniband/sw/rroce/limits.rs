@@ -104,12 +104,13 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     // refuses IB_ACCESS_FLUSH_PERSISTENT with EOPNOTSUPP).
     a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64;
     a.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
-    // On-demand paging for user regions (IB_ACCESS_ON_DEMAND, not the
-    // implicit whole-address-space region): RC and UC in every role, UD
+    // On-demand paging for user regions (IB_ACCESS_ON_DEMAND; implicit:
+    // the whole address space): RC and UC in every role, UD
     // as the sender (a UD receive into a missing page drops the datagram
     // while the page is faulted in), SRQ receives.
     a.kernel_cap_flags |= bindings::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING as u64;
-    a.odp_caps.general_caps = bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT as u64;
+    a.odp_caps.general_caps = (bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT
+        | bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT_IMPLICIT) as u64;
     let rc = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
         | bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
         | bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE

@@ -36,7 +36,7 @@ use kernel::sync::Arc;
 
 use crate::device::{DevPriv, RroceDev};
 use crate::ib::mr::{MrInit, MrOps, MrRef, Prefetch, Rereg, UserRange};
-use crate::ib::umem::{direct_map_page, OdpMiss, OdpUmem, PageRef, Umem};
+use crate::ib::umem::{direct_map_page, ImplicitOdp, OdpMem, OdpMiss, OdpUmem, PageRef, Umem};
 use crate::proto::rc::AtomicOp;
 use crate::ib::PdId;
 use crate::keys::{Fr, Region};
@@ -156,7 +156,15 @@ fn pin_user(dev: &RroceDev, pd: PdId, range: UserRange, access: c_int) -> Result
         return Err(EINVAL);
     }
     let (umem, odp) = if acc & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND != 0 {
-        (None, Some(OdpUmem::get(dev, range.start, range.length, access)?))
+        if range.start == 0 && range.length == u64::MAX {
+            // Implicit: the whole address space, I/O address = address.
+            if range.iova != 0 {
+                return Err(EINVAL);
+            }
+            (None, Some(OdpMem::Implicit(ImplicitOdp::get(dev, access)?)))
+        } else {
+            (None, Some(OdpMem::Explicit(OdpUmem::get(dev, range.start, range.length, access)?)))
+        }
     } else {
         (Some(Umem::get(dev, range.start, range.length, access)?), None)
     };

@@ -14,6 +14,7 @@
 //! reference to page contents is ever formed.
 
 use core::marker::PhantomData;
+use kernel::sync::Arc;
 use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::error::from_err_ptr;
@@ -278,7 +279,13 @@ impl OdpUmem {
         // SAFETY: a live device; `ib_umem_odp_get` checks nothing of the
         // range but registers a notifier for it in the caller's mm.
         let raw = from_err_ptr(unsafe { ffi::ib_umem_odp_get(dev.as_raw(), start as _, size, access, &ODP_OPS) })?;
-        let odp = NonNull::new(raw).ok_or(ENOMEM)?;
+        Self::with_table(NonNull::new(raw).ok_or(ENOMEM)?)
+    }
+
+    /// Takes over `odp` (from `ib_umem_odp_get` or `ib_umem_odp_alloc_child`
+    /// with [`ODP_OPS`]), giving it its page table; on failure `odp` is
+    /// released.
+    fn with_table(odp: NonNull<bindings::ib_umem_odp>) -> Result<Self> {
         let release = |e| {
             // SAFETY: ours, not shared with anything yet.
             unsafe { ffi::ib_umem_odp_release(odp.as_ptr()) };
@@ -387,6 +394,182 @@ impl OdpUmem {
             done += n;
         }
         Ok(())
+    }
+}
+
+/// Bytes of the address space behind one child of an [`ImplicitOdp`].
+const CHUNK_SHIFT: u32 = 21;
+
+/// One child of an [`ImplicitOdp`]: the chunk at `chunk << CHUNK_SHIFT`.
+struct Child {
+    chunk: u64,
+    umem: Arc<OdpUmem>,
+}
+
+/// An implicit on-demand paging region: the whole address space of the
+/// process that registered it (`ib_umem_odp_alloc_implicit`).  Its pages
+/// are found in children, [`OdpUmem`]s of `1 << CHUNK_SHIFT` bytes each
+/// (`ib_umem_odp_alloc_child`), made by [`ImplicitOdp::fault`] for the
+/// chunks the device touches and kept until the region goes.
+///
+/// # Invariants
+///
+/// `root` came from `ib_umem_odp_alloc_implicit` and is released only by
+/// `Drop`, after the children; `children` is sorted by chunk, one child
+/// per chunk.
+pub(crate) struct ImplicitOdp {
+    root: NonNull<bindings::ib_umem_odp>,
+    children: Pin<KBox<SpinLockBh<KVec<Child>>>>,
+}
+
+// SAFETY: the root umem is only passed to ib_core, from any context.
+unsafe impl Send for ImplicitOdp {}
+// SAFETY: as above; the children are behind their lock.
+unsafe impl Sync for ImplicitOdp {}
+
+impl ImplicitOdp {
+    /// An implicit region over the calling process's address space with
+    /// `IB_ACCESS_*` flags `access`.
+    pub(crate) fn get<T>(dev: &Device<T>, access: i32) -> Result<Self> {
+        let children = KBox::pin_init(new_spinlock_bh!(KVec::new(), "rroce_odp_children"), GFP_KERNEL_ACCOUNT)?;
+        // SAFETY: a live device; the umem records the caller's mm.
+        let raw = from_err_ptr(unsafe { ffi::ib_umem_odp_alloc_implicit(dev.as_raw(), access) })?;
+        let root = NonNull::new(raw).ok_or(ENOMEM)?;
+        // INVARIANT: no children yet.
+        Ok(ImplicitOdp { root, children })
+    }
+
+    /// The child for `chunk`, if made.
+    fn child(&self, chunk: u64) -> Option<Arc<OdpUmem>> {
+        let v = self.children.lock();
+        let i = v.binary_search_by_key(&chunk, |c| c.chunk).ok()?;
+        v.get(i).map(|c| c.umem.clone())
+    }
+
+    /// [`OdpUmem::walk`] across the children.
+    pub(crate) fn walk(
+        &self,
+        va: u64,
+        len: u32,
+        write: bool,
+        mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool,
+    ) -> Result<(), OdpMiss> {
+        let mut done = 0u32;
+        while done < len {
+            let a = va.checked_add(u64::from(done)).ok_or(OdpMiss::Range)?;
+            let chunk = a >> CHUNK_SHIFT;
+            let chunk_end = (chunk + 1) << CHUNK_SHIFT;
+            let n = u64::from(len - done).min(chunk_end - a) as u32;
+            let c = self.child(chunk).ok_or(OdpMiss::NotPresent)?;
+            let base = done as usize;
+            c.walk(a, n, write, |p, off, at, m| f(p, off, base + at, m))?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// [`OdpUmem::fault`] across the children, making those missing.
+    /// Process context: it may sleep.
+    pub(crate) fn fault(&self, va: u64, len: u64, write: bool, fault: bool) -> Result {
+        let end = va.checked_add(len).ok_or(EINVAL)?;
+        let mut a = va;
+        while a < end {
+            let chunk = a >> CHUNK_SHIFT;
+            let chunk_end = ((chunk + 1) << CHUNK_SHIFT).min(end);
+            let c = match self.child(chunk) {
+                Some(c) => c,
+                None => self.add_child(chunk)?,
+            };
+            c.fault(a, chunk_end - a, write, fault)?;
+            a = chunk_end;
+        }
+        Ok(())
+    }
+
+    /// Makes the child for `chunk` (or finds the one another fault made
+    /// meanwhile).
+    fn add_child(&self, chunk: u64) -> Result<Arc<OdpUmem>> {
+        let start = chunk.checked_shl(CHUNK_SHIFT).ok_or(EINVAL)?;
+        // SAFETY: the root is live (type invariant) and implicit; the child
+        // is registered in the root's mm.
+        let raw = from_err_ptr(unsafe {
+            ffi::ib_umem_odp_alloc_child(self.root.as_ptr(), start as _, 1 << CHUNK_SHIFT, &ODP_OPS)
+        })?;
+        let odp = NonNull::new(raw).ok_or(ENOMEM)?;
+        let new = Arc::new(OdpUmem::with_table(odp)?, GFP_KERNEL_ACCOUNT)?;
+        // The table grows outside its lock (an accounted allocation may
+        // sleep); the old one, and a child that lost a race, go after it.
+        let mut old = KVec::new();
+        let lost = loop {
+            let len = {
+                let mut v = self.children.lock();
+                if let Ok(i) = v.binary_search_by_key(&chunk, |c| c.chunk) {
+                    break v.get(i).map(|c| c.umem.clone());
+                }
+                if v.len() < v.capacity() {
+                    // No allocation: there is room.
+                    v.push(Child { chunk, umem: new.clone() }, GFP_ATOMIC)?;
+                    // INVARIANT: sorted again, one child per chunk.
+                    v.sort_unstable_by_key(|c| c.chunk);
+                    break None;
+                }
+                if old.capacity() > v.len() {
+                    // Move everything to the bigger table made below.
+                    core::mem::swap(&mut *v, &mut old);
+                    for c in old.iter() {
+                        v.push(Child { chunk: c.chunk, umem: c.umem.clone() }, GFP_ATOMIC)?;
+                    }
+                    continue;
+                }
+                v.len()
+            };
+            old = KVec::with_capacity(len * 2 + 8, GFP_KERNEL_ACCOUNT)?;
+        };
+        drop(old);
+        // Releasing a child sleeps: outside the lock.
+        Ok(lost.unwrap_or(new))
+    }
+}
+
+impl Drop for ImplicitOdp {
+    fn drop(&mut self) {
+        // The children first (each releases its own umem), then the root.
+        let children = core::mem::take(&mut *self.children.lock());
+        drop(children);
+        // SAFETY: by the type invariant we own the root umem.
+        unsafe { ffi::ib_umem_odp_release(self.root.as_ptr()) };
+    }
+}
+
+/// The memory of an on-demand paging region.
+pub(crate) enum OdpMem {
+    /// A range of user memory.
+    Explicit(OdpUmem),
+    /// The whole address space.
+    Implicit(ImplicitOdp),
+}
+
+impl OdpMem {
+    /// See [`OdpUmem::walk`].
+    pub(crate) fn walk(
+        &self,
+        va: u64,
+        len: u32,
+        write: bool,
+        f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool,
+    ) -> Result<(), OdpMiss> {
+        match self {
+            OdpMem::Explicit(u) => u.walk(va, len, write, f),
+            OdpMem::Implicit(u) => u.walk(va, len, write, f),
+        }
+    }
+
+    /// See [`OdpUmem::fault`].
+    pub(crate) fn fault(&self, va: u64, len: u64, write: bool, fault: bool) -> Result {
+        match self {
+            OdpMem::Explicit(u) => u.fault(va, len, write, fault),
+            OdpMem::Implicit(u) => u.fault(va, len, write, fault),
+        }
     }
 }
 

@@ -491,6 +491,11 @@ impl Dp {
         self.odp_hard = false;
     }
 
+    /// Whether a page waits to be faulted in by the work item.
+    pub(crate) fn has_fault(&self) -> bool {
+        self.fault.is_some()
+    }
+
     /// For the work item: the page to fault in (outside the QP lock).
     pub(crate) fn take_fault(&mut self) -> Option<Fault> {
         self.fault.take()
@@ -508,6 +513,9 @@ impl Dp {
     /// the end of this run of the work item).
     fn resume_stall(&mut self, ctx: &Ctx<'_>, st: &mut QpState, qp_access: u32) {
         if self.fault.is_some() {
+            // Stalled after this run of the work item looked for a fault
+            // (`QpPriv::odp_fault` is set as this section ends): again.
+            ctx.work.queue();
             return;
         }
         let Some(step) = self.stall.take() else { return };

@@ -101,6 +101,9 @@ pub(crate) struct QpPriv {
     state_seen: AtomicU32,
     /// A post with interrupts disabled left the doorbell to the work item.
     kick: AtomicBool,
+    /// The data path waits for an on-demand page the work item must
+    /// fault in (set by [`unlock`]).
+    odp_fault: AtomicBool,
 }
 
 /// A live QP of ours.
@@ -147,6 +150,9 @@ fn unlock(p: &QpPriv, ctx: &Ctx<'_>, mut g: DpGuard<'_>) {
     let inner = &mut *g;
     inner.dp.after_cq_loss(ctx, &mut inner.state);
     p.state_seen.store(inner.state as u32, Ordering::Release);
+    if inner.dp.has_fault() {
+        p.odp_fault.store(true, Ordering::Release);
+    }
     drop(g);
     ctx.fire();
 }
@@ -326,6 +332,7 @@ fn create(dev: &RroceDev, c: QpCreate<'_, QpPriv>) -> Result<(QpPriv, u32)> {
         kq,
         state_seen: AtomicU32::new(QpState::Reset as u32),
         kick: AtomicBool::new(false),
+        odp_fault: AtomicBool::new(false),
     };
     Ok((p, qpn))
 }
@@ -831,9 +838,11 @@ impl QpOps for QpPriv {
         // for is faulted in here, outside the QP lock and the RCU section
         // (it sleeps), with a counted reference to its region.
         let mut todo = None;
-        section(q, |ctx, _, inner| {
-            todo = inner.dp.take_fault().map(|f| (f, crate::mr::counted_at(ctx.dev, ctx.rcu, f.index)));
-        });
+        if q.p().odp_fault.swap(false, Ordering::AcqRel) {
+            section(q, |ctx, _, inner| {
+                todo = inner.dp.take_fault().map(|f| (f, crate::mr::counted_at(ctx.dev, ctx.rcu, f.index)));
+            });
+        }
         let done = todo.map(|(f, region)| {
             let Some(region) = region else { return false };
             let (va, len) = crate::mr::fault_window(&region, f.va, f.len);

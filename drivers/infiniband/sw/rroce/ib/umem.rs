@@ -503,14 +503,20 @@ impl ImplicitOdp {
         let lost = loop {
             let len = {
                 let mut v = self.children.lock();
-                if let Ok(i) = v.binary_search_by_key(&chunk, |c| c.chunk) {
-                    break v.get(i).map(|c| c.umem.clone());
-                }
+                let pos = match v.binary_search_by_key(&chunk, |c| c.chunk) {
+                    Ok(i) => break v.get(i).map(|c| c.umem.clone()),
+                    Err(pos) => pos,
+                };
                 if v.len() < v.capacity() {
                     // No allocation: there is room.
                     v.push(Child { chunk, umem: new.clone() }, GFP_ATOMIC)?;
-                    // INVARIANT: sorted again, one child per chunk.
-                    v.sort_unstable_by_key(|c| c.chunk);
+                    // INVARIANT: moved to its place, the table is sorted
+                    // again, one child per chunk.
+                    let mut i = v.len() - 1;
+                    while i > pos {
+                        v.swap(i - 1, i);
+                        i -= 1;
+                    }
                     break None;
                 }
                 if old.capacity() > v.len() {

@@ -1288,6 +1288,12 @@ impl Dp {
             Some(e) => e,
             None => match copy_payload(payload) {
                 Ok(payload) => {
+                    // The first packet of a WRITE names the whole message:
+                    // fault all of it in at once, not a window per miss.
+                    if let (Place::Mem { .. }, Some(reth), Some(mut f)) = (a.place, r.reth, ctx.fault.get()) {
+                        f.len = f.len.max(reth.len);
+                        ctx.fault.set(Some(f));
+                    }
                     let r = *r;
                     self.stall_on(ctx, Stalled::Place { a, r, payload, msn_before, rq_broken });
                     return;

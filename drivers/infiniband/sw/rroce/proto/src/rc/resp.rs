@@ -623,6 +623,14 @@ impl<S: Store<ResSlot>> Responder<S> {
             NAK_REMOTE_ACCESS_ERROR
         };
         self.counters.naks = self.counters.naks.wrapping_add(1);
+        if !into_recv {
+            // The request counted as executed; it is a remote access
+            // error after all (memory that could not be written: an
+            // on-demand page that cannot be faulted in).
+            if let Some(c) = self.counters.by_outcome.get_mut(Outcome::AccessError.index()) {
+                *c = c.wrapping_add(1);
+            }
+        }
         self.fatal(psn, code, Outcome::AccessError, WcStatus::LocProtErr)
     }
 
@@ -1614,8 +1622,11 @@ mod placement_tests {
                 va: 0x1000
             }
         ));
+        let before = r.counters().get(Outcome::AccessError);
         let f = r.placement_failed(pkt.psn, msn, false);
         assert_eq!(nak_of(&f), (Psn::new(10), NAK_REMOTE_ACCESS_ERROR, msn));
         assert!(f.qp_error && f.recv_done.is_none());
+        // Counted as the access error it is (`access_naks_sent`).
+        assert_eq!(r.counters().get(Outcome::AccessError), before + 1);
     }
 }

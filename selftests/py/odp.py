@@ -1,0 +1,291 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""On-demand paging (IBV_ACCESS_ON_DEMAND) regions, checked byte by byte.
+
+Usage: odp.py DEV0 GID0 DEV1 GID1
+
+DEV0 is the requester, DEV1 (its peer) owns the on-demand regions unless
+said otherwise.  Every region lies over anonymous memory this process maps
+with mmap and has not touched when it registers it, so the device finds no
+page and must fault each one in.  Checks:
+  * registration pins nothing (VmPin unchanged) and faults nothing in
+    (the mapping's Rss stays 0), unlike a pinned region (control);
+  * a 16 MiB RDMA WRITE lands in never-touched memory, byte for byte, and
+    the responder counted its page faults (odp_faults);
+  * RDMA READ of never-touched memory gives zeros (the zero page), and a
+    WRITE there afterwards needs writable pages and lands;
+  * the process frees the memory behind a region and maps new memory at
+    the same address: READ sees the new bytes (the old pages were
+    invalidated), a WRITE lands in the new memory;
+  * a multi-packet SEND from a never-touched source into a never-touched
+    receive buffer, both on demand, and a SEND into one with SRQ;
+  * compare-and-swap and fetch-and-add on never-touched memory;
+  * an implicit region (the whole address space): WRITE and READ through
+    its key at addresses of two separate mappings;
+  * ibv_advise_mr(PREFETCH_WRITE) faults the range in (Rss), so the WRITE
+    that follows needs no fault;
+  * the process unmaps the memory behind a region: a WRITE gets
+    REM_ACCESS_ERR (no page can be faulted in), nothing crashes.
+Prints TAP lines; exits 1 if any check failed.
+"""
+import argparse
+import ctypes
+import os
+import random
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.mr import MR
+from pyverbs.qp import QP, QPCap, QPInitAttr
+from pyverbs.srq import SRQ, SrqInitAttr, SrqAttr
+from pyverbs.wr import RecvWR, SGE, SendWR
+
+import rclib
+import taplib
+from rclib import Dev, wc_str
+from taplib import check
+
+MiB = 1 << 20
+ODP = e.IBV_ACCESS_ON_DEMAND | rclib.ALL_ACCESS
+TMO = 180
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+PROT_RW, MAP_PRIVATE, MAP_ANON, MAP_FIXED = 3, 2, 0x20, 0x10
+
+
+def mmap(size, at=None):
+    flags = MAP_PRIVATE | MAP_ANON | (MAP_FIXED if at else 0)
+    a = libc.mmap(at, size, PROT_RW, flags, -1, 0)
+    if a in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap")
+    return a
+
+
+def munmap(a, size):
+    if libc.munmap(a, size) != 0:
+        raise OSError(ctypes.get_errno(), "munmap")
+
+
+def peek(a, n):
+    return ctypes.string_at(a, n)
+
+
+def poke(a, data):
+    ctypes.memmove(a, data, len(data))
+
+
+def rss_kb(a):
+    """Rss of the mapping that starts at `a` (/proc/self/smaps)."""
+    mine = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if "-" in line.split()[0] and ":" not in line.split()[0]:
+                mine = int(line.split("-")[0], 16) == a
+            elif mine and line.startswith("Rss:"):
+                return int(line.split()[1])
+    return -1
+
+
+def counter(dev, name):
+    try:
+        with open(f"/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}") as f:
+            return int(f.read())
+    except OSError:
+        return -1
+
+
+class Pair:
+    """An RC QP pair DEV0 -> DEV1 and its CQs."""
+
+    def __init__(self, d0, d1, srq=None):
+        self.cq0, self.cq1 = d0.cq(64), d1.cq(64)
+        self.q0 = d0.qp(self.cq0, self.cq0, send_wr=16, recv_wr=16)
+        if srq is None:
+            self.q1 = d1.qp(self.cq1, self.cq1, send_wr=16, recv_wr=16)
+        else:
+            cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
+            self.q1 = QP(d1.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq1, rcq=self.cq1, srq=srq, cap=cap))
+        mtu = min(d0.active_mtu(), d1.active_mtu())
+        rclib.connect(d0, self.q0, random.getrandbits(24), d1, self.q1, random.getrandbits(24), mtu)
+
+    def post(self, opcode, sge, rkey=0, raddr=0, wr_id=1, atomic=None):
+        wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, sg=[sge], send_flags=e.IBV_SEND_SIGNALED)
+        if atomic is not None:
+            wr.set_wr_atomic(rkey, raddr, atomic[0], atomic[1])
+        elif rkey:
+            wr.set_wr_rdma(rkey, raddr)
+        self.q0.post_send(wr)
+
+    def wait(self, cq, wr_id=1):
+        wcs = rclib.poll(cq, 1, time.monotonic() + TMO)
+        if len(wcs) != 1:
+            return f"no completion within {TMO}s"
+        wc = wcs[0]
+        if wc.wr_id != wr_id or wc.status != e.IBV_WC_SUCCESS:
+            return wc_str(wc)
+        return None
+
+
+def xfer(p, opcode, local, length, rkey, raddr, loff=0):
+    p.post(opcode, SGE(local.buf + loff, length, local.lkey), rkey, raddr)
+    return p.wait(p.cq0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dev0")
+    ap.add_argument("gid0", type=int)
+    ap.add_argument("dev1")
+    ap.add_argument("gid1", type=int)
+    a = ap.parse_args()
+    d0, d1 = Dev(a.dev0, a.gid0), Dev(a.dev1, a.gid1)
+    p = Pair(d0, d1)
+    src = MR(d0.pd, 16 * MiB, rclib.ALL_ACCESS)
+    dst = MR(d0.pd, 16 * MiB, rclib.ALL_ACCESS)
+
+    # --- registration faults nothing in and pins nothing
+    size = 16 * MiB
+    mem = mmap(size)
+    pin0 = taplib.vm_pin_kb()
+    mr = MR(d1.pd, size, ODP, address=mem)
+    check(rss_kb(mem) == 0 and taplib.vm_pin_kb() == pin0,
+          "an on-demand region over 16 MiB of untouched memory: nothing faulted in, nothing pinned",
+          f"Rss {rss_kb(mem)} kB, VmPin {pin0} -> {taplib.vm_pin_kb()} kB")
+    ctl = mmap(MiB)
+    pinned = MR(d1.pd, MiB, rclib.ALL_ACCESS, address=ctl)
+    check(taplib.vm_pin_kb() >= pin0 + 1024, "control: a pinned 1 MiB region shows in VmPin",
+          f"VmPin {pin0} -> {taplib.vm_pin_kb()} kB")
+    pinned.close()
+    munmap(ctl, MiB)
+
+    # --- a 16 MiB WRITE into it
+    data = os.urandom(size)
+    src.write(data, size, 0)
+    f0 = counter(a.dev1, "odp_faults")
+    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, size, mr.rkey, mem)
+    f1 = counter(a.dev1, "odp_faults")
+    check(err is None and peek(mem, size) == data,
+          "RDMA WRITE of 16 MiB into never-touched on-demand memory: every byte in place",
+          err or f"first difference at {rclib.first_diff(peek(mem, size), data)}")
+    check(f1 > f0, f"the responder faulted the pages in: odp_faults {f0} -> {f1}")
+    check(taplib.vm_pin_kb() == pin0, "still nothing pinned", f"VmPin {taplib.vm_pin_kb()} kB")
+
+    # --- READ of untouched memory: zeros; then a WRITE needs writable pages
+    zmem = mmap(4 * MiB)
+    zmr = MR(d1.pd, 4 * MiB, ODP, address=zmem)
+    dst.write(b"\xa5" * (4 * MiB), 4 * MiB, 0)
+    err = xfer(p, e.IBV_WR_RDMA_READ, dst, 4 * MiB, zmr.rkey, zmem)
+    check(err is None and dst.read(4 * MiB, 0) == bytes(4 * MiB),
+          "RDMA READ of 4 MiB of never-touched on-demand memory: zeros", err or "not zeros")
+    part = os.urandom(MiB)
+    src.write(part, MiB, 0)
+    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, MiB, zmr.rkey, zmem + MiB)
+    check(err is None and peek(zmem + MiB, MiB) == part and peek(zmem, MiB) == bytes(MiB),
+          "then a WRITE into the pages read before (mapped read-only): in place, the rest still zero",
+          err or "mismatch")
+
+    # --- free and reallocate the memory behind the region
+    old = os.urandom(MiB)
+    poke(mem, old)
+    err = xfer(p, e.IBV_WR_RDMA_READ, dst, MiB, mr.rkey, mem)
+    ok = err is None and dst.read(MiB, 0) == old
+    munmap(mem, size)
+    again = mmap(size, at=mem)
+    new = os.urandom(MiB)
+    poke(mem, new)
+    err2 = xfer(p, e.IBV_WR_RDMA_READ, dst, MiB, mr.rkey, mem)
+    check(ok and again == mem and err2 is None and dst.read(MiB, 0) == new,
+          "memory freed and mapped again at the same address: READ gives the new bytes, not the old pages",
+          err or err2 or ("old bytes" if dst.read(MiB, 0) == old else "mismatch"))
+    part = os.urandom(2 * MiB)
+    src.write(part, 2 * MiB, 0)
+    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 2 * MiB, mr.rkey, mem + 3 * MiB)
+    check(err is None and peek(mem + 3 * MiB, 2 * MiB) == part, "and a WRITE lands in the new memory", err or "")
+
+    # --- SEND from and into never-touched memory
+    smem, rmem = mmap(2 * MiB), mmap(2 * MiB)
+    smr = MR(d0.pd, 2 * MiB, ODP, address=smem)
+    rmr = MR(d1.pd, 2 * MiB, ODP, address=rmem)
+    msg = os.urandom(MiB + 12345)
+    poke(smem, msg)   # the CPU faults the source in; the device has not
+    p.q1.post_recv(RecvWR(wr_id=7, num_sge=1, sg=[SGE(rmem, 2 * MiB, rmr.lkey)]))
+    p.post(e.IBV_WR_SEND, SGE(smem, len(msg), smr.lkey), wr_id=8)
+    err = p.wait(p.cq0, 8) or p.wait(p.cq1, 7)
+    check(err is None and peek(rmem, len(msg)) == msg,
+          f"SEND of {len(msg)} bytes, on-demand source and receive buffer: in place", err or "mismatch")
+    srq = SRQ(d1.pd, SrqInitAttr(SrqAttr(max_wr=16, max_sge=1)))
+    ps = Pair(d0, d1, srq=srq)
+    qmem = mmap(MiB)
+    qmr = MR(d1.pd, MiB, ODP, address=qmem)
+    srq.post_recv(RecvWR(wr_id=9, num_sge=1, sg=[SGE(qmem, MiB, qmr.lkey)]))
+    msg = os.urandom(300000)
+    src.write(msg, len(msg), 0)
+    ps.post(e.IBV_WR_SEND, SGE(src.buf, len(msg), src.lkey), wr_id=10)
+    err = ps.wait(ps.cq0, 10) or ps.wait(ps.cq1, 9)
+    check(err is None and peek(qmem, len(msg)) == msg, "SEND into an on-demand buffer from an SRQ: in place",
+          err or "mismatch")
+
+    # --- atomics on never-touched memory
+    amem = mmap(MiB)
+    amr = MR(d1.pd, MiB, ODP, address=amem)
+    p.post(e.IBV_WR_ATOMIC_FETCH_AND_ADD, SGE(dst.buf, 8, dst.lkey), amr.rkey, amem + 4096, atomic=(5, 0))
+    err = p.wait(p.cq0)
+    orig1 = int.from_bytes(dst.read(8, 0), "little")
+    p.post(e.IBV_WR_ATOMIC_CMP_AND_SWP, SGE(dst.buf, 8, dst.lkey), amr.rkey, amem + 4096, atomic=(5, 7))
+    err2 = p.wait(p.cq0)
+    orig2 = int.from_bytes(dst.read(8, 0), "little")
+    word = int.from_bytes(peek(amem + 4096, 8), "little")
+    check(err is None and err2 is None and (orig1, orig2, word) == (0, 5, 7),
+          "fetch-and-add then compare-and-swap on never-touched on-demand memory: 0, 5, then 7 in place",
+          err or err2 or f"originals {orig1}, {orig2}, word {word}")
+
+    # --- an implicit region
+    imr = MR(d1.pd, 0, ODP, implicit=True)
+    m1, m2 = mmap(4 * MiB), mmap(MiB)
+    part = os.urandom(4 * MiB)
+    src.write(part, 4 * MiB, 0)
+    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 4 * MiB, imr.rkey, m1)
+    poke(m2, b"implicit" * 1000)
+    err2 = xfer(p, e.IBV_WR_RDMA_READ, dst, 8000, imr.rkey, m2)
+    check(err is None and err2 is None and peek(m1, 4 * MiB) == part and dst.read(8000, 0) == b"implicit" * 1000,
+          "implicit on-demand region: WRITE and READ at two mappings through its one key", err or err2 or "mismatch")
+
+    # --- prefetch
+    pmem = mmap(2 * MiB)
+    pmr = MR(d1.pd, 2 * MiB, ODP, address=pmem)
+    d1.pd.advise_mr(e._IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, e._IBV_ADVISE_MR_FLAG_FLUSH,
+                    [SGE(pmem, 2 * MiB, pmr.lkey)])
+    rss = rss_kb(pmem)
+    f0 = counter(a.dev1, "odp_faults")
+    part = os.urandom(2 * MiB)
+    src.write(part, 2 * MiB, 0)
+    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 2 * MiB, pmr.rkey, pmem)
+    f1 = counter(a.dev1, "odp_faults")
+    check(rss == 2048 and err is None and f1 == f0 and peek(pmem, 2 * MiB) == part,
+          "ibv_advise_mr(PREFETCH_WRITE) faults 2 MiB in; the WRITE after it needs no fault",
+          err or f"Rss {rss} kB, odp_faults {f0} -> {f1}")
+
+    # --- memory the process unmapped: remote access error, nothing else
+    hmem = mmap(MiB)
+    hmr = MR(d1.pd, MiB, ODP, address=hmem)
+    munmap(hmem, MiB)
+    p2 = Pair(d0, d1)
+    a0 = counter(a.dev1, "access_naks_sent")
+    p2.post(e.IBV_WR_RDMA_WRITE, SGE(src.buf, 4096, src.lkey), hmr.rkey, hmem)
+    wcs = rclib.poll(p2.cq0, 1, time.monotonic() + TMO)
+    a1 = counter(a.dev1, "access_naks_sent")
+    check(len(wcs) == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR and a1 == a0 + 1,
+          "WRITE into a region whose memory was unmapped: REM_ACCESS_ERR (NAK counted)",
+          f"{[wc_str(w) for w in wcs]}, access_naks_sent {a0} -> {a1}")
+    # The first pair is unharmed.
+    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 4096, mr.rkey, mem)
+    check(err is None and peek(mem, 4096) == src.read(4096, 0), "the other QP pair still works", err or "")
+    taplib.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# On-demand paging regions (py/odp.py): registered over anonymous memory the
+# process has not touched, so the device faults every page in (nothing is
+# pinned: VmPin unchanged, Rss 0 after registration).  RDMA WRITE (16 MiB),
+# READ (zeros of never-touched memory, then a WRITE needing writable pages),
+# memory freed and mapped again at the same address (READ sees the new
+# bytes, WRITE lands in the new memory), SEND from and into on-demand
+# buffers (also with an SRQ), compare-and-swap and fetch-and-add, an
+# implicit region (the whole address space) at two mappings,
+# ibv_advise_mr(PREFETCH_WRITE), and a WRITE into memory the process
+# unmapped (REM_ACCESS_ERR, the other QP pair unharmed) -- all checked byte
+# for byte.  Then the counters: both devices faulted pages in (odp_faults),
+# the responder NAKed exactly the one access to unmapped memory, and the
+# only completion error is that WRITE's.  $DEV1 owns the memory, $DEV0
+# accesses it.  rdma_rxe of 6.12 has no on-demand paging: skipped there.
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+test_init 3
+
+desc="on-demand paging regions ($DEV0 -> $DEV1)"
+why=$(provider_unavailable)
+[ -n "$why" ] || why=$(datapath_unavailable "$DEV0" "$IP0")
+[ "$RROCE_TYPE" = rroce ] || why=${why:-rdma_rxe in 6.12 has no on-demand paging}
+peer_gids
+if [ -n "$why" ]; then
+	ktap_skip "$desc" "$why"
+	ktap_skip "counters: page faults on both devices, one access NAK, one completion error" "$why"
+	test_done
+fi
+declare -A b0 b1 a0 a1 c0 c1
+hwc_snap "$DEV0" b0
+hwc_snap "$DEV1" b1
+PY_CHECKS_TMO=$((600 * ${RROCE_TIMEOUT_SCALE:-1})) \
+	py_checks "$desc" odp.py "$DEV0" "$G0" "$DEV1" "$G1"
+hwc_snap "$DEV0" a0
+hwc_snap "$DEV1" a1
+hwc_delta b0 a0 c0
+hwc_delta b1 a1 c1
+
+t_begin "counters: page faults on both devices, one access NAK, one completion error"
+diag "$DEV0: $(hwc_show c0)"
+diag "$DEV1: $(hwc_show c1)"
+[ "${c0[odp_faults]}" -gt 0 ] || t_fail "$DEV0 (the source of the on-demand SEND) faulted no page in"
+[ "${c1[odp_faults]}" -gt 0 ] || t_fail "$DEV1 faulted no page in"
+[ "${c1[access_naks_sent]}" = 1 ] || t_fail "$DEV1 sent ${c1[access_naks_sent]} access NAKs, not 1"
+# The requester's REM_ACCESS_ERR, then the flush of that QP's nothing.
+[ "${c0[completion_errors]}" = 1 ] || t_fail "$DEV0: ${c0[completion_errors]} completion errors, not 1"
+[ "${c1[completion_errors]}" = 0 ] || t_fail "$DEV1: ${c1[completion_errors]} completion errors"
+for n in rx_icrc_errors invalid_naks_sent; do
+	[ "${c0[$n]}${c1[$n]}" = 00 ] || t_fail "$n: ${c0[$n]} / ${c1[$n]}"
+done
+t_end
+test_done

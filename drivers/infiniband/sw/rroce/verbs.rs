@@ -39,6 +39,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         query_pkey: Some(ibdev::query_pkey::<DevPriv>),
         alloc_ucontext: Some(ucontext::alloc_ucontext::<UserAbi>),
         dealloc_ucontext: Some(ucontext::dealloc_ucontext),
+        query_ucontext: Some(ucontext::query_ucontext),
         disassociate_ucontext: Some(ucontext::disassociate_ucontext),
         mmap: Some(ucontext::mmap),
         mmap_free: Some(ucontext::mmap_free),

@@ -1473,6 +1473,14 @@ pub type ReregMrFn = unsafe extern "C" fn(
     length: usize,
     access: c_int,
 ) -> c_int;
+/// `verbs_context_ops::import_pd`.
+pub type ImportPdFn = unsafe extern "C" fn(context: *mut IbvContext, pd_handle: u32) -> *mut IbvPd;
+/// `verbs_context_ops::unimport_pd`.
+pub type UnimportPdFn = unsafe extern "C" fn(pd: *mut IbvPd);
+/// `verbs_context_ops::import_mr`.
+pub type ImportMrFn = unsafe extern "C" fn(pd: *mut IbvPd, mr_handle: u32) -> *mut IbvMr;
+/// `verbs_context_ops::unimport_mr`.
+pub type UnimportMrFn = unsafe extern "C" fn(mr: *mut IbvMr);
 /// `verbs_context_ops::advise_mr` (`advice` is `enum ibv_advise_mr_advice`).
 pub type AdviseMrFn = unsafe extern "C" fn(
     pd: *mut IbvPd,
@@ -1536,8 +1544,8 @@ pub struct VerbsContextOps {
     pub free_dm: UnusedOp,
     pub get_srq_num: UnusedOp,
     pub import_dm: UnusedOp,
-    pub import_mr: UnusedOp,
-    pub import_pd: UnusedOp,
+    pub import_mr: Option<ImportMrFn>,
+    pub import_pd: Option<ImportPdFn>,
     pub modify_cq: UnusedOp,
     pub modify_flow_action_esp: UnusedOp,
     pub modify_qp: Option<ModifyQpFn>,
@@ -1567,8 +1575,8 @@ pub struct VerbsContextOps {
     pub resize_cq: Option<ResizeCqFn>,
     pub set_ece: UnusedOp,
     pub unimport_dm: UnusedOp,
-    pub unimport_mr: UnusedOp,
-    pub unimport_pd: UnusedOp,
+    pub unimport_mr: Option<UnimportMrFn>,
+    pub unimport_pd: Option<UnimportPdFn>,
 }
 // Index in the alphabetical list times 8.
 c_layout! {
@@ -2397,6 +2405,14 @@ unsafe extern "C" {
 
     /// DESTROY_QP; waits for the QP's events to be acknowledged.
     pub fn ibv_cmd_destroy_qp(qp: *mut IbvQp) -> c_int;
+
+    /// QUERY_CONTEXT (ioctl): the context's `num_comp_vectors`; `driver`
+    /// NULL.  0 or an errno value.
+    pub fn ibv_cmd_query_context(ctx: *mut IbvContext, driver: *mut c_void) -> c_int;
+
+    /// QUERY_MR (ioctl): keys and length of the MR `mr_handle` of `pd`'s
+    /// context, into `vmr` (type IMPORTED).  0 or an errno value.
+    pub fn ibv_cmd_query_mr(pd: *mut IbvPd, vmr: *mut VerbsMr, mr_handle: u32) -> c_int;
 
     /// ADVISE_MR (ioctl): 0 or an errno value.
     pub fn ibv_cmd_advise_mr(

@@ -47,7 +47,7 @@ static DEVICE_OPS: VerbsDeviceOps = VerbsDeviceOps {
     static_providers: ptr::null(),
     match_device: None,
     alloc_context: Some(alloc_context),
-    import_context: None,
+    import_context: Some(import_context),
     alloc_device: Some(alloc_device),
     uninit_device: Some(uninit_device),
 };
@@ -83,6 +83,10 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     post_srq_recv: Some(srq::post_srq_recv),
     reg_mr: Some(mr::reg_mr),
     advise_mr: Some(mr::advise_mr),
+    import_mr: Some(mr::import_mr),
+    unimport_mr: Some(mr::unimport_mr),
+    import_pd: Some(pd::import_pd),
+    unimport_pd: Some(pd::unimport_pd),
     dereg_mr: Some(mr::dereg_mr),
     rereg_mr: Some(mr::rereg_mr),
     // Multicast needs nothing of the provider: the kernel does it all.
@@ -290,6 +294,49 @@ unsafe extern "C" fn alloc_context(
         (*ctx).features = drv.features;
         verbs_set_ops(vctx, &CONTEXT_OPS);
     }
+    vctx
+}
+
+/// `verbs_device_ops::import_context` (`ibv_import_device`): a context
+/// on `cmd_fd`, a uverbs file whose kernel context another `ibv_context`
+/// (this process's or another's) made.  No GET_CONTEXT: the kernel context
+/// exists; its driver data has nothing to check (libibverbs matched the
+/// device on the driver's ABI version, `match_*_abi_version`).
+///
+/// # Safety
+///
+/// Called by libibverbs with a device of ours and an open `cmd_fd`.
+unsafe extern "C" fn import_context(ibdev: *mut IbvDevice, cmd_fd: c_int) -> *mut VerbsContext {
+    if ibdev.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    // SAFETY: as in `alloc_context`.
+    let raw = unsafe {
+        _verbs_init_and_alloc_context(
+            ibdev,
+            cmd_fd,
+            size_of::<RroceContext>(),
+            ptr::without_provenance_mut(offset_of!(RroceContext, vctx)),
+            RDMA_DRIVER_UNKNOWN,
+        )
+    };
+    let ctx = raw.cast::<RroceContext>();
+    if ctx.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `ctx` is the non-NULL allocation just returned by libibverbs.
+    let vctx = unsafe { &raw mut (*ctx).vctx };
+    // SAFETY: `vctx` was just initialised.
+    let ret = unsafe { ibv_cmd_query_context(&raw mut (*vctx).context, ptr::null_mut()) };
+    if ret != 0 {
+        // SAFETY: the context is initialised and not yet published.
+        unsafe { destroy_context(ctx) };
+        set_errno(errno_of(ret));
+        return ptr::null_mut();
+    }
+    // SAFETY: as in `alloc_context`.
+    unsafe { verbs_set_ops(vctx, &CONTEXT_OPS) };
     vctx
 }
 

@@ -81,6 +81,45 @@ pub(super) unsafe extern "C" fn advise_mr(
     }
 }
 
+/// `verbs_context_ops::import_mr` (`ibv_import_mr`): the MR `mr_handle`
+/// of the kernel context `pd`'s context shares, keys and length from the
+/// kernel; NULL with errno set on failure.
+///
+/// # Safety
+///
+/// Called by libibverbs with a PD of ours.
+pub(super) unsafe extern "C" fn import_mr(pd: *mut IbvPd, mr_handle: u32) -> *mut IbvMr {
+    if pd.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    let vmr = Box::into_raw(Box::new(Opaque::<VerbsMr>::zeroed())).cast::<VerbsMr>();
+    // SAFETY: `pd` is ours per the contract, `vmr` a fresh allocation.
+    let ret = unsafe { ibv_cmd_query_mr(pd, vmr, mr_handle) };
+    if ret != 0 {
+        // SAFETY: never handed out.
+        drop(unsafe { Box::from_raw(vmr.cast::<Opaque<VerbsMr>>()) });
+        set_errno(errno_of(ret));
+        return ptr::null_mut();
+    }
+    // SAFETY: `vmr` is live; `ibv_mr` is its first field.
+    unsafe { &raw mut (*vmr).ibv_mr }
+}
+
+/// `verbs_context_ops::unimport_mr`: forgets an imported MR (the kernel
+/// MR stays, its owner deregisters it).
+///
+/// # Safety
+///
+/// `mr` must be NULL or an MR of ours from [`import_mr`], not used again.
+pub(super) unsafe extern "C" fn unimport_mr(mr: *mut IbvMr) {
+    if !mr.is_null() {
+        // SAFETY: `ibv_mr` is the first field of the `VerbsMr` that
+        // `import_mr` made with Box::into_raw.
+        drop(unsafe { Box::from_raw(mr.cast::<Opaque<VerbsMr>>()) });
+    }
+}
+
 /// `verbs_context_ops::rereg_mr`: 0 or an errno value (errno set too).
 /// libibverbs has checked `flags` and updates `ibv_mr`'s PD/address/length
 /// on success; the kernel returns the (possibly new) keys.

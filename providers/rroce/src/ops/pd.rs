@@ -144,6 +144,46 @@ pub(super) unsafe extern "C" fn alloc_pd(context: *mut IbvContext) -> *mut IbvPd
     Arc::into_raw(pd).cast_mut().cast::<IbvPd>()
 }
 
+/// `verbs_context_ops::import_pd` (`ibv_import_pd`): the protection
+/// domain `pd_handle` of the kernel context `context` shares (an imported
+/// context's).  Nothing to ask the kernel: a wrong handle fails the
+/// commands that use it.
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours.
+pub(super) unsafe extern "C" fn import_pd(context: *mut IbvContext, pd_handle: u32) -> *mut IbvPd {
+    if context.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    let pd = Arc::new(RrocePd::protection());
+    // SAFETY: `pd.ibv()` is a zeroed `ibv_pd` nobody else knows yet.
+    unsafe {
+        (*pd.ibv()).context = context;
+        (*pd.ibv()).handle = pd_handle;
+    }
+    Arc::into_raw(pd).cast_mut().cast::<IbvPd>()
+}
+
+/// `verbs_context_ops::unimport_pd`: forgets an imported protection
+/// domain (the kernel PD stays, its owner deallocates it); one still in
+/// use by a parent domain stays too.
+///
+/// # Safety
+///
+/// `pd` must be NULL or a PD of ours from [`import_pd`], not used again.
+pub(super) unsafe extern "C" fn unimport_pd(pd: *mut IbvPd) {
+    if pd.is_null() {
+        return;
+    }
+    // SAFETY: `pd` came from `Arc::into_raw` (import_pd) and the caller
+    // gives up its reference.
+    if let Ok(this) = unsafe { take_unused(pd.cast_const().cast::<RrocePd>(), RrocePd::in_use) } {
+        drop(this);
+    }
+}
+
 /// `verbs_context_ops::dealloc_pd`, for both kinds: 0 or an errno value,
 /// `EBUSY` while a parent domain (of a protection domain) or a QP, SRQ or
 /// CQ (of a parent domain) holds it.  A parent domain is provider memory

@@ -215,6 +215,23 @@ pub(crate) unsafe extern "C" fn alloc_ucontext<T: UcontextOps>(
 /// ib_core's contract.
 pub(crate) unsafe extern "C" fn dealloc_ucontext(_uctx: *mut bindings::ib_ucontext) {}
 
+/// `ib_device_ops::query_ucontext` (`UVERBS_METHOD_QUERY_CONTEXT`, which
+/// `ibv_import_device` sends for a context it imports): ib_core answers
+/// the core part; the driver part of `alloc_ucontext`'s answer holds
+/// nothing a second `ibv_context` on the same file needs (the ABI version
+/// is matched through `uverbs_abi_ver`, and no feature bits are defined),
+/// so there is nothing to add.
+///
+/// # Safety
+///
+/// ib_core's contract.
+pub(crate) unsafe extern "C" fn query_ucontext(
+    _uctx: *mut bindings::ib_ucontext,
+    _attrs: *mut bindings::uverbs_attr_bundle,
+) -> c_int {
+    0
+}
+
 /// Cuts a process off a device that is going away (netdev deleted, `rdma
 /// link delete`, `rmmod`) instead of making the unregistration wait until
 /// the process closes it.  By the time ib_core calls this it has destroyed

@@ -627,7 +627,11 @@ impl<S: Store<ResSlot>> Responder<S> {
             // The request counted as executed; it is a remote access
             // error after all (memory that could not be written: an
             // on-demand page that cannot be faulted in).
-            if let Some(c) = self.counters.by_outcome.get_mut(Outcome::AccessError.index()) {
+            if let Some(c) = self
+                .counters
+                .by_outcome
+                .get_mut(Outcome::AccessError.index())
+            {
                 *c = c.wrapping_add(1);
             }
         }

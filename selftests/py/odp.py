@@ -2,15 +2,15 @@
 # SPDX-License-Identifier: GPL-2.0
 """On-demand paging (IBV_ACCESS_ON_DEMAND) regions, checked byte by byte.
 
-Usage: odp.py DEV0 GID0 DEV1 GID1
+Usage: odp.py DEV0 GID0 DEV1 GID1 [--mib N]
 
 DEV0 is the requester, DEV1 (its peer) owns the on-demand regions unless
 said otherwise.  Every region lies over anonymous memory this process maps
 with mmap and has not touched when it registers it, so the device finds no
 page and must fault each one in.  Checks:
   * registration pins nothing (VmPin unchanged) and faults nothing in
-    (the mapping's Rss stays 0), unlike a pinned region (control);
-  * a 16 MiB RDMA WRITE lands in never-touched memory, byte for byte, and
+    (none of the mapping's pages is resident, mincore), unlike a pinned region (control);
+  * an N MiB (default 16) RDMA WRITE lands in never-touched memory, byte for byte, and
     the responder counted its page faults (odp_faults);
   * RDMA READ of never-touched memory gives zeros (the zero page), and a
     WRITE there afterwards needs writable pages and lands;
@@ -22,7 +22,7 @@ page and must fault each one in.  Checks:
   * compare-and-swap and fetch-and-add on never-touched memory;
   * an implicit region (the whole address space): WRITE and READ through
     its key at addresses of two separate mappings;
-  * ibv_advise_mr(PREFETCH_WRITE) faults the range in (Rss), so the WRITE
+  * ibv_advise_mr(PREFETCH_WRITE) faults the range in (mincore), so the WRITE
     that follows needs no fault;
   * the process unmaps the memory behind a region: a WRITE gets
     REM_ACCESS_ERR (no page can be faulted in), nothing crashes.
@@ -78,16 +78,17 @@ def poke(a, data):
     ctypes.memmove(a, data, len(data))
 
 
-def rss_kb(a):
-    """Rss of the mapping that starts at `a` (/proc/self/smaps)."""
-    mine = False
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            if "-" in line.split()[0] and ":" not in line.split()[0]:
-                mine = int(line.split("-")[0], 16) == a
-            elif mine and line.startswith("Rss:"):
-                return int(line.split()[1])
-    return -1
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+
+
+def resident_kb(a, n):
+    """How much of the n bytes at a (page-aligned) is in memory (mincore:
+    the mapping itself may have been merged with its neighbours)."""
+    pages = (n + 4095) // 4096
+    vec = ctypes.create_string_buffer(pages)
+    if libc.mincore(a, n, vec) != 0:
+        raise OSError(ctypes.get_errno(), "mincore")
+    return 4 * sum(b & 1 for b in vec.raw)
 
 
 def counter(dev, name):
@@ -141,20 +142,22 @@ def main():
     ap.add_argument("gid0", type=int)
     ap.add_argument("dev1")
     ap.add_argument("gid1", type=int)
+    ap.add_argument("--mib", type=int, default=16)
     a = ap.parse_args()
+    big = max(a.mib, 4) * MiB
     d0, d1 = Dev(a.dev0, a.gid0), Dev(a.dev1, a.gid1)
     p = Pair(d0, d1)
-    src = MR(d0.pd, 16 * MiB, rclib.ALL_ACCESS)
-    dst = MR(d0.pd, 16 * MiB, rclib.ALL_ACCESS)
+    src = MR(d0.pd, big, rclib.ALL_ACCESS)
+    dst = MR(d0.pd, big, rclib.ALL_ACCESS)
 
     # --- registration faults nothing in and pins nothing
-    size = 16 * MiB
+    size = big
     mem = mmap(size)
     pin0 = taplib.vm_pin_kb()
     mr = MR(d1.pd, size, ODP, address=mem)
-    check(rss_kb(mem) == 0 and taplib.vm_pin_kb() == pin0,
-          "an on-demand region over 16 MiB of untouched memory: nothing faulted in, nothing pinned",
-          f"Rss {rss_kb(mem)} kB, VmPin {pin0} -> {taplib.vm_pin_kb()} kB")
+    check(resident_kb(mem, size) == 0 and taplib.vm_pin_kb() == pin0,
+          f"an on-demand region over {size >> 20} MiB of untouched memory: nothing faulted in, nothing pinned",
+          f"resident {resident_kb(mem, size)} kB, VmPin {pin0} -> {taplib.vm_pin_kb()} kB")
     ctl = mmap(MiB)
     pinned = MR(d1.pd, MiB, rclib.ALL_ACCESS, address=ctl)
     check(taplib.vm_pin_kb() >= pin0 + 1024, "control: a pinned 1 MiB region shows in VmPin",
@@ -169,7 +172,7 @@ def main():
     err = xfer(p, e.IBV_WR_RDMA_WRITE, src, size, mr.rkey, mem)
     f1 = counter(a.dev1, "odp_faults")
     check(err is None and peek(mem, size) == data,
-          "RDMA WRITE of 16 MiB into never-touched on-demand memory: every byte in place",
+          f"RDMA WRITE of {size >> 20} MiB into never-touched on-demand memory: every byte in place",
           err or f"first difference at {rclib.first_diff(peek(mem, size), data)}")
     check(f1 > f0, f"the responder faulted the pages in: odp_faults {f0} -> {f1}")
     check(taplib.vm_pin_kb() == pin0, "still nothing pinned", f"VmPin {taplib.vm_pin_kb()} kB")
@@ -201,10 +204,10 @@ def main():
     check(ok and again == mem and err2 is None and dst.read(MiB, 0) == new,
           "memory freed and mapped again at the same address: READ gives the new bytes, not the old pages",
           err or err2 or ("old bytes" if dst.read(MiB, 0) == old else "mismatch"))
-    part = os.urandom(2 * MiB)
-    src.write(part, 2 * MiB, 0)
-    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 2 * MiB, mr.rkey, mem + 3 * MiB)
-    check(err is None and peek(mem + 3 * MiB, 2 * MiB) == part, "and a WRITE lands in the new memory", err or "")
+    part = os.urandom(size // 4)
+    src.write(part, size // 4, 0)
+    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, size // 4, mr.rkey, mem + size // 2)
+    check(err is None and peek(mem + size // 2, size // 4) == part, "and a WRITE lands in the new memory", err or "")
 
     # --- SEND from and into never-touched memory
     smem, rmem = mmap(2 * MiB), mmap(2 * MiB)
@@ -259,7 +262,7 @@ def main():
     pmr = MR(d1.pd, 2 * MiB, ODP, address=pmem)
     d1.pd.advise_mr(e._IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, e._IBV_ADVISE_MR_FLAG_FLUSH,
                     [SGE(pmem, 2 * MiB, pmr.lkey)])
-    rss = rss_kb(pmem)
+    rss = resident_kb(pmem, 2 * MiB)
     f0 = counter(a.dev1, "odp_faults")
     part = os.urandom(2 * MiB)
     src.write(part, 2 * MiB, 0)
@@ -267,7 +270,7 @@ def main():
     f1 = counter(a.dev1, "odp_faults")
     check(rss == 2048 and err is None and f1 == f0 and peek(pmem, 2 * MiB) == part,
           "ibv_advise_mr(PREFETCH_WRITE) faults 2 MiB in; the WRITE after it needs no fault",
-          err or f"Rss {rss} kB, odp_faults {f0} -> {f1}")
+          err or f"resident {rss} kB, odp_faults {f0} -> {f1}")
 
     # --- memory the process unmapped: remote access error, nothing else
     hmem = mmap(MiB)

@@ -57,6 +57,10 @@ const ACCESS_ALLOWED: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
     | bindings::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
     | bindings::ib_access_flags_IB_ACCESS_OPTIONAL;
 
+/// Largest explicit on-demand paging region: 64 GiB (page tables of
+/// 128 MiB each).
+const ODP_MAX_LEN: u64 = 1 << 36;
+
 /// On-demand paging (user regions only), and its huge-page hint.
 const ACCESS_ODP: u32 = bindings::ib_access_flags_IB_ACCESS_ON_DEMAND | bindings::ib_access_flags_IB_ACCESS_HUGETLB;
 
@@ -163,6 +167,12 @@ fn pin_user(dev: &RroceDev, pd: PdId, range: UserRange, access: c_int) -> Result
             }
             (None, Some(OdpMem::Implicit(ImplicitOdp::get(dev, access)?)))
         } else {
+            // The page tables (ib_core's and ours) take 24 bytes per page:
+            // a bound keeps each under the 2 GiB kvmalloc refuses (with a
+            // warning) -- the implicit region covers larger needs.
+            if range.length > ODP_MAX_LEN {
+                return Err(EINVAL);
+            }
             (None, Some(OdpMem::Explicit(OdpUmem::get(dev, range.start, range.length, access)?)))
         }
     } else {

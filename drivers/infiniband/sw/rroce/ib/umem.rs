@@ -476,19 +476,21 @@ impl ImplicitOdp {
         while a < end {
             let chunk = a >> CHUNK_SHIFT;
             let chunk_end = ((chunk + 1) << CHUNK_SHIFT).min(end);
-            let c = match self.child(chunk) {
-                Some(c) => c,
-                None => self.add_child(chunk)?,
-            };
-            c.fault(a, chunk_end - a, write, fault)?;
+            match self.child(chunk) {
+                Some(c) => c.fault(a, chunk_end - a, write, fault)?,
+                None => self.add_child(chunk, a, chunk_end - a, write, fault)?,
+            }
             a = chunk_end;
         }
         Ok(())
     }
 
-    /// Makes the child for `chunk` (or finds the one another fault made
-    /// meanwhile).
-    fn add_child(&self, chunk: u64) -> Result<Arc<OdpUmem>> {
+    /// Makes the child for `chunk` and faults `len` bytes at `va` in
+    /// through it; only a child whose fault succeeded joins the table (a
+    /// peer probing addresses the process has not mapped leaves nothing
+    /// behind).  If another fault made the chunk's child meanwhile, that
+    /// one stays.
+    fn add_child(&self, chunk: u64, va: u64, len: u64, write: bool, fault: bool) -> Result {
         let start = chunk.checked_shl(CHUNK_SHIFT).ok_or(EINVAL)?;
         // SAFETY: the root is live (type invariant) and implicit; the child
         // is registered in the root's mm.
@@ -497,6 +499,7 @@ impl ImplicitOdp {
         })?;
         let odp = NonNull::new(raw).ok_or(ENOMEM)?;
         let new = Arc::new(OdpUmem::with_table(odp)?, GFP_KERNEL_ACCOUNT)?;
+        new.fault(va, len, write, fault)?;
         // The table grows outside its lock (an accounted allocation may
         // sleep); the old one, and a child that lost a race, go after it.
         let mut old = KVec::new();
@@ -532,8 +535,13 @@ impl ImplicitOdp {
             old = KVec::with_capacity(len * 2 + 8, GFP_KERNEL_ACCOUNT)?;
         };
         drop(old);
-        // Releasing a child sleeps: outside the lock.
-        Ok(lost.unwrap_or(new))
+        // Releasing a child sleeps: outside the lock.  The chunk's other
+        // child has its own pages: fault them in there.
+        drop(new);
+        match lost {
+            Some(theirs) => theirs.fault(va, len, write, fault),
+            None => Ok(()),
+        }
     }
 }
 

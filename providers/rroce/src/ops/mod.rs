@@ -209,6 +209,38 @@ unsafe fn destroy_context(ctx: *mut RroceContext) {
     }
 }
 
+/// A new `RroceContext` on `cmd_fd`, initialised by libibverbs (not yet
+/// published), and its `verbs_context`; `None` with errno set (and
+/// `cmd_fd` closed) on failure.
+///
+/// # Safety
+///
+/// `ibdev` is a valid registered device of ours; `cmd_fd` an open uverbs
+/// file the context then owns.
+unsafe fn new_context(
+    ibdev: *mut IbvDevice,
+    cmd_fd: c_int,
+) -> Option<(*mut RroceContext, *mut VerbsContext)> {
+    // SAFETY: per the contract; the size and offset describe RroceContext,
+    // whose alignment calloc satisfies.  On failure libibverbs closes
+    // cmd_fd, sets errno and returns NULL.
+    let raw = unsafe {
+        _verbs_init_and_alloc_context(
+            ibdev,
+            cmd_fd,
+            size_of::<RroceContext>(),
+            ptr::without_provenance_mut(offset_of!(RroceContext, vctx)),
+            RDMA_DRIVER_UNKNOWN,
+        )
+    };
+    let ctx = raw.cast::<RroceContext>();
+    if ctx.is_null() {
+        return None;
+    }
+    // SAFETY: `ctx` is the non-NULL allocation just returned by libibverbs.
+    Some((ctx, unsafe { &raw mut (*ctx).vctx }))
+}
+
 /// `verbs_device_ops::alloc_context`: opens a context on `cmd_fd`.
 ///
 /// Takes ownership of `cmd_fd` (closed on failure).  Returns NULL with errno
@@ -233,24 +265,10 @@ unsafe extern "C" fn alloc_context(
         return ptr::null_mut();
     }
 
-    // SAFETY: `ibdev` is a valid registered device; the size and offset
-    // describe RroceContext, whose alignment calloc satisfies.  On failure
-    // libibverbs closes cmd_fd, sets errno and returns NULL.
-    let raw = unsafe {
-        _verbs_init_and_alloc_context(
-            ibdev,
-            cmd_fd,
-            size_of::<RroceContext>(),
-            ptr::without_provenance_mut(offset_of!(RroceContext, vctx)),
-            RDMA_DRIVER_UNKNOWN,
-        )
-    };
-    let ctx = raw.cast::<RroceContext>();
-    if ctx.is_null() {
+    // SAFETY: per the contract.
+    let Some((ctx, vctx)) = (unsafe { new_context(ibdev, cmd_fd) }) else {
         return ptr::null_mut();
-    }
-    // SAFETY: `ctx` is the non-NULL allocation just returned by libibverbs.
-    let vctx = unsafe { &raw mut (*ctx).vctx };
+    };
 
     let mut cmd = IbvGetContext::default();
     let mut resp = RroceGetContextResp::default();
@@ -311,22 +329,10 @@ unsafe extern "C" fn import_context(ibdev: *mut IbvDevice, cmd_fd: c_int) -> *mu
         set_errno(EINVAL);
         return ptr::null_mut();
     }
-    // SAFETY: as in `alloc_context`.
-    let raw = unsafe {
-        _verbs_init_and_alloc_context(
-            ibdev,
-            cmd_fd,
-            size_of::<RroceContext>(),
-            ptr::without_provenance_mut(offset_of!(RroceContext, vctx)),
-            RDMA_DRIVER_UNKNOWN,
-        )
-    };
-    let ctx = raw.cast::<RroceContext>();
-    if ctx.is_null() {
+    // SAFETY: per the contract.
+    let Some((ctx, vctx)) = (unsafe { new_context(ibdev, cmd_fd) }) else {
         return ptr::null_mut();
-    }
-    // SAFETY: `ctx` is the non-NULL allocation just returned by libibverbs.
-    let vctx = unsafe { &raw mut (*ctx).vctx };
+    };
     // SAFETY: `vctx` was just initialised.
     let ret = unsafe { ibv_cmd_query_context(&raw mut (*vctx).context, ptr::null_mut()) };
     if ret != 0 {

@@ -212,6 +212,11 @@ fn copy_payload(payload: &[u8]) -> Result<KVec<u8>> {
     Ok(v)
 }
 
+/// The RNR NAK timer a stalled responder asks for at least (IBA code 18:
+/// 5.12 ms, about what faulting a window in takes under TCG): a shorter
+/// one brings the requester's whole window back many times per fault.
+const ODP_RNR_TIMER: u8 = 18;
+
 /// Tries of one stalled step before its missing page counts as an access
 /// error (memory the process keeps taking away as fast as it comes).
 const ODP_TRIES: u8 = 16;
@@ -378,8 +383,9 @@ pub(crate) struct Dp {
     /// A missing on-demand page is an access error now, not a stall (the
     /// step's last try).
     odp_hard: bool,
-    /// Packets were dropped during the stall.
+    /// Packets were dropped during the stall; an RNR NAK went out for it.
     stall_dropped: bool,
+    stall_rnr_sent: bool,
 }
 
 fn zeroed(n: usize) -> Result<KVVec<u8>> {
@@ -455,6 +461,7 @@ impl Dp {
             fault_failed: false,
             odp_hard: false,
             stall_dropped: false,
+            stall_rnr_sent: false,
         };
         Ok(KBox::new(dp, GFP_KERNEL_ACCOUNT)?)
     }
@@ -470,12 +477,41 @@ impl Dp {
         true
     }
 
+    /// A request arrived while the responder's own step stalls: besides
+    /// dropping it, tell the requester to wait (an RNR NAK for the stalled
+    /// request's PSN, with its MSN), so that it does not resend its whole
+    /// window at every timeout meanwhile.  Once per stall, and again each
+    /// time that PSN comes back; never while responses wait in the queue
+    /// (a NAK acknowledges everything before its PSN) or for a stall of
+    /// another kind.
+    fn rnr_while_stalled(&mut self, ctx: &Ctx<'_>, r: &crate::proto::rc::InRequest) {
+        let (psn, msn) = match &self.stall {
+            Some(Stalled::Place { r: s, msn_before: Some(m), .. }) => (s.psn, *m),
+            Some(Stalled::Request { r: s, .. }) => match self.resp.as_ref() {
+                Some(resp) => (s.psn, resp.msn()),
+                None => return,
+            },
+            _ => return,
+        };
+        if self.stall_rnr_sent && r.psn != psn {
+            return;
+        }
+        if !self.replyq.as_ref().is_some_and(|q| q.is_empty()) {
+            return;
+        }
+        let (Some(resp), Some(path)) = (self.resp.as_ref(), self.path) else { return };
+        send_reply(ctx, &path, &resp.rnr_nak(psn, msn, ODP_RNR_TIMER), true);
+        ctx.dev.p.stats.inc(Counter::RnrNaksSent);
+        self.stall_rnr_sent = true;
+    }
+
     /// Stops at `step` until the page the section noted
     /// ([`Ctx::note`]) is in: the work item faults it in and retries.
     fn stall_on(&mut self, ctx: &Ctx<'_>, step: Stalled) {
         ctx.dev.p.stats.inc(Counter::OdpFaults);
         self.fault = ctx.fault.take();
         self.stall = Some(step);
+        self.stall_rnr_sent = false;
         self.stall_tries = self.stall_tries.saturating_add(1);
         ctx.work.queue();
     }
@@ -487,6 +523,7 @@ impl Dp {
         self.stall = None;
         self.stall_tries = 0;
         self.stall_dropped = false;
+        self.stall_rnr_sent = false;
         self.fault_failed = false;
         self.odp_hard = false;
     }
@@ -1215,6 +1252,7 @@ impl Dp {
         payload: &[u8],
     ) {
         if self.stalled(ctx) {
+            self.rnr_while_stalled(ctx, r);
             return;
         }
         // Back-pressure: with no room for its response the request is

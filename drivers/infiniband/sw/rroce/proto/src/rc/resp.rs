@@ -844,6 +844,23 @@ impl<S: Store<ResSlot>> Responder<S> {
         a
     }
 
+    /// An RNR NAK for `psn` whose AETH carries `msn`, for the glue's own
+    /// "resource not ready": a request it cannot take yet (a page of an
+    /// on-demand paging region being faulted in).  The requester waits
+    /// for the timer and sends again from `psn`; the responder's state does
+    /// not change.  The timer is `min_rnr_timer` (the least the responder
+    /// may ask, IBA 9.7.5.2.8) or at least `at_least` (an RNR timer code,
+    /// 1..=31 in increasing order; code 0, 655 ms, is the longest).
+    pub fn rnr_nak(&self, psn: Psn, msn: u32, at_least: u8) -> RespDesc {
+        let min = self.cfg.min_rnr_timer & 0x1F;
+        let timer = if min == 0 { 0 } else { min.max(at_least & 0x1F) };
+        let mut d = self.ack_pkt(psn, Syndrome::RnrNak { timer });
+        if let Some(a) = d.aeth.as_mut() {
+            a.msn = msn & PSN_MASK;
+        }
+        d
+    }
+
     fn rnr(&mut self, psn: Psn) -> Action {
         let mut a = Action::drop(Outcome::RnrNak);
         a.reply = Reply::Packet(self.ack_pkt(
@@ -1625,6 +1642,14 @@ mod placement_tests {
                 rkey: 7,
                 va: 0x1000
             }
+        ));
+        let rnr = r.rnr_nak(Psn::new(10), msn, 18);
+        assert_eq!(rnr.opcode, RC_ACKNOWLEDGE);
+        assert_eq!(rnr.psn, Psn::new(10));
+        assert_eq!(rnr.aeth.map(|a| a.msn), Some(msn));
+        assert!(matches!(
+            rnr.aeth.map(|a| Syndrome::decode(a.syndrome)),
+            Some(Syndrome::RnrNak { .. })
         ));
         let before = r.counters().get(Outcome::AccessError);
         let f = r.placement_failed(pkt.psn, msn, false);

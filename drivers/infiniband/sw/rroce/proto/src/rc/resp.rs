@@ -853,7 +853,11 @@ impl<S: Store<ResSlot>> Responder<S> {
     /// 1..=31 in increasing order; code 0, 655 ms, is the longest).
     pub fn rnr_nak(&self, psn: Psn, msn: u32, at_least: u8) -> RespDesc {
         let min = self.cfg.min_rnr_timer & 0x1F;
-        let timer = if min == 0 { 0 } else { min.max(at_least & 0x1F) };
+        let timer = if min == 0 {
+            0
+        } else {
+            min.max(at_least & 0x1F)
+        };
         let mut d = self.ack_pkt(psn, Syndrome::RnrNak { timer });
         if let Some(a) = d.aeth.as_mut() {
             a.msn = msn & PSN_MASK;

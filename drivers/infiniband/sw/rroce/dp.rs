@@ -559,7 +559,7 @@ impl Dp {
         self.odp_hard = self.fault_failed || self.stall_tries >= ODP_TRIES;
         self.fault_failed = false;
         let dropped = core::mem::take(&mut self.stall_dropped);
-        let requester_side = matches!(step, Stalled::ReadData { .. } | Stalled::Tx { .. });
+        let read_data = matches!(step, Stalled::ReadData { .. });
         match step {
             Stalled::Request { r, payload } => self.on_request(ctx, st, qp_access, &r, &payload),
             Stalled::Place { a, r, payload, msn_before, rq_broken } => {
@@ -590,9 +590,11 @@ impl Dp {
         if !matches!(*st, QpState::Rts | QpState::Sqd) {
             return;
         }
-        // Responses dropped meanwhile (READ data, ACKs): ask again now
-        // rather than at the timeout.
-        if dropped && requester_side {
+        // READ response data dropped meanwhile: ask again now rather than
+        // at the timeout.  (Dropped ACKs need nothing, the next one covers
+        // them: after a send stall, resending from the oldest
+        // unacknowledged PSN would only repeat what the responder has.)
+        if dropped && read_data {
             if let Some(r) = self.req.as_mut() {
                 if r.outstanding() > 0 {
                     r.restart_from(r.unacked_psn());

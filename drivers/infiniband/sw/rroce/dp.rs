@@ -1390,16 +1390,15 @@ impl Dp {
             let Some(entry) = self.sq_shadow.get_mut(r.clone()) else { return };
             // Consumed only once sent: a WQE whose on-demand source page
             // is missing stays at the head.
-            let off = match self.sq.peek(ctx.sq_ring) {
-                Ok(Some(off)) if SharedRegion::read(ctx.sq_ring, off, entry) => off,
+            match self.sq.peek(ctx.sq_ring) {
+                Ok(Some(off)) if SharedRegion::read(ctx.sq_ring, off, entry) => {}
                 Ok(None) => return,
                 _ => {
                     ctx.raise(EV_FATAL);
                     self.enter_error(ctx, st);
                     return;
                 }
-            };
-            let _ = off;
+            }
             let entry = self.sq_shadow.get(r).unwrap_or(&[]);
             let res = match self.ud_send_one(ctx, entry, mtu) {
                 Err(TxError::NotPresent) => {
@@ -1436,8 +1435,7 @@ impl Dp {
 
     /// Builds and sends the packet of one UD WQE.
     fn ud_send_one(&self, ctx: &Ctx<'_>, entry: &[u8], mtu: u32) -> Result<(SendWqe, u32), TxError> {
-        let bad = |_| TxError::Status(WcStatus::LocQpOpErr);
-        let view = wqe::decode_send(entry, &self.send_lim).map_err(bad)?;
+        let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| TxError::Status(WcStatus::LocQpOpErr))?;
         let (w, len) = (view.wqe, view.length);
         let av = crate::ah::lookup(ctx.dev, ctx.pd, w.ah).ok_or(TxError::Status(WcStatus::LocQpOpErr))?;
         let pkt = ud::send_packet(&w, len, ctx.qpn, self.qkey, self.ud_psn, mtu).map_err(TxError::Status)?;
@@ -1604,31 +1602,21 @@ impl Dp {
 /// Sends one response packet (a failure is counted by `send_pkt`; the
 /// requester retries).
 /// `false` (nothing sent) if a page of the on-demand paging region it
-/// reads from is missing and not `hard`.
+/// reads from is missing and not `hard` (noted for the section).
 fn send_reply(ctx: &Ctx<'_>, path: &Path, d: &RespDesc, hard: bool) -> bool {
-    if let (Some(src), false) = (d.payload, hard) {
-        if read_missing(ctx, src.rkey, src.va, d.payload_len()) {
-            return false;
-        }
-    }
     let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
+    let mut missing = false;
     let _ = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
         None => true,
-        Some(src) => remote_read(ctx, src.rkey, src.va, buf).is_ok(),
+        Some(src) => match remote_read(ctx, src.rkey, src.va, buf) {
+            Ok(()) => true,
+            Err(e) => {
+                missing = e == MrError::NotPresent && !hard;
+                false
+            }
+        },
     });
-    true
-}
-
-/// Whether a READ of `len` bytes at `va` under `rkey` would find a page of
-/// an on-demand paging region missing (noted for the section).
-fn read_missing(ctx: &Ctx<'_>, rkey: u32, va: u64, len: u32) -> bool {
-    if len == 0 {
-        return false;
-    }
-    let Ok((mr, at)) = remote(ctx, rkey, va, len, bindings::ib_access_flags_IB_ACCESS_REMOTE_READ) else {
-        return false;
-    };
-    mr.is_odp() && mr.probe(at, len, false).inspect_err(|e| noted(ctx, mr, *e, at, len, false)).is_err()
+    !missing
 }
 
 /// Whether the atomic request `r` (compare-and-swap, fetch-and-add or

@@ -366,10 +366,7 @@ pub(crate) fn lookup<'g>(dev: &'g RroceDev, rcu: &'g ReadGuard, pd: PdId, key: u
 /// holds a reference meanwhile, so the one dropped here is never the
 /// last.)
 pub(crate) fn counted(dev: &RroceDev, rcu: &ReadGuard, r: &Region) -> Option<Arc<Region>> {
-    match dev.p.keys.get_arc(r.index.load(Ordering::Relaxed), rcu)? {
-        Either::A(a) if core::ptr::eq(&*a, r) => Some(a),
-        _ => None,
-    }
+    counted_at(dev, rcu, r.index.load(Ordering::Relaxed)).filter(|a| core::ptr::eq(&**a, r))
 }
 
 /// The region at key-table `index` of `dev` as a counted reference (see

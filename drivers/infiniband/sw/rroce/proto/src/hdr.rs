@@ -14,7 +14,7 @@
 
 use super::opcode::{
     self, ExtHdrs, OpInfo, Position, AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, BTH_LEN,
-    DETH_LEN, FETH_LEN, ICRC_LEN, IETH_LEN, IMMDT_LEN, RETH_LEN,
+    DETH_LEN, FETH_LEN, ICRC_LEN, IETH_LEN, IMMDT_LEN, RETH_LEN, XRCETH_LEN,
 };
 
 /// Largest value of a 24-bit field (QPN, PSN, MSN).
@@ -475,12 +475,41 @@ impl AtomicAckEth {
     }
 }
 
+/// XRC ETH: the XRC SRQ a request of an XRC initiator is for (24 bits;
+/// the top byte is reserved, sent as zero and ignored).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Xrceth {
+    /// The destination XRC SRQ number.
+    pub srqn: u32,
+}
+
+impl Xrceth {
+    /// Parse from the first 4 bytes of `b`.
+    pub fn parse(b: &[u8]) -> Option<Xrceth> {
+        let a = b.first_chunk::<XRCETH_LEN>()?;
+        Some(Xrceth {
+            srqn: u32::from_be_bytes(*a) & 0x00FF_FFFF,
+        })
+    }
+
+    /// Write to the first 4 bytes of `b`; returns the length written.
+    pub fn write(&self, b: &mut [u8]) -> Result<usize, BuildError> {
+        let a = b
+            .first_chunk_mut::<XRCETH_LEN>()
+            .ok_or(BuildError::BufferTooShort)?;
+        *a = (self.srqn & 0x00FF_FFFF).to_be_bytes();
+        Ok(XRCETH_LEN)
+    }
+}
+
 /// The extension headers of one packet; `Some` exactly for those its opcode
 /// carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Ext {
     /// DETH (UD).
     pub deth: Option<Deth>,
+    /// XRCETH (XRC requests).
+    pub xrceth: Option<Xrceth>,
     /// FETH (FLUSH).
     pub feth: Option<Feth>,
     /// RETH (WRITE First/Only, READ request).
@@ -503,6 +532,9 @@ impl Ext {
         let mut h = ExtHdrs::NONE;
         if self.deth.is_some() {
             h = h.with(ExtHdrs::DETH);
+        }
+        if self.xrceth.is_some() {
+            h = h.with(ExtHdrs::XRCETH);
         }
         if self.feth.is_some() {
             h = h.with(ExtHdrs::FETH);
@@ -540,6 +572,7 @@ impl Ext {
             let s = b.get(off..)?;
             match h {
                 ExtHdrs::DETH => e.deth = Some(Deth::parse(s)?),
+                ExtHdrs::XRCETH => e.xrceth = Some(Xrceth::parse(s)?),
                 ExtHdrs::FETH => e.feth = Some(Feth::parse(s)?),
                 ExtHdrs::RETH => e.reth = Some(Reth::parse(s)?),
                 ExtHdrs::ATOMIC_ETH => e.atomic_eth = Some(AtomicEth::parse(s)?),
@@ -566,6 +599,7 @@ impl Ext {
             let s = b.get_mut(off..).ok_or(BuildError::BufferTooShort)?;
             let n = match h {
                 ExtHdrs::DETH => self.deth.map(|x| x.write(s)),
+                ExtHdrs::XRCETH => self.xrceth.map(|x| x.write(s)),
                 ExtHdrs::FETH => self.feth.map(|x| x.write(s)),
                 ExtHdrs::RETH => self.reth.map(|x| x.write(s)),
                 ExtHdrs::ATOMIC_ETH => self.atomic_eth.map(|x| x.write(s)),
@@ -1102,6 +1136,11 @@ mod tests {
                 src_qpn: r.u32() & MAX_24,
             });
         }
+        if h.contains(ExtHdrs::XRCETH) {
+            e.xrceth = Some(Xrceth {
+                srqn: r.u32() & MAX_24,
+            });
+        }
         if h.contains(ExtHdrs::FETH) {
             e.feth = Some(Feth(r.u32()));
         }
@@ -1163,6 +1202,39 @@ mod tests {
         buf[n + payload.len()..end].fill(0);
         buf[end..end + 4].copy_from_slice(&0x1234_5678u32.to_le_bytes());
         end + 4
+    }
+
+    #[test]
+    fn xrceth() {
+        // An XRC SEND Only: BTH, XRCETH, payload; the reserved top byte of
+        // the XRCETH is ignored on input and sent as zero.
+        let bth = Bth {
+            opcode: 0xA4,
+            pad: 0,
+            pkey: DEFAULT_PKEY,
+            dest_qpn: 0x12,
+            psn: 7,
+            ..Default::default()
+        };
+        let ext = Ext {
+            xrceth: Some(Xrceth { srqn: 0xFF12_3456 }),
+            ..Default::default()
+        };
+        let mut b = [0u8; 64];
+        let n = build_headers(&mut b, &bth, &ext).unwrap();
+        assert_eq!(n, BTH_LEN + XRCETH_LEN);
+        assert_eq!(b[12..16], [0x00, 0x12, 0x34, 0x56]);
+        b[12] = 0xEE;
+        let end = n + 8 + ICRC_LEN;
+        let p = parse_packet(&b[..end]).unwrap();
+        assert_eq!(p.ext.xrceth, Some(Xrceth { srqn: 0x12_3456 }));
+        assert_eq!((p.payload_off, p.payload_len), (16, 8));
+        // The XRCETH is required.
+        let none = Ext::default();
+        assert_eq!(
+            build_headers(&mut b, &bth, &none),
+            Err(BuildError::MissingHeader)
+        );
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub const IMMDT_LEN: usize = 4;
 pub const IETH_LEN: usize = 4;
 /// FLUSH Extended Transport Header length (IBTA 1.5).
 pub const FETH_LEN: usize = 4;
+/// XRC ETH length (XRC requests: the destination XRC SRQ number).
+pub const XRCETH_LEN: usize = 4;
 /// Length of the Datagram Extended Transport Header.
 pub const DETH_LEN: usize = 8;
 /// Length of the Atomic Extended Transport Header.
@@ -163,11 +165,14 @@ pub enum Transport {
     Ud = 0x60,
     /// RoCEv2 congestion notification (0x80).
     Cnp = 0x80,
+    /// Extended Reliable Connection (0xA0): RC between an XRC initiator
+    /// and an XRC target QP; requests carry an XRCETH.
+    Xrc = 0xA0,
 }
 
 impl Transport {
     /// The transport of `opcode`, or `None` for the reserved/vendor values
-    /// 0xA0..=0xFF.
+    /// 0xC0..=0xFF.
     pub const fn of_opcode(opcode: u8) -> Option<Transport> {
         match opcode & TRANSPORT_MASK {
             0x00 => Some(Transport::Rc),
@@ -175,6 +180,7 @@ impl Transport {
             0x40 => Some(Transport::Rd),
             0x60 => Some(Transport::Ud),
             0x80 => Some(Transport::Cnp),
+            0xA0 => Some(Transport::Xrc),
             _ => None,
         }
     }
@@ -188,36 +194,40 @@ impl Transport {
 /// A set of extension headers, kept in wire order.
 ///
 /// When several are present they follow the BTH in the order of the bit
-/// values: DETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
+/// values: DETH, XRCETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt,
+/// IETH.
 /// This is the IBA order for the combinations RC/UC/UD use (e.g. DETH
 /// before ImmDt, FETH before RETH, RETH before ImmDt, AETH before
 /// AtomicAckETH).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ExtHdrs(u8);
+pub struct ExtHdrs(u16);
 
 impl ExtHdrs {
     /// No extension header.
     pub const NONE: ExtHdrs = ExtHdrs(0);
     /// Datagram ETH (8 bytes).
     pub const DETH: ExtHdrs = ExtHdrs(1 << 0);
+    /// XRC ETH (4 bytes; XRC requests).
+    pub const XRCETH: ExtHdrs = ExtHdrs(1 << 1);
     /// FLUSH ETH (4 bytes; IBTA 1.5).
-    pub const FETH: ExtHdrs = ExtHdrs(1 << 1);
+    pub const FETH: ExtHdrs = ExtHdrs(1 << 2);
     /// RDMA ETH (16 bytes).
-    pub const RETH: ExtHdrs = ExtHdrs(1 << 2);
+    pub const RETH: ExtHdrs = ExtHdrs(1 << 3);
     /// Atomic ETH (28 bytes).
-    pub const ATOMIC_ETH: ExtHdrs = ExtHdrs(1 << 3);
+    pub const ATOMIC_ETH: ExtHdrs = ExtHdrs(1 << 4);
     /// ACK ETH (4 bytes).
-    pub const AETH: ExtHdrs = ExtHdrs(1 << 4);
+    pub const AETH: ExtHdrs = ExtHdrs(1 << 5);
     /// Atomic ACK ETH (8 bytes).
-    pub const ATOMIC_ACK_ETH: ExtHdrs = ExtHdrs(1 << 5);
+    pub const ATOMIC_ACK_ETH: ExtHdrs = ExtHdrs(1 << 6);
     /// Immediate data (4 bytes).
-    pub const IMMDT: ExtHdrs = ExtHdrs(1 << 6);
+    pub const IMMDT: ExtHdrs = ExtHdrs(1 << 7);
     /// Invalidate ETH (4 bytes).
-    pub const IETH: ExtHdrs = ExtHdrs(1 << 7);
+    pub const IETH: ExtHdrs = ExtHdrs(1 << 8);
 
     /// Every header, one bit each, in wire order, with its length.
-    pub const ORDER: [(ExtHdrs, usize); 8] = [
+    pub const ORDER: [(ExtHdrs, usize); 9] = [
         (ExtHdrs::DETH, DETH_LEN),
+        (ExtHdrs::XRCETH, XRCETH_LEN),
         (ExtHdrs::FETH, FETH_LEN),
         (ExtHdrs::RETH, RETH_LEN),
         (ExtHdrs::ATOMIC_ETH, ATOMIC_ETH_LEN),
@@ -228,7 +238,7 @@ impl ExtHdrs {
     ];
 
     /// The raw bits.
-    pub const fn bits(self) -> u8 {
+    pub const fn bits(self) -> u16 {
         self.0
     }
 
@@ -257,8 +267,9 @@ impl ExtHdrs {
                 0
             }
         }
-        // At most 76 bytes in all: the sum cannot overflow.
+        // At most 80 bytes in all: the sum cannot overflow.
         l(self, ExtHdrs::DETH, DETH_LEN)
+            .wrapping_add(l(self, ExtHdrs::XRCETH, XRCETH_LEN))
             .wrapping_add(l(self, ExtHdrs::FETH, FETH_LEN))
             .wrapping_add(l(self, ExtHdrs::RETH, RETH_LEN))
             .wrapping_add(l(self, ExtHdrs::ATOMIC_ETH, ATOMIC_ETH_LEN))
@@ -741,6 +752,16 @@ const fn build_table() -> [Option<OpInfo>; 256] {
         if b.ud {
             t[(Transport::Ud.base() | b.op) as usize] = Some(info(Transport::Ud, b, ExtHdrs::DETH));
         }
+        // XRC has every RC opcode but the IBTA 1.5 ones; its requests carry
+        // the XRCETH, its responses are RC's.
+        if !matches!(b.operation, Operation::AtomicWrite | Operation::Flush) {
+            let extra = if matches!(b.kind, Kind::Request) {
+                ExtHdrs::XRCETH
+            } else {
+                ExtHdrs::NONE
+            };
+            t[(Transport::Xrc.base() | b.op) as usize] = Some(info(Transport::Xrc, b, extra));
+        }
         i += 1;
     }
     t[CNP as usize] = Some(OpInfo {
@@ -828,6 +849,27 @@ pub fn request_opcode(t: Transport, r: RequestOp, p: Position) -> Option<u8> {
     }
 }
 
+/// The XRC opcode with the operation and position of the RC opcode `rc`;
+/// `None` if `rc` is not an RC opcode or one XRC lacks (FLUSH,
+/// ATOMIC_WRITE).  An XRC initiator's requests and an XRC target's
+/// responses are RC's engines' packets under these opcodes.
+pub fn xrc_of_rc(rc: u8) -> Option<u8> {
+    let x = Transport::Xrc.base() | (rc & OPERATION_MASK);
+    match (lookup(rc), lookup(x)) {
+        (Some(r), Some(_)) if r.transport == Transport::Rc => Some(x),
+        _ => None,
+    }
+}
+
+/// The RC opcode with the operation and position of the XRC opcode `xrc`;
+/// `None` if `xrc` is not a known XRC opcode.
+pub fn rc_of_xrc(xrc: u8) -> Option<u8> {
+    match lookup(xrc) {
+        Some(i) if i.transport == Transport::Xrc => Some(xrc & OPERATION_MASK),
+        _ => None,
+    }
+}
+
 /// The RC RDMA READ response opcode for position `p`.
 pub const fn read_response_opcode(p: Position) -> u8 {
     match p {
@@ -867,6 +909,9 @@ mod tests {
         const AA: ExtHdrs = ExtHdrs::AETH.with(ExtHdrs::ATOMIC_ACK_ETH);
         const DI: ExtHdrs = ExtHdrs::DETH.with(ExtHdrs::IMMDT);
         const FR: ExtHdrs = ExtHdrs::FETH.with(ExtHdrs::RETH);
+        const X: ExtHdrs = ExtHdrs::XRCETH;
+        const XI: ExtHdrs = X.with(ExtHdrs::IMMDT);
+        const XR: ExtHdrs = X.with(ExtHdrs::RETH);
         &[
             (0x00, N, true, true, First),
             (0x01, N, true, true, Middle),
@@ -907,6 +952,31 @@ mod tests {
             (0x2B, RI, true, true, Only),
             (0x64, H::DETH, true, true, Only),
             (0x65, DI, true, true, Only),
+            // XRC: the RC set without FLUSH/ATOMIC_WRITE, an XRCETH right
+            // after the BTH of every request.
+            (0xA0, X, true, true, First),
+            (0xA1, X, true, true, Middle),
+            (0xA2, X, true, true, Last),
+            (0xA3, XI, true, true, Last),
+            (0xA4, X, true, true, Only),
+            (0xA5, XI, true, true, Only),
+            (0xA6, XR, true, true, First),
+            (0xA7, X, true, true, Middle),
+            (0xA8, X, true, true, Last),
+            (0xA9, XI, true, true, Last),
+            (0xAA, XR, true, true, Only),
+            (0xAB, XR.with(H::IMMDT), true, true, Only),
+            (0xAC, XR, false, true, Only),
+            (0xAD, H::AETH, true, false, First),
+            (0xAE, N, true, false, Middle),
+            (0xAF, H::AETH, true, false, Last),
+            (0xB0, H::AETH, true, false, Only),
+            (0xB1, H::AETH, false, false, Only),
+            (0xB2, AA, false, false, Only),
+            (0xB3, X.with(H::ATOMIC_ETH), false, true, Only),
+            (0xB4, X.with(H::ATOMIC_ETH), false, true, Only),
+            (0xB6, X.with(H::IETH), true, true, Last),
+            (0xB7, X.with(H::IETH), true, true, Only),
         ]
     };
 
@@ -934,11 +1004,12 @@ mod tests {
             assert_eq!(lookup(code).is_some(), known, "{code:#x}");
             n += usize::from(known);
         }
-        assert_eq!(n, 40);
-        // RD, reserved, UC FLUSH and ATOMIC_WRITE and vendor opcodes are
-        // unknown.
+        assert_eq!(n, 63);
+        // RD, reserved, UC/XRC FLUSH and ATOMIC_WRITE and vendor opcodes
+        // are unknown.
         for code in [
-            0x15, 0x18, 0x3C, 0x3D, 0x1F, 0x2C, 0x40, 0x44, 0x60, 0x66, 0x80, 0x82, 0xC0, 0xFF,
+            0x15, 0x18, 0x3C, 0x3D, 0x1F, 0x2C, 0x40, 0x44, 0x60, 0x66, 0x80, 0x82, 0xB5, 0xBC,
+            0xBD, 0xC0, 0xFF,
         ] {
             assert!(lookup(code).is_none(), "{code:#x}");
         }
@@ -970,8 +1041,13 @@ mod tests {
         assert_eq!(lookup(RC_ACKNOWLEDGE).unwrap().hdr_len(), 16);
         assert_eq!(
             ExtHdrs::ORDER.iter().map(|x| x.1).sum::<usize>(),
-            8 + 4 + 16 + 28 + 4 + 8 + 4 + 4
+            8 + 4 + 4 + 16 + 28 + 4 + 8 + 4 + 4
         );
+        // XRC: the XRCETH right after the BTH, before the RETH.
+        let w = lookup(0xAB).unwrap();
+        assert_eq!(w.hdr_len(), 12 + 4 + 16 + 4);
+        assert_eq!(w.hdrs.offset_of(ExtHdrs::XRCETH), Some(12));
+        assert_eq!(w.hdrs.offset_of(ExtHdrs::RETH), Some(16));
         // FLUSH: FETH then RETH, no payload.
         let f = lookup(RC_FLUSH).unwrap();
         assert_eq!(f.hdr_len(), 12 + 4 + 16);
@@ -997,7 +1073,7 @@ mod tests {
             assert_eq!(h.bits(), 1 << i);
             assert_eq!(h.len(), *l);
         }
-        for bits in 0..=255u8 {
+        for bits in 0..=0x1FFu16 {
             let s = ExtHdrs(bits);
             let mut off = BTH_LEN;
             for (h, l) in ExtHdrs::ORDER {
@@ -1020,8 +1096,48 @@ mod tests {
         assert_eq!(Transport::of_opcode(0x41), Some(Transport::Rd));
         assert_eq!(Transport::of_opcode(0x64), Some(Transport::Ud));
         assert_eq!(Transport::of_opcode(0x81), Some(Transport::Cnp));
-        assert_eq!(Transport::of_opcode(0xA0), None);
+        assert_eq!(Transport::of_opcode(0xA0), Some(Transport::Xrc));
+        assert_eq!(Transport::of_opcode(0xBF), Some(Transport::Xrc));
+        assert_eq!(Transport::of_opcode(0xC0), None);
         assert_eq!(Transport::of_opcode(0xFF), None);
+    }
+
+    #[test]
+    fn xrc_rc_mapping() {
+        let mut n = 0;
+        for code in 0..=255u8 {
+            if let Some(x) = xrc_of_rc(code) {
+                n += 1;
+                let (r, xi) = (lookup(code).unwrap(), lookup(x).unwrap());
+                assert_eq!(r.transport, Transport::Rc);
+                assert_eq!(xi.transport, Transport::Xrc);
+                assert_eq!(
+                    (r.operation, r.position, r.kind),
+                    (xi.operation, xi.position, xi.kind),
+                    "{code:#x}"
+                );
+                // Requests gain the XRCETH, responses are the same.
+                let extra = if r.is_request() {
+                    ExtHdrs::XRCETH
+                } else {
+                    ExtHdrs::NONE
+                };
+                assert_eq!(xi.hdrs, r.hdrs.with(extra), "{code:#x}");
+                assert_eq!(rc_of_xrc(x), Some(code));
+            }
+            if let Some(r) = rc_of_xrc(code) {
+                assert_eq!(xrc_of_rc(r), Some(code));
+            }
+        }
+        assert_eq!(n, 23);
+        assert_eq!(xrc_of_rc(RC_FLUSH), None);
+        assert_eq!(xrc_of_rc(RC_ATOMIC_WRITE), None);
+        assert_eq!(xrc_of_rc(UD_SEND_ONLY), None);
+        assert_eq!(xrc_of_rc(0x24), None);
+        assert_eq!(rc_of_xrc(RC_SEND_ONLY), None);
+        assert_eq!(rc_of_xrc(0xB5), None);
+        assert_eq!(xrc_of_rc(RC_SEND_ONLY), Some(0xA4));
+        assert_eq!(xrc_of_rc(RC_ACKNOWLEDGE), Some(0xB1));
     }
 
     #[test]

@@ -102,7 +102,7 @@ impl QpState {
     /// SQE after a send error: only from RTS, and only for the unreliable
     /// types (an RC QP goes to ERR instead).
     pub const fn can_enter_sqe(self, ty: QpType) -> bool {
-        matches!(self, QpState::Rts) && !matches!(ty, QpType::Rc)
+        matches!(self, QpState::Rts) && !ty.is_reliable()
     }
 }
 
@@ -118,22 +118,47 @@ pub enum QpType {
     Uc = 3,
     /// Unreliable datagram (`IB_QPT_UD`).
     Ud = 4,
+    /// XRC initiator (`IB_QPT_XRC_INI`): an RC requester whose requests
+    /// name an XRC SRQ of the target's domain; no receive queue.
+    XrcIni = 9,
+    /// XRC target (`IB_QPT_XRC_TGT`): an RC responder that receives into
+    /// the XRC SRQs of its domain; no send or receive queue of its own.
+    XrcTgt = 10,
 }
 
 impl QpType {
     /// All supported types.
-    pub const ALL: [QpType; 4] = [QpType::Rc, QpType::Uc, QpType::Ud, QpType::Gsi];
+    pub const ALL: [QpType; 6] = [
+        QpType::Rc,
+        QpType::Uc,
+        QpType::Ud,
+        QpType::Gsi,
+        QpType::XrcIni,
+        QpType::XrcTgt,
+    ];
 
-    /// From an `enum ib_qp_type` value; `None` for SMI, raw, XRC, driver
-    /// types and anything else rroce does not implement.
+    /// From an `enum ib_qp_type` value; `None` for SMI, raw, driver types
+    /// and anything else rroce does not implement.
     pub const fn from_ib(v: u32) -> Option<QpType> {
         match v {
             1 => Some(QpType::Gsi),
             2 => Some(QpType::Rc),
             3 => Some(QpType::Uc),
             4 => Some(QpType::Ud),
+            9 => Some(QpType::XrcIni),
+            10 => Some(QpType::XrcTgt),
             _ => None,
         }
+    }
+
+    /// RC or one of the XRC halves: acknowledged, retried, never in SQE.
+    pub const fn is_reliable(self) -> bool {
+        matches!(self, QpType::Rc | QpType::XrcIni | QpType::XrcTgt)
+    }
+
+    /// Either XRC half.
+    pub const fn is_xrc(self) -> bool {
+        matches!(self, QpType::XrcIni | QpType::XrcTgt)
     }
 
     /// The `enum ib_qp_type` value.
@@ -352,13 +377,13 @@ pub const fn transition_params(
     // Attributes that may be changed while in RTS, or on the way back to RTS
     // from SQD.
     let rts_opt = match ty {
-        Rc => any(&[CUR, ACCESS, ALT, MIG, RNR_TIMER]),
-        Uc => any(&[CUR, ACCESS, ALT, MIG]),
+        Rc | XrcTgt => any(&[CUR, ACCESS, ALT, MIG, RNR_TIMER]),
+        Uc | XrcIni => any(&[CUR, ACCESS, ALT, MIG]),
         Ud | Gsi => any(&[CUR, QKEY]),
     };
     // The addressing attributes set on RESET → INIT and changeable in INIT.
     let init_attrs = match ty {
-        Rc | Uc => any(&[PKEY, PORT, ACCESS]),
+        Rc | Uc | XrcIni | XrcTgt => any(&[PKEY, PORT, ACCESS]),
         Ud => any(&[PKEY, PORT, QKEY]),
         Gsi => any(&[PKEY, QKEY]),
     };
@@ -370,7 +395,7 @@ pub const fn transition_params(
         (Reset, Init) => (init_attrs, NONE),
         (Init, Init) => (NONE, init_attrs),
         (Init, Rtr) => match ty {
-            Rc => (
+            Rc | XrcTgt => (
                 any(&[
                     AttrMask::AV,
                     AttrMask::PATH_MTU,
@@ -381,7 +406,7 @@ pub const fn transition_params(
                 ]),
                 any(&[ALT, ACCESS, PKEY]),
             ),
-            Uc => (
+            Uc | XrcIni => (
                 any(&[
                     AttrMask::AV,
                     AttrMask::PATH_MTU,
@@ -394,13 +419,14 @@ pub const fn transition_params(
         },
         (Rtr, Rts) => {
             let req = match ty {
-                Rc => any(&[
+                Rc | XrcIni => any(&[
                     AttrMask::TIMEOUT,
                     AttrMask::RETRY_CNT,
                     AttrMask::RNR_RETRY,
                     AttrMask::SQ_PSN,
                     AttrMask::MAX_QP_RD_ATOMIC,
                 ]),
+                XrcTgt => any(&[AttrMask::TIMEOUT, AttrMask::SQ_PSN]),
                 Uc | Ud | Gsi => AttrMask::SQ_PSN,
             };
             (req, rts_opt)
@@ -424,15 +450,38 @@ pub const fn transition_params(
                     MIG,
                 ]),
                 Uc => any(&[AttrMask::AV, ALT, ACCESS, PKEY, MIG]),
+                XrcIni => any(&[
+                    PORT,
+                    AttrMask::AV,
+                    AttrMask::TIMEOUT,
+                    AttrMask::RETRY_CNT,
+                    AttrMask::RNR_RETRY,
+                    AttrMask::MAX_QP_RD_ATOMIC,
+                    ALT,
+                    ACCESS,
+                    PKEY,
+                    MIG,
+                ]),
+                XrcTgt => any(&[
+                    PORT,
+                    AttrMask::AV,
+                    AttrMask::TIMEOUT,
+                    AttrMask::MAX_DEST_RD_ATOMIC,
+                    ALT,
+                    ACCESS,
+                    PKEY,
+                    RNR_TIMER,
+                    MIG,
+                ]),
                 Ud | Gsi => any(&[PKEY, QKEY]),
             };
             (NONE, opt)
         }
         (Sqe, Rts) => {
             let opt = match ty {
-                // An RC QP never is in SQE; the transition exists but takes
-                // nothing.
-                Rc => NONE,
+                // An RC or XRC QP never is in SQE; the transition exists
+                // but takes nothing.
+                Rc | XrcIni | XrcTgt => NONE,
                 Uc => any(&[CUR, ACCESS]),
                 Ud | Gsi => any(&[CUR, QKEY]),
             };
@@ -988,9 +1037,11 @@ mod tests {
         assert_eq!(QpType::from_ib(2), Some(Rc));
         assert_eq!(QpType::from_ib(3), Some(Uc));
         assert_eq!(QpType::from_ib(4), Some(Ud));
-        // SMI, RAW_IPV6, RAW_ETHERTYPE, RAW_PACKET (8), XRC_INI (9),
-        // XRC_TGT (10), DRIVER (0xFF) and reserved types are not supported.
-        for v in [0, 5, 6, 7, 8, 9, 10, 0xFF, 0x1000, u32::MAX] {
+        assert_eq!(QpType::from_ib(9), Some(XrcIni));
+        assert_eq!(QpType::from_ib(10), Some(XrcTgt));
+        // SMI, RAW_IPV6, RAW_ETHERTYPE, RAW_PACKET (8), DRIVER (0xFF) and
+        // reserved types are not supported.
+        for v in [0, 5, 6, 7, 8, 11, 0xFF, 0x1000, u32::MAX] {
             assert_eq!(QpType::from_ib(v), None, "{v}");
         }
         for t in QpType::ALL {
@@ -1300,6 +1351,19 @@ mod tests {
                     assert_eq!(q.rq_psn, 0x12_3456);
                     assert_eq!(q.timeout, 0);
                     assert_eq!(q.min_rnr_timer, 0);
+                }
+                // As ib_core's table: the initiator is a requester (no
+                // responder resources, no RNR timer), the target a
+                // responder (no retry counts, no initiator depth).
+                XrcIni => {
+                    assert_eq!((q.timeout, q.retry_cnt, q.rnr_retry), (14, 7, 7));
+                    assert_eq!((q.max_rd_atomic, q.max_dest_rd_atomic), (16, 0));
+                    assert_eq!(q.min_rnr_timer, 0);
+                }
+                XrcTgt => {
+                    assert_eq!((q.timeout, q.retry_cnt, q.rnr_retry), (14, 0, 0));
+                    assert_eq!((q.max_rd_atomic, q.max_dest_rd_atomic), (0, 16));
+                    assert_eq!(q.min_rnr_timer, 12);
                 }
                 Ud | Gsi => {
                     assert_eq!(q.qkey, 0x1111_1111);
@@ -1630,7 +1694,11 @@ mod tests {
     fn sqe_only_for_unreliable_from_rts() {
         for ty in QpType::ALL {
             for s in QpState::ALL {
-                assert_eq!(s.can_enter_sqe(ty), s == Rts && ty != Rc, "{s:?} {ty:?}");
+                assert_eq!(
+                    s.can_enter_sqe(ty),
+                    s == Rts && matches!(ty, Uc | Ud | Gsi),
+                    "{s:?} {ty:?}"
+                );
             }
         }
         // No modify_qp ever requests SQE.
@@ -1767,7 +1835,7 @@ mod tests {
     fn random_requests_all_or_nothing() {
         let mut rng = Rng(0x5EED);
         for _ in 0..20_000 {
-            let ty = QpType::ALL[(rng.next() % 4) as usize];
+            let ty = QpType::ALL[(rng.next() % QpType::ALL.len() as u64) as usize];
             let cur = QpState::ALL[(rng.next() % 7) as usize];
             let mut q = bring_up(ty);
             q.state = cur;

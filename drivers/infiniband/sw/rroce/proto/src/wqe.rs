@@ -30,7 +30,9 @@
 //!                       BIND_MW: bind length
 //!  40   8  swap         CMP_AND_SWP: swap;  FLUSH: placement type bits
 //!                       (bits 7:0) and selectivity level (bits 15:8)
-//!  48   4  remote_qpn   UD: destination QPN (24 bits);  BIND_MW: MR lkey
+//!  48   4  remote_qpn   UD: destination QPN (24 bits);  XRC initiator:
+//!                       destination XRC SRQ number (24 bits);
+//!                       BIND_MW: MR lkey
 //!  52   4  remote_qkey  UD: Q_Key;  BIND_MW: access flags
 //!  56   4  ah           UD: address handle number from create_ah;
 //!                       BIND_MW: the type of the window as the poster
@@ -351,6 +353,10 @@ impl OpcodeSet {
     );
     /// Opcodes of a kernel RC QP: all, and fast registration.
     pub const RC_KERNEL: Self = Self(Self::RC.0 | SendOpcode::RegMr.bit());
+    /// Opcodes of an XRC initiator: RC's but ATOMIC_WRITE and FLUSH (XRC
+    /// has no opcodes for them on the wire).
+    pub const XRC: Self =
+        Self(Self::RC.0 & !(SendOpcode::Flush.bit() | SendOpcode::AtomicWrite.bit()));
     /// Opcodes of a UD/GSI QP.
     pub const UD: Self = Self(SendOpcode::Send.bit() | SendOpcode::SendWithImm.bit());
 
@@ -637,7 +643,9 @@ pub struct SendLimits {
     pub max_msg_size: u32,
     /// Opcodes allowed on the QP.
     pub opcodes: OpcodeSet,
-    /// The QP is UD/GSI (check `remote_qpn`).
+    /// `remote_qpn` addresses the message and must fit 24 bits: the
+    /// destination QPN of a UD/GSI QP, the destination XRC SRQ number of
+    /// an XRC initiator.
     pub ud: bool,
 }
 
@@ -721,7 +729,8 @@ pub fn decode_send<'a>(entry: &'a [u8], lim: &SendLimits) -> Result<SendWqeView<
     if !all_zero(entry, 60..64) {
         return Err(WqeError::ReservedNotZero);
     }
-    if lim.ud && wqe.remote_qpn > MAX_QPN {
+    // (A local operation's field 48 is something else: BIND_MW's lkey.)
+    if lim.ud && !op.is_local() && wqe.remote_qpn > MAX_QPN {
         return Err(WqeError::BadQpn);
     }
     if op == SendOpcode::BindMw && !matches!(wqe.ah, BIND_TYPE1 | BIND_TYPE2) {
@@ -1517,6 +1526,39 @@ mod tests {
             send_err(|e| e[48..52].copy_from_slice(&u32::MAX.to_ne_bytes()), &RC),
             Ok(())
         );
+        // An XRC initiator's remote SRQ number: 24 bits; no ATOMIC_WRITE,
+        // no FLUSH; BIND_MW's field 48 is the region's lkey (any value).
+        let xrc = SendLimits {
+            opcodes: OpcodeSet::XRC,
+            ud: true,
+            ..RC
+        };
+        assert_eq!(
+            send_err(
+                |e| e[48..52].copy_from_slice(&0x00FF_FFFFu32.to_ne_bytes()),
+                &xrc
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            send_err(
+                |e| e[48..52].copy_from_slice(&0x0100_0000u32.to_ne_bytes()),
+                &xrc
+            ),
+            Err(BadQpn)
+        );
+        assert!(!OpcodeSet::XRC.contains(SendOpcode::AtomicWrite));
+        assert!(!OpcodeSet::XRC.contains(SendOpcode::Flush));
+        assert!(OpcodeSet::XRC.contains(SendOpcode::RdmaRead));
+        assert!(OpcodeSet::XRC.contains(SendOpcode::BindMw));
+        let mut b = [0u8; 64];
+        let mut h = SendWqe::new(1, SendOpcode::BindMw);
+        (h.remote_qpn, h.ah, h.compare_add) = (u32::MAX, BIND_TYPE2, 4096);
+        write_send_wqe(&mut b, &h, SendPayload::Sges(&[])).unwrap();
+        assert_eq!(
+            decode_send(&b, &xrc).map(|v| v.wqe.remote_qpn),
+            Ok(u32::MAX)
+        );
         let one_sge = SendLimits { max_sge: 1, ..RC };
         assert_eq!(send_err(|_| {}, &one_sge), Err(TooManySge));
         // SGEs declared beyond the entry.
@@ -1897,7 +1939,7 @@ mod tests {
                     let sum: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
                     assert_eq!(sum, u64::from(v.length));
                 }
-                if lim.ud {
+                if lim.ud && !v.wqe.opcode.is_local() {
                     assert!(v.wqe.remote_qpn <= MAX_QPN);
                 }
             }

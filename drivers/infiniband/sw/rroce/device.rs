@@ -25,7 +25,7 @@ use crate::net::udp::{NetSockRef, NetSocks};
 use crate::proto::link;
 use crate::stats::{RxHandler, RxStats, Stats};
 use crate::sync::global::{Global, GlobalOwner, Teardown};
-use crate::sync::idtable::{IdTable, RcuTable};
+use crate::sync::idtable::RcuTable;
 use crate::sync::rcu::ReadGuard;
 
 /// The driver's private part of a device.
@@ -38,6 +38,8 @@ pub(crate) struct DevPriv {
     port_active: AtomicBool,
     /// Protection domains in use, bounded by `attrs.max_pd`.
     pub(crate) pds: AtomicU32,
+    /// XRC domains allocated.
+    pub(crate) xrcds: AtomicU32,
     /// Completion queues in use, bounded by `attrs.max_cq`.
     pub(crate) cqs: AtomicU32,
     /// What `query_device` reports (ib_core keeps a copy in `ib.attrs`).
@@ -46,8 +48,8 @@ pub(crate) struct DevPriv {
     pub(crate) keys: crate::keys::Keys,
     /// Queue pairs by number.
     pub(crate) qps: crate::ib::qp::QpTable<<DevPriv as crate::ib::qp::HasQps>::Qp>,
-    /// Shared receive queue numbers.
-    pub(crate) srqns: IdTable,
+    /// Shared receive queue numbers, and the XRC SRQs by number.
+    pub(crate) srqs: crate::ib::srq::SrqTable<<DevPriv as crate::ib::srq::HasSrqs>::Srq>,
     /// Address handle numbers.
     pub(crate) ahs: RcuTable<crate::av::AhEntry>,
     /// Counters (`hw_counters`).
@@ -263,11 +265,12 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
         sock: None,
         port_active: AtomicBool::new(active),
         pds: AtomicU32::new(0),
+        xrcds: AtomicU32::new(0),
         cqs: AtomicU32::new(0),
         attrs: crate::limits::device_attrs(u64::from_ne_bytes(link::eui64_from_mac(mac))),
         keys: crate::keys::Keys::new(),
         qps: crate::ib::qp::QpTable::new(),
-        srqns: IdTable::new(),
+        srqs: crate::ib::srq::SrqTable::new(),
         ahs: RcuTable::new(),
         stats: crate::stats::Stats::new(),
         loopq,

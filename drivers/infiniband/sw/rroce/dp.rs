@@ -33,7 +33,7 @@ use crate::proto::link;
 use crate::proto::ud;
 use crate::av::AddressVector;
 use crate::proto::net::{self, udp_sport, IpAddr, IpUdp};
-use crate::proto::qp::{QpAttrs, QpState};
+use crate::proto::qp::{QpAttrs, QpState, QpType};
 use crate::proto::rc::{
     AccessError, Action, Access, AtomicOp, MemCheck, PacketDesc, Pending, Place, Pushed, RecvSource, ReplyQueue,
     ReqConfig, Reply, ResSlot, RespConfig, RespDesc, RespVerdict, Requester, Responder, Slot, Store, UcResponder,
@@ -50,6 +50,7 @@ use crate::net::route::DstCache;
 use crate::net::skb::SkBuff;
 use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::qp::QpEvents;
+use crate::ib::srq::SrqRef;
 use crate::stats::Counter;
 
 /// Responder resources (outstanding READ/atomic requests) per QP: the
@@ -101,6 +102,9 @@ pub(crate) struct Path {
     /// The destination address is one of the device's own: packets take
     /// the loopback queue (`loopback`) instead of the IP stack.
     pub(crate) local: bool,
+    /// An XRC connection: the engines' RC opcodes go out as XRC's
+    /// ([`send_pkt`]), requests with an XRCETH.
+    pub(crate) xrc: bool,
 }
 
 /// The IP/UDP template of a connected QP (or of one UD destination).
@@ -113,6 +117,7 @@ pub(crate) fn path_of(dev: &RroceDev, av: &AddressVector, qpn: u32, dest_qpn: u3
     let local = dev.p.ndev.has_addr(addr);
     Path {
         local,
+        xrc: false,
         ip: IpUdp {
             src: IpAddr::from_gid(&av.sgid),
             dst: IpAddr::from_gid(&av.dgid),
@@ -140,14 +145,17 @@ pub(crate) struct Ctx<'a> {
     /// The RCU read-side section the data path borrows regions, windows
     /// and QPs in.
     pub(crate) rcu: &'a ReadGuard,
-    pub(crate) send_cq: &'a CqHandle<CqPriv>,
-    pub(crate) recv_cq: &'a CqHandle<CqPriv>,
+    /// The CQs (`None`: an XRC initiator has no receive CQ, an XRC
+    /// target none at all; its receives complete on the CQ of the XRC SRQ
+    /// a request names, see [`Ctx::receive_into`]).
+    pub(crate) send_cq: Option<&'a CqHandle<CqPriv>>,
+    pub(crate) recv_cq: Option<&'a CqHandle<CqPriv>>,
     pub(crate) sq_ring: &'a SharedBuf,
     pub(crate) rq_ring: &'a SharedBuf,
     /// The SRQ receives come from instead of `rq_ring`, if any.
     pub(crate) srq: Option<&'a crate::srq::SrqPriv>,
-    /// The same SRQ for ib_core (null without).
-    pub(crate) ib_srq: Option<&'a crate::ib::srq::SrqHandle<crate::srq::SrqPriv>>,
+    /// The same SRQ for ib_core (its limit event).
+    pub(crate) ib_srq: Option<SrqRef<'a, crate::srq::SrqPriv>>,
     pub(crate) sig_all: bool,
     pub(crate) timer: TimerRef<'a>,
     pub(crate) work: WorkRef<'a>,
@@ -252,7 +260,20 @@ pub(crate) const NOTIFY_RECV: u8 = 2;
 /// [`Ctx::notify`] bit: the SRQ's limit event is due.
 pub(crate) const NOTIFY_SRQ_LIMIT: u8 = 4;
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// An XRC target's request names the XRC SRQ `srq` (of its domain):
+    /// the responder takes the receive WQE from it, completes on its CQ
+    /// and checks keys against its PD.
+    pub(crate) fn receive_into(&mut self, srq: SrqRef<'a, crate::srq::SrqPriv>) {
+        let s = srq.p();
+        if let Some(x) = s.xrc.as_ref() {
+            self.pd = x.pd;
+            self.recv_cq = Some(&x.cq);
+            self.srq = Some(s);
+            self.ib_srq = Some(srq);
+        }
+    }
+
     /// Notes `len` bytes at `va` of `mr` as the missing on-demand page that
     /// an access just failed on (`MrError::NotPresent`); the first note of
     /// a section counts.
@@ -297,13 +318,16 @@ impl Ctx<'_> {
             self.work.queue();
         }
         let n = self.notify.replace(0);
-        // The QP holds a use count on its CQs.
-        if n & NOTIFY_SEND != 0 {
-            self.send_cq.notify();
+        // The QP holds a use count on its CQs (an XRC SRQ on its CQ).
+        let send = self.send_cq.filter(|_| n & NOTIFY_SEND != 0);
+        if let Some(cq) = send {
+            cq.notify();
         }
         // One handler call per CQ, even if both queues share it.
-        if n & NOTIFY_RECV != 0 && (n & NOTIFY_SEND == 0 || !self.recv_cq.same(self.send_cq)) {
-            self.recv_cq.notify();
+        if let Some(cq) = self.recv_cq.filter(|_| n & NOTIFY_RECV != 0) {
+            if !send.is_some_and(|s| s.same(cq)) {
+                cq.notify();
+            }
         }
         if n & NOTIFY_SRQ_LIMIT != 0 {
             // No lock is held here.
@@ -341,8 +365,13 @@ pub(crate) struct Dp {
     /// The RQ head as last peeked, and whether it decoded.
     rq_scratch: KVVec<u8>,
     scratch_ok: bool,
-    /// The receive WQE being filled by a multi-packet SEND.
+    /// Bytes of a receive WQE of the current receive source (the RQ's or
+    /// SRQ's entry size; an XRC target's varies with the SRQ a request
+    /// names, its buffers are sized for the largest).
+    recv_esz: usize,
+    /// The receive WQE being filled by a multi-packet SEND, and its size.
     cur_recv: KVVec<u8>,
+    cur_esz: usize,
     cur_ok: bool,
     has_cur: bool,
     path: Option<Path>,
@@ -361,6 +390,8 @@ pub(crate) struct Dp {
     ud: bool,
     /// UC QP: the requester in its unreliable mode and `uc_resp`.
     uc: bool,
+    /// XRC target (a responder only).
+    xrc_tgt: bool,
     /// The QP's Q_Key and next PSN (UD).
     qkey: u32,
     ud_psn: u32,
@@ -404,9 +435,12 @@ impl Dp {
         recv_max_sge: u16,
         max_inline: u32,
         max_msg: u32,
-        ud: bool,
-        uc: bool,
+        ty: QpType,
     ) -> Result<KBox<Dp>> {
+        let ud = matches!(ty, QpType::Ud | QpType::Gsi);
+        let uc = ty == QpType::Uc;
+        // No responder: nothing to keep for one.
+        let no_resp = ud || uc || ty == QpType::XrcIni;
         let entries = sq_layout.entries() as usize;
         let esz = sq_layout.entry_size() as usize;
         // Both grow with the queue depth: charged like the rings.
@@ -422,11 +456,13 @@ impl Dp {
             req: None,
             spare: Some(KStore(slots)),
             resp: None,
-            res_spare: if ud || uc { None } else { Some(KStore(PrivVec::new(MAX_RD_RES, ResSlot::EMPTY)?)) },
+            res_spare: if no_resp { None } else { Some(KStore(PrivVec::new(MAX_RD_RES, ResSlot::EMPTY)?)) },
             uc_resp: None,
             rq_scratch: zeroed(resz)?,
             scratch_ok: false,
+            recv_esz: resz,
             cur_recv: zeroed(resz)?,
+            cur_esz: resz,
             cur_ok: false,
             has_cur: false,
             path: None,
@@ -434,23 +470,26 @@ impl Dp {
                 max_sge,
                 max_inline,
                 max_msg_size: max_msg,
-                opcodes: if ud {
-                    OpcodeSet::UD
-                } else if uc {
-                    OpcodeSet::UC
-                } else {
-                    OpcodeSet::RC
+                opcodes: match ty {
+                    QpType::Ud | QpType::Gsi => OpcodeSet::UD,
+                    QpType::Uc => OpcodeSet::UC,
+                    QpType::XrcIni => OpcodeSet::XRC,
+                    // An XRC target sends nothing of its own.
+                    QpType::XrcTgt => OpcodeSet(0),
+                    QpType::Rc => OpcodeSet::RC,
                 },
-                ud,
+                // The destination QPN (UD) or XRC SRQ number: 24 bits.
+                ud: ud || ty == QpType::XrcIni,
             },
             recv_lim: RecvLimits { max_sge: recv_max_sge, max_msg_size: max_msg },
-            replyq: if ud || uc { None } else { Some(ReplyQueue::new(KStore(PrivVec::new(PENDING_MAX, None)?))) },
+            replyq: if no_resp { None } else { Some(ReplyQueue::new(KStore(PrivVec::new(PENDING_MAX, None)?))) },
             seen_req: ReqCounters::default(),
             seen_resp: RespCounters::default(),
             polling: false,
             resume: false,
             ud,
             uc,
+            xrc_tgt: ty == QpType::XrcTgt,
             qkey: 0,
             ud_psn: 0,
             comm_est: false,
@@ -464,6 +503,21 @@ impl Dp {
             stall_rnr_sent: false,
         };
         Ok(KBox::new(dp, GFP_KERNEL_ACCOUNT)?)
+    }
+
+    /// An XRC target: the next request's receive WQE comes from an SRQ
+    /// whose entries are `esz` bytes and hold what `lim` allows.
+    pub(crate) fn receive_from(&mut self, lim: RecvLimits, esz: u32) {
+        self.recv_lim = lim;
+        self.recv_esz = (esz as usize).min(self.rq_scratch.len());
+    }
+
+    /// An XRC target: whether a request may name another XRC SRQ than the
+    /// last one (whose PD and CQ the work item and timer use): not while a
+    /// step stalls on it, nor while responses wait that read memory under
+    /// its PD unless the new SRQ has the same PD.
+    pub(crate) fn xrc_may_switch(&self, same_pd: bool) -> bool {
+        self.stall.is_none() && (same_pd || !self.replyq.as_ref().is_some_and(|q| !q.is_empty()))
     }
 
     /// Whether the QP waits for an on-demand page; the packet just
@@ -697,6 +751,8 @@ impl Dp {
                 }
             }
             QpState::Rts if prev == QpState::Rtr && self.ud => self.ud_psn = attrs.sq_psn,
+            // An XRC target has no requester.
+            QpState::Rts if self.xrc_tgt => {}
             QpState::Rts if prev == QpState::Rtr => {
                 if let Some(slots) = self.spare.take() {
                     self.sq_base = self.sq.index();
@@ -711,7 +767,7 @@ impl Dp {
             }
             QpState::Err => {
                 // `st` is ERR already (set by modify_qp).
-                if ctx.srq.is_some() {
+                if ctx.srq.is_some() && !self.xrc_tgt {
                     ctx.raise(EV_LAST_WQE);
                 }
                 self.enter_error(ctx, st);
@@ -751,7 +807,9 @@ impl Dp {
     /// Enters the error state: everything outstanding completes with
     /// `WR_FLUSH_ERR` (or the error already decided).
     pub(crate) fn enter_error(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
-        if *st != QpState::Err && ctx.srq.is_some() {
+        // An XRC target takes from the SRQs of its domain, not one of its
+        // own: no last-WQE event.
+        if *st != QpState::Err && ctx.srq.is_some() && !self.xrc_tgt {
             ctx.raise(EV_LAST_WQE);
         }
         *st = QpState::Err;
@@ -1090,8 +1148,13 @@ impl Dp {
         let entry = self.wqe_entry(d.wqe);
         let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| TxError::Status(WcStatus::LocQpOpErr))?;
         let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
+        let mut ext = d.ext();
+        if path.xrc {
+            // The XRC SRQ the initiator's WQE names.
+            ext.xrceth = Some(hdr::Xrceth { srqn: view.wqe.remote_qpn });
+        }
         let mut local = Ok(());
-        let sent = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| {
+        let sent = send_pkt(ctx, path, &bth, &ext, d.payload_len(), |buf| {
             let Some((off, _)) = d.payload else { return true };
             local = copy_source(ctx, &view, off, buf, self.odp_hard);
             local.is_ok()
@@ -1191,7 +1254,7 @@ impl Dp {
             Place::None => Ok(()),
             Place::Recv { offset } => {
                 if self.has_cur && self.cur_ok {
-                    wqe::decode_recv(&self.cur_recv, &self.recv_lim)
+                    wqe::decode_recv(self.cur_recv.get(..self.cur_esz).unwrap_or_default(), &self.recv_lim)
                         .map_err(|_| MrError::Range)
                         .and_then(|v| scatter(ctx, v.sges(), offset, payload))
                 } else {
@@ -1285,7 +1348,8 @@ impl Dp {
             (Some(_), Some(g)) => g.parts(),
             _ => (ctx.rq_ring, &mut self.rq),
         };
-        let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
+        let scratch = self.rq_scratch.get_mut(..self.recv_esz).unwrap_or_default();
+        let mut rq = Rq { ring, cons, scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
         let msn_before = self.resp.as_ref().map(|r| r.msn());
         let a: Action = if let Some(uc) = self.uc_resp.as_mut() {
             uc.on_request(r, &mut mem, &mut rq)
@@ -1305,6 +1369,7 @@ impl Dp {
         if a.take_recv {
             // The WQE is this QP's from now on: a private copy.
             core::mem::swap(&mut self.cur_recv, &mut self.rq_scratch);
+            self.cur_esz = self.recv_esz;
             self.cur_ok = self.scratch_ok;
             self.has_cur = true;
         }
@@ -1461,7 +1526,7 @@ impl Dp {
             (Some(_), Some(g)) => g.parts(),
             _ => (ctx.rq_ring, &mut self.rq),
         };
-        let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch, ok: &mut self.scratch_ok, lim: &self.recv_lim };
+        let mut rq = Rq { ring, cons, scratch: &mut self.rq_scratch[..], ok: &mut self.scratch_ok, lim: &self.recv_lim };
         // No receive posted: UD has no RNR, the datagram is dropped.
         let Some(room) = rq.peek_len() else { return false };
         // Placed before the WQE is taken: if a page of an on-demand paging
@@ -1742,14 +1807,18 @@ fn push_send(ctx: &Ctx<'_>, cqe: &Cqe) {
     if cqe.status != WcStatus::Success {
         ctx.dev.p.stats.inc(Counter::CompletionErrors);
     }
-    ctx.pushed(cq::push(ctx.send_cq, cqe, false), NOTIFY_SEND);
+    if let Some(cq) = ctx.send_cq {
+        ctx.pushed(cq::push(cq, cqe, false), NOTIFY_SEND);
+    }
 }
 
 fn push_recv(ctx: &Ctx<'_>, cqe: &Cqe, solicited: bool) {
     if cqe.status != WcStatus::Success {
         ctx.dev.p.stats.inc(Counter::CompletionErrors);
     }
-    ctx.pushed(cq::push(ctx.recv_cq, cqe, solicited), NOTIFY_RECV);
+    if let Some(cq) = ctx.recv_cq {
+        ctx.pushed(cq::push(cq, cqe, solicited), NOTIFY_RECV);
+    }
 }
 
 /// Monotonic time in nanoseconds.
@@ -1815,6 +1884,14 @@ fn send_pkt(
     payload_len: u32,
     fill: impl FnOnce(&mut [u8]) -> bool,
 ) -> bool {
+    let xbth;
+    let bth = if path.xrc {
+        let Some(opcode) = crate::proto::opcode::xrc_of_rc(bth.opcode) else { return false };
+        xbth = Bth { opcode, ..*bth };
+        &xbth
+    } else {
+        bth
+    };
     let Some(roce_len) = hdr::packet_len(bth.opcode, payload_len as usize) else { return false };
     let total = path.ip.hdr_len() + roce_len;
     let Ok(total32) = u32::try_from(total) else { return false };
@@ -1964,7 +2041,7 @@ impl MemCheck for Mem<'_, '_> {
 struct Rq<'a> {
     ring: &'a SharedBuf,
     cons: &'a mut Consumer,
-    scratch: &'a mut KVVec<u8>,
+    scratch: &'a mut [u8],
     ok: &'a mut bool,
     lim: &'a RecvLimits,
 }

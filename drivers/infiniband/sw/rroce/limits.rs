@@ -70,6 +70,8 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     a.device_cap_flags |= (bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
         | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B) as u64;
     a.max_pd = MAX_PD as c_int;
+    // XRC domains, XRC SRQs and XRC initiator/target QPs.
+    a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_XRC as u64;
     a.max_qp_rd_atom = MAX_RD_ATOM as c_int;
     a.max_qp_init_rd_atom = MAX_RD_ATOM as c_int;
     a.max_res_rd_atom = (MAX_RD_ATOM * MAX_QP) as c_int;
@@ -118,6 +120,8 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
         | bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC
         | bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV;
     a.odp_caps.per_transport_caps.rc_odp_caps = rc;
+    // XRC runs the RC engines: the same, its receives from XRC SRQs.
+    a.odp_caps.per_transport_caps.xrc_odp_caps = rc;
     a.odp_caps.per_transport_caps.uc_odp_caps = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
         | bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
         | bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE;

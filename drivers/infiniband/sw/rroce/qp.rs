@@ -22,11 +22,12 @@ use kernel::prelude::*;
 use crate::av::{address_vector, AddressVector};
 use crate::cq::CqPriv;
 use crate::device::{DevPriv, RroceDev};
-use crate::dp::{path_of, Ctx, Dp};
+use crate::dp::{path_of, Ctx, Dp, Path};
 use crate::ib::ah::RoceAttr;
 use crate::ib::cq::CqHandle;
 use crate::ib::qp::{QpCreate, QpOps, QpRef, QpTable};
-use crate::ib::srq::SrqHandle;
+use crate::ib::srq::{SrqHandle, SrqRef};
+use crate::ib::XrcdId;
 use crate::ib::ucontext::UctxRef;
 use crate::ib::wr::{RecvWrChain, SendExt, SendWr, SendWrChain};
 use crate::limits;
@@ -83,8 +84,15 @@ pub(crate) struct QpPriv {
     max_recv_sge: u32,
     max_inline: u32,
     pd: crate::ib::PdId,
-    send_cq: CqHandle<CqPriv>,
-    recv_cq: CqHandle<CqPriv>,
+    /// The CQs: an XRC initiator has no receive CQ, an XRC target neither.
+    send_cq: Option<CqHandle<CqPriv>>,
+    recv_cq: Option<CqHandle<CqPriv>>,
+    /// An XRC target's domain: the XRC SRQs its requests may name.
+    xrcd: Option<XrcdId>,
+    /// An XRC target: the XRC SRQ of the last request it accepted (0 for
+    /// none), whose PD and CQ its work item and timer use (written under
+    /// the QP lock).
+    xrc_srqn: AtomicU32,
     /// The SRQ receives come from, or null (then from `rq`, else `rq` is
     /// a one-entry kernel ring that stays empty).  The QP holds a use
     /// count on it.
@@ -112,17 +120,17 @@ type Q<'a> = QpRef<'a, QpPriv>;
 /// The data path's view of `q` for the read-side section `rcu`.
 fn ctx<'a>(q: Q<'a>, rcu: &'a ReadGuard) -> Ctx<'a> {
     let p = q.p();
-    Ctx {
+    let mut c = Ctx {
         dev: q.dev(),
         qpn: q.qpn(),
         pd: p.pd,
         rcu,
-        send_cq: &p.send_cq,
-        recv_cq: &p.recv_cq,
+        send_cq: p.send_cq.as_ref(),
+        recv_cq: p.recv_cq.as_ref(),
         sq_ring: p.sq.buf(),
         rq_ring: p.rq.buf(),
         srq: p.srq.as_ref().map(SrqHandle::get),
-        ib_srq: p.srq.as_ref(),
+        ib_srq: p.srq.as_ref().map(SrqHandle::borrow),
         sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
         timer: q.timer(),
         work: q.work(),
@@ -132,7 +140,17 @@ fn ctx<'a>(q: Q<'a>, rcu: &'a ReadGuard) -> Ctx<'a> {
         events: core::cell::Cell::new(0),
         cq_lost: core::cell::Cell::new(false),
         fault: core::cell::Cell::new(None),
+    };
+    if let Some(s) = xrc_srq(q.dev(), p, p.xrc_srqn.load(Ordering::Acquire), rcu) {
+        c.receive_into(s);
     }
+    c
+}
+
+/// XRC SRQ `srqn` if it is one of the domain of XRC target `p`.
+fn xrc_srq<'a>(dev: &'a RroceDev, p: &QpPriv, srqn: u32, rcu: &'a ReadGuard) -> Option<SrqRef<'a, SrqPriv>> {
+    let xrcd = p.xrcd?;
+    dev.p.srqs.get(srqn, rcu).filter(|s| s.p().xrc.as_ref().is_some_and(|x| x.xrcd == xrcd))
 }
 
 type DpGuard<'a> = kernel::sync::lock::Guard<'a, QpStateInner, crate::sync::lock::SpinLockBhBackend>;
@@ -177,18 +195,25 @@ struct NewRings {
 /// what rroce does not do, `EINVAL` for what is out of range).
 #[inline(never)]
 fn check_create(dev: &RroceDev, ty: QpType, init: &bindings::ib_qp_init_attr, has_srq: bool, user: bool) -> Result {
-    // The GSI QP (QP1) belongs to ib_core's MAD layer: kernel only.
-    if !matches!(ty, QpType::Rc | QpType::Uc | QpType::Ud) && (ty != QpType::Gsi || user) {
+    // The GSI QP (QP1) belongs to ib_core's MAD layer: kernel only.  An
+    // XRC initiator is for user space only: a kernel send request has no
+    // field for the remote SRQ number.
+    if (ty == QpType::Gsi && user) || (ty == QpType::XrcIni && !user) {
         return Err(limits::eopnotsupp());
     }
     if init.create_flags != 0 || (has_srq && !matches!(ty, QpType::Rc | QpType::Ud)) {
         return Err(limits::eopnotsupp());
     }
+    // An XRC target has no queues (ib_core creates it for uverbs without
+    // user data, in an XRC domain); an initiator no receive queue.
+    if ty == QpType::XrcTgt {
+        return if init.xrcd.is_null() { Err(EINVAL) } else { Ok(()) };
+    }
     let cap = &init.cap;
     let max_wr = limits::max_qp_wr();
     let max_sge = dev.p.attrs.max_send_sge as u32;
     // With an SRQ the receive capacities are the SRQ's; ignored here.
-    let rq_bad = !has_srq && (cap.max_recv_wr == 0 || cap.max_recv_wr > max_wr || cap.max_recv_sge > max_sge);
+    let rq_bad = !has_srq && ty != QpType::XrcIni && (cap.max_recv_wr == 0 || cap.max_recv_wr > max_wr || cap.max_recv_sge > max_sge);
     if cap.max_send_wr == 0 || cap.max_send_wr > max_wr || rq_bad || cap.max_send_sge > max_sge || cap.max_inline_data > MAX_INLINE {
         return Err(EINVAL);
     }
@@ -197,19 +222,31 @@ fn check_create(dev: &RroceDev, ty: QpType, init: &bindings::ib_qp_init_attr, ha
 
 /// Allocates the rings for `cap` (mapped for the user context `uctx`).
 #[inline(never)]
-fn new_rings(dev: &RroceDev, uctx: Option<UctxRef>, cap: &bindings::ib_qp_cap, srq: Option<&SrqPriv>) -> Result<NewRings> {
+fn new_rings(dev: &RroceDev, ty: QpType, uctx: Option<UctxRef>, cap: &bindings::ib_qp_cap, srq: Option<&SrqPriv>) -> Result<NewRings> {
     let max_sge = dev.p.attrs.max_send_sge as u32;
-    let sq_size = wqe::send_entry_size(cap.max_send_sge.max(1), cap.max_inline_data).ok_or(EINVAL)?;
-    let (sq, sq_off) = Ring::new(uctx, cap.max_send_wr, sq_size)?;
+    // An XRC target sends nothing: a placeholder SQ, never posted to.
+    let (send_wr, send_sge, inline) = match ty {
+        QpType::XrcTgt => (1, 1, 0),
+        _ => (cap.max_send_wr, cap.max_send_sge.max(1), cap.max_inline_data),
+    };
+    let sq_size = wqe::send_entry_size(send_sge, inline).ok_or(EINVAL)?;
+    let (sq, sq_off) = Ring::new(uctx, send_wr, sq_size)?;
     let (sq_sge, sq_data) = wqe::send_caps(sq_size);
-    let (rq, rq_off, max_recv_sge, recv_lim_sge) = match srq {
-        Some(s) => {
-            // A placeholder RQ with the SRQ's entry size (which sizes the
-            // data path's receive scratch), never posted to or mapped.
+    let no_rq = |esz: u32| -> Result<(Ring, u64, u32, u32)> {
+        // A placeholder RQ with an SRQ's entry size (which sizes the data
+        // path's receive scratch), never posted to or mapped.
+        let (rq, _) = Ring::new(None, 1, esz)?;
+        Ok((rq, 0, 0, u32::from(wqe::recv_max_sge(esz))))
+    };
+    let (rq, rq_off, max_recv_sge, recv_lim_sge) = match (srq, ty) {
+        (Some(s), _) => {
             let (rq, _) = Ring::new(None, 1, s.entry_size())?;
             (rq, 0, 0, u32::from(s.recv_limits().max_sge))
         }
-        None => {
+        // Receives into the XRC SRQs of its domain: room for the largest.
+        (None, QpType::XrcTgt) => no_rq(wqe::recv_entry_size(dev.p.attrs.max_srq_sge as u32).ok_or(EINVAL)?)?,
+        (None, QpType::XrcIni) => no_rq(wqe::recv_entry_size(1).ok_or(EINVAL)?)?,
+        (None, _) => {
             let rq_size = wqe::recv_entry_size(cap.max_recv_sge.max(1)).ok_or(EINVAL)?;
             let (rq, rq_off) = Ring::new(uctx, cap.max_recv_wr, rq_size)?;
             let n = u32::from(wqe::recv_max_sge(rq_size)).min(max_sge);
@@ -234,7 +271,6 @@ fn new_rings(dev: &RroceDev, uctx: Option<UctxRef>, cap: &bindings::ib_qp_cap, s
 #[inline(never)]
 fn new_dp(dev: &RroceDev, ty: QpType, r: &NewRings) -> Result<(KBox<Dp>, Option<KernelQ>)> {
     let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
-    let ud = matches!(ty, QpType::Ud | QpType::Gsi);
     let mut dp = Dp::new(
         r.sq.layout,
         r.rq.layout,
@@ -243,8 +279,7 @@ fn new_dp(dev: &RroceDev, ty: QpType, r: &NewRings) -> Result<(KBox<Dp>, Option<
         r.recv_lim_sge as u16,
         r.max_inline,
         max_msg,
-        ud,
-        ty == QpType::Uc,
+        ty,
     )?;
     if !r.sq.mem.is_kernel() {
         return Ok((dp, None));
@@ -285,10 +320,19 @@ fn create(dev: &RroceDev, c: QpCreate<'_, QpPriv>) -> Result<(QpPriv, u32)> {
     let QpCreate { init, pd, send_cq, recv_cq, srq: srq_handle, udata } = c;
     let ty = QpType::from_ib(init.qp_type).ok_or_else(limits::eopnotsupp)?;
     check_create(dev, ty, init, srq_handle.is_some(), udata.is_some())?;
-    let (Some(send_cq), Some(recv_cq)) = (send_cq, recv_cq) else { return Err(EINVAL) };
+    // The CQs each type completes on.
+    let cqs_ok = match ty {
+        QpType::XrcTgt => true,
+        QpType::XrcIni => send_cq.is_some(),
+        _ => send_cq.is_some() && recv_cq.is_some(),
+    };
+    if !cqs_ok {
+        return Err(EINVAL);
+    }
+    let xrcd = (ty == QpType::XrcTgt).then(|| XrcdId::of(init.xrcd));
     let srq = srq_handle.as_ref().map(SrqHandle::get);
     let uctx = limits::user_call::<{ CreateQpCmd::SIZE }>(udata, |c| CreateQpCmd::from_bytes(c).is_valid())?;
-    let r = new_rings(dev, uctx, &init.cap, srq)?;
+    let r = new_rings(dev, ty, uctx, &init.cap, srq)?;
     let (dp, kq) = new_dp(dev, ty, &r)?;
     let inner = KBox::pin_init(
         new_spinlock_bh!(QpStateInner { state: QpState::Reset, attrs: QpAttrs::default(), av: None, dp }, "rroce_qp"),
@@ -302,7 +346,7 @@ fn create(dev: &RroceDev, c: QpCreate<'_, QpPriv>) -> Result<(QpPriv, u32)> {
     } else {
         dev.p.qps.reserve(QPN_MIN, QPN_MAX, max_qp)?
     };
-    let has_rq = srq.is_none();
+    let has_rq = srq.is_none() && !ty.is_xrc();
     if let Some(udata) = udata {
         if let Err(e) = udata.write(&create_resp(&r, has_rq, qpn).to_bytes()) {
             dev.p.qps.unreserve(qpn);
@@ -326,6 +370,8 @@ fn create(dev: &RroceDev, c: QpCreate<'_, QpPriv>) -> Result<(QpPriv, u32)> {
         pd,
         send_cq,
         recv_cq,
+        xrcd,
+        xrc_srqn: AtomicU32::new(0),
         srq: srq_handle,
         dst: DstCache::new(),
         inner,
@@ -398,7 +444,7 @@ fn modify(qp: Q<'_>, attr: &bindings::ib_qp_attr, mask: c_int, roce: Option<Roce
     let inner = &mut *g;
     let path = match (inner.av, next) {
         (Some(av), QpState::Rtr | QpState::Rts | QpState::Sqd) => {
-            Some(path_of(dev, &av, qp.qpn(), inner.attrs.dest_qpn))
+            Some(Path { xrc: p.ty.is_xrc(), ..path_of(dev, &av, qp.qpn(), inner.attrs.dest_qpn) })
         }
         _ => None,
     };
@@ -587,6 +633,10 @@ fn kick(q: Q<'_>, p: &QpPriv) {
 /// doorbell (no work requests: the WQEs are in the mapped SQ).
 fn post_send(q: Q<'_>, chain: &mut SendWrChain<'_, crate::ah::RroceAh, crate::mr::MrPart>) -> Result {
     let p = q.p();
+    // An XRC target has no send queue.
+    if p.ty == QpType::XrcTgt {
+        return Err(EINVAL);
+    }
     if p.sq.mem.is_kernel() || !chain.is_empty() {
         return if p.sq.mem.is_kernel() { post_send_kernel(q, p, chain) } else { Err(EINVAL) };
     }
@@ -693,6 +743,17 @@ fn deliver_mcast(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hdr::Pa
     taken
 }
 
+/// An XRC packet as the RC engines take it: the RC opcode of the same
+/// operation (the XRCETH stays in `ext`); `None` for any other transport.
+fn xrc_as_rc(parsed: &crate::proto::hdr::Parsed) -> Option<crate::proto::hdr::Parsed> {
+    let rc = crate::proto::opcode::rc_of_xrc(parsed.bth.opcode)?;
+    let info = crate::proto::opcode::lookup(rc)?;
+    let mut p = *parsed;
+    p.bth.opcode = rc;
+    p.info = info;
+    Some(p)
+}
+
 /// Hands a received, validated RC packet to QP `qpn` of `dev`.  Returns
 /// `false` if no QP could take it.
 ///
@@ -705,18 +766,38 @@ pub(crate) fn deliver(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hd
     }
     let Some(q) = dev.p.qps.get(parsed.bth.dest_qpn, rcu) else { return false };
     let p = q.p();
-    let ctx = ctx(q, rcu);
+    let mut ctx = ctx(q, rcu);
     let payload = parsed.payload(roce);
     if matches!(p.ty, QpType::Ud | QpType::Gsi) {
         return deliver_ud(p, &ctx, parsed, ip, payload);
     }
-    let op = parsed.bth.opcode;
     // The transport of the opcode must be the QP's (IBA 9.6.1.1: else
-    // the packet is dropped).
-    let request = match p.ty {
-        QpType::Rc => is_rc_request(op),
-        QpType::Uc => is_uc_request(op),
+    // the packet is dropped): XRC requests for the target, XRC responses
+    // for the initiator, which the RC engines take under RC's opcodes.
+    let xrc;
+    let (parsed, request) = match (p.ty, xrc_as_rc(parsed)) {
+        (QpType::Rc, _) => (parsed, is_rc_request(parsed.bth.opcode)),
+        (QpType::Uc, _) => (parsed, is_uc_request(parsed.bth.opcode)),
+        (QpType::XrcTgt, Some(rc)) if is_rc_request(rc.bth.opcode) => {
+            xrc = rc;
+            (&xrc, true)
+        }
+        (QpType::XrcIni, Some(rc)) if is_rc_response(rc.bth.opcode) => {
+            xrc = rc;
+            (&xrc, false)
+        }
         _ => return false,
+    };
+    // An XRC request names the SRQ it is for: one of the target's domain.
+    let target = match parsed.ext.xrceth {
+        Some(x) if p.ty == QpType::XrcTgt => match xrc_srq(dev, p, x.srqn, rcu) {
+            Some(s) => Some((x.srqn, s)),
+            None => {
+                dev.p.stats.inc(crate::stats::Counter::XrcBadSrqn);
+                return true;
+            }
+        },
+        _ => None,
     };
     let mut g = p.lock_dp();
     let inner = &mut *g;
@@ -725,11 +806,29 @@ pub(crate) fn deliver(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hd
     if !inner.dp.is_from_peer(ip) {
         return false;
     }
+    if let Some((srqn, s)) = target {
+        if srqn != p.xrc_srqn.load(Ordering::Relaxed) {
+            let same_pd = s.p().xrc.as_ref().is_some_and(|x| x.pd == ctx.pd);
+            if !inner.dp.xrc_may_switch(same_pd) {
+                // Like a request dropped for want of response room: the
+                // requester's retransmission brings it back.
+                dev.p.stats.inc(crate::stats::Counter::RespBackpressure);
+                unlock(p, &ctx, g);
+                return true;
+            }
+            p.xrc_srqn.store(srqn, Ordering::Release);
+        }
+        ctx.receive_into(s);
+        inner.dp.receive_from(s.p().recv_limits(), s.p().entry_size());
+    }
     let taken = if request && matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) {
         let access = inner.attrs.access_flags;
         inner.dp.on_request(&ctx, &mut inner.state, access, &InRequest::from_parsed(parsed, payload), payload);
         true
-    } else if p.ty == QpType::Rc && is_rc_response(op) && matches!(st, QpState::Rts | QpState::Sqd) {
+    } else if matches!(p.ty, QpType::Rc | QpType::XrcIni)
+        && is_rc_response(parsed.bth.opcode)
+        && matches!(st, QpState::Rts | QpState::Sqd)
+    {
         inner.dp.on_response(&ctx, &mut inner.state, &InResponse::from_parsed(parsed), payload);
         true
     } else {
@@ -793,7 +892,7 @@ impl QpOps for QpPriv {
             ah.grh.flow_label = av.flow_label;
             ah.__bindgen_anon_1.roce.dmac = av.dmac;
         }
-        let has_rq = p.srq.is_none();
+        let has_rq = p.srq.is_none() && !p.ty.is_xrc();
         let caps = bindings::ib_qp_cap {
             max_send_wr: p.sq.layout.entries(),
             max_recv_wr: if has_rq { p.rq.layout.entries() } else { 0 },
@@ -826,6 +925,10 @@ impl QpOps for QpPriv {
     }
 
     fn post_recv(q: Q<'_>, chain: &mut RecvWrChain<'_>) -> Result {
+        // Neither XRC half has a receive queue.
+        if q.p().ty.is_xrc() {
+            return Err(EINVAL);
+        }
         post_recv_kernel(q, q.p(), chain)
     }
 

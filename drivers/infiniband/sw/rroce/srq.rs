@@ -16,7 +16,10 @@ use kernel::bindings;
 use kernel::prelude::*;
 
 use crate::device::{DevPriv, RroceDev};
-use crate::ib::srq::{SrqInit, SrqOps};
+use crate::cq::CqPriv;
+use crate::ib::cq::CqHandle;
+use crate::ib::srq::{SrqInit, SrqOps, SrqTable};
+use crate::ib::{PdId, XrcdId};
 use crate::ib::wr::{RecvWr, RecvWrChain};
 use crate::sync::lock::{new_spinlock_irq, SpinLockIrq, SpinLockIrqBackend};
 use crate::ib::udata::UData;
@@ -70,6 +73,17 @@ impl SrqInner {
     }
 }
 
+/// What an XRC SRQ has besides its ring.
+pub(crate) struct XrcSrq {
+    /// Its domain: only XRC target QPs of the same domain receive into it.
+    pub(crate) xrcd: XrcdId,
+    /// Its PD: the one the requests received into it are checked against
+    /// (R_Keys) and its receive buffers (L_Keys).
+    pub(crate) pd: PdId,
+    /// The CQ its receives complete on.
+    pub(crate) cq: CqHandle<CqPriv>,
+}
+
 /// Our part of an SRQ.
 pub(crate) struct SrqPriv {
     /// Bytes per ring entry (a resize keeps it).
@@ -77,6 +91,8 @@ pub(crate) struct SrqPriv {
     lim: RecvLimits,
     max_sge: u32,
     srqn: u32,
+    /// `Some` for an XRC SRQ.
+    pub(crate) xrc: Option<XrcSrq>,
     inner: Pin<KBox<SpinLockIrq<SrqInner>>>,
 }
 
@@ -103,9 +119,19 @@ fn srq_err(e: SrqError) -> Error {
 
 impl SrqOps for SrqPriv {
     type Dev = DevPriv;
+    type Cq = CqPriv;
 
-    fn create(dev: &RroceDev, init: SrqInit<'_>) -> Result<Self> {
-        if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
+    fn table(dev: &RroceDev) -> &SrqTable<Self> {
+        &dev.p.srqs
+    }
+
+    fn srqn(&self) -> u32 {
+        self.srqn
+    }
+
+    fn create(dev: &RroceDev, init: SrqInit<'_, CqPriv>) -> Result<(Self, u32)> {
+        // Basic and XRC SRQs; no tag matching.
+        if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC && init.xrc.is_none() {
             return Err(limits::eopnotsupp());
         }
         let limits = SrqLimits { max_wr: dev.p.attrs.max_srq_wr as u32, max_sge: dev.p.attrs.max_srq_sge as u32 };
@@ -131,9 +157,9 @@ impl SrqOps for SrqPriv {
             ),
             GFP_KERNEL_ACCOUNT,
         )?;
-        // The number is what user space and `query_srq` see; nothing is
-        // looked up by it.
-        let srqn = dev.p.srqns.reserve(SRQN_MIN, SRQN_MAX, dev.p.attrs.max_srq as u32, bindings::GFP_KERNEL)?;
+        // The number is what user space and `query_srq` see; the receive
+        // path finds an XRC SRQ by it (the layer publishes it).
+        let srqn = dev.p.srqs.reserve(SRQN_MIN, SRQN_MAX, dev.p.attrs.max_srq as u32)?;
         if let Some(udata) = init.udata {
             let resp = CreateSrqResp {
                 mmap_offset: off,
@@ -145,14 +171,15 @@ impl SrqOps for SrqPriv {
                 reserved: 0,
             };
             if let Err(e) = udata.write(&resp.to_bytes()) {
-                dev.p.srqns.unreserve(srqn);
+                dev.p.srqs.unreserve(srqn);
                 return Err(e);
             }
         }
         a.max_wr = layout.entries();
         a.max_sge = max_sge;
         let lim = RecvLimits { max_sge: max_sge as u16, max_msg_size: dev.p.attrs.max_mr_size.min(1 << 31) as u32 };
-        Ok(SrqPriv { esz, lim, max_sge, srqn, inner })
+        let xrc = init.xrc.map(|x| XrcSrq { xrcd: x.xrcd, pd: init.pd, cq: x.cq });
+        Ok((SrqPriv { esz, lim, max_sge, srqn, xrc, inner }, srqn))
     }
 
     fn modify(
@@ -192,9 +219,9 @@ impl SrqOps for SrqPriv {
 
     /// No QP uses it any more (ib_core refuses while its use count is not
     /// zero; each QP waited for an RCU grace period when it was destroyed,
-    /// so no receive path still looks at it).
-    fn destroy(self, dev: &RroceDev) {
-        dev.p.srqns.unreserve(self.srqn);
+    /// and the layer waited for one after unpublishing an XRC SRQ, so no
+    /// receive path still looks at it).
+    fn destroy(self, _dev: &RroceDev) {
         // Dropping the ring gives its mapping back.
     }
 

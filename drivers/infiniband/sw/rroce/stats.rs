@@ -72,9 +72,12 @@ pub(crate) enum Counter {
     /// Packets a QP dropped unprocessed while it waited for an on-demand
     /// paging fault (the peer's retransmission brings them back).
     OdpStallDrops,
+    /// XRC requests dropped because their XRCETH names no XRC SRQ of the
+    /// target QP's domain.
+    XrcBadSrqn,
 }
 
-const N: usize = Counter::OdpStallDrops as usize + 1;
+const N: usize = Counter::XrcBadSrqn as usize + 1;
 
 /// Descriptors, in [`Counter`] order.
 pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
@@ -100,6 +103,7 @@ pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
     c_str!("resp_backpressure"),
     c_str!("odp_faults"),
     c_str!("odp_stall_drops"),
+    c_str!("xrc_bad_srqn"),
 ]);
 
 /// A device's counters.

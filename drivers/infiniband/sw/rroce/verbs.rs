@@ -45,6 +45,8 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         mmap_free: Some(ucontext::mmap_free),
         alloc_pd: Some(ibdev::alloc_pd::<DevPriv>),
         dealloc_pd: Some(ibdev::dealloc_pd::<DevPriv>),
+        alloc_xrcd: Some(ibdev::alloc_xrcd::<DevPriv>),
+        dealloc_xrcd: Some(ibdev::dealloc_xrcd::<DevPriv>),
         create_cq: Some(crate::ib::cq::create_cq::<cq::CqPriv>),
         destroy_cq: Some(crate::ib::cq::destroy_cq::<cq::CqPriv>),
         req_notify_cq: Some(crate::ib::cq::req_notify_cq::<cq::CqPriv>),
@@ -83,6 +85,7 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
         alloc_mr: Some(crate::ib::mr::alloc_mr::<mr::MrPart>),
         map_mr_sg: Some(crate::ib::mr::map_mr_sg::<mr::MrPart>),
         size_ib_pd: ibdev::PD_SIZE,
+        size_ib_xrcd: ibdev::XRCD_SIZE,
         size_ib_ucontext: ucontext::SIZE,
         ..Default::default()
     }
@@ -90,6 +93,10 @@ pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops
 
 impl crate::ib::qp::HasQps for DevPriv {
     type Qp = qp::QpPriv;
+}
+
+impl crate::ib::srq::HasSrqs for DevPriv {
+    type Srq = crate::srq::SrqPriv;
 }
 
 /// The user ABI: what `alloc_ucontext` answers.
@@ -181,15 +188,27 @@ impl DeviceOps for DevPriv {
     }
 
     fn alloc_pd(dev: &RroceDev) -> Result {
-        let max = dev.p.attrs.max_pd as u32;
-        dev.p
-            .pds
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
-            .map(|_| ())
-            .map_err(|_| ENOMEM)
+        count_one(&dev.p.pds, dev.p.attrs.max_pd as u32)
     }
 
     fn dealloc_pd(dev: &RroceDev) {
         dev.p.pds.fetch_sub(1, Ordering::Relaxed);
     }
+
+    fn alloc_xrcd(dev: &RroceDev) -> Result {
+        // As many as PDs: a domain costs nothing but the core's object.
+        count_one(&dev.p.xrcds, dev.p.attrs.max_pd as u32)
+    }
+
+    fn dealloc_xrcd(dev: &RroceDev) {
+        dev.p.xrcds.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts one more object in `n` if fewer than `max` exist (`ENOMEM`
+/// otherwise, like hardware out of contexts).
+fn count_one(n: &core::sync::atomic::AtomicU32, max: u32) -> Result {
+    n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
+        .map(|_| ())
+        .map_err(|_| ENOMEM)
 }

@@ -120,10 +120,19 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
 
     /// A PD is freed.
     fn dealloc_pd(dev: &Device<Self>);
+
+    /// An XRC domain is allocated (the driver keeps nothing in it).
+    fn alloc_xrcd(dev: &Device<Self>) -> Result;
+
+    /// An XRC domain is freed.
+    fn dealloc_xrcd(dev: &Device<Self>);
 }
 
 /// `ib_device_ops::size_ib_pd`: a PD holds nothing of the driver's.
 pub(crate) const PD_SIZE: usize = core::mem::size_of::<bindings::ib_pd>();
+
+/// `ib_device_ops::size_ib_xrcd`: nor does an XRC domain.
+pub(crate) const XRCD_SIZE: usize = core::mem::size_of::<bindings::ib_xrcd>();
 
 /// `ib_device_ops::query_device`.
 ///
@@ -257,6 +266,39 @@ pub(crate) unsafe extern "C" fn dealloc_pd<T: DeviceOps>(pd: *mut bindings::ib_p
     // SAFETY: per the contract the PD's device is a live one of ours.
     let dev = unsafe { Device::<T>::from_ib((*pd).device) };
     T::dealloc_pd(dev);
+    0
+}
+
+/// `ib_device_ops::alloc_xrcd`.
+///
+/// # Safety
+///
+/// ib_core's contract: `xrcd` is a core-allocated XRC domain with `device`
+/// set.
+pub(crate) unsafe extern "C" fn alloc_xrcd<T: DeviceOps>(
+    xrcd: *mut bindings::ib_xrcd,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: per the contract the domain's device is a live one of ours.
+        let dev = unsafe { Device::<T>::from_ib((*xrcd).device) };
+        T::alloc_xrcd(dev)?;
+        Ok(0)
+    })
+}
+
+/// `ib_device_ops::dealloc_xrcd`.
+///
+/// # Safety
+///
+/// ib_core's contract: `xrcd` was allocated by [`alloc_xrcd`].
+pub(crate) unsafe extern "C" fn dealloc_xrcd<T: DeviceOps>(
+    xrcd: *mut bindings::ib_xrcd,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    // SAFETY: per the contract the domain's device is a live one of ours.
+    let dev = unsafe { Device::<T>::from_ib((*xrcd).device) };
+    T::dealloc_xrcd(dev);
     0
 }
 

@@ -35,3 +35,15 @@ impl PdId {
         Self(pd as usize)
     }
 }
+
+/// The identity of an XRC domain (its address), for comparisons: an XRC
+/// target QP receives into the XRC SRQs of its own domain only.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct XrcdId(usize);
+
+impl XrcdId {
+    /// The identity of `xrcd` (never dereferenced).
+    pub(crate) fn of(xrcd: *mut bindings::ib_xrcd) -> Self {
+        Self(xrcd as usize)
+    }
+}

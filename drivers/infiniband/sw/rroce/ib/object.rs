@@ -189,6 +189,11 @@ impl<I: CoreObject, T> Handle<I, T> {
         self.0.as_ptr()
     }
 
+    /// ib_core's pointer, never null.
+    pub(crate) fn as_non_null(&self) -> NonNull<I> {
+        self.0
+    }
+
     /// Whether both handles name the same object.
     pub(crate) fn same(&self, other: &Self) -> bool {
         self.0 == other.0

@@ -8,12 +8,13 @@
 //!
 //! Implemented verbs: open/close device, query device, query port, alloc/
 //! dealloc PD, alloc/dealloc TD and parent domain (see [`pd`] and below),
-//! reg/dereg MR, create/destroy AH, create/modify/query/destroy
-//! QP (RC, UC, UD), create/modify/query/destroy SRQ and
-//! create/destroy/req_notify/resize CQ through the `ibv_cmd_*` helpers of
-//! libibverbs, also in their extended forms (`create_cq_ex` with
-//! `start_poll`/`next_poll`/`read_*`, `create_qp_ex` with the `ibv_wr_*`
-//! work-request API); the data path (`post_send`, `post_recv`,
+//! reg/dereg MR, create/destroy AH, open/close XRC domain,
+//! create/modify/query/destroy QP (RC, UC, UD, XRC_SEND, XRC_RECV; `open_qp`
+//! of an XRC_RECV QP), create/modify/query/destroy SRQ (basic and XRC,
+//! `get_srq_num`) and create/destroy/req_notify/resize CQ through the
+//! `ibv_cmd_*` helpers of libibverbs, also in their extended forms
+//! (`create_cq_ex` with `start_poll`/`next_poll`/`read_*`, `create_qp_ex`
+//! with the `ibv_wr_*` work-request API, `create_srq_ex`); the data path (`post_send`, `post_recv`,
 //! `post_srq_recv`, `poll_cq`) runs on rings shared with the kernel (see
 //! [`cq`], [`qp`] and [`srq`]).  Every other op stays NULL, so libibverbs
 //! answers it with `EOPNOTSUPP`.
@@ -32,7 +33,20 @@
 //! MWs, AHs); unknown `comp_mask` bits give `EINVAL`, and a PD, parent
 //! domain or TD still in use gives `EBUSY`.  Basic SRQs come through
 //! `create_srq` (libibverbs routes `ibv_create_srq_ex` with only PD/TYPE
-//! there); every other SRQ type needs XRC or tag matching: `EOPNOTSUPP`.
+//! there) or `create_srq_ex`, XRC SRQs through `create_srq_ex` (both with
+//! the same driver data and ring, see [`srq`]); tag-matching SRQs are not
+//! supported: `EOPNOTSUPP`.
+//!
+//! # XRC
+//!
+//! An XRC domain (`ibv_open_xrcd`) is a kernel object only
+//! ([`pd::RroceXrcd`]).  An XRC SRQ is a basic SRQ with an SRQ number
+//! (`ibv_get_srq_num`).  An XRC_SEND QP has an SQ and no RQ, and each of
+//! its requests names the remote XRC SRQ in the WQE's `remote_qpn` field
+//! (`qp_type.xrc.remote_srqn` of `ibv_send_wr`, `ibv_wr_set_xrc_srqn`);
+//! an XRC_RECV QP (`ibv_create_qp_ex` with an XRC domain, or
+//! `ibv_open_qp`) has no queues: nothing is mapped and posting on it gives
+//! `EINVAL` (see [`qp`]).
 //! A thread domain is accepted and changes nothing: locking stays as it
 //! is (see [`pd`] for why).
 //!
@@ -94,6 +108,7 @@ const _: () = {
     shared::<cq::RroceCq>();
     shared::<pd::RrocePd>();
     shared::<pd::RroceTd>();
+    shared::<pd::RroceXrcd>();
     shared::<qp::RroceQp>();
     shared::<srq::RroceSrq>();
 };

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-//! Protection domains, parent domains and thread domains.
+//! Protection domains, parent domains and thread domains; XRC domains
+//! ([`RroceXrcd`]).
 //!
 //! Every `ibv_pd` of an rroce context is an [`RrocePd`] in an `Arc`: a
 //! protection domain (`ibv_alloc_pd`, a kernel object) or a parent domain
@@ -150,6 +151,30 @@ impl RroceTd {
     /// As [`RrocePd::in_use`].
     pub(crate) fn in_use(this: &Arc<Self>) -> bool {
         Arc::strong_count(this) > 1
+    }
+}
+
+/// An XRC domain (`ibv_open_xrcd`): the kernel object only; libibverbs
+/// fills its `verbs_xrcd` (context and kernel handle), which XRC SRQs and
+/// QPs name.  It holds nothing: the kernel refuses to close an XRC domain
+/// that SRQs or QPs still use.
+#[repr(C)]
+pub(crate) struct RroceXrcd {
+    vxrcd: Opaque<VerbsXrcd>,
+}
+const _: () = assert!(offset_of!(RroceXrcd, vxrcd) == 0);
+
+impl RroceXrcd {
+    /// An XRC domain not yet opened, its C part zeroed.
+    pub(crate) fn new() -> Self {
+        Self {
+            vxrcd: Opaque::zeroed(),
+        }
+    }
+
+    /// The C part (it must not move once opened).
+    pub(crate) fn vxrcd(&self) -> *mut VerbsXrcd {
+        self.vxrcd.get()
     }
 }
 

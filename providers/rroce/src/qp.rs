@@ -1,6 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-//! Queue pairs (RC, UC, UD): the kernel creates them and hands out an SQ
-//! and an RQ ring; the provider is the producer of both.
+//! Queue pairs (RC, UC, UD, XRC): the kernel creates them and hands out
+//! an SQ and an RQ ring; the provider is the producer of both.
+//!
+//! XRC: an XRC_SEND QP (the initiator) has an SQ and no RQ (as a QP with
+//! an SRQ); its requests carry the remote XRC SRQ number in the WQE's
+//! `remote_qpn` field (`ibv_send_wr.qp_type.xrc.remote_srqn`, or
+//! `ibv_wr_set_xrc_srqn`), and it has the opcodes of RC but ATOMIC WRITE
+//! and FLUSH.  An XRC_RECV QP (the target, `ibv_create_qp_ex` with an XRC
+//! domain, or `ibv_open_qp`) has no queues at all: the kernel creates it
+//! without driver data, so nothing is mapped and both post verbs give
+//! `EINVAL`; its receives land in the XRC SRQs the senders name.
 //!
 //! `post_send` checks each work request, encodes it with
 //! [`write_send_wqe`] into a private staging entry, validates that entry
@@ -18,7 +27,8 @@
 //! at the first request not posted, the requests before it are posted.
 //! `EINVAL` for an invalid request (opcode not allowed on the QP type, too
 //! many SGEs, inline data too long, unknown flags, UD without an AH of this
-//! context, QP in a state that does not accept it), `ENOMEM` when the queue
+//! context, XRC_SEND with a remote SRQ number above 24 bits, QP in a state
+//! that does not accept it, a QP without that queue), `ENOMEM` when the queue
 //! is full, `EIO` once the ring is broken (the kernel published an
 //! impossible consumer index).
 
@@ -34,7 +44,7 @@ use rroce_proto::ring::{
 use rroce_proto::wqe::{
     decode_recv, decode_send, recv_max_sge, send_caps, write_recv_wqe, write_send_wqe, OpcodeSet,
     RecvLimits, SendLimits, SendOpcode, SendPayload, SendWqe, Sge, BIND_TYPE1, BIND_TYPE2,
-    MAX_MSG_SIZE, SEND_FLAGS_ALL, WQE_ALIGN,
+    MAX_MSG_SIZE, MAX_QPN, SEND_FLAGS_ALL, WQE_ALIGN,
 };
 
 use crate::device::warn;
@@ -96,6 +106,8 @@ struct QpInfo {
     recv: RecvLimits,
     sq_entries: u32,
     rq_entries: u32,
+    /// An XRC_SEND QP: requests carry a remote XRC SRQ number.
+    xrc: bool,
 }
 
 impl QpInfo {
@@ -114,6 +126,7 @@ impl QpInfo {
         },
         sq_entries: 0,
         rq_entries: 0,
+        xrc: false,
     };
 }
 
@@ -123,8 +136,9 @@ impl QpInfo {
 pub(crate) struct RroceQp {
     vqp: Opaque<VerbsQp>,
     info: QpInfo,
+    /// `None` for an XRC_RECV QP (and an opened one): no queues.
     sq: Mutex<Option<WorkQueue>>,
-    /// `None` for a QP attached to an SRQ.
+    /// `None` for a QP attached to an SRQ and for XRC QPs.
     rq: Mutex<Option<WorkQueue>>,
     /// The parent domain the QP was created on (`None`: a protection
     /// domain), held while the QP lives; dropped after the queues, whose
@@ -210,6 +224,8 @@ pub(crate) struct SendRequest<'a> {
     pub(crate) swap: u64,
     /// `wr.ud`, on a UD QP.
     pub(crate) ud: Option<UdAddr>,
+    /// `qp_type.xrc.remote_srqn`, on an XRC_SEND QP.
+    pub(crate) xrc_srqn: Option<u32>,
     /// `bind_mw`, for a BIND_MW request.
     pub(crate) bind: Option<BindRequest>,
     /// The SGEs, or why they cannot be read (too many, a NULL list).
@@ -253,7 +269,8 @@ impl RroceQp {
     /// Takes the rings the kernel made for this QP (CREATE_QP succeeded
     /// with `drv`; the core reported QP number `core_qpn`), checked
     /// against what was requested.  `EPROTO` if the answer breaks the
-    /// rroce ABI, or mmap's errno; a warning says why.
+    /// rroce ABI, or mmap's errno; a warning says why.  An XRC_RECV QP
+    /// takes nothing: it has no rings, and the kernel wrote no `drv`.
     pub(crate) fn attach(
         &mut self,
         cmd_fd: c_int,
@@ -263,6 +280,9 @@ impl RroceQp {
         qp_type: c_int,
         has_srq: bool,
     ) -> Result<(), c_int> {
+        if qp_type == IBV_QPT_XRC_RECV {
+            return Ok(());
+        }
         // libibverbs sets `qp_num` on both the write and the ioctl path (the
         // core part of the response is only written on the former).
         let source = buffers(self.domain.as_deref(), RES_TYPE_QP);
@@ -309,6 +329,11 @@ impl RroceQp {
     /// A UD QP (send requests carry an address).
     pub(crate) fn is_ud(&self) -> bool {
         self.info.send.ud
+    }
+
+    /// An XRC_SEND QP (send requests carry a remote XRC SRQ number).
+    pub(crate) fn is_xrc(&self) -> bool {
+        self.info.xrc
     }
 
     /// `ibv_post_send` of `wrs` in QP state `state`: all requests before
@@ -400,13 +425,33 @@ pub(crate) fn ring_errno(e: RingError) -> c_int {
     }
 }
 
-/// Opcodes allowed on a QP type, `None` for types the provider lacks.
+/// Opcodes allowed on a QP type (none on an XRC_RECV QP, which has no
+/// SQ), `None` for types the provider lacks.
 pub(crate) fn opcodes_for(qp_type: c_int) -> Option<OpcodeSet> {
     match qp_type {
         IBV_QPT_RC => Some(OpcodeSet::RC),
         IBV_QPT_UC => Some(OpcodeSet::UC),
         IBV_QPT_UD => Some(OpcodeSet::UD),
+        IBV_QPT_XRC_SEND => Some(OpcodeSet::XRC),
+        IBV_QPT_XRC_RECV => Some(OpcodeSet(0)),
         _ => None,
+    }
+}
+
+/// Puts the remote XRC SRQ number `srqn` (`None`: not given) of a request
+/// into `hdr` (its `remote_qpn`) on an XRC_SEND QP: `EINVAL` if it is
+/// missing or above 24 bits.  Local operations (LOCAL_INV, BIND_MW, whose
+/// `remote_qpn` is the region's lkey) reach no SRQ and take none.
+fn set_xrc_srqn(info: &QpInfo, hdr: &mut SendWqe, srqn: Option<u32>) -> Result<(), c_int> {
+    if !info.xrc || hdr.opcode.is_local() {
+        return Ok(());
+    }
+    match srqn {
+        Some(n) if n <= MAX_QPN => {
+            hdr.remote_qpn = n;
+            Ok(())
+        }
+        _ => Err(EINVAL),
     }
 }
 
@@ -449,7 +494,9 @@ fn map_qp_rings(
         return Err(proto("SQ smaller than requested"));
     }
     let max_recv_sge = u16::try_from(drv.max_recv_sge).map_err(|_| proto("max_recv_sge"))?;
-    let rq_layout = if has_srq {
+    // An XRC_SEND QP has no RQ, like a QP with an SRQ.
+    let no_rq = has_srq || qp_type == IBV_QPT_XRC_SEND;
+    let rq_layout = if no_rq {
         None
     } else {
         if drv.rq_entries == 0 {
@@ -474,11 +521,12 @@ fn map_qp_rings(
             ud: qp_type == IBV_QPT_UD,
         },
         recv: RecvLimits {
-            max_sge: if has_srq { 0 } else { max_recv_sge },
+            max_sge: if no_rq { 0 } else { max_recv_sge },
             max_msg_size: MAX_MSG_SIZE,
         },
         sq_entries: drv.sq_entries,
-        rq_entries: if has_srq { 0 } else { drv.rq_entries },
+        rq_entries: if no_rq { 0 } else { drv.rq_entries },
+        xrc: qp_type == IBV_QPT_XRC_SEND,
     };
 
     let attach = |offset: u64, bytes: u32, layout: RingLayout| {
@@ -522,17 +570,25 @@ fn real_caps(info: &QpInfo, kernel: &IbvQpCap) -> IbvQpCap {
 }
 
 /// `ibv_qp_init_attr_ex.comp_mask` bits `create_qp_ex` understands.
-const QP_INIT_ATTR_SUPPORTED: u32 =
-    IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+const QP_INIT_ATTR_SUPPORTED: u32 = IBV_QP_INIT_ATTR_PD
+    | IBV_QP_INIT_ATTR_XRCD
+    | IBV_QP_INIT_ATTR_CREATE_FLAGS
+    | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 
 /// Checks the attributes of `ibv_create_qp_ex`: `EOPNOTSUPP` for what
-/// rroce lacks (XRC, TSO, RSS, creation flags, send operations the QP type
-/// does not have), `EINVAL` without a PD.
+/// rroce lacks (TSO, RSS, creation flags, send operations the QP type
+/// does not have), `EINVAL` without a PD (without an XRC domain for an
+/// XRC_RECV QP, which needs no PD).
 pub(crate) fn check_qp_init_attr_ex(a: &IbvQpInitAttrEx) -> Result<(), c_int> {
     if a.comp_mask & !QP_INIT_ATTR_SUPPORTED != 0 {
         return Err(EOPNOTSUPP);
     }
-    if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
+    let (bit, missing) = if a.qp_type == IBV_QPT_XRC_RECV {
+        (IBV_QP_INIT_ATTR_XRCD, a.xrcd.is_null())
+    } else {
+        (IBV_QP_INIT_ATTR_PD, a.pd.is_null())
+    };
+    if a.comp_mask & bit == 0 || missing {
         return Err(EINVAL);
     }
     if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0 {
@@ -545,6 +601,24 @@ pub(crate) fn check_qp_init_attr_ex(a: &IbvQpInitAttrEx) -> Result<(), c_int> {
         && a.send_ops_flags & !ex::send_ops_supported(opcodes) != 0
     {
         return Err(EOPNOTSUPP);
+    }
+    Ok(())
+}
+
+/// `ibv_qp_open_attr.comp_mask` bits `open_qp` understands.
+const QP_OPEN_ATTR_SUPPORTED: u32 =
+    IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_CONTEXT | IBV_QP_OPEN_ATTR_TYPE;
+
+/// Checks the attributes of `ibv_open_qp`: `EOPNOTSUPP` for unknown bits,
+/// `EINVAL` without the QP number, the XRC domain or the type, or for a
+/// type other than XRC_RECV (the only QPs that can be opened).
+pub(crate) fn check_qp_open_attr(a: &IbvQpOpenAttr) -> Result<(), c_int> {
+    if a.comp_mask & !QP_OPEN_ATTR_SUPPORTED != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let needed = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+    if a.comp_mask & needed != needed || a.xrcd.is_null() || a.qp_type != IBV_QPT_XRC_RECV {
+        return Err(EINVAL);
     }
     Ok(())
 }
@@ -672,6 +746,7 @@ fn post_one_send(info: &QpInfo, sq: &mut WorkQueue, wr: &SendRequest<'_>) -> Res
         hdr.remote_qpn = ud.remote_qpn;
         hdr.remote_qkey = ud.remote_qkey;
     }
+    set_xrc_srqn(info, &mut hdr, wr.xrc_srqn)?;
 
     gather_sges(wr.sges?, info.send.max_sge, &mut sq.sges)?;
     let payload = if wr.send_flags & IBV_SEND_INLINE != 0 && op.allows_inline() {
@@ -788,7 +863,14 @@ mod tests {
         assert_eq!(opcodes_for(IBV_QPT_RC), Some(OpcodeSet::RC));
         assert_eq!(opcodes_for(IBV_QPT_UC), Some(OpcodeSet::UC));
         assert_eq!(opcodes_for(IBV_QPT_UD), Some(OpcodeSet::UD));
+        assert_eq!(opcodes_for(IBV_QPT_XRC_RECV), Some(OpcodeSet(0)));
         assert_eq!(opcodes_for(8), None);
+        // XRC_SEND: RC but ATOMIC WRITE and FLUSH.
+        let xrc = opcodes_for(IBV_QPT_XRC_SEND).unwrap();
+        for op in SendOpcode::ALL {
+            let rc_only = matches!(op, SendOpcode::AtomicWrite | SendOpcode::Flush);
+            assert_eq!(xrc.contains(op), !rc_only, "{op:?}");
+        }
         assert_eq!(ring_errno(RingError::Full), ENOMEM);
         assert_eq!(ring_errno(RingError::InvalidIndex), EIO);
     }
@@ -858,6 +940,119 @@ mod tests {
         ] {
             assert_eq!(encode_bind(&mut h, &b), Err(EINVAL), "{b:?}");
         }
+    }
+
+    #[test]
+    fn xrc_srqn_goes_to_remote_qpn() {
+        let xrc = QpInfo {
+            xrc: true,
+            ..QpInfo::NONE
+        };
+        let mut h = SendWqe::new(1, SendOpcode::Send);
+        set_xrc_srqn(&xrc, &mut h, Some(0x00AB_CDEF)).unwrap();
+        assert_eq!(h.remote_qpn, 0x00AB_CDEF);
+        assert_eq!(set_xrc_srqn(&xrc, &mut h, None), Err(EINVAL));
+        assert_eq!(set_xrc_srqn(&xrc, &mut h, Some(MAX_QPN + 1)), Err(EINVAL));
+        // A bind keeps its lkey; a QP that is not XRC ignores the number.
+        let mut b = SendWqe::new(1, SendOpcode::BindMw);
+        b.remote_qpn = 7;
+        set_xrc_srqn(&xrc, &mut b, None).unwrap();
+        let mut s = SendWqe::new(1, SendOpcode::Send);
+        set_xrc_srqn(&QpInfo::NONE, &mut s, Some(5)).unwrap();
+        assert_eq!((b.remote_qpn, s.remote_qpn), (7, 0));
+    }
+
+    fn init_attr(qp_type: c_int, comp_mask: u32) -> IbvQpInitAttrEx {
+        IbvQpInitAttrEx {
+            qp_context: core::ptr::null_mut(),
+            send_cq: core::ptr::null_mut(),
+            recv_cq: core::ptr::null_mut(),
+            srq: core::ptr::null_mut(),
+            cap: IbvQpCap::default(),
+            qp_type,
+            sq_sig_all: 0,
+            comp_mask,
+            pd: core::ptr::NonNull::dangling().as_ptr(),
+            xrcd: core::ptr::NonNull::dangling().as_ptr(),
+            create_flags: 0,
+            max_tso_header: 0,
+            rwq_ind_tbl: core::ptr::null_mut(),
+            rx_hash_conf: [0; 3],
+            source_qpn: 0,
+            send_ops_flags: 0,
+        }
+    }
+
+    #[test]
+    fn xrc_init_and_open_attrs() {
+        let pd = IBV_QP_INIT_ATTR_PD;
+        let xrcd = IBV_QP_INIT_ATTR_XRCD;
+        let ops = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        assert_eq!(
+            check_qp_init_attr_ex(&init_attr(IBV_QPT_XRC_SEND, pd)),
+            Ok(())
+        );
+        assert_eq!(
+            check_qp_init_attr_ex(&init_attr(IBV_QPT_XRC_RECV, xrcd)),
+            Ok(())
+        );
+        assert_eq!(
+            check_qp_init_attr_ex(&init_attr(IBV_QPT_XRC_RECV, pd)),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            check_qp_init_attr_ex(&init_attr(IBV_QPT_XRC_SEND, xrcd)),
+            Err(EINVAL)
+        );
+        let no_xrcd = IbvQpInitAttrEx {
+            xrcd: core::ptr::null_mut(),
+            ..init_attr(IBV_QPT_XRC_RECV, xrcd)
+        };
+        assert_eq!(check_qp_init_attr_ex(&no_xrcd), Err(EINVAL));
+        // The work-request API: RC's operations but ATOMIC WRITE; none on
+        // the target.
+        let with_ops = |t, flags| IbvQpInitAttrEx {
+            send_ops_flags: flags,
+            ..init_attr(t, pd | xrcd | ops)
+        };
+        let xrc_ops = ex::send_ops_supported(OpcodeSet::XRC);
+        assert_eq!(xrc_ops & IBV_QP_EX_WITH_ATOMIC_WRITE, 0);
+        assert_ne!(xrc_ops & IBV_QP_EX_WITH_RDMA_READ, 0);
+        assert_eq!(
+            check_qp_init_attr_ex(&with_ops(IBV_QPT_XRC_SEND, xrc_ops)),
+            Ok(())
+        );
+        assert_eq!(
+            check_qp_init_attr_ex(&with_ops(IBV_QPT_XRC_SEND, IBV_QP_EX_WITH_ATOMIC_WRITE)),
+            Err(EOPNOTSUPP)
+        );
+        assert_eq!(
+            check_qp_init_attr_ex(&with_ops(IBV_QPT_XRC_RECV, IBV_QP_EX_WITH_SEND)),
+            Err(EOPNOTSUPP)
+        );
+
+        let all = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+        let open = |comp_mask, qp_type| IbvQpOpenAttr {
+            comp_mask,
+            qp_num: 1,
+            xrcd: core::ptr::NonNull::dangling().as_ptr(),
+            qp_context: core::ptr::null_mut(),
+            qp_type,
+        };
+        assert_eq!(check_qp_open_attr(&open(all, IBV_QPT_XRC_RECV)), Ok(()));
+        assert_eq!(
+            check_qp_open_attr(&open(all | IBV_QP_OPEN_ATTR_CONTEXT, IBV_QPT_XRC_RECV)),
+            Ok(())
+        );
+        assert_eq!(check_qp_open_attr(&open(all, IBV_QPT_RC)), Err(EINVAL));
+        assert_eq!(
+            check_qp_open_attr(&open(all & !IBV_QP_OPEN_ATTR_NUM, IBV_QPT_XRC_RECV)),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            check_qp_open_attr(&open(all | 1 << 4, IBV_QPT_XRC_RECV)),
+            Err(EOPNOTSUPP)
+        );
     }
 
     #[test]

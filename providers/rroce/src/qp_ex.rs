@@ -7,7 +7,7 @@
 //! operation call (`wr_send`, `wr_rdma_write`, ...) finishes the request
 //! built so far and starts a new one from the `wr_id`/`wr_flags` fields of
 //! the `ibv_qp_ex`; the setters (`wr_set_sge`, `wr_set_inline_data`,
-//! `wr_set_ud_addr`, ...) complete it.  A finished request is encoded and
+//! `wr_set_ud_addr`, `wr_set_xrc_srqn`, ...) complete it.  A finished request is encoded and
 //! checked by the same [`encode_send`] as `post_send` and kept in the
 //! batch, not yet in the ring, so `post_send` on the same QP never
 //! publishes half a batch.  `wr_complete` copies the whole batch into the
@@ -18,7 +18,8 @@
 //!
 //! Errors of `wr_complete`: the first error of the batch (`EINVAL` for an
 //! invalid request, an operation or setter out of place, a UD request
-//! without `wr_set_ud_addr`), `EINVAL` if the QP is not in RTS/SQD/...
+//! without `wr_set_ud_addr`, a request of an XRC_SEND QP without
+//! `wr_set_xrc_srqn` (but LOCAL_INV and BIND_MW)), `EINVAL` if the QP is not in RTS/SQD/...
 //! (below RTS), `ENOMEM` if the SQ has no room for the batch, `EIO` once
 //! the ring is broken.
 
@@ -32,6 +33,8 @@ struct Building {
     inline: bool,
     /// `wr_set_ud_addr` was called (required on UD).
     has_ud_addr: bool,
+    /// What `wr_set_xrc_srqn` set (required on XRC_SEND).
+    xrc_srqn: Option<u32>,
 }
 
 /// State of the work-request API between `wr_start` and
@@ -158,6 +161,7 @@ impl RroceQp {
                 hdr,
                 inline: false,
                 has_ud_addr: false,
+                xrc_srqn: None,
             });
         });
     }
@@ -204,6 +208,20 @@ impl RroceQp {
             b.hdr.remote_qpn = ud.remote_qpn;
             b.hdr.remote_qkey = ud.remote_qkey;
             b.has_ud_addr = true;
+            Ok(())
+        });
+    }
+
+    /// `wr_set_xrc_srqn`: the remote XRC SRQ of the request; `EINVAL` (at
+    /// `wr_complete`) on a QP that is not XRC_SEND or for a number above
+    /// 24 bits.
+    pub(crate) fn wr_set_xrc_srqn(&self, remote_srqn: u32) {
+        self.with_current(|info, sq| {
+            if !info.xrc {
+                return Err(EINVAL);
+            }
+            let b = sq.batch.cur.as_mut().ok_or(EINVAL)?;
+            b.xrc_srqn = Some(remote_srqn);
             Ok(())
         });
     }
@@ -257,7 +275,7 @@ impl RroceQp {
 
 /// Encodes the request being built, if any, into the batch.
 fn finish_current(info: &QpInfo, sq: &mut WorkQueue) {
-    let Some(b) = sq.batch.cur.take() else {
+    let Some(mut b) = sq.batch.cur.take() else {
         return;
     };
     if sq.batch.err != 0 {
@@ -265,6 +283,10 @@ fn finish_current(info: &QpInfo, sq: &mut WorkQueue) {
     }
     if info.send.ud && !b.has_ud_addr {
         sq.batch.fail(EINVAL);
+        return;
+    }
+    if let Err(e) = set_xrc_srqn(info, &mut b.hdr, b.xrc_srqn) {
+        sq.batch.fail(e);
         return;
     }
     if sq.batch.lens.len() >= info.sq_entries as usize {

@@ -1,6 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-//! Shared receive queues: the kernel creates the SRQ and hands out its
-//! receive ring (the RQ format); the provider is its producer.
+//! Shared receive queues, basic and XRC: the kernel creates the SRQ and
+//! hands out its receive ring (the RQ format); the provider is its
+//! producer.
+//!
+//! An XRC SRQ (`ibv_create_srq_ex` with `IBV_SRQT_XRC`, an XRC domain and
+//! a CQ) is a basic SRQ to the provider: the same driver command and
+//! response, the same ring and `post_srq_recv`; its SRQ number (what XRC
+//! senders name, `ibv_get_srq_num`) is the core response's `srqn`, which
+//! libibverbs keeps in the `verbs_srq`.  Tag-matching SRQs are not
+//! supported (`EOPNOTSUPP`).
 //!
 //! `post_srq_recv` encodes each work request like `post_recv` does for an
 //! RQ (validated with the kernel's decoder) and publishes the producer
@@ -23,27 +31,25 @@ use crate::ffi::*;
 use crate::pd::{buffers, RrocePd};
 use crate::qp::{check_ring, post_recv_list, PostError, RecvRequest, WorkQueue};
 
-/// Provider SRQ; libibverbs sees only `srq` (and may treat the memory as
-/// a `struct verbs_srq`, hence the zeroed tail).
+/// Provider SRQ, basic or XRC; libibverbs sees only `vsrq` (the
+/// `verbs_srq`, whose tail it fills for an XRC SRQ).
 #[repr(C)]
 pub(crate) struct RroceSrq {
-    srq: Opaque<IbvSrq>,
-    verbs_tail: [u8; VERBS_SRQ_TAIL],
+    vsrq: Opaque<VerbsSrq>,
     lim: RecvLimits,
     rq: Mutex<Option<WorkQueue>>,
     /// The parent domain the SRQ was created on (`None`: a protection
     /// domain), held while the SRQ lives; dropped after the queue.
     domain: Option<Arc<RrocePd>>,
 }
-const _: () = assert!(offset_of!(RroceSrq, srq) == 0);
+const _: () = assert!(offset_of!(RroceSrq, vsrq) == 0);
 
 impl RroceSrq {
     /// An SRQ without a ring yet, its C part zeroed, on parent domain
     /// `domain` (`None`: a protection domain).
     pub(crate) fn new(domain: Option<Arc<RrocePd>>) -> Self {
         Self {
-            srq: Opaque::zeroed(),
-            verbs_tail: [0; VERBS_SRQ_TAIL],
+            vsrq: Opaque::zeroed(),
             lim: RecvLimits {
                 max_sge: 0,
                 max_msg_size: 0,
@@ -54,22 +60,35 @@ impl RroceSrq {
     }
 
     /// The C part (the kernel's user_handle for this SRQ: it must not move).
-    pub(crate) fn ibv(&self) -> *mut IbvSrq {
-        self.srq.get()
+    pub(crate) fn vsrq(&self) -> *mut VerbsSrq {
+        self.vsrq.get()
     }
 
-    /// Takes the ring the kernel made for this SRQ (CREATE_SRQ succeeded
-    /// with `drv`), checked against `requested`; returns the capacities
-    /// it really has.  `EPROTO` if the answer breaks the rroce ABI, or
-    /// mmap's errno; a warning says why.
+    /// The `ibv_srq` of the C part (its first member).
+    pub(crate) fn ibv(&self) -> *mut IbvSrq {
+        self.vsrq().cast::<IbvSrq>()
+    }
+
+    /// Takes the ring the kernel made for this SRQ (CREATE_SRQ or
+    /// CREATE_XSRQ succeeded with `drv`; `core_srqn`: the SRQ number the
+    /// core response gave an XRC SRQ), checked against `requested`;
+    /// returns the capacities it really has.  `EPROTO` if the answer
+    /// breaks the rroce ABI, or mmap's errno; a warning says why.
     pub(crate) fn attach(
         &mut self,
         cmd_fd: c_int,
         drv: &CreateSrqResp,
+        core_srqn: Option<u32>,
         requested: &IbvSrqAttr,
     ) -> Result<IbvSrqAttr, c_int> {
         let source = buffers(self.domain.as_deref(), RES_TYPE_SRQ);
-        match map_srq_ring(cmd_fd, drv, requested, &source) {
+        let mapped = match core_srqn {
+            Some(n) if n != drv.srqn => {
+                Err((EPROTO, "SRQ numbers of core and driver response differ"))
+            }
+            _ => map_srq_ring(cmd_fd, drv, requested, &source),
+        };
+        match mapped {
             Ok((lim, wq)) => {
                 self.lim = lim;
                 *self.rq.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(wq);
@@ -172,6 +191,53 @@ impl RroceSrq {
     }
 }
 
+/// `ibv_srq_init_attr_ex.comp_mask` bits `create_srq_ex` understands.
+const SRQ_INIT_ATTR_SUPPORTED: u32 =
+    IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+
+/// Checks the attributes of `ibv_create_srq_ex` and returns the SRQ type:
+/// `EOPNOTSUPP` for tag matching (`IBV_SRQ_INIT_ATTR_TM`, `IBV_SRQT_TM`)
+/// and unknown bits or types, `EINVAL` without a PD, or for an XRC SRQ
+/// without its XRC domain and CQ.
+pub(crate) fn check_srq_init_attr_ex(a: &IbvSrqInitAttrEx) -> Result<c_int, c_int> {
+    let has = |bit: u32| a.comp_mask & bit != 0;
+    if a.comp_mask & !SRQ_INIT_ATTR_SUPPORTED != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if !has(IBV_SRQ_INIT_ATTR_PD) || a.pd.is_null() {
+        return Err(EINVAL);
+    }
+    let srq_type = if has(IBV_SRQ_INIT_ATTR_TYPE) {
+        a.srq_type
+    } else {
+        IBV_SRQT_BASIC
+    };
+    match srq_type {
+        IBV_SRQT_BASIC => Ok(srq_type),
+        IBV_SRQT_XRC
+            if has(IBV_SRQ_INIT_ATTR_XRCD)
+                && !a.xrcd.is_null()
+                && has(IBV_SRQ_INIT_ATTR_CQ)
+                && !a.cq.is_null() =>
+        {
+            Ok(srq_type)
+        }
+        IBV_SRQT_XRC => Err(EINVAL),
+        _ => Err(EOPNOTSUPP),
+    }
+}
+
+/// `ibv_get_srq_num` of an SRQ of type `srq_type` whose `verbs_srq` holds
+/// `srq_num`: the number of an XRC SRQ; `EINVAL` for a basic SRQ, which
+/// XRC senders cannot name.
+pub(crate) fn srq_num(srq_type: c_int, srq_num: u32) -> Result<u32, c_int> {
+    if srq_type == IBV_SRQT_XRC {
+        Ok(srq_num)
+    } else {
+        Err(EINVAL)
+    }
+}
+
 /// The ring of a new SRQ from the kernel's response, checked against
 /// what was requested.
 fn map_srq_ring(
@@ -205,6 +271,80 @@ fn map_srq_ring(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::ptr;
+
+    #[test]
+    fn srq_init_attr_ex_checks() {
+        let mut pd = core::mem::MaybeUninit::<IbvPd>::uninit();
+        let mut xrcd = IbvXrcd {
+            context: ptr::null_mut(),
+        };
+        let mut cq = core::mem::MaybeUninit::<IbvCq>::uninit();
+        let xrc = IbvSrqInitAttrEx {
+            srq_context: ptr::null_mut(),
+            attr: IbvSrqAttr::default(),
+            comp_mask: IBV_SRQ_INIT_ATTR_TYPE
+                | IBV_SRQ_INIT_ATTR_PD
+                | IBV_SRQ_INIT_ATTR_XRCD
+                | IBV_SRQ_INIT_ATTR_CQ,
+            srq_type: IBV_SRQT_XRC,
+            pd: pd.as_mut_ptr(),
+            xrcd: &raw mut xrcd,
+            cq: cq.as_mut_ptr(),
+            tm_cap: [0; 2],
+        };
+        assert_eq!(check_srq_init_attr_ex(&xrc), Ok(IBV_SRQT_XRC));
+        // Without a type: basic, whatever `srq_type` says.
+        let untyped = IbvSrqInitAttrEx {
+            comp_mask: IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ,
+            ..xrc
+        };
+        assert_eq!(check_srq_init_attr_ex(&untyped), Ok(IBV_SRQT_BASIC));
+        let cases = [
+            (
+                IbvSrqInitAttrEx {
+                    comp_mask: xrc.comp_mask & !IBV_SRQ_INIT_ATTR_XRCD,
+                    ..xrc
+                },
+                EINVAL,
+            ),
+            (
+                IbvSrqInitAttrEx {
+                    cq: ptr::null_mut(),
+                    ..xrc
+                },
+                EINVAL,
+            ),
+            (
+                IbvSrqInitAttrEx {
+                    comp_mask: xrc.comp_mask & !IBV_SRQ_INIT_ATTR_PD,
+                    ..xrc
+                },
+                EINVAL,
+            ),
+            // IBV_SRQT_TM, IBV_SRQ_INIT_ATTR_TM, an unknown bit.
+            (IbvSrqInitAttrEx { srq_type: 2, ..xrc }, EOPNOTSUPP),
+            (
+                IbvSrqInitAttrEx {
+                    comp_mask: xrc.comp_mask | 1 << 4,
+                    ..xrc
+                },
+                EOPNOTSUPP,
+            ),
+            (
+                IbvSrqInitAttrEx {
+                    comp_mask: xrc.comp_mask | 1 << 5,
+                    ..xrc
+                },
+                EOPNOTSUPP,
+            ),
+        ];
+        for (a, err) in cases {
+            assert_eq!(check_srq_init_attr_ex(&a), Err(err), "{:#x}", a.comp_mask);
+        }
+        assert_eq!(srq_num(IBV_SRQT_XRC, 77), Ok(77));
+        assert_eq!(srq_num(IBV_SRQT_BASIC, 0), Err(EINVAL));
+    }
 
     #[test]
     fn srq_response_checks() {

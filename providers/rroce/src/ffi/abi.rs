@@ -512,6 +512,10 @@ pub const IBV_QPT_RC: c_int = 2;
 pub const IBV_QPT_UC: c_int = 3;
 /// `IBV_QPT_UD`.
 pub const IBV_QPT_UD: c_int = 4;
+/// `IBV_QPT_XRC_SEND`: an XRC initiator (send queue only).
+pub const IBV_QPT_XRC_SEND: c_int = 9;
+/// `IBV_QPT_XRC_RECV`: an XRC target (no queues of its own).
+pub const IBV_QPT_XRC_RECV: c_int = 10;
 
 /// `enum ibv_qp_state`: `IBV_QPS_RESET`.
 pub const IBV_QPS_RESET: c_int = 0;
@@ -578,6 +582,8 @@ pub type WrAtomicWriteFn =
 /// `wr_set_ud_addr(qp, ah, remote_qpn, remote_qkey)`.
 pub type WrUdAddrFn =
     unsafe extern "C" fn(qp: *mut IbvQpEx, ah: *mut IbvAh, remote_qpn: u32, remote_qkey: u32);
+/// `wr_set_xrc_srqn(qp, remote_srqn)`.
+pub type WrXrcSrqnFn = unsafe extern "C" fn(qp: *mut IbvQpEx, remote_srqn: u32);
 /// `wr_set_inline_data(qp, addr, length)`.
 pub type WrInlineFn = unsafe extern "C" fn(qp: *mut IbvQpEx, addr: *mut c_void, length: usize);
 /// `wr_set_inline_data_list(qp, num_buf, buf_list)`.
@@ -601,8 +607,8 @@ c_layout! {
 }
 
 /// `struct ibv_qp_ex` (verbs.h of rdma-core 44): the `ibv_qp` followed by
-/// the fields of the work-request API.  Unsupported operations
-/// (`wr_send_tso`, `wr_set_xrc_srqn`) stay NULL.
+/// the fields of the work-request API.  The unsupported operation
+/// (`wr_send_tso`) stays NULL.
 #[repr(C)]
 pub struct IbvQpEx {
     pub qp_base: IbvQp,
@@ -621,7 +627,7 @@ pub struct IbvQpEx {
     pub wr_send_inv: Option<WrInvFn>,
     pub wr_send_tso: UnusedOp,
     pub wr_set_ud_addr: Option<WrUdAddrFn>,
-    pub wr_set_xrc_srqn: UnusedOp,
+    pub wr_set_xrc_srqn: Option<WrXrcSrqnFn>,
     pub wr_set_inline_data: Option<WrInlineFn>,
     pub wr_set_inline_data_list: Option<WrInlineListFn>,
     pub wr_set_sge: Option<WrSgeFn>,
@@ -665,7 +671,8 @@ c_layout! {
 pub const VERBS_QP_EX: u32 = 1 << 1;
 
 /// `struct verbs_qp` (driver.h): `union { struct ibv_qp qp; struct
-/// ibv_qp_ex qp_ex; }` @0, `uint32_t comp_mask`, `struct verbs_xrcd *xrcd`.
+/// ibv_qp_ex qp_ex; }` @0, `uint32_t comp_mask`, `struct verbs_xrcd *xrcd`
+/// (set by libibverbs for XRC QPs).
 ///
 /// The provider always allocates the whole `verbs_qp`, zeroed, so
 /// `ibv_qp_to_qp_ex()` reads `comp_mask == 0` (no `qp_ex`) from our memory
@@ -674,7 +681,7 @@ pub const VERBS_QP_EX: u32 = 1 << 1;
 pub struct VerbsQp {
     pub qp_ex: IbvQpEx,
     pub comp_mask: u32,
-    pub xrcd: *mut c_void,
+    pub xrcd: *mut VerbsXrcd,
 }
 c_layout! {
     VerbsQp = private "struct verbs_qp", size size_of::<IbvQp>() + IBV_QP_EX_TAIL + 16;
@@ -721,6 +728,8 @@ c_layout! {
 
 /// `IBV_QP_INIT_ATTR_PD` of `enum ibv_qp_init_attr_mask`.
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
+/// `IBV_QP_INIT_ATTR_XRCD`: `xrcd` is valid (an XRC_RECV QP's domain).
+pub const IBV_QP_INIT_ATTR_XRCD: u32 = 1 << 1;
 /// `IBV_QP_INIT_ATTR_CREATE_FLAGS`.
 pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
@@ -760,7 +769,7 @@ pub struct IbvQpInitAttrEx {
     pub sq_sig_all: c_int,
     pub comp_mask: u32,
     pub pd: *mut IbvPd,
-    pub xrcd: *mut c_void,
+    pub xrcd: *mut IbvXrcd,
     pub create_flags: u32,
     pub max_tso_header: u16,
     pub rwq_ind_tbl: *mut c_void,
@@ -774,6 +783,50 @@ c_layout! {
     sq_sig_all @ 56, comp_mask @ 60, pd @ 64, xrcd @ 72, create_flags @ 80,
     max_tso_header @ 84, rwq_ind_tbl @ 88, rx_hash_conf @ 96, source_qpn @ 120,
     send_ops_flags @ 128,
+}
+
+/// `IBV_QP_OPEN_ATTR_NUM` of `enum ibv_qp_open_attr_mask`: `qp_num` is
+/// valid.
+pub const IBV_QP_OPEN_ATTR_NUM: u32 = 1 << 0;
+/// `IBV_QP_OPEN_ATTR_XRCD`: `xrcd` is valid.
+pub const IBV_QP_OPEN_ATTR_XRCD: u32 = 1 << 1;
+/// `IBV_QP_OPEN_ATTR_CONTEXT`: `qp_context` is valid.
+pub const IBV_QP_OPEN_ATTR_CONTEXT: u32 = 1 << 2;
+/// `IBV_QP_OPEN_ATTR_TYPE`: `qp_type` is valid.
+pub const IBV_QP_OPEN_ATTR_TYPE: u32 = 1 << 3;
+
+/// `struct ibv_qp_open_attr` (`ibv_open_qp`): `uint32_t comp_mask` @0,
+/// `uint32_t qp_num` @4, `struct ibv_xrcd *xrcd` @8, `void *qp_context`
+/// @16, `enum ibv_qp_type qp_type` @24; size 32.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvQpOpenAttr {
+    pub comp_mask: u32,
+    pub qp_num: u32,
+    pub xrcd: *mut IbvXrcd,
+    pub qp_context: *mut c_void,
+    pub qp_type: c_int,
+}
+c_layout! {
+    IbvQpOpenAttr = "struct ibv_qp_open_attr", size 32;
+    comp_mask @ 0, qp_num @ 4, xrcd @ 8, qp_context @ 16, qp_type @ 24,
+}
+
+/// `struct ibv_xrcd`: `struct ibv_context *context` @0; size 8.
+#[repr(C)]
+pub struct IbvXrcd {
+    pub context: *mut IbvContext,
+}
+c_layout! {
+    IbvXrcd = "struct ibv_xrcd", size 8;
+    context @ 0,
+}
+
+/// `struct ibv_xrcd_init_attr`; only passed through to
+/// `ibv_cmd_open_xrcd`, which checks it.
+#[repr(C)]
+pub struct IbvXrcdInitAttr {
+    _opaque: [u8; 0],
 }
 
 /// `struct ibv_qp_attr`; opaque except for `cap`.
@@ -1052,10 +1105,30 @@ c_layout! {
     events_completed @ 32 + PTHREAD_MUTEX_SIZE + 48,
 }
 
-/// Bytes of `struct verbs_srq` (driver.h) after its `struct ibv_srq`:
-/// `uint32_t comp_mask`, `enum ibv_srq_type srq_type`, `struct
-/// verbs_xrcd *xrcd`, `struct ibv_cq *cq`, `uint32_t srq_num` (+ padding).
-pub const VERBS_SRQ_TAIL: usize = 32;
+/// `enum ibv_srq_type`: `IBV_SRQT_BASIC`.
+pub const IBV_SRQT_BASIC: c_int = 0;
+/// `IBV_SRQT_XRC`.
+pub const IBV_SRQT_XRC: c_int = 1;
+
+/// `struct verbs_srq` (driver.h v44.0): `struct ibv_srq srq` @0, `enum
+/// ibv_srq_type srq_type`, `struct verbs_xrcd *xrcd`, `struct ibv_cq *cq`,
+/// `uint32_t srq_num` (+ 4 bytes padding); size 160 on x86_64.
+/// `ibv_cmd_create_srq_ex` fills the tail (`srq_num`: the SRQ number of
+/// the core response) for an XRC SRQ; the provider zeroes it (`srq_type`
+/// 0: `IBV_SRQT_BASIC`).
+#[repr(C)]
+pub struct VerbsSrq {
+    pub srq: IbvSrq,
+    pub srq_type: c_int,
+    pub xrcd: *mut VerbsXrcd,
+    pub cq: *mut IbvCq,
+    pub srq_num: u32,
+}
+c_layout! {
+    VerbsSrq = private "struct verbs_srq", size size_of::<IbvSrq>() + 32;
+    srq @ 0, srq_type @ size_of::<IbvSrq>(), xrcd @ size_of::<IbvSrq>() + 8,
+    cq @ size_of::<IbvSrq>() + 16, srq_num @ size_of::<IbvSrq>() + 24,
+}
 
 /// `struct ibv_srq_attr`: `max_wr`, `max_sge`, `srq_limit`; size 12.
 #[repr(C)]
@@ -1080,6 +1153,37 @@ pub struct IbvSrqInitAttr {
 c_layout! {
     IbvSrqInitAttr = "struct ibv_srq_init_attr", size 24;
     srq_context @ 0, attr @ 8,
+}
+
+/// `IBV_SRQ_INIT_ATTR_TYPE` of `enum ibv_srq_init_attr_mask`.
+pub const IBV_SRQ_INIT_ATTR_TYPE: u32 = 1 << 0;
+/// `IBV_SRQ_INIT_ATTR_PD`.
+pub const IBV_SRQ_INIT_ATTR_PD: u32 = 1 << 1;
+/// `IBV_SRQ_INIT_ATTR_XRCD`.
+pub const IBV_SRQ_INIT_ATTR_XRCD: u32 = 1 << 2;
+/// `IBV_SRQ_INIT_ATTR_CQ`.
+pub const IBV_SRQ_INIT_ATTR_CQ: u32 = 1 << 3;
+
+/// `struct ibv_srq_init_attr_ex`: the fields of `ibv_srq_init_attr`
+/// @0..20, `uint32_t comp_mask` @20, `enum ibv_srq_type srq_type` @24,
+/// `pd` @32, `xrcd` @40, `cq` @48, `struct ibv_tm_cap tm_cap` (two
+/// `uint32_t`) @56; size 64.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvSrqInitAttrEx {
+    pub srq_context: *mut c_void,
+    pub attr: IbvSrqAttr,
+    pub comp_mask: u32,
+    pub srq_type: c_int,
+    pub pd: *mut IbvPd,
+    pub xrcd: *mut IbvXrcd,
+    pub cq: *mut IbvCq,
+    pub tm_cap: [u32; 2],
+}
+c_layout! {
+    IbvSrqInitAttrEx = "struct ibv_srq_init_attr_ex", size 64;
+    srq_context @ 0, attr @ 8, comp_mask @ 20, srq_type @ 24, pd @ 32, xrcd @ 40, cq @ 48,
+    tm_cap @ 56,
 }
 
 /// `struct ibv_wc`.
@@ -1343,6 +1447,20 @@ c_layout! {
     ibv_mr @ 0, mr_type @ 48, access @ 52,
 }
 
+/// `struct verbs_xrcd` (driver.h): `struct ibv_xrcd xrcd` @0, `uint32_t
+/// comp_mask` @8, `uint32_t handle` @12; size 16.  `ibv_cmd_open_xrcd`
+/// fills it in.
+#[repr(C)]
+pub struct VerbsXrcd {
+    pub xrcd: IbvXrcd,
+    pub comp_mask: u32,
+    pub handle: u32,
+}
+c_layout! {
+    VerbsXrcd = private "struct verbs_xrcd", size 16;
+    xrcd @ 0, comp_mask @ 8, handle @ 12,
+}
+
 /// A context op the provider does not implement (always `None`).
 pub type UnusedOp = Option<unsafe extern "C" fn()>;
 
@@ -1450,6 +1568,19 @@ pub type ModifySrqFn =
 pub type QuerySrqFn = unsafe extern "C" fn(srq: *mut IbvSrq, attr: *mut IbvSrqAttr) -> c_int;
 /// `verbs_context_ops::destroy_srq`.
 pub type DestroySrqFn = unsafe extern "C" fn(srq: *mut IbvSrq) -> c_int;
+/// `verbs_context_ops::create_srq_ex`.
+pub type CreateSrqExFn =
+    unsafe extern "C" fn(context: *mut IbvContext, attr: *mut IbvSrqInitAttrEx) -> *mut IbvSrq;
+/// `verbs_context_ops::get_srq_num`.
+pub type GetSrqNumFn = unsafe extern "C" fn(srq: *mut IbvSrq, srq_num: *mut u32) -> c_int;
+/// `verbs_context_ops::open_xrcd`.
+pub type OpenXrcdFn =
+    unsafe extern "C" fn(context: *mut IbvContext, attr: *mut IbvXrcdInitAttr) -> *mut IbvXrcd;
+/// `verbs_context_ops::close_xrcd`.
+pub type CloseXrcdFn = unsafe extern "C" fn(xrcd: *mut IbvXrcd) -> c_int;
+/// `verbs_context_ops::open_qp`.
+pub type OpenQpFn =
+    unsafe extern "C" fn(context: *mut IbvContext, attr: *mut IbvQpOpenAttr) -> *mut IbvQp;
 /// `verbs_context_ops::post_srq_recv`.
 pub type PostSrqRecvFn = unsafe extern "C" fn(
     srq: *mut IbvSrq,
@@ -1512,7 +1643,7 @@ pub struct VerbsContextOps {
     pub attach_counters_point_flow: UnusedOp,
     pub attach_mcast: Option<McastFn>,
     pub bind_mw: Option<BindMwFn>,
-    pub close_xrcd: UnusedOp,
+    pub close_xrcd: Option<CloseXrcdFn>,
     pub cq_event: UnusedOp,
     pub create_ah: Option<CreateAhFn>,
     pub create_counters: UnusedOp,
@@ -1524,7 +1655,7 @@ pub struct VerbsContextOps {
     pub create_qp_ex: Option<CreateQpExFn>,
     pub create_rwq_ind_table: UnusedOp,
     pub create_srq: Option<CreateSrqFn>,
-    pub create_srq_ex: UnusedOp,
+    pub create_srq_ex: Option<CreateSrqExFn>,
     pub create_wq: UnusedOp,
     pub dealloc_mw: Option<DeallocMwFn>,
     pub dealloc_pd: Option<DeallocPdFn>,
@@ -1542,7 +1673,7 @@ pub struct VerbsContextOps {
     pub detach_mcast: Option<McastFn>,
     pub free_context: Option<FreeContextFn>,
     pub free_dm: UnusedOp,
-    pub get_srq_num: UnusedOp,
+    pub get_srq_num: Option<GetSrqNumFn>,
     pub import_dm: UnusedOp,
     pub import_mr: Option<ImportMrFn>,
     pub import_pd: Option<ImportPdFn>,
@@ -1552,8 +1683,8 @@ pub struct VerbsContextOps {
     pub modify_qp_rate_limit: UnusedOp,
     pub modify_srq: Option<ModifySrqFn>,
     pub modify_wq: UnusedOp,
-    pub open_qp: UnusedOp,
-    pub open_xrcd: UnusedOp,
+    pub open_qp: Option<OpenQpFn>,
+    pub open_xrcd: Option<OpenXrcdFn>,
     pub poll_cq: Option<PollCqFn>,
     pub post_recv: Option<PostRecvFn>,
     pub post_send: Option<PostSendFn>,
@@ -1588,6 +1719,8 @@ c_layout! {
     poll_cq @ 53 * 8, post_recv @ 54 * 8, post_send @ 55 * 8, post_srq_recv @ 57 * 8,
     query_device_ex @ 58 * 8, query_port @ 60 * 8, query_qp @ 61 * 8, query_srq @ 64 * 8,
     reg_mr @ 68 * 8, req_notify_cq @ 69 * 8, resize_cq @ 71 * 8, unimport_pd @ 75 * 8,
+    close_xrcd @ 11 * 8, create_srq_ex @ 23 * 8, get_srq_num @ 41 * 8, open_qp @ 51 * 8,
+    open_xrcd @ 52 * 8,
 }
 
 impl VerbsContextOps {
@@ -1996,6 +2129,91 @@ pub struct RroceCreateSrqResp {
 c_layout! {
     RroceCreateSrqResp = private, size 16 + CreateSrqResp::SIZE;
     drv @ 16,
+}
+
+/// `struct ibv_create_xsrq`: header + `struct ib_uverbs_create_xsrq`
+/// (`response`, `user_handle`, `u32 srq_type`, `pd_handle`, `max_wr`,
+/// `max_sge`, `srq_limit`, `max_num_tags`, `xrcd_handle`, `cq_handle`);
+/// size 56.  libibverbs fills it in.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvCreateXsrq {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub user_handle: u64,
+    pub srq_type: u32,
+    pub pd_handle: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+    pub max_num_tags: u32,
+    pub xrcd_handle: u32,
+    pub cq_handle: u32,
+}
+c_layout! {
+    IbvCreateXsrq = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_create_xsrq", size 56;
+    response @ 8, user_handle @ 16, srq_type @ 24, pd_handle @ 28, max_wr @ 32, max_sge @ 36,
+    srq_limit @ 40, max_num_tags @ 44, xrcd_handle @ 48, cq_handle @ 52,
+}
+
+/// Command buffer of `ibv_cmd_create_srq_ex`: core command + the same
+/// `CreateSrqCmd` as [`RroceCreateSrqCmd`] (the response is a
+/// [`RroceCreateSrqResp`] too).
+#[repr(C)]
+#[derive(Default)]
+pub struct RroceCreateXsrqCmd {
+    pub core: IbvCreateXsrq,
+    pub drv: CreateSrqCmd,
+}
+c_layout! {
+    RroceCreateXsrqCmd = private, size 56 + CreateQueueCmd::SIZE;
+    drv @ 56,
+}
+
+/// `struct ibv_open_xrcd`: header + `struct ib_uverbs_open_xrcd`
+/// (`response`, `u32 fd`, `u32 oflags`); size 24.  libibverbs fills it in.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvOpenXrcd {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub fd: u32,
+    pub oflags: u32,
+}
+c_layout! {
+    IbvOpenXrcd = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_open_xrcd", size 24;
+    response @ 8, fd @ 16, oflags @ 20,
+}
+
+/// `struct ib_uverbs_open_xrcd_resp`: `u32 xrcd_handle`; size 4.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbUverbsOpenXrcdResp {
+    pub xrcd_handle: u32,
+}
+c_layout! {
+    IbUverbsOpenXrcdResp = "struct ib_uverbs_open_xrcd_resp", size 4;
+    xrcd_handle @ 0,
+}
+
+/// `struct ibv_open_qp`: header + `struct ib_uverbs_open_qp` (`response`,
+/// `user_handle`, `u32 pd_handle` (the XRCD's), `u32 qpn`, `u8 qp_type`,
+/// `u8 reserved[7]`); size 40.  libibverbs fills it in; the answer is a
+/// plain `ib_uverbs_create_qp_resp` (no driver data: ib_core opens the QP).
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvOpenQp {
+    pub hdr: IbUverbsCmdHdr,
+    pub response: u64,
+    pub user_handle: u64,
+    pub pd_handle: u32,
+    pub qpn: u32,
+    pub qp_type: u8,
+    pub reserved: [u8; 7],
+}
+c_layout! {
+    IbvOpenQp = "struct ib_uverbs_cmd_hdr" + "struct ib_uverbs_open_qp", size 40;
+    response @ 8, user_handle @ 16, pd_handle @ 24, qpn @ 28, qp_type @ 32,
 }
 
 /// `struct ibv_modify_srq`: header + `struct ib_uverbs_modify_srq`
@@ -2519,6 +2737,53 @@ unsafe extern "C" {
 
     /// DESTROY_SRQ; waits for the SRQ's events to be acknowledged.
     pub fn ibv_cmd_destroy_srq(srq: *mut IbvSrq) -> c_int;
+
+    /// CREATE_SRQ (basic) or CREATE_XSRQ (XRC) for `ibv_create_srq_ex`
+    /// (`attr_ex->pd` required); fills `srq` like `ibv_cmd_create_srq`
+    /// and, for an XRC SRQ, its `srq_type`, `xrcd`, `cq` and `srq_num`
+    /// (the core response's `srqn`).  Writes the real capacities into
+    /// `attr_ex->attr`.  Returns 0 or an errno value.
+    pub fn ibv_cmd_create_srq_ex(
+        context: *mut IbvContext,
+        srq: *mut VerbsSrq,
+        attr_ex: *mut IbvSrqInitAttrEx,
+        cmd: *mut IbvCreateXsrq,
+        cmd_size: usize,
+        resp: *mut IbUverbsCreateSrqResp,
+        resp_size: usize,
+    ) -> c_int;
+
+    /// OPEN_XRCD (write only); fills `xrcd` (context, handle and
+    /// `VERBS_XRCD_HANDLE` when `vxrcd_size` covers the handle).  Returns
+    /// 0 or an errno value (`EINVAL` without the FD/OFLAGS attributes).
+    pub fn ibv_cmd_open_xrcd(
+        context: *mut IbvContext,
+        xrcd: *mut VerbsXrcd,
+        vxrcd_size: c_int,
+        attr: *mut IbvXrcdInitAttr,
+        cmd: *mut IbvOpenXrcd,
+        cmd_size: usize,
+        resp: *mut IbUverbsOpenXrcdResp,
+        resp_size: usize,
+    ) -> c_int;
+
+    /// CLOSE_XRCD.  Returns 0 or an errno value.
+    pub fn ibv_cmd_close_xrcd(xrcd: *mut VerbsXrcd) -> c_int;
+
+    /// OPEN_QP (write only): a handle to the QP `attr->qp_num` of the
+    /// XRCD `attr->xrcd`; fills `qp` (handle, context, number, type, state
+    /// `IBV_QPS_UNKNOWN`, NULL PD/CQs/SRQ, and `xrcd` when `vqp_sz` covers
+    /// it).  Returns 0 or an errno value.
+    pub fn ibv_cmd_open_qp(
+        context: *mut IbvContext,
+        qp: *mut VerbsQp,
+        vqp_sz: c_int,
+        attr: *mut IbvQpOpenAttr,
+        cmd: *mut IbvOpenQp,
+        cmd_size: usize,
+        resp: *mut IbUverbsCreateQpResp,
+        resp_size: usize,
+    ) -> c_int;
 }
 
 #[cfg(test)]
@@ -2558,6 +2823,8 @@ mod c_layout {
         IbUverbsCreateQpResp, IbvCreateSrq, IbUverbsCreateSrqResp, IbvModifySrq, IbvQuerySrq,
         IbvModifyQp, IbvQueryQp, IbvRegMr, IbUverbsRegMrResp, IbvReregMr, IbUverbsReregMrResp,
         IbUverbsCreateAhResp, IbvPostSend, IbUverbsPostSendResp, IbUverbsExQueryDeviceResp,
+        IbvQpOpenAttr, IbvXrcd, IbvSrqInitAttrEx, IbvCreateXsrq, IbvOpenXrcd, IbUverbsOpenXrcdResp,
+        IbvOpenQp,
     };
 
     /// The rows of the C program: the values that are not the layout of a
@@ -2652,6 +2919,23 @@ mod c_layout {
             ("IBV_QPT_RC", IBV_QPT_RC as usize),
             ("IBV_QPT_UC", IBV_QPT_UC as usize),
             ("IBV_QPT_UD", IBV_QPT_UD as usize),
+            ("IBV_QPT_XRC_SEND", IBV_QPT_XRC_SEND as usize),
+            ("IBV_QPT_XRC_RECV", IBV_QPT_XRC_RECV as usize),
+            ("IBV_QP_INIT_ATTR_XRCD", IBV_QP_INIT_ATTR_XRCD as usize),
+            ("IBV_QP_OPEN_ATTR_NUM", IBV_QP_OPEN_ATTR_NUM as usize),
+            ("IBV_QP_OPEN_ATTR_XRCD", IBV_QP_OPEN_ATTR_XRCD as usize),
+            (
+                "IBV_QP_OPEN_ATTR_CONTEXT",
+                IBV_QP_OPEN_ATTR_CONTEXT as usize,
+            ),
+            ("IBV_QP_OPEN_ATTR_TYPE", IBV_QP_OPEN_ATTR_TYPE as usize),
+            // SRQ enums
+            ("IBV_SRQT_BASIC", IBV_SRQT_BASIC as usize),
+            ("IBV_SRQT_XRC", IBV_SRQT_XRC as usize),
+            ("IBV_SRQ_INIT_ATTR_TYPE", IBV_SRQ_INIT_ATTR_TYPE as usize),
+            ("IBV_SRQ_INIT_ATTR_PD", IBV_SRQ_INIT_ATTR_PD as usize),
+            ("IBV_SRQ_INIT_ATTR_XRCD", IBV_SRQ_INIT_ATTR_XRCD as usize),
+            ("IBV_SRQ_INIT_ATTR_CQ", IBV_SRQ_INIT_ATTR_CQ as usize),
             ("IBV_QPS_RESET", IBV_QPS_RESET as usize),
             ("IBV_QPS_RTS", IBV_QPS_RTS as usize),
             ("IBV_QP_STATE", IBV_QP_STATE as usize),

@@ -3,7 +3,7 @@
 
 use core::cell::UnsafeCell;
 
-use super::abi::{IbvAh, IbvCqEx, IbvMw, IbvPd, IbvSrq, IbvTd, VerbsMr, VerbsQp};
+use super::abi::{IbvAh, IbvCqEx, IbvMw, IbvPd, IbvTd, VerbsMr, VerbsQp, VerbsSrq, VerbsXrcd};
 
 /// Types whose all-zero bit pattern is a valid value.
 ///
@@ -20,7 +20,9 @@ unsafe impl Zeroable for IbvCqEx {}
 // SAFETY: as above.
 unsafe impl Zeroable for VerbsQp {}
 // SAFETY: as above.
-unsafe impl Zeroable for IbvSrq {}
+unsafe impl Zeroable for VerbsSrq {}
+// SAFETY: as above.
+unsafe impl Zeroable for VerbsXrcd {}
 // SAFETY: as above.
 unsafe impl Zeroable for IbvAh {}
 // SAFETY: as above.

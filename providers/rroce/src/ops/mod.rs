@@ -77,6 +77,11 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     post_send: Some(qp::post_send),
     post_recv: Some(qp::post_recv),
     create_srq: Some(srq::create_srq),
+    create_srq_ex: Some(srq::create_srq_ex),
+    get_srq_num: Some(srq::get_srq_num),
+    open_xrcd: Some(pd::open_xrcd),
+    close_xrcd: Some(pd::close_xrcd),
+    open_qp: Some(qp::open_qp),
     modify_srq: Some(srq::modify_srq),
     query_srq: Some(srq::query_srq),
     destroy_srq: Some(srq::destroy_srq),
@@ -503,5 +508,8 @@ mod tests {
         assert!(CONTEXT_OPS.create_cq_ex.is_some() && CONTEXT_OPS.create_qp_ex.is_some());
         assert!(CONTEXT_OPS.alloc_parent_domain.is_some() && CONTEXT_OPS.alloc_td.is_some());
         assert!(CONTEXT_OPS.dealloc_td.is_some());
+        assert!(CONTEXT_OPS.open_xrcd.is_some() && CONTEXT_OPS.close_xrcd.is_some());
+        assert!(CONTEXT_OPS.create_srq_ex.is_some() && CONTEXT_OPS.get_srq_num.is_some());
+        assert!(CONTEXT_OPS.open_qp.is_some());
     }
 }

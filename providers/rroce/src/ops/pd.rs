@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::device::errno_of;
 use crate::ffi::*;
-use crate::pd::{check_parent_domain_comp_mask, check_td_comp_mask, RrocePd, RroceTd};
+use crate::pd::{check_parent_domain_comp_mask, check_td_comp_mask, RrocePd, RroceTd, RroceXrcd};
 
 /// The provider PD of `pd`.
 ///
@@ -50,12 +50,93 @@ pub(super) unsafe fn check_pd_context(
     pd: *mut IbvPd,
     context: *mut IbvContext,
 ) -> Result<(), c_int> {
-    // SAFETY: a non-NULL `pd` is a live `ibv_pd`, whose first field is
-    // `context` for every provider.
-    if pd.is_null() || unsafe { (&raw const (*pd).context).read() } != context {
+    // SAFETY: forwarded contract; an `ibv_pd` begins with its context.
+    unsafe { check_context(pd, context) }
+}
+
+/// `EINVAL` unless `obj` is non-NULL and an object of `context` (then it
+/// is one of ours).
+///
+/// # Safety
+///
+/// `obj` must be NULL or a live C object (of any provider) whose first
+/// field is its `struct ibv_context *`: an `ibv_pd`, `ibv_cq` or
+/// `ibv_xrcd`.
+pub(super) unsafe fn check_context<T>(obj: *mut T, context: *mut IbvContext) -> Result<(), c_int> {
+    // SAFETY: a non-NULL `obj` is live and begins with its context pointer
+    // (for every provider: libibverbs' own layout).
+    if obj.is_null() || unsafe { obj.cast::<*mut IbvContext>().read() } != context {
         return Err(EINVAL);
     }
     Ok(())
+}
+
+/// `verbs_context_ops::open_xrcd` (`ibv_open_xrcd`): an OPEN_XRCD command
+/// for a new [`RroceXrcd`] (no driver data).  NULL with errno set on
+/// failure (`EINVAL` without the FD and OFLAGS attributes, the kernel's
+/// errno otherwise).
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours and a valid `attr`.
+pub(super) unsafe extern "C" fn open_xrcd(
+    context: *mut IbvContext,
+    attr: *mut IbvXrcdInitAttr,
+) -> *mut IbvXrcd {
+    if context.is_null() || attr.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    const VXRCD_SIZE: c_int = size_of::<VerbsXrcd>() as c_int;
+    // The box's contents stay at this address until close_xrcd frees it.
+    let x = Box::new(RroceXrcd::new());
+    let mut cmd = IbvOpenXrcd::default();
+    let mut resp = IbUverbsOpenXrcdResp::default();
+    // SAFETY: `context` and `attr` are valid per the contract; the new
+    // `verbs_xrcd` is VXRCD_SIZE bytes; `cmd`/`resp` are live locals of
+    // the sizes passed.
+    let ret = unsafe {
+        ibv_cmd_open_xrcd(
+            context,
+            x.vxrcd(),
+            VXRCD_SIZE,
+            attr,
+            &mut cmd,
+            size_of::<IbvOpenXrcd>(),
+            &mut resp,
+            size_of::<IbUverbsOpenXrcdResp>(),
+        )
+    };
+    if ret != 0 {
+        set_errno(errno_of(ret));
+        return ptr::null_mut();
+    }
+    // `vxrcd` (with its `ibv_xrcd`) is at offset 0: the pointer keeps the
+    // provenance of the whole allocation, which `close_xrcd` needs.
+    Box::into_raw(x).cast::<IbvXrcd>()
+}
+
+/// `verbs_context_ops::close_xrcd` (`ibv_close_xrcd`): 0 or an errno
+/// value (`EBUSY` from the kernel while SRQs or QPs use the domain).
+///
+/// # Safety
+///
+/// `xrcd` must be NULL or an XRC domain of ours that is not used once
+/// this returns 0.
+pub(super) unsafe extern "C" fn close_xrcd(xrcd: *mut IbvXrcd) -> c_int {
+    if xrcd.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `xrcd` is the `ibv_xrcd` at offset 0 of a live `verbs_xrcd`
+    // of ours.
+    let ret = unsafe { ibv_cmd_close_xrcd(xrcd.cast::<VerbsXrcd>()) };
+    if ret != 0 {
+        return ret;
+    }
+    // SAFETY: the kernel object is gone and the caller gives up `xrcd`,
+    // which came from Box::into_raw in open_xrcd.
+    drop(unsafe { Box::from_raw(xrcd.cast::<RroceXrcd>()) });
+    0
 }
 
 /// What a QP, SRQ or CQ created on `pd` holds of it: the parent domain,

@@ -11,20 +11,21 @@ use rroce_proto::wqe::SendOpcode;
 
 use super::cq::cq_of;
 use super::mr::ah_num_of;
-use super::pd::{check_pd_context, domain_of};
+use super::pd::{check_context, check_pd_context, domain_of};
 use crate::device::errno_of;
 use crate::ffi::user::sge_list;
 use crate::ffi::*;
 use crate::qp::{
-    check_qp_init_attr_ex, check_qp_type, next_mw_rkey, BindRequest, Doorbell, MrView, MwView,
-    PostError, RecvRequest, RroceQp, SendRequest, UdAddr,
+    check_qp_init_attr_ex, check_qp_open_attr, check_qp_type, next_mw_rkey, BindRequest, Doorbell,
+    MrView, MwView, PostError, RecvRequest, RroceQp, SendRequest, UdAddr,
 };
 
 /// The provider QP of `qp`.
 ///
 /// # Safety
 ///
-/// `qp` must be a live QP made by [`create_qp`] or [`create_qp_ex`] (the
+/// `qp` must be a live QP made by [`create_qp`], [`create_qp_ex`] or
+/// [`open_qp`] (the
 /// `ibv_qp` at the start of its `ibv_qp_ex`); the reference must not
 /// outlive it.
 pub(super) unsafe fn qp_of<'a>(qp: *mut IbvQp) -> &'a RroceQp {
@@ -124,6 +125,7 @@ struct SendChain<'a> {
     max_sge: u16,
     max_inline: u32,
     ud: bool,
+    xrc: bool,
     _list: core::marker::PhantomData<&'a IbvSendWr>,
 }
 
@@ -140,6 +142,7 @@ impl<'a> SendChain<'a> {
             max_sge: qp.max_send_sge(),
             max_inline: qp.max_inline(),
             ud: qp.is_ud(),
+            xrc: qp.is_xrc(),
             _list: core::marker::PhantomData,
         }
     }
@@ -169,6 +172,7 @@ impl<'a> Iterator for SendChain<'a> {
             compare_add: 0,
             swap: 0,
             ud: None,
+            xrc_srqn: self.xrc.then_some(wr.xrc_remote_srqn),
             bind: None,
             // SAFETY: the verbs API requires `sg_list` to hold `num_sge`
             // SGEs (type invariant); the count is checked first.
@@ -329,19 +333,23 @@ impl Linked for IbvRecvWr {
     }
 }
 
-/// Creates a QP: `create` sends CREATE_QP for the new QP's `verbs_qp`
-/// (with rroce's driver data in `cmd`/`resp`); then the response is
-/// checked and the rings mapped.  The QP, or an errno value (the kernel
-/// QP, if any, destroyed again).
+/// Creates a QP of `context`: `create` sends CREATE_QP for the new QP's
+/// `verbs_qp` (with rroce's driver data in `cmd`/`resp`); then the
+/// response is checked and the rings mapped.  The QP, or an errno value
+/// (the kernel QP, if any, destroyed again).
 ///
-/// A QP made on a parent domain holds it (`EBUSY` for its dealloc) and
-/// takes its buffers from the parent domain's allocator, if any.
+/// `pd` is the QP's PD, NULL for an XRC_RECV QP (whose domain is an XRC
+/// domain).  A QP made on a parent domain holds it (`EBUSY` for its
+/// dealloc) and takes its buffers from the parent domain's allocator, if
+/// any.
 ///
 /// # Safety
 ///
-/// `pd` must be a live PD of ours; `create` must create the kernel QP for
-/// the pointer it is given or fail.
+/// `context` must be a context of ours and `pd` NULL or a live PD of it;
+/// `create` must create the kernel QP for the pointer it is given or
+/// fail.
 unsafe fn create_common(
+    context: *mut IbvContext,
     pd: *mut IbvPd,
     requested: &IbvQpCap,
     qp_type: c_int,
@@ -349,8 +357,9 @@ unsafe fn create_common(
     create: impl FnOnce(*mut VerbsQp, &mut RroceCreateQpCmd, &mut RroceCreateQpResp) -> c_int,
 ) -> Result<*mut RroceQp, c_int> {
     check_qp_type(qp_type)?;
-    // SAFETY: `pd` is a live PD of ours.
-    let mut qp = Box::new(RroceQp::new(unsafe { domain_of(pd) }));
+    // SAFETY: `pd` is NULL or a live PD of ours.
+    let domain = (!pd.is_null()).then(|| unsafe { domain_of(pd) }).flatten();
+    let mut qp = Box::new(RroceQp::new(domain));
     // The box's contents stay at this address until it is freed: the
     // kernel's user_handle for the QP.
     let vqp = qp.vqp();
@@ -360,9 +369,8 @@ unsafe fn create_common(
     if ret != 0 {
         return Err(errno_of(ret));
     }
-    // SAFETY: `pd` is valid and belongs to a live context; `vqp` was
-    // filled by the create command.
-    let (cmd_fd, core_qpn) = unsafe { ((*(*pd).context).cmd_fd, (*vqp).qp_ex.qp_base.qp_num) };
+    // SAFETY: `context` is live; `vqp` was filled by the create command.
+    let (cmd_fd, core_qpn) = unsafe { ((*context).cmd_fd, (*vqp).qp_ex.qp_base.qp_num) };
     match qp.attach(cmd_fd, &resp.drv, core_qpn, requested, qp_type, has_srq) {
         Ok(()) => Ok(Box::into_raw(qp)),
         Err(err) => {
@@ -374,7 +382,7 @@ unsafe fn create_common(
 }
 
 /// `verbs_context_ops::create_qp`: NULL with errno set on failure
-/// (`EOPNOTSUPP` for QP types other than RC/UC/UD, `EPROTO` if the
+/// (`EOPNOTSUPP` for QP types other than RC/UC/UD/XRC_SEND, `EPROTO` if the
 /// kernel's response breaks the rroce ABI).  On success `attr->cap` holds
 /// the capacities the QP really has.
 ///
@@ -404,8 +412,9 @@ pub(super) unsafe extern "C" fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAt
             )
         }
     };
-    // SAFETY: `pd` is ours; `create` makes the kernel QP for `vqp`.
-    match unsafe { create_common(pd, &requested, qp_type, has_srq, create) } {
+    // SAFETY: `pd` is ours, so is its context; `create` makes the kernel
+    // QP for `vqp`.
+    match unsafe { create_common((*pd).context, pd, &requested, qp_type, has_srq, create) } {
         Ok(qp) => {
             // SAFETY: `qp` is ours and live, `attr` valid.
             unsafe {
@@ -424,7 +433,8 @@ pub(super) unsafe extern "C" fn create_qp(pd: *mut IbvPd, attr: *mut IbvQpInitAt
 }
 
 /// `verbs_context_ops::create_qp_ex` (`ibv_create_qp_ex` with more than
-/// `IBV_QP_INIT_ATTR_PD`): like [`create_qp`]; with
+/// `IBV_QP_INIT_ATTR_PD`): like [`create_qp`], and XRC_RECV QPs (with
+/// `IBV_QP_INIT_ATTR_XRCD`, no PD, no queues: see `crate::qp`); with
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` the QP also gets the work-request API
 /// (`ibv_qp_to_qp_ex()`, `ibv_wr_*`) for the requested operations.
 ///
@@ -441,9 +451,22 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     }
     // SAFETY: `attr` is valid per the contract; the struct is plain data.
     let a = unsafe { *attr };
+    // The domain of an XRC_RECV QP is its XRC domain, its PD is not used.
+    let pd = if a.qp_type == IBV_QPT_XRC_RECV {
+        ptr::null_mut()
+    } else {
+        a.pd
+    };
     let checked = check_qp_init_attr_ex(&a).and_then(|()| {
-        // SAFETY: `a.pd` is NULL or a live PD per the verbs API.
-        unsafe { check_pd_context(a.pd, context) }
+        // SAFETY: per the verbs API (and the checked `comp_mask`), `a.pd`
+        // and `a.xrcd` are NULL or live.
+        unsafe {
+            if pd.is_null() {
+                check_context(a.xrcd, context)
+            } else {
+                check_pd_context(pd, context)
+            }
+        }
     });
     if let Err(e) = checked {
         set_errno(e);
@@ -452,7 +475,8 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     // ibv_cmd_create_qp_ex takes only PD/XRCD/SEND_OPS_FLAGS; creation
     // flags are known to be 0 here.
     let mut cmd_attr = a;
-    cmd_attr.comp_mask &= IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    cmd_attr.comp_mask &=
+        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     let create = |vqp: *mut VerbsQp, cmd: &mut RroceCreateQpCmd, resp: &mut RroceCreateQpResp| {
         // SAFETY: `context` is ours, `cmd_attr` a valid local copy of the
         // caller's attributes; `vqp` is the new QP; `cmd`/`resp` are live
@@ -469,9 +493,11 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             )
         }
     };
-    // SAFETY: `a.pd` is a PD of this context (checked), so ours; `create`
+    // SAFETY: `context` is ours, `pd` NULL or a PD of it (checked); `create`
     // makes the kernel QP for `vqp`.
-    let qp = match unsafe { create_common(a.pd, &a.cap, a.qp_type, !a.srq.is_null(), create) } {
+    let created =
+        unsafe { create_common(context, pd, &a.cap, a.qp_type, !a.srq.is_null(), create) };
+    let qp = match created {
         Ok(qp) => qp,
         Err(e) => {
             set_errno(e);
@@ -488,6 +514,61 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     }
     // As in create_qp: offset 0, provenance of the whole allocation.
     qp.cast::<IbvQp>()
+}
+
+/// `verbs_context_ops::open_qp` (`ibv_open_qp`): a new handle to the
+/// XRC_RECV QP `attr->qp_num` of the XRC domain `attr->xrcd` (an OPEN_QP
+/// command, no driver data).  Like an XRC_RECV QP it has no queues; it is
+/// modified, queried and destroyed like any QP.  NULL with errno set on
+/// failure (`EINVAL` for another QP type).
+///
+/// # Safety
+///
+/// Called by libibverbs with a context of ours and a valid `attr`.
+pub(super) unsafe extern "C" fn open_qp(
+    context: *mut IbvContext,
+    attr: *mut IbvQpOpenAttr,
+) -> *mut IbvQp {
+    if context.is_null() || attr.is_null() {
+        set_errno(EINVAL);
+        return ptr::null_mut();
+    }
+    const VQP_SIZE: c_int = size_of::<VerbsQp>() as c_int;
+    // SAFETY: `attr` is valid per the contract; the struct is plain data.
+    let a = unsafe { *attr };
+    // SAFETY: with IBV_QP_OPEN_ATTR_XRCD (checked first) `a.xrcd` is NULL
+    // or a live XRC domain per the verbs API.
+    let checked = check_qp_open_attr(&a).and_then(|()| unsafe { check_context(a.xrcd, context) });
+    if let Err(e) = checked {
+        set_errno(e);
+        return ptr::null_mut();
+    }
+    // The box's contents stay at this address until it is freed: the
+    // kernel's user_handle for the QP.
+    let qp = Box::new(RroceQp::new(None));
+    let mut cmd = IbvOpenQp::default();
+    let mut resp = IbUverbsCreateQpResp::default();
+    // SAFETY: `context` and `attr` are valid per the contract; the new
+    // `verbs_qp` is VQP_SIZE bytes; `cmd`/`resp` are live locals of the
+    // sizes passed.
+    let ret = unsafe {
+        ibv_cmd_open_qp(
+            context,
+            qp.vqp(),
+            VQP_SIZE,
+            attr,
+            &mut cmd,
+            size_of::<IbvOpenQp>(),
+            &mut resp,
+            size_of::<IbUverbsCreateQpResp>(),
+        )
+    };
+    if ret != 0 {
+        set_errno(errno_of(ret));
+        return ptr::null_mut();
+    }
+    // As in create_qp: offset 0, provenance of the whole allocation.
+    Box::into_raw(qp).cast::<IbvQp>()
 }
 
 /// `verbs_context_ops::modify_qp` (a MODIFY_QP command); a QP moved to
@@ -684,6 +765,7 @@ pub(super) unsafe extern "C" fn bind_mw(
         compare_add: 0,
         swap: 0,
         ud: None,
+        xrc_srqn: None,
         // SAFETY: `mw` and the bind's region are live per the contract.
         bind: Some(unsafe { bind_request(ctx, mw, new, &b.bind_info) }),
         sges: Ok(&[]),

@@ -51,6 +51,7 @@ pub(super) fn install(vqp: &mut VerbsQp, send_ops_flags: u64) {
         q.wr_atomic_write = Some(wr_atomic_write);
     }
     q.wr_set_ud_addr = Some(wr_set_ud_addr);
+    q.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
     q.wr_set_inline_data = Some(wr_set_inline_data);
     q.wr_set_inline_data_list = Some(wr_set_inline_data_list);
     q.wr_set_sge = Some(wr_set_sge);
@@ -320,6 +321,17 @@ unsafe extern "C" fn wr_set_ud_addr(
     };
     // SAFETY: forwarded contract.
     unsafe { qp_ex_of(qp) }.wr_set_ud_addr(ud);
+}
+
+/// `ibv_qp_ex::wr_set_xrc_srqn`: the remote XRC SRQ of the request
+/// being built (XRC_SEND QPs).
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut IbvQpEx, remote_srqn: u32) {
+    // SAFETY: forwarded contract.
+    unsafe { qp_ex_of(qp) }.wr_set_xrc_srqn(remote_srqn);
 }
 
 /// `ibv_qp_ex::wr_set_sge`.

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -87,6 +88,7 @@ static int64_t (*mock_cq_cons)(uint32_t);
 static uint32_t (*mock_last_cq_flags)(void);
 static int (*mock_sq_pop)(uint32_t, void *, size_t);
 static int (*mock_rq_pop)(uint32_t, void *, size_t);
+static int (*mock_srq_pop)(uint32_t, void *, size_t);
 static int (*mock_sq_poke_cons)(uint32_t, uint32_t);
 static int (*mock_doorbells)(uint32_t);
 static void (*mock_last_doorbell)(void *);
@@ -117,6 +119,7 @@ static void load_hooks(void)
 	mock_last_cq_flags = hook("mock_last_cq_flags");
 	mock_sq_pop = hook("mock_sq_pop");
 	mock_rq_pop = hook("mock_rq_pop");
+	mock_srq_pop = hook("mock_srq_pop");
 	mock_sq_poke_cons = hook("mock_sq_poke_cons");
 	mock_doorbells = hook("mock_doorbells");
 	mock_last_doorbell = hook("mock_last_doorbell");
@@ -1273,6 +1276,260 @@ static void test_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq
 	CHECK_EQ(ibv_dereg_mr(mr), 0);
 }
 
+/* An XRC SRQ of @xrcd with completions on @cq (NULL with errno). */
+static struct ibv_srq *make_xrc_srq(struct ibv_context *ctx, struct ibv_pd *pd,
+				    struct ibv_xrcd *xrcd, struct ibv_cq *cq, uint32_t mask)
+{
+	struct ibv_srq_init_attr_ex sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 2;
+	sa.comp_mask = mask;
+	sa.srq_type = IBV_SRQT_XRC;
+	sa.pd = pd;
+	sa.xrcd = xrcd;
+	sa.cq = cq;
+	return ibv_create_srq_ex(ctx, &sa);
+}
+
+/* An XRC_RECV QP of @xrcd (NULL with errno). */
+static struct ibv_qp *make_xrc_tgt(struct ibv_context *ctx, struct ibv_xrcd *xrcd)
+{
+	struct ibv_qp_init_attr_ex ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_XRC_RECV;
+	ia.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+	ia.xrcd = xrcd;
+	return ibv_create_qp_ex(ctx, &ia);
+}
+
+/* Neither post verb works on a QP without queues (an XRC target). */
+static void check_no_queues(struct ibv_qp *qp)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_recv_wr rwr, *rbad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND;
+	CHECK_EQ(to_rts(qp), 0);
+	CHECK_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+	CHECK(bad == &wr);
+	memset(&rwr, 0, sizeof(rwr));
+	CHECK_EQ(ibv_post_recv(qp, &rwr, &rbad), EINVAL);
+	CHECK(rbad == &rwr);
+}
+
+/*
+ * XRC: domains, XRC SRQs (srq_num, receives), XRC_SEND QPs (the remote
+ * SRQ number at offset 48 of the send WQE, through ibv_post_send and
+ * ibv_wr_set_xrc_srqn; no receive queue), XRC_RECV QPs (nothing mapped,
+ * no posting) and ibv_open_qp.
+ */
+static void test_xrc(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	static uint8_t buf[256];
+	const uint32_t xrc_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+				  IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	struct ibv_xrcd_init_attr xa;
+	struct ibv_srq_init_attr_ex sa;
+	struct ibv_qp_open_attr oa;
+	struct ibv_send_wr wr, *bad;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_sge sge = { (uintptr_t)buf, 100, 0x77 };
+	struct ibv_qp_cap cap;
+	struct ibv_qp *ini, *tgt, *opened;
+	struct ibv_qp_ex *qx;
+	struct ibv_srq *srq, *basic;
+	struct ibv_xrcd *xrcd;
+	struct swqe h;
+	struct rwqe rh;
+	uint8_t data[64], e[64];
+	uint32_t srqn = 0;
+	int maps, objects;
+
+	objects = mock_live_objects();
+	memset(&xa, 0, sizeof(xa));
+	xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+	xa.fd = -1;
+	xa.oflags = O_CREAT;
+	xrcd = ibv_open_xrcd(ctx, &xa);
+	CHECK(xrcd);
+	if (!xrcd)
+		return;
+	CHECK(xrcd->context == ctx);
+	CHECK_EQ(mock_live_objects(), objects + 1);
+
+	/* An XRC SRQ: its number is the core response's srqn. */
+	srq = make_xrc_srq(ctx, pd, xrcd, cq, xrc_mask);
+	CHECK(srq);
+	if (!srq)
+		return;
+	CHECK_EQ(ibv_get_srq_num(srq, &srqn), 0);
+	CHECK(srqn > 2000 && srqn < 2000 + 64);
+	/* Receives go to its ring as to a basic SRQ's. */
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.wr_id = 0x5150;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	CHECK_EQ(ibv_post_srq_recv(srq, &rwr, &rbad), 0);
+	CHECK_EQ(mock_srq_pop(srq->handle, e, 32), 1);
+	memcpy(&rh, e, sizeof(rh));
+	CHECK_EQ(rh.wr_id, 0x5150);
+	CHECK_EQ(rh.num_sge, 1);
+	CHECK(!memcmp(e + 16, &(struct wsge){ (uintptr_t)buf, 100, 0x77 }, 16));
+	/* The domain is busy while the SRQ uses it. */
+	CHECK_EQ(ibv_close_xrcd(xrcd), EBUSY);
+
+	/* Wrong XRC SRQs: no CQ, tag matching; a broken answer. */
+	errno = 0;
+	CHECK(!make_xrc_srq(ctx, pd, xrcd, cq, xrc_mask & ~IBV_SRQ_INIT_ATTR_CQ));
+	CHECK_EQ(errno, EINVAL);
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ |
+		       IBV_SRQ_INIT_ATTR_TM;
+	sa.srq_type = IBV_SRQT_TM;
+	sa.pd = pd;
+	sa.cq = cq;
+	sa.tm_cap.max_num_tags = 4;
+	errno = 0;
+	CHECK(!ibv_create_srq_ex(ctx, &sa));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	mock_set_fault("srq_srqn_mismatch");
+	errno = 0;
+	CHECK(!make_xrc_srq(ctx, pd, xrcd, cq, xrc_mask));
+	CHECK_EQ(errno, EPROTO);
+
+	/* A basic SRQ through create_srq_ex (a CQ given): no SRQ number. */
+	sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ;
+	sa.srq_type = IBV_SRQT_BASIC;
+	sa.attr.max_sge = 1;
+	basic = ibv_create_srq_ex(ctx, &sa);
+	CHECK(basic);
+	if (basic) {
+		CHECK(sa.attr.max_wr >= 4);
+		CHECK_EQ(ibv_get_srq_num(basic, &srqn), EINVAL);
+		CHECK_EQ(ibv_destroy_srq(basic), 0);
+	}
+
+	/* XRC_SEND through ibv_create_qp: an SQ, no RQ. */
+	ini = make_qp(pd, cq, IBV_QPT_XRC_SEND, &cap);
+	CHECK(ini);
+	if (!ini)
+		return;
+	CHECK_EQ(cap.max_recv_wr, 0);
+	CHECK(cap.max_send_wr >= 6);
+	memset(&rwr, 0, sizeof(rwr));
+	rbad = NULL;
+	CHECK_EQ(ibv_post_recv(ini, &rwr, &rbad), EINVAL);
+	CHECK(rbad == &rwr);
+	CHECK_EQ(to_rts(ini), 0);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0x1234;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.wr.rdma.remote_addr = 0x9000;
+	wr.wr.rdma.rkey = 0x42;
+	wr.qp_type.xrc.remote_srqn = srqn;
+	CHECK_EQ(ibv_post_send(ini, &wr, &bad), 0);
+	CHECK_EQ(pop_send(ini, &h, data, 16), 1);
+	CHECK_EQ(h.wr_id, 0x1234);
+	CHECK_EQ(h.opcode, IBV_WR_RDMA_WRITE);
+	CHECK_EQ(h.remote_addr, 0x9000);
+	CHECK_EQ(h.rkey, 0x42);
+	CHECK_EQ(h.remote_qpn, srqn);	/* offset 48 */
+	CHECK_EQ(h.num_sge, 1);
+	/* Not RC's ATOMIC WRITE; no SRQ number above 24 bits. */
+	wr.opcode = IBV_WR_ATOMIC_WRITE;
+	bad = NULL;
+	CHECK_EQ(ibv_post_send(ini, &wr, &bad), EINVAL);
+	CHECK(bad == &wr);
+	wr.opcode = IBV_WR_SEND;
+	wr.qp_type.xrc.remote_srqn = 1u << 24;
+	CHECK_EQ(ibv_post_send(ini, &wr, &bad), EINVAL);
+	CHECK_EQ(pop_send(ini, &h, data, 16), 0);
+	CHECK_EQ(ibv_destroy_qp(ini), 0);
+
+	/* XRC_SEND with the work-request API: ibv_wr_set_xrc_srqn. */
+	errno = 0;
+	CHECK(!make_qp_ex(ctx, pd, cq, IBV_QPT_XRC_SEND, IBV_QP_EX_WITH_ATOMIC_WRITE));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	ini = make_qp_ex(ctx, pd, cq, IBV_QPT_XRC_SEND,
+			 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ);
+	CHECK(ini);
+	if (!ini)
+		return;
+	qx = ibv_qp_to_qp_ex(ini);
+	CHECK(qx);
+	CHECK_EQ(to_rts(ini), 0);
+	ibv_wr_start(qx);
+	qx->wr_id = 0x77;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_xrc_srqn(qx, 0xabcdef);
+	ibv_wr_set_sge(qx, 0x88, (uintptr_t)buf, 8);
+	qx->wr_id = 0x78;
+	ibv_wr_rdma_read(qx, 0x43, 0xa000);
+	ibv_wr_set_sge(qx, 0x88, (uintptr_t)buf, 8);
+	ibv_wr_set_xrc_srqn(qx, srqn);
+	CHECK_EQ(ibv_wr_complete(qx), 0);
+	CHECK_EQ(pop_send(ini, &h, data, 16), 1);
+	CHECK_EQ(h.wr_id, 0x77);
+	CHECK_EQ(h.opcode, IBV_WR_SEND);
+	CHECK_EQ(h.remote_qpn, 0xabcdef);
+	CHECK_EQ(pop_send(ini, &h, data, 16), 1);
+	CHECK_EQ(h.wr_id, 0x78);
+	CHECK_EQ(h.opcode, IBV_WR_RDMA_READ);
+	CHECK_EQ(h.remote_qpn, srqn);
+	/* A request without its SRQ number fails the batch. */
+	ibv_wr_start(qx);
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, 0x88, (uintptr_t)buf, 8);
+	CHECK_EQ(ibv_wr_complete(qx), EINVAL);
+	CHECK_EQ(pop_send(ini, &h, data, 16), 0);
+	CHECK_EQ(ibv_destroy_qp(ini), 0);
+
+	/* XRC_RECV: no PD, no CQ, nothing mapped, nothing to post. */
+	maps = mock_user_maps();
+	tgt = make_xrc_tgt(ctx, xrcd);
+	CHECK(tgt);
+	if (!tgt)
+		return;
+	CHECK_EQ(mock_user_maps(), maps);
+	CHECK(!tgt->pd && !tgt->send_cq && !tgt->recv_cq);
+	CHECK_EQ(tgt->qp_type, IBV_QPT_XRC_RECV);
+	check_no_queues(tgt);
+
+	/* ibv_open_qp: another handle to the target. */
+	memset(&oa, 0, sizeof(oa));
+	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+	oa.qp_num = tgt->qp_num;
+	oa.xrcd = xrcd;
+	oa.qp_type = IBV_QPT_RC;
+	errno = 0;
+	CHECK(!ibv_open_qp(ctx, &oa));
+	CHECK_EQ(errno, EINVAL);
+	oa.qp_type = IBV_QPT_XRC_RECV;
+	opened = ibv_open_qp(ctx, &oa);
+	CHECK(opened);
+	if (opened) {
+		CHECK_EQ(opened->qp_num, tgt->qp_num);
+		CHECK(opened->handle != tgt->handle);
+		CHECK_EQ(opened->qp_type, IBV_QPT_XRC_RECV);
+		CHECK_EQ(mock_user_maps(), maps);
+		check_no_queues(opened);
+		CHECK_EQ(ibv_destroy_qp(opened), 0);
+	}
+	CHECK_EQ(ibv_destroy_qp(tgt), 0);
+	CHECK_EQ(ibv_destroy_srq(srq), 0);
+	CHECK_EQ(ibv_close_xrcd(xrcd), 0);
+	CHECK_EQ(mock_live_objects(), objects);
+}
+
 static void test_hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
 {
 	static const struct {
@@ -1361,6 +1618,7 @@ int main(void)
 		test_rc(pd, cq);
 		test_ud_uc(pd, cq);
 		test_qp_ex(ctx, pd, cq);
+		test_xrc(ctx, pd, cq);
 		test_hostile(ctx, pd, cq);
 		CHECK_EQ(ibv_destroy_cq(cq), 0);
 	}

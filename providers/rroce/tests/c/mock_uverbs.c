@@ -20,11 +20,20 @@
  * PDs all get handle MOCK_PD_HANDLE; the mock counts the live ones, and
  * every command that names a PD must name that handle.
  *
+ * XRC: XRC domains are objects of their own (OPEN_XRCD/CLOSE_XRCD, EBUSY
+ * while an SRQ or QP uses one); CREATE_XSRQ makes an XRC SRQ like
+ * CREATE_SRQ (same driver data, srqn in the core response); CREATE_QP of
+ * an XRC_INI QP has no RQ, and of an XRC_TGT QP (its "PD" handle is the
+ * XRCD's) is answered like ib_core does it: without udata, so the driver
+ * response is not written and there are no rings; OPEN_QP gives another
+ * handle to an XRC_TGT QP.
+ *
  * MOCK_RROCE_ABI overrides the driver ABI version reported by GET_CONTEXT.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -116,7 +125,12 @@ struct ring {
 	uint32_t idx;		/* the mock's private index (prod or cons) */
 };
 
-enum obj_kind { OBJ_FREE, OBJ_CQ, OBJ_QP, OBJ_MR, OBJ_AH, OBJ_SRQ };
+enum obj_kind { OBJ_FREE, OBJ_CQ, OBJ_QP, OBJ_MR, OBJ_AH, OBJ_SRQ, OBJ_XRCD };
+
+/* enum ib_qp_type / ib_srq_type values of the XRC objects */
+#define MOCK_QPT_XRC_INI 9
+#define MOCK_QPT_XRC_TGT 10
+#define MOCK_SRQT_XRC 1
 
 struct obj {
 	enum obj_kind kind;
@@ -124,6 +138,7 @@ struct obj {
 	struct ring r1;		/* CQ ring, SQ, or SRQ ring */
 	struct ring r2;		/* RQ (entries == 0: none) */
 	uint32_t qpn;
+	uint32_t xrcd;		/* XRC SRQ or XRC_TGT QP: its XRCD's handle */
 	int state;
 	int doorbells;
 	int notifies;
@@ -417,6 +432,64 @@ static int resize_cq(const void *buf, size_t count, uint64_t resp, size_t room)
 	return 0;
 }
 
+static struct obj *find_xrcd(uint32_t handle)
+{
+	return find_obj(OBJ_XRCD, handle);
+}
+
+static uint32_t next_qpn(const struct obj *o)
+{
+	return 0x100 + o->handle;
+}
+
+/*
+ * A handle to an XRC_TGT QP of XRCD @xrcd: QP @qpn, or a new QP if 0;
+ * only the core response is written (ib_core makes these QPs without
+ * udata); no rings.
+ */
+static int xrc_tgt_handle(uint32_t qpn, uint32_t xrcd, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_create_qp_resp r = { 0 };
+	struct obj *o = new_obj(OBJ_QP);
+
+	if (!o)
+		return ENOMEM;
+	o->qpn = qpn ? qpn : next_qpn(o);
+	o->xrcd = xrcd;
+	r.qp_handle = o->handle;
+	r.qpn = o->qpn;
+	reply(resp, room, &r, sizeof(r));
+	return 0;
+}
+
+/* CREATE_QP of an XRC_TGT QP: the driver data sent is not looked at. */
+static int create_xrc_tgt(const struct ib_uverbs_create_qp *c, uint64_t resp, size_t room)
+{
+	if (!find_xrcd(c->pd_handle) || c->send_cq_handle || c->recv_cq_handle || c->is_srq)
+		return EINVAL;
+	return xrc_tgt_handle(0, c->pd_handle, resp, room);
+}
+
+/* OPEN_QP: a new handle to the XRC_TGT QP qpn of the XRCD. */
+static int open_qp(const void *buf, size_t count, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_open_qp c;
+	struct obj *tgt = NULL;
+
+	if (count != sizeof(struct ib_uverbs_cmd_hdr) + sizeof(c) ||
+	    room < sizeof(struct ib_uverbs_create_qp_resp))
+		return EINVAL;
+	memcpy(&c, payload(buf), sizeof(c));
+	if (c.qp_type != MOCK_QPT_XRC_TGT || !find_xrcd(c.pd_handle))
+		return EINVAL;
+	for (int i = 0; i < MAX_OBJS; i++)
+		if (objs[i].kind == OBJ_QP && objs[i].qpn == c.qpn && objs[i].xrcd == c.pd_handle)
+			tgt = &objs[i];
+	if (!tgt)
+		return EINVAL;
+	return xrc_tgt_handle(tgt->qpn, tgt->xrcd, resp, room);
+}
+
 static int create_qp(const void *buf, size_t count, uint64_t resp, size_t room)
 {
 	struct ib_uverbs_create_qp c;
@@ -433,13 +506,20 @@ static int create_qp(const void *buf, size_t count, uint64_t resp, size_t room)
 		return EINVAL;
 	memcpy(&c, payload(buf), sizeof(c));
 	memcpy(&drv, (const char *)payload(buf) + sizeof(c), sizeof(drv));
+	if (c.qp_type == MOCK_QPT_XRC_TGT)
+		return create_xrc_tgt(&c, resp, room);
 	if (c.pd_handle != MOCK_PD_HANDLE)
 		return EINVAL;
 	if (drv.flags || drv.reserved || c.max_send_wr > 1024 || c.max_recv_wr > 1024 ||
 	    c.max_send_sge > 32 || c.max_recv_sge > 32 || c.max_inline_data > 1024)
 		return EINVAL;
-	if (c.qp_type != 2 && c.qp_type != 3 && c.qp_type != 4)
+	if (c.qp_type != 2 && c.qp_type != 3 && c.qp_type != 4 && c.qp_type != MOCK_QPT_XRC_INI)
 		return EOPNOTSUPP;
+	/* ib_core: an XRC_INI QP has no receive side (like is_srq here). */
+	if (c.qp_type == MOCK_QPT_XRC_INI) {
+		c.is_srq = 1;
+		c.max_recv_wr = c.max_recv_sge = 0;
+	}
 	o = new_obj(OBJ_QP);
 	if (!o)
 		return ENOMEM;
@@ -453,7 +533,7 @@ static int create_qp(const void *buf, size_t count, uint64_t resp, size_t room)
 		return ENOMEM;
 	if (!c.is_srq && ring_alloc(&o->r2, pow2(c.max_recv_wr ? c.max_recv_wr : 1), rq_esz))
 		return ENOMEM;
-	o->qpn = 0x100 + o->handle;
+	o->qpn = next_qpn(o);
 	r.core.qp_handle = o->handle;
 	r.core.qpn = o->qpn;
 	r.core.max_send_wr = o->r1.entries;
@@ -494,9 +574,18 @@ static int create_qp(const void *buf, size_t count, uint64_t resp, size_t room)
 	return 0;
 }
 
-static int create_srq(const void *buf, size_t count, uint64_t resp, size_t room)
+struct srq_req {
+	uint32_t pd_handle, max_wr, max_sge, xrcd;
+};
+
+/*
+ * CREATE_SRQ (core command `core_len` bytes, e.g. struct
+ * ib_uverbs_create_srq, whose fields @req carries) and CREATE_XSRQ: both
+ * take the same driver data and give the same answer.
+ */
+static int make_srq(const void *buf, size_t count, size_t core_len, const struct srq_req *c,
+		    uint64_t resp, size_t room)
 {
-	struct ib_uverbs_create_srq c;
 	struct mock_queue_cmd drv;
 	struct {
 		struct ib_uverbs_create_srq_resp core;
@@ -505,19 +594,19 @@ static int create_srq(const void *buf, size_t count, uint64_t resp, size_t room)
 	uint32_t esz;
 	struct obj *o;
 
-	if (count != sizeof(struct ib_uverbs_cmd_hdr) + sizeof(c) + sizeof(drv) ||
+	if (count != sizeof(struct ib_uverbs_cmd_hdr) + core_len + sizeof(drv) ||
 	    room < sizeof(r))
 		return EINVAL;
-	memcpy(&c, payload(buf), sizeof(c));
-	memcpy(&drv, (const char *)payload(buf) + sizeof(c), sizeof(drv));
-	if (c.pd_handle != MOCK_PD_HANDLE || drv.flags || drv.reserved || !c.max_wr ||
-	    c.max_wr > 1024 || c.max_sge > 32)
+	memcpy(&drv, (const char *)payload(buf) + core_len, sizeof(drv));
+	if (c->pd_handle != MOCK_PD_HANDLE || drv.flags || drv.reserved || !c->max_wr ||
+	    c->max_wr > 1024 || c->max_sge > 32)
 		return EINVAL;
 	o = new_obj(OBJ_SRQ);
 	if (!o)
 		return ENOMEM;
-	esz = round_up(16 + 16 * (c.max_sge ? c.max_sge : 1), 64);
-	if (ring_alloc(&o->r1, pow2(c.max_wr), esz))
+	o->xrcd = c->xrcd;
+	esz = round_up(16 + 16 * (c->max_sge ? c->max_sge : 1), 64);
+	if (ring_alloc(&o->r1, pow2(c->max_wr), esz))
 		return ENOMEM;
 	r.core.srq_handle = o->handle;
 	r.core.max_wr = o->r1.entries;
@@ -529,7 +618,73 @@ static int create_srq(const void *buf, size_t count, uint64_t resp, size_t room)
 	r.drv.entry_size = esz;
 	r.drv.max_sge = r.core.max_sge;
 	r.drv.srqn = r.core.srqn;
+	if (take_fault("srq_srqn_mismatch"))
+		r.drv.srqn++;
 	reply(resp, room, &r, sizeof(r));
+	return 0;
+}
+
+static int create_srq(const void *buf, size_t count, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_create_srq c;
+	struct srq_req q;
+
+	if (count < sizeof(struct ib_uverbs_cmd_hdr) + sizeof(c))
+		return EINVAL;
+	memcpy(&c, payload(buf), sizeof(c));
+	q = (struct srq_req){ c.pd_handle, c.max_wr, c.max_sge, 0 };
+	return make_srq(buf, count, sizeof(c), &q, resp, room);
+}
+
+/* CREATE_XSRQ of an XRC SRQ: a live XRCD and CQ. */
+static int create_xsrq(const void *buf, size_t count, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_create_xsrq c;
+	struct srq_req q;
+
+	if (count < sizeof(struct ib_uverbs_cmd_hdr) + sizeof(c))
+		return EINVAL;
+	memcpy(&c, payload(buf), sizeof(c));
+	if (c.srq_type != MOCK_SRQT_XRC || !find_xrcd(c.xrcd_handle) ||
+	    !find_obj(OBJ_CQ, c.cq_handle))
+		return EINVAL;
+	q = (struct srq_req){ c.pd_handle, c.max_wr, c.max_sge, c.xrcd_handle };
+	return make_srq(buf, count, sizeof(c), &q, resp, room);
+}
+
+/* OPEN_XRCD (no inode: fd -1, O_CREAT) and CLOSE_XRCD (EBUSY in use). */
+static int open_xrcd(const void *buf, size_t count, uint64_t resp, size_t room)
+{
+	struct ib_uverbs_open_xrcd c;
+	struct ib_uverbs_open_xrcd_resp r = { 0 };
+	struct obj *o;
+
+	if (count != sizeof(struct ib_uverbs_cmd_hdr) + sizeof(c) || room < sizeof(r))
+		return EINVAL;
+	memcpy(&c, payload(buf), sizeof(c));
+	if (c.fd != (uint32_t)-1 || !(c.oflags & O_CREAT))
+		return EINVAL;
+	o = new_obj(OBJ_XRCD);
+	if (!o)
+		return ENOMEM;
+	r.xrcd_handle = o->handle;
+	reply(resp, room, &r, sizeof(r));
+	return 0;
+}
+
+static int close_xrcd(const void *buf)
+{
+	struct ib_uverbs_close_xrcd c;
+	struct obj *o;
+
+	memcpy(&c, payload(buf), sizeof(c));
+	o = find_xrcd(c.xrcd_handle);
+	if (!o)
+		return EINVAL;
+	for (int i = 0; i < MAX_OBJS; i++)
+		if (objs[i].kind != OBJ_FREE && objs[i].xrcd == c.xrcd_handle)
+			return EBUSY;
+	free_obj(o);
 	return 0;
 }
 
@@ -644,6 +799,18 @@ static ssize_t mock_cmd(int fd, const void *buf, size_t count)
 	}
 	case IB_USER_VERBS_CMD_CREATE_SRQ:
 		err = create_srq(buf, count, resp, room);
+		break;
+	case IB_USER_VERBS_CMD_CREATE_XSRQ:
+		err = create_xsrq(buf, count, resp, room);
+		break;
+	case IB_USER_VERBS_CMD_OPEN_XRCD:
+		err = open_xrcd(buf, count, resp, room);
+		break;
+	case IB_USER_VERBS_CMD_CLOSE_XRCD:
+		err = close_xrcd(buf);
+		break;
+	case IB_USER_VERBS_CMD_OPEN_QP:
+		err = open_qp(buf, count, resp, room);
 		break;
 	case IB_USER_VERBS_CMD_DESTROY_SRQ: {
 		struct ib_uverbs_destroy_srq c;
@@ -1033,7 +1200,7 @@ int mock_live_pds(void)
 	return live_pds;
 }
 
-/* Kernel objects (CQ, QP, MR, AH, SRQ) alive. */
+/* Kernel objects (CQ, QP, MR, AH, SRQ, XRCD) alive. */
 int mock_live_objects(void)
 {
 	int n = 0;

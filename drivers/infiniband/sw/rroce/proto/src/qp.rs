@@ -434,45 +434,31 @@ pub const fn transition_params(
         (Rts | Sqd, Rts) => (NONE, rts_opt),
         (Rts, Sqd) => (NONE, AttrMask::EN_SQD_ASYNC_NOTIFY),
         (Sqd, Sqd) => {
+            let rc = any(&[
+                PORT,
+                AttrMask::AV,
+                AttrMask::TIMEOUT,
+                AttrMask::RETRY_CNT,
+                AttrMask::RNR_RETRY,
+                AttrMask::MAX_QP_RD_ATOMIC,
+                AttrMask::MAX_DEST_RD_ATOMIC,
+                ALT,
+                ACCESS,
+                PKEY,
+                RNR_TIMER,
+                MIG,
+            ]);
             let opt = match ty {
-                Rc => any(&[
-                    PORT,
-                    AttrMask::AV,
-                    AttrMask::TIMEOUT,
-                    AttrMask::RETRY_CNT,
-                    AttrMask::RNR_RETRY,
-                    AttrMask::MAX_QP_RD_ATOMIC,
-                    AttrMask::MAX_DEST_RD_ATOMIC,
-                    ALT,
-                    ACCESS,
-                    PKEY,
-                    RNR_TIMER,
-                    MIG,
-                ]),
+                Rc => rc,
                 Uc => any(&[AttrMask::AV, ALT, ACCESS, PKEY, MIG]),
-                XrcIni => any(&[
-                    PORT,
-                    AttrMask::AV,
-                    AttrMask::TIMEOUT,
+                // As ib_core: the initiator has no responder attributes,
+                // the target no requester ones.
+                XrcIni => rc.difference(any(&[AttrMask::MAX_DEST_RD_ATOMIC, RNR_TIMER])),
+                XrcTgt => rc.difference(any(&[
                     AttrMask::RETRY_CNT,
                     AttrMask::RNR_RETRY,
                     AttrMask::MAX_QP_RD_ATOMIC,
-                    ALT,
-                    ACCESS,
-                    PKEY,
-                    MIG,
-                ]),
-                XrcTgt => any(&[
-                    PORT,
-                    AttrMask::AV,
-                    AttrMask::TIMEOUT,
-                    AttrMask::MAX_DEST_RD_ATOMIC,
-                    ALT,
-                    ACCESS,
-                    PKEY,
-                    RNR_TIMER,
-                    MIG,
-                ]),
+                ])),
                 Ud | Gsi => any(&[PKEY, QKEY]),
             };
             (NONE, opt)
@@ -1328,6 +1314,57 @@ mod tests {
             drive(&mut q, ty, &[(next, req)]);
         }
         q
+    }
+
+    /// ib_core's `qp_state_table` for the XRC types, in raw
+    /// `enum ib_qp_attr_mask` bits.
+    #[test]
+    fn xrc_masks_match_ib_core() {
+        const CUR: u32 = 1 << 1;
+        const ACCESS: u32 = 1 << 3;
+        const PKEY: u32 = 1 << 4;
+        const PORT: u32 = 1 << 5;
+        const AV: u32 = 1 << 7;
+        const MTU: u32 = 1 << 8;
+        const TIMEOUT: u32 = 1 << 9;
+        const RETRY: u32 = 1 << 10;
+        const RNR_RETRY: u32 = 1 << 11;
+        const RQ_PSN: u32 = 1 << 12;
+        const RD_ATOMIC: u32 = 1 << 13;
+        const ALT: u32 = 1 << 14;
+        const RNR_TIMER: u32 = 1 << 15;
+        const SQ_PSN: u32 = 1 << 16;
+        const DEST_RD_ATOMIC: u32 = 1 << 17;
+        const MIG: u32 = 1 << 18;
+        const DEST_QPN: u32 = 1 << 20;
+        let bits =
+            |cur, next, ty| transition_params(cur, next, ty).map(|(r, o)| (r.bits(), o.bits()));
+        for ty in [XrcIni, XrcTgt] {
+            assert_eq!(bits(Reset, Init, ty), Some((PKEY | PORT | ACCESS, 0)));
+            assert_eq!(bits(Init, Init, ty), Some((0, PKEY | PORT | ACCESS)));
+        }
+        let rtr = AV | MTU | DEST_QPN | RQ_PSN;
+        assert_eq!(bits(Init, Rtr, XrcIni), Some((rtr, ALT | ACCESS | PKEY)));
+        assert_eq!(
+            bits(Init, Rtr, XrcTgt),
+            Some((rtr | DEST_RD_ATOMIC | RNR_TIMER, ALT | ACCESS | PKEY))
+        );
+        let ini_opt = CUR | ACCESS | ALT | MIG;
+        let tgt_opt = ini_opt | RNR_TIMER;
+        let ini_rts = TIMEOUT | RETRY | RNR_RETRY | SQ_PSN | RD_ATOMIC;
+        assert_eq!(bits(Rtr, Rts, XrcIni), Some((ini_rts, ini_opt)));
+        assert_eq!(bits(Rtr, Rts, XrcTgt), Some((TIMEOUT | SQ_PSN, tgt_opt)));
+        assert_eq!(bits(Rts, Rts, XrcIni), Some((0, ini_opt)));
+        assert_eq!(bits(Rts, Rts, XrcTgt), Some((0, tgt_opt)));
+        let sqd = PORT | AV | TIMEOUT | ALT | ACCESS | PKEY | MIG;
+        assert_eq!(
+            bits(Sqd, Sqd, XrcIni),
+            Some((0, sqd | RETRY | RNR_RETRY | RD_ATOMIC))
+        );
+        assert_eq!(
+            bits(Sqd, Sqd, XrcTgt),
+            Some((0, sqd | DEST_RD_ATOMIC | RNR_TIMER))
+        );
     }
 
     #[test]

@@ -90,7 +90,7 @@ note_failures() { # note_failures LOG: remember "script: not ok N - ..." lines
 
 # Robustness tests, run on the debug kernel (most telling first; failslab,
 # which runs only there, last).
-DEBUG_TESTS=(hostile_packets hostile_user memcg faults kill_reclaim disassociate limits kverbs rdma_cm ud_errors mw srq mcast failslab)
+DEBUG_TESTS=(hostile_packets hostile_user memcg faults kill_reclaim disassociate limits kverbs rdma_cm ud_errors mw srq mcast xrc failslab)
 budget_end=$((t0 + ${RROCE_CHECK_BUDGET:-5100}))
 debug_end=$((budget_end - ${RROCE_FALLBACK_SECS:-600}))
 wait_deadline=$((debug_end - ${RROCE_DEBUG_MIN_SECS:-600}))

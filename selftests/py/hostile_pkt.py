@@ -398,12 +398,16 @@ class Hostile:
                     self.w.send(self.valid_write(psn, qpn=qpn), 1, v6)
                     self.w.send(bth(SEND_ONLY, qpn, psn) + b"y" * 8, 1, v6)
                     n += 2
-        # UD opcode and a CNP to the RC responder
+        # UD opcode, a CNP and XRC requests (SEND Only, RDMA WRITE Only with
+        # an XRCETH naming SRQ 1) to the RC responder
+        xrceth = struct.pack(">I", 1)
         for v6 in (self.v6,):
             self.w.send(bth(UD_SEND_ONLY, q, self.next0) + deth(UD_QKEY, self.ud0.qp_num) + b"z" * 8, 1, v6)
             self.w.send(bth(0x81, q, 0) + b"\0" * 16, 1, v6)
-            n += 2
-        self.cls("wrong QPN (none, 0, UD QP, QP1, RESET, INIT) and wrong transport (UD opcode, CNP) to RC", n)
+            self.w.send(bth(0xA4, q, self.next0) + xrceth + b"x" * 8, 1, v6)
+            self.w.send(bth(0xAA, q, self.next0) + xrceth + reth(self.mr1.buf, self.mr1.rkey, 8) + b"x" * 8, 1, v6)
+            n += 4
+        self.cls("wrong QPN (none, 0, UD QP, QP1, RESET, INIT) and wrong transport (UD opcode, CNP, XRC) to RC", n)
         self.expect("wrong QPN", b, {}, {"rx_dropped": n, "rx_packets": 0})
         self.mem_untouched("wrong QPN")
         self.state_is(self.reset_qp, e.IBV_QPS_RESET, "wrong QPN")

@@ -32,6 +32,9 @@ done_step
 step "layer check (unsafe outside ib/ net/ sync/ ffi, module cycles)"
 if /usr/bin/python3 "$RROCE_TOP/scripts/layer_check.py"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: layer check" >&2; fi
 done_step
+step "selftests/test_lib.sh (shell helpers of the VM tests)"
+if "$RROCE_TOP/selftests/test_lib.sh"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: selftests/test_lib.sh" >&2; fi
+done_step
 step "cargo fmt --check"
 if cargo fmt --all -- --check && cargo fmt "${fuzz[@]}" -- --check; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: cargo fmt" >&2; fi
 done_step

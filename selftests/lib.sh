@@ -420,9 +420,28 @@ gid_v4() {
 	set -- $1
 	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$1" "$2" "$3" "$4"
 }
-# gid_v6 ADDR -> fully expanded IPv6 address, sysfs GID format
+# gid_v6 ADDR -> fully expanded IPv6 address, sysfs GID format (in bash: a
+# Python start for this cost 2-7 s on the debug kernel under TCG)
 gid_v6() {
-	/usr/bin/python3 -c 'import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]).exploded)' "$1"
+	local a=${1,,} head tail n g x out=
+	if [[ $a == *::* ]]; then head=${a%%::*} tail=${a#*::}; else head=$a tail=; fi
+	local IFS=:
+	# shellcheck disable=SC2206
+	local h=($head) t=($tail)
+	n=$((8 - ${#h[@]} - ${#t[@]}))
+	if [ "$n" -lt 0 ] || { [[ $a != *::* ]] && [ "$n" != 0 ]; }; then
+		echo "gid_v6: not an IPv6 address: $1" >&2
+		return 1
+	fi
+	for g in "${h[@]}" - "${t[@]}"; do
+		if [ "$g" = - ]; then
+			while [ "$n" -gt 0 ]; do out+=0000: n=$((n - 1)); done
+			continue
+		fi
+		printf -v x '%04x:' "0x$g" 2>/dev/null || { echo "gid_v6: not an IPv6 address: $1" >&2; return 1; }
+		out+=$x
+	done
+	echo "${out%:}"
 }
 # gid_of ADDR -> GID string of an IPv4 or IPv6 address
 gid_of() { case $1 in *:*) gid_v6 "$1" ;; *) gid_v4 "$1" ;; esac; }

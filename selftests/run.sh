@@ -67,6 +67,11 @@ fi
 results=${RROCE_RESULTS:-$here/../build/selftests}
 mkdir -p "$results" 2>/dev/null || results=$(mktemp -d)
 
+# busy_ticks: the guest's CPU time so far (user, nice, system, irq,
+# softirq; all CPUs) in USER_HZ ticks, to say how busy a script kept it.
+busy_ticks() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
 passed=0 failed=0 skipped=0
 echo "TAP version 13"
 echo "1..${#tests[@]}"
@@ -76,7 +81,7 @@ for t in "${tests[@]}"; do
 	name=$(basename "$t" .sh)
 	log=$results/$name.tap
 	echo "# selftests: rdma: $name"
-	start=$(date +%s)
+	start=$(date +%s) busy0=$(busy_ticks)
 	# a script may ask for more time with a "# selftest-timeout=SECONDS" line
 	tmo=$(sed -n 's/^# selftest-timeout=\([0-9]*\)$/\1/p' "$t" | head -1)
 	tmo=$((${tmo:-$timeout} * ${RROCE_TIMEOUT_SCALE:-1}))
@@ -103,14 +108,17 @@ for t in "${tests[@]}"; do
 	[ -n "$extra" ] && f=$((f + 1))
 	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
 	took=$(($(date +%s) - start))
+	# CPU seconds the guest spent busy (all CPUs) during the script
+	cpu=$((($(busy_ticks) - busy0) / hz))
+	took="${took}s, cpu ${cpu}s"
 	if [ -n "$extra" ]; then
-		echo "not ok $i selftests: rdma: $name # $extra (${took}s)"
+		echo "not ok $i selftests: rdma: $name # $extra (${took})"
 	elif [ $rc = 4 ]; then
-		echo "ok $i selftests: rdma: $name # SKIP (${took}s)"
+		echo "ok $i selftests: rdma: $name # SKIP (${took})"
 	elif [ $rc = 0 ] && [ "$f" = 0 ]; then
-		echo "ok $i selftests: rdma: $name (${took}s)"
+		echo "ok $i selftests: rdma: $name (${took})"
 	else
-		echo "not ok $i selftests: rdma: $name # exit=$rc (${took}s)"
+		echo "not ok $i selftests: rdma: $name # exit=$rc (${took})"
 	fi
 done
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -35,6 +35,7 @@ lost ones, a final drain extra ones.  Prints one summary line per operation
 everything arrived intact.
 """
 import argparse
+import os
 import collections
 import random
 import sys
@@ -317,6 +318,9 @@ def main():
     p.add_argument("--stall", type=float, default=120, help="seconds without any completion that fail")
     p.add_argument("--set-when-connected", metavar="FILE=VALUE", default=None,
                    help="write VALUE to FILE once all QPs are in RTS, before the first message")
+    p.add_argument("--until", metavar="FILE", default=None,
+                   help="repeat the whole transfer (new device contexts, QPs and MRs each run) until FILE "
+                        "exists; prints 'run N ok' or 'run N FAIL: why' per finished run, exits 1 if any failed")
     args = p.parse_args()
     if args.seed is None:
         args.seed = random.randrange(1 << 32)
@@ -335,6 +339,23 @@ def main():
         set_file, sep, set_value = args.set_when_connected.partition("=")
         if not sep or not set_file:
             p.error("--set-when-connected needs FILE=VALUE")
+    if args.until is not None:
+        # One process doing what a loop of rc_xfer.py runs would (a Python
+        # start with pyverbs costs seconds of CPU in the debug VM under TCG).
+        n = failed = 0
+        while not os.path.exists(args.until):
+            n += 1
+            try:
+                x = Xfer(args)
+                for op in ops:
+                    x.run_op(op)
+                print(f"run {n} ok", flush=True)
+            except Fail as ex:
+                failed += 1
+                print(f"run {n} FAIL: {ex}", flush=True)
+            x = None
+            args.seed = random.randrange(1 << 32)
+        sys.exit(1 if failed else 0)
     try:
         x = Xfer(args)
         if set_file is not None:

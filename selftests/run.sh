@@ -67,9 +67,10 @@ fi
 results=${RROCE_RESULTS:-$here/../build/selftests}
 mkdir -p "$results" 2>/dev/null || results=$(mktemp -d)
 
-# busy_ticks: the guest's CPU time so far (user, nice, system, irq,
-# softirq; all CPUs) in USER_HZ ticks, to say how busy a script kept it.
-busy_ticks() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
+# busy_ticks: the guest's CPU time so far, all CPUs, in USER_HZ ticks:
+# "USER KERNEL" (user + nice; system + irq + softirq), to say how busy a
+# script kept the guest and where.
+busy_ticks() { awk '/^cpu /{ print $2 + $3, $4 + $7 + $8; exit }' /proc/stat; }
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
 passed=0 failed=0 skipped=0
@@ -81,7 +82,8 @@ for t in "${tests[@]}"; do
 	name=$(basename "$t" .sh)
 	log=$results/$name.tap
 	echo "# selftests: rdma: $name"
-	start=$(date +%s) busy0=$(busy_ticks)
+	start=$(date +%s)
+	read -r user0 sys0 < <(busy_ticks)
 	# a script may ask for more time with a "# selftest-timeout=SECONDS" line
 	tmo=$(sed -n 's/^# selftest-timeout=\([0-9]*\)$/\1/p' "$t" | head -1)
 	tmo=$((${tmo:-$timeout} * ${RROCE_TIMEOUT_SCALE:-1}))
@@ -109,8 +111,8 @@ for t in "${tests[@]}"; do
 	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
 	took=$(($(date +%s) - start))
 	# CPU seconds the guest spent busy (all CPUs) during the script
-	cpu=$((($(busy_ticks) - busy0) / hz))
-	took="${took}s, cpu ${cpu}s"
+	read -r user1 sys1 < <(busy_ticks)
+	took="${took}s, cpu $(((user1 - user0 + sys1 - sys0) / hz))s: user $(((user1 - user0) / hz))s, kernel $(((sys1 - sys0) / hz))s"
 	if [ -n "$extra" ]; then
 		echo "not ok $i selftests: rdma: $name # $extra (${took})"
 	elif [ $rc = 4 ]; then

@@ -321,6 +321,7 @@ def main():
     p.add_argument("--until", metavar="FILE", default=None,
                    help="repeat the whole transfer (new device contexts, QPs and MRs each run) until FILE "
                         "exists; prints 'run N ok' or 'run N FAIL: why' per finished run, exits 1 if any failed")
+    p.add_argument("--pause", type=float, default=0, help="with --until: seconds between runs")
     args = p.parse_args()
     if args.seed is None:
         args.seed = random.randrange(1 << 32)
@@ -355,6 +356,7 @@ def main():
                 print(f"run {n} FAIL: {ex}", flush=True)
             x = None
             args.seed = random.randrange(1 << 32)
+            time.sleep(args.pause)
         sys.exit(1 if failed else 0)
     try:
         x = Xfer(args)

@@ -428,17 +428,18 @@ gid_v6() {
 	local IFS=:
 	# shellcheck disable=SC2206
 	local h=($head) t=($tail)
+	# "::" stands for one or more groups of zeros
 	n=$((8 - ${#h[@]} - ${#t[@]}))
-	if [ "$n" -lt 0 ] || { [[ $a != *::* ]] && [ "$n" != 0 ]; }; then
-		echo "gid_v6: not an IPv6 address: $1" >&2
-		return 1
+	local groups=("${h[@]}")
+	if [[ $a == *::* ]]; then
+		[ "$n" -ge 1 ] || n=-1
+		while [ "$n" -gt 0 ]; do groups+=(0) n=$((n - 1)); done
 	fi
-	for g in "${h[@]}" - "${t[@]}"; do
-		if [ "$g" = - ]; then
-			while [ "$n" -gt 0 ]; do out+=0000: n=$((n - 1)); done
-			continue
-		fi
-		printf -v x '%04x:' "0x$g" 2>/dev/null || { echo "gid_v6: not an IPv6 address: $1" >&2; return 1; }
+	groups+=("${t[@]}")
+	[ "${#groups[@]}" = 8 ] && [ "$n" = 0 ] || { echo "gid_v6: not an IPv6 address: $1" >&2; return 1; }
+	for g in "${groups[@]}"; do
+		[[ $g =~ ^[0-9a-f]{1,4}$ ]] || { echo "gid_v6: not an IPv6 address: $1" >&2; return 1; }
+		printf -v x '%04x:' "0x$g"
 		out+=$x
 	done
 	echo "${out%:}"

@@ -14,7 +14,7 @@ for a in fd77::1 fd77::3 FE80::5054:ff:fe79:1 ::1 :: 1:2:3:4:5:6:7:8 fd77:0:0:1:
 	want=$(/usr/bin/python3 -c 'import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]).exploded)' "$a")
 	check "gid_v6 $a" "$(gid_v6 "$a")" "$want"
 done
-for a in 1:2 fd77::zz 1:2:3:4:5:6:7:8:9 1::2::3; do
+for a in 1:2 fd77::zz 1:2:3:4:5:6:7:8:9 1::2::3 12345::1 1:2:3:4:5:6:7:- 1:2:3:4:5:6:7:8:: "" "*"; do
 	got=$(gid_v6 "$a" 2>/dev/null) && got="$got (status 0)"
 	check "gid_v6 $a is refused" "$got" ""
 done

@@ -35,8 +35,8 @@ lost ones, a final drain extra ones.  Prints one summary line per operation
 everything arrived intact.
 """
 import argparse
-import os
 import collections
+import os
 import random
 import sys
 import time
@@ -340,31 +340,35 @@ def main():
         set_file, sep, set_value = args.set_when_connected.partition("=")
         if not sep or not set_file:
             p.error("--set-when-connected needs FILE=VALUE")
-    if args.until is not None:
-        # One process doing what a loop of rc_xfer.py runs would (a Python
-        # start with pyverbs costs seconds of CPU in the debug VM under TCG).
-        n = failed = 0
-        while not os.path.exists(args.until):
-            n += 1
-            try:
-                x = Xfer(args)
-                for op in ops:
-                    x.run_op(op)
-                print(f"run {n} ok", flush=True)
-            except Fail as ex:
-                failed += 1
-                print(f"run {n} FAIL: {ex}", flush=True)
-            x = None
-            args.seed = random.randrange(1 << 32)
-            time.sleep(args.pause)
-        sys.exit(1 if failed else 0)
-    try:
+
+    def transfer():
+        """One whole transfer: new contexts, QPs and MRs, every op."""
         x = Xfer(args)
         if set_file is not None:
             with open(set_file, "w") as f:
                 f.write(set_value + "\n")
         for op in ops:
             x.run_op(op)
+
+    if args.until is not None:
+        # One process doing what a loop of rc_xfer.py runs would (a Python
+        # start with pyverbs costs seconds of CPU in the debug VM under TCG).
+        if set_file is not None:
+            p.error("--set-when-connected does not go with --until")
+        n = failed = 0
+        while not os.path.exists(args.until):
+            n += 1
+            try:
+                transfer()
+                print(f"run {n} ok", flush=True)
+            except Fail as ex:
+                failed += 1
+                print(f"run {n} FAIL: {ex}", flush=True)
+            args.seed = random.randrange(1 << 32)
+            time.sleep(args.pause)
+        sys.exit(1 if failed else 0)
+    try:
+        transfer()
     except Fail as ex:
         print(f"FAIL: {ex}", flush=True)
         sys.exit(1)

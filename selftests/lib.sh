@@ -567,6 +567,49 @@ py_checks() {
 	t_end
 }
 
+# py_cases SCRIPT ARGS... -- NAME|DESC...: one subtest per case, all cases
+# run by one process of a pyverbs check script that takes its case names
+# last and runs them with taplib.run_cases ("#@ begin NAME" ... "#@ end NAME
+# ok|fail" around each), so the Python start (seconds under TCG) is paid
+# once.  Each case's output becomes its subtest's diagnostics; a case fails
+# on its "#@ end NAME fail" line (a "not ok" check, an exception, its
+# --limit) or when the process ended before that line
+# (a crash, or the whole run killed after $PY_CHECKS_TMO seconds per
+# case).
+py_cases() {
+	local script=$1 args=() names=() descs=() c out rc i pre sec l tmo pyt=()
+	shift
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+	shift
+	for c in "$@"; do names+=("${c%%|*}"); descs+=("${c#*|}"); done
+	if [ -n "${PY_CHECKS_TMO:-}" ]; then
+		tmo=$((PY_CHECKS_TMO * ${#names[@]}))
+		pyt=(timeout "$tmo")
+	fi
+	out=$("${pyt[@]}" /usr/bin/python3 -u "$RROCE_REPO/selftests/py/$script" "${args[@]}" "${names[@]}" 2>&1)
+	rc=$?
+	# lines before the first case (an import error, say) go to the first
+	pre=$(sed -n '/^#@ begin /q;p' <<<"$out")
+	for i in "${!names[@]}"; do
+		t_begin "${descs[$i]}"
+		sec=$pre$'\n'$(awk -v n="${names[$i]}" '$0 == "#@ begin " n { on = 1; next } on && /^#@ end / { print; exit } on' <<<"$out")
+		while IFS= read -r l; do
+			case $l in "#@ end "*) ;; ?*) diag "$l" ;; esac
+		done <<<"$sec"
+		case $(tail -n1 <<<"$sec") in
+		"#@ end ${names[$i]} ok") ;;
+		"#@ end ${names[$i]} fail") t_fail "a check of case ${names[$i]} failed" ;;
+		*) if [ $rc = 124 ] && [ ${#pyt[@]} -gt 0 ]; then
+			t_fail "$script killed after ${tmo}s before case ${names[$i]} ended"
+		else
+			t_fail "$script exited $rc before case ${names[$i]} ended"
+		fi ;;
+		esac
+		t_end
+		pre=
+	done
+}
+
 # ------------------------------------------------------------ traffic tests
 # datapath_unavailable [DEV [ADDR]]: why DEV (default $DEV0) cannot carry
 # traffic yet, or nothing.  rroce is probed with py/has_datapath.py on the

@@ -4,9 +4,13 @@
 and remote access violations, between two devices in one process (DEV0 =
 requester, DEV1 = responder; packets cross the veth).
 
-Usage: rc_errors.py DEV0 GID0 DEV1 GID1 CASE      (rc_errors.py --list)
+Usage: rc_errors.py [--limit S] DEV0 GID0 DEV1 GID1 CASE...
+       rc_errors.py --list
 
-One CASE per run; one "ok/not ok" line per check.  The expected errnos and
+The CASEs run one after the other in this process, each with new device
+contexts and PDs, between "#@ begin CASE" and "#@ end CASE ok|fail" lines
+(taplib.run_cases); one "ok/not ok" line per check.  --limit: seconds a
+case may take (default 150).  The expected errnos and
 completion statuses are those of ib_core and the in-kernel drivers (rxe,
 mlx5) -- see each case.  Every case ends by moving data over a fresh QP
 pair on the same devices: an error must not break the device.
@@ -24,7 +28,7 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 
 import rclib
 from rclib import ALL_ACCESS, MASK_RTR, MASK_RTS, Dev, qp_attr, status_str, state_str, wc_str
-from taplib import check, errno_of, finish
+from taplib import check, errno_of, run_cases
 
 SYS_IB = "/sys/class/infiniband"
 POLL_S = 60  # seconds an expected completion may take (TCG is slow)
@@ -662,18 +666,18 @@ CASES = {n[5:]: f for n, f in list(globals().items()) if n.startswith("case_")}
 
 
 def main():
-    if len(sys.argv) == 2 and sys.argv[1] == "--list":
+    args = sys.argv[1:]
+    if args == ["--list"]:
         print("\n".join(CASES))
         return
-    if len(sys.argv) != 6 or sys.argv[5] not in CASES:
-        sys.exit(f"usage: {sys.argv[0]} DEV0 GID0 DEV1 GID1 CASE (one of: {', '.join(CASES)})")
-    d0 = Dev(sys.argv[1], int(sys.argv[2]))
-    d1 = Dev(sys.argv[3], int(sys.argv[4]))
-    try:
-        CASES[sys.argv[5]](d0, d1)
-    except PyverbsRDMAError as ex:
-        check(False, f"case {sys.argv[5]} ran to the end", f"unexpected verbs error: {ex}")
-    finish()
+    limit = 150
+    if len(args) >= 2 and args[0] == "--limit":
+        limit = int(args[1])
+        args = args[2:]
+    if len(args) < 5:
+        sys.exit(f"usage: {sys.argv[0]} [--limit S] DEV0 GID0 DEV1 GID1 CASE... (of: {', '.join(CASES)})")
+    dev0, g0, dev1, g1 = args[0], int(args[1]), args[2], int(args[3])
+    run_cases(CASES, args[4:], lambda: (Dev(dev0, g0), Dev(dev1, g1)), limit)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,10 @@ class Dev:
         self.port = self.ctx.query_port(1)
         self.dev_attr = self.ctx.query_device()
 
+    def close(self):
+        """Close the context and everything opened on it."""
+        self.ctx.close()
+
     def active_mtu(self):
         return self.ctx.query_port(1).active_mtu
 

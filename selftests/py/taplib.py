@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
 """Tiny TAP helpers shared by the pyverbs selftests."""
 import ctypes
+import signal
 import sys
+import time
+import traceback
 
 from pyverbs.pyverbs_error import PyverbsRDMAError
 
@@ -50,3 +53,58 @@ def finish():
     """Summarise and exit non-zero if any check failed."""
     print(f"# {_n - _failed}/{_n} checks passed")
     sys.exit(1 if _failed else 0)
+
+
+class CaseTimeout(Exception):
+    """A case ran past run_cases' per-case limit."""
+
+
+def _alarm(_sig, _frame):
+    raise CaseTimeout()
+
+
+def run_cases(cases, names, setup, limit_s):
+    """Run several cases of a check script in this one process (a Python
+    start with pyverbs costs seconds under TCG): for each NAME of `names`,
+    `cases[NAME](*setup())` between a "#@ begin NAME" and a "#@ end NAME
+    ok|fail" line, with its own check numbering.  `setup` opens fresh
+    objects (contexts, PDs) for each case, which are closed after it (their
+    `close()`), so cases share only the process.
+    A case that raises, or runs longer than `limit_s` seconds (SIGALRM, so a
+    case blocked inside a C call is cut only when that call returns; the
+    caller's timeout covers the process as a whole), fails with the reason,
+    and the next case runs.  Exit status 1 if any case failed."""
+    global _n, _failed
+    any_failed = False
+    signal.signal(signal.SIGALRM, _alarm)
+    for name in names:
+        _n = _failed = 0
+        print(f"#@ begin {name}", flush=True)
+        t0 = time.monotonic()
+        signal.alarm(limit_s)
+        objs = ()
+        try:
+            if name not in cases:
+                check(False, f"case {name} exists", f"one of: {', '.join(cases)}")
+            else:
+                objs = setup()
+                cases[name](*objs)
+        except CaseTimeout:
+            check(False, f"case {name} ran to the end", f"killed after {limit_s} s")
+        except PyverbsRDMAError as ex:
+            check(False, f"case {name} ran to the end", f"unexpected verbs error: {ex}")
+        except Exception as ex:  # pylint: disable=broad-except
+            for line in traceback.format_exc().splitlines():
+                print(f"# {line}")
+            check(False, f"case {name} ran to the end", f"{type(ex).__name__}: {ex}")
+        finally:
+            signal.alarm(0)
+            for o in objs:
+                try:
+                    o.close()
+                except Exception as ex:  # pylint: disable=broad-except
+                    check(False, f"case {name}: its objects close", f"{type(ex).__name__}: {ex}")
+        print(f"# {_n - _failed}/{_n} checks passed in {time.monotonic() - t0:.1f} s")
+        print(f"#@ end {name} {'fail' if _failed else 'ok'}", flush=True)
+        any_failed = any_failed or _failed > 0
+    sys.exit(1 if any_failed else 0)

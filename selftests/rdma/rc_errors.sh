@@ -73,16 +73,14 @@ why=$(provider_unavailable)
 peer_gids
 [ "$RROCE_TYPE" = rxe ] && diag "$RROCE_TYPE has no network namespace support: both ends on $DEV0"
 
-# Each case gets at most this long (a hang is a failure, not a stuck test).
+# One Python process runs the cases one after the other (each with its own
+# device contexts); each case gets at most this long (a hang is a failure,
+# not a stuck test).
 PY_CHECKS_TMO=$((150 * ${RROCE_TIMEOUT_SCALE:-1}))
-for c in "${CASES[@]}"; do
-	name=${c%%|*}
-	desc=${c#*|}
-	if [ -n "$why" ]; then
-		ktap_skip "$desc" "$why"
-		continue
-	fi
-	py_checks "$desc" rc_errors.py "$DEV0" "$G0" "$RDEV" "$G1" "$name"
-done
+if [ -n "$why" ]; then
+	for c in "${CASES[@]}"; do ktap_skip "${c#*|}" "$why"; done
+else
+	py_cases rc_errors.py --limit "$PY_CHECKS_TMO" "$DEV0" "$G0" "$RDEV" "$G1" -- "${CASES[@]}"
+fi
 
 test_done

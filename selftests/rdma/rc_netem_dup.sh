@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # RC handling of duplicated packets: netem "duplicate 5%" on the egress of
 # both veth ends (rr0: requests; rr1 in netns peer: responses and ACKs),
-# then py/rc_xfer.py moves $RC_NETEM_TOTAL (64 MiB; 8 MiB on the debug
+# then py/rc_xfer.py moves $RC_NETEM_TOTAL (16 MiB; 8 MiB on the debug
 # kernel) by SEND, RDMA WRITE and RDMA READ from $DEV0 to $DEV1 in 256 KiB
 # messages, every byte and every completion checked (a duplicate executed
 # twice or completed twice fails it).  No error completion or retry

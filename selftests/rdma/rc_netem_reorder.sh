@@ -2,7 +2,7 @@
 # RC recovery from reordering: netem "reorder 25% 50% delay 1ms" (a quarter
 # of the packets, correlated, overtake the others, which are held back
 # 1 ms) on the egress of both veth ends (rr0: requests; rr1 in netns peer:
-# responses and ACKs), then py/rc_xfer.py moves $RC_NETEM_TOTAL (64 MiB;
+# responses and ACKs), then py/rc_xfer.py moves $RC_NETEM_TOTAL (16 MiB;
 # 8 MiB on the debug kernel) by SEND, RDMA WRITE and RDMA READ from $DEV0 to
 # $DEV1 in 256 KiB messages, every byte and every completion checked.  No
 # error completion or retry exhaustion may be counted, and the counters

@@ -920,11 +920,13 @@ netem_stats() {
 # $RC_NETEM_TOTAL each (256 KiB messages, all data verified) with "netem
 # SPEC" on both veth ends; after each, rc_no_errors and CHECK OP (a
 # function asserting on XD0/XD1 that the counters show the recovery).  The
-# qdiscs are always removed.  Default size 64 MiB; 8 MiB on the debug
-# kernel, where KASAN and lockdep make it too slow for the 900 s limit.
+# qdiscs are always removed.  Default size 16 MiB (16,384 packets at MTU
+# 1024: hundreds of impairments per transfer, the same paths as the 64 MiB
+# used until 2026-12-04, which cost ~4 min of the plain suite's CPU); 8 MiB on
+# the debug kernel, where KASAN and lockdep make it slow.
 rc_netem_test() {
 	local spec=$1 check=$2 op nwhy out rc size
-	size=64M
+	size=16M
 	[ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && size=8M
 	RC_NETEM_TOTAL=${RC_NETEM_TOTAL:-$size}
 	test_init 4

@@ -11,7 +11,9 @@
 #   eth0 init_net      10.78.0.1/24  (virtio-net on a QEMU hub, if present)
 #   eth1 netns "peer2" 10.78.0.2/24
 
-RROCE_SELFTESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+_lib=${BASH_SOURCE[0]}
+[[ $_lib == */* ]] || _lib=./$_lib
+RROCE_SELFTESTS=$(cd "${_lib%/*}" && pwd)
 RROCE_REPO=${RROCE_REPO:-$(cd "$RROCE_SELFTESTS/.." && pwd)}
 RROCE_TYPE=${RROCE_TYPE:-rroce}
 RROCE_KO=${RROCE_KO:-$RROCE_REPO/build/${RROCE_KERNEL_FLAVOR:-plain}/rroce.ko}
@@ -59,7 +61,8 @@ SYS_IB=/sys/class/infiniband
 
 # ---------------------------------------------------------------- TAP output
 _t_num=0 _t_plan=0 _t_fail=0 _t_pass=0 _t_skip=0 _t_desc= _t_err=0
-TEST_NAME=${TEST_NAME:-$(basename "$0" .sh)}
+_t=${0##*/}
+TEST_NAME=${TEST_NAME:-${_t%.sh}}
 
 diag() { printf '# %s\n' "$*"; }
 
@@ -142,16 +145,33 @@ ktap_skip_all() {
 }
 
 # ------------------------------------------------------------------- waiting
-# wait_for TIMEOUT CMD...: poll CMD every 0.1 s until it succeeds; false on
-# timeout.  TIMEOUT is in seconds (integer); scaled by $RROCE_TIMEOUT_SCALE.
+# nap SECONDS: sleep without starting a process (sleep(1) and date(1) cost
+# a fork and an exec each, ~0.1 s of CPU on the debug kernel under TCG,
+# which a polling loop pays several times a second): a read with a timeout
+# on a pipe nothing is written to.
+_nap_fd=
+nap() {
+	[ -n "$_nap_fd" ] || exec {_nap_fd}<> <(:)
+	read -rt "$1" -u "$_nap_fd" _ || :
+}
+
+# wait_for TIMEOUT CMD...: poll CMD until it succeeds; false on timeout.
+# TIMEOUT is in seconds (integer); scaled by $RROCE_TIMEOUT_SCALE.  The
+# pauses grow from 0.05 s to 0.5 s (after ~2 s), so a long wait does not
+# keep the guest busy starting CMD while it waits for other work.
 wait_for() {
-	local tmo=$(($1 * ${RROCE_TIMEOUT_SCALE:-1})) end
+	local tmo=$(($1 * ${RROCE_TIMEOUT_SCALE:-1})) end ms=50 t s
 	shift
-	end=$(($(date +%s%N) + tmo * 1000000000))
+	t=${EPOCHREALTIME/[.,]/}
+	end=$((t / 1000 + tmo * 1000))
 	while :; do
 		"$@" >/dev/null 2>&1 && return 0
-		[ "$(date +%s%N)" -lt "$end" ] || return 1
-		sleep 0.1
+		t=${EPOCHREALTIME/[.,]/}
+		[ $((t / 1000)) -lt "$end" ] || return 1
+		printf -v s '0.%03d' $ms
+		nap "$s"
+		[ $ms -lt 500 ] && ms=$((ms * 3 / 2))
+		[ $ms -gt 500 ] && ms=500
 	done
 }
 not() { ! "$@"; }
@@ -1020,7 +1040,7 @@ bounded() {
 	pid=$!
 	while [ "$SECONDS" -lt "$end" ]; do
 		kill -0 "$pid" 2>/dev/null || { wait "$pid"; return; }
-		sleep 0.2
+		nap 0.2
 	done
 	diag "still running after the bound: $*"
 	blocked_stacks

@@ -18,5 +18,21 @@ for a in 1:2 fd77::zz 1:2:3:4:5:6:7:8:9 1::2::3 12345::1 1:2:3:4:5:6:7:- 1:2:3:4
 	got=$(gid_v6 "$a" 2>/dev/null) && got="$got (status 0)"
 	check "gid_v6 $a is refused" "$got" ""
 done
+# wait_for and nap start no process while they wait (they replaced date(1)
+# and sleep(1) polls), and keep their times.
+ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
+t0=$(ms); nap 0.3; dt=$(($(ms) - t0))
+check "nap 0.3 sleeps 0.3 s" "$([ $dt -ge 290 ] && [ $dt -lt 1000 ] && echo yes || echo "no: $dt ms")" yes
+t0=$(ms); wait_for 1 false; rc=$?; dt=$(($(ms) - t0))
+check "wait_for 1 false: false after 1 s" "$rc $([ $dt -ge 1000 ] && [ $dt -lt 2000 ] && echo in-time || echo "$dt ms")" "1 in-time"
+f=$(mktemp -u)
+(nap 0.7; : >"$f") &
+t0=$(ms); wait_for 5 test -e "$f"; rc=$?; dt=$(($(ms) - t0))
+check "wait_for sees a change within 0.5 s" "$rc $([ $dt -ge 700 ] && [ $dt -lt 1300 ] && echo in-time || echo "$dt ms")" "0 in-time"
+wait; rm -f "$f"
+if command -v strace >/dev/null; then
+	execs=$(strace -f -qq -e trace=execve -e signal=none bash -c ". '$(dirname "$0")/lib.sh'; nap 0.01; wait_for 1 false" 2>&1 | grep -c '^\[pid .*execve\|^execve')
+	check "wait_for 1 false starts no process (execve calls)" "$execs" 1
+fi
 echo "1..$n"
 [ "$bad" = 0 ]

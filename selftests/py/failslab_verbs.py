@@ -22,7 +22,9 @@ destroyed at once.  Before and after each sweep `rdma res show` is read:
 its counts for DEV must not have changed (no half-made object left in
 ib_core's resource tracking), and the verb must still work normally.
 
-TAP output: one line per OP.  Exits 1 if any failed.
+TAP output: one line per OP, between "#@ begin OP" and "#@ end OP ok|fail"
+lines (as taplib.run_cases prints them: one subtest per OP with lib.sh's
+py_cases).  Exits 1 if any failed.
 """
 import argparse
 import collections
@@ -181,6 +183,7 @@ def main():
     lock_memory()  # no 9p page faults while a failure is armed
     fnth = FailNth()
     for op in a.ops:
+        print(f"#@ begin {op}", flush=True)
         fn, prep = table[op]
         before = res_counts(a.dev)
         # pyverbs' Context() raises ibv_open_device failures without errno
@@ -204,8 +207,10 @@ def main():
             print(f"#   outside the verb: {o}", flush=True)
         if not seen.get("ENOMEM"):
             problems.append("no injected failure made the verb fail (ENOMEM): was anything injected?")
-        check(points > 0 and not problems, f"{op}: each of {points} allocation failures -> ENOMEM or success, "
+        ok = points > 0 and not problems
+        check(ok, f"{op}: each of {points} allocation failures -> ENOMEM or success, "
               f"nothing left behind, works afterwards")
+        print(f"#@ end {op} {'ok' if ok else 'fail'}", flush=True)
     finish()
 
 

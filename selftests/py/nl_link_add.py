@@ -4,6 +4,7 @@
 slab fault injection aimed at the kernel's work for this one request.
 
     nl_link_add.py NAME TYPE NETDEV [--make-it-fail]
+    nl_link_add.py --serve [--make-it-fail]
 
 With --make-it-fail the process marks itself in /proc/thread-self/
 make-it-fail (for failslab's task-filter) only after everything it needs
@@ -16,6 +17,11 @@ not survive arbitrary allocation failures of its callers.
 
 Prints "ok", "error ERRNO-NAME" (the kernel's answer) or "unknown
 ERRNO-NAME" (the answer was lost: receiving failed) and exits 0, 1 or 3.
+
+With --serve it reads requests "NAME TYPE NETDEV" from stdin, one per line,
+and answers each with one such line (flushed), until end of input: a bash
+coprocess then pays the Python start once for many requests (seconds each
+on the debug kernel under TCG).
 """
 import errno
 import os
@@ -43,21 +49,14 @@ def attr(kind: int, text: str) -> bytes:
     return hdr + data + pad
 
 
-def main() -> int:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    if len(args) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    name, kind, netdev = args
-    mark = "--make-it-fail" in sys.argv
+def link_add(name: str, kind: str, netdev: str, mark: bool) -> tuple:
+    """One NEWLINK request; (exit status, answer line)."""
     body = attr(ATTR_DEV_NAME, name) + attr(ATTR_LINK_TYPE, kind) + attr(ATTR_NDEV_NAME, netdev)
     msg_type = (RDMA_NL_NLDEV << 10) + RDMA_NLDEV_CMD_NEWLINK
     msg = struct.pack("=IHHII", 16 + len(body), msg_type, NLM_F_REQUEST | NLM_F_ACK, 1, 0) + body
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_RDMA)
     sock.bind((0, 0))
     flag = os.open("/proc/thread-self/make-it-fail", os.O_WRONLY) if mark else -1
-    if mark:
-        lock_memory()
     err = None
     lost = None
     try:
@@ -82,14 +81,34 @@ def main() -> int:
         if mark:
             os.write(flag, b"0")
             os.close(flag)
+        sock.close()
     if lost is not None:
-        print("unknown " + errno.errorcode.get(lost, str(lost)))
-        return 3
+        return 3, "unknown " + errno.errorcode.get(lost, str(lost))
     if err == 0:
-        print("ok")
-        return 0
-    print("error " + errno.errorcode.get(-err, str(-err)))
-    return 1
+        return 0, "ok"
+    return 1, "error " + errno.errorcode.get(-err, str(-err))
+
+
+def main() -> int:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    mark = "--make-it-fail" in sys.argv
+    serve = "--serve" in sys.argv
+    if len(args) != (0 if serve else 3):
+        print(__doc__, file=sys.stderr)
+        return 2
+    if mark:
+        lock_memory()
+    if not serve:
+        rc, text = link_add(*args, mark)
+        print(text)
+        return rc
+    for line in sys.stdin:
+        req = line.split()
+        if len(req) != 3:
+            print("error EINVAL (want: NAME TYPE NETDEV)", flush=True)
+            continue
+        print(link_add(*req, mark)[1], flush=True)
+    return 0
 
 
 if __name__ == "__main__":

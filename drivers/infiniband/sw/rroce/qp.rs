@@ -933,7 +933,7 @@ impl QpOps for QpPriv {
     }
 
     fn on_timer(q: Q<'_>) {
-        section(q, |ctx, _, inner| inner.dp.on_timer(ctx, &mut inner.state));
+        section(q, |ctx, _, inner| inner.dp.on_timer(ctx));
     }
 
     fn on_work(q: Q<'_>) {

@@ -151,7 +151,11 @@ ktap_skip_all() {
 # on a pipe nothing is written to.
 _nap_fd=
 nap() {
-	[ -n "$_nap_fd" ] || exec {_nap_fd}<> <(:)
+	if [ -z "$_nap_fd" ] && ! exec {_nap_fd}<> <(:); then
+		_nap_fd=
+		sleep "$1" # no such pipe here: never spin
+		return 0
+	fi
 	read -rt "$1" -u "$_nap_fd" _ || :
 }
 

@@ -78,15 +78,6 @@ const RING_BUDGET: u32 = 256;
 /// is cut into runs of the work item (letting the receive side, e.g. a
 /// veth peer's backlog, drain in between) instead of overflowing queues.
 const UC_BURST: u32 = 64;
-/// RC request packets sent per run: the rest goes out from the QP's work
-/// item ([`Dp::defer`]).  With today's window of 128 unacknowledged
-/// packets ([`ReqConfig::DEFAULT_MAX_UNACKED`]) a run never reaches it; it
-/// bounds a run if the window grows.  The retransmission timer sends
-/// nothing itself (see [`Dp::on_timer`]): on the debug kernel under TCG a
-/// packet costs ~7 ms, and a timer run that resent the windows of every QP
-/// whose timer had expired (a process killed mid-transfer) kept a CPU for
-/// 7 s, a soft lockup.
-const RC_BURST: u32 = 128;
 
 /// An engine's storage in the kernel (`KStore<Slot>`: the requester's WQE
 /// slots, one per SQ entry; `KStore<ResSlot>`: the responder's
@@ -410,8 +401,8 @@ pub(crate) struct Dp {
     /// for every earlier WQE to complete ([`Dp::run_held`]); no later WQE
     /// is taken meanwhile.
     held: Option<SendWqe>,
-    /// A ring loop stopped at [`RING_BUDGET`]: the work item continues it
-    /// ([`Dp::defer`]).
+    /// The work item runs the doorbell path ([`Dp::defer`]): a ring loop
+    /// stopped at [`RING_BUDGET`], or the retransmission timer fired.
     resume: bool,
     /// The step waiting for an on-demand page, and the page (until the
     /// work item takes it to fault it in).
@@ -1008,10 +999,6 @@ impl Dp {
                 return;
             }
             self.pump(ctx, st);
-            if self.resume {
-                // `pump` stopped at its burst; the work item goes on.
-                return;
-            }
             // A local operation held back by sends that `pump` just
             // completed (UC completes them as they are sent) runs now;
             // each round consumes one.
@@ -1100,10 +1087,6 @@ impl Dp {
                     ctx.work.queue();
                     break;
                 }
-                if !self.uc && sent >= RC_BURST {
-                    self.defer(ctx);
-                    break;
-                }
                 sent += 1;
                 let Some(d) = self.req.as_mut().and_then(|r| r.next_packet(now)) else { break };
                 match self.send_request(ctx, &path, &d) {
@@ -1140,9 +1123,10 @@ impl Dp {
         if let Some(r) = self.req.as_mut() {
             r.on_timer(now);
         }
-        // The resend (up to a window) and what follows go out from the
-        // work item, in runs of RC_BURST: a timer run handles every QP
-        // whose timer expired, in softirq context.
+        // The resend (up to a window) goes out from the work item, not
+        // from here: one timer run handles every QP whose timer expired,
+        // in softirq context, and on the debug kernel under TCG (~7 ms a
+        // packet) resending their windows here kept a CPU for 7 s.
         self.defer(ctx);
     }
 

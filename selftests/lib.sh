@@ -572,14 +572,15 @@ test_done() {
 
 # py_checks DESC SCRIPT ARGS...: one subtest that runs a pyverbs check
 # script (selftests/py/SCRIPT) and fails if it exits non-zero or prints a
-# "not ok" line; its output becomes TAP diagnostics.  With $PY_CHECKS_TMO
-# set, the script is killed (and the subtest fails) after that many seconds.
+# "not ok" line; its output (unbuffered: a crash loses none of it) becomes
+# TAP diagnostics.  With $PY_CHECKS_TMO set, the script is killed (and the
+# subtest fails) after that many seconds.
 py_checks() {
 	local desc=$1 script=$2 out rc l pyt=()
 	shift 2
 	[ -n "${PY_CHECKS_TMO:-}" ] && pyt=(timeout "$PY_CHECKS_TMO")
 	t_begin "$desc"
-	out=$("${pyt[@]}" /usr/bin/python3 "$RROCE_REPO/selftests/py/$script" "$@" 2>&1)
+	out=$("${pyt[@]}" /usr/bin/python3 -u "$RROCE_REPO/selftests/py/$script" "$@" 2>&1)
 	rc=$?
 	while IFS= read -r l; do diag "$l"; done <<<"$out"
 	if [ $rc = 124 ] && [ ${#pyt[@]} -gt 0 ]; then

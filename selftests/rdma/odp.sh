@@ -7,10 +7,10 @@
 # bytes, WRITE lands in the new memory), SEND from and into on-demand
 # buffers (also with an SRQ), compare-and-swap and fetch-and-add, an
 # implicit region (the whole address space) at two mappings,
-# ibv_advise_mr(PREFETCH_WRITE), and a WRITE into memory the process
-# unmapped (REM_ACCESS_ERR, the other QP pair unharmed) -- all checked byte
-# for byte.  Then the counters: both devices faulted pages in (odp_faults),
-# the responder NAKed exactly the one access to unmapped memory, and the
+# ibv_advise_mr(PREFETCH_WRITE), and a WRITE into memory the process made
+# inaccessible (REM_ACCESS_ERR, the other QP pair unharmed) -- all checked
+# byte for byte.  Then the counters: both devices faulted pages in
+# (odp_faults), the responder NAKed exactly the one access to that memory, and the
 # only completion error is that WRITE's.  $DEV1 owns the memory, $DEV0
 # accesses it.  rdma_rxe of 6.12 has no on-demand paging: skipped there.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """Allocation failure at every point of a verb (kernel fault injection).
 
-Usage: failslab_verbs.py DEV GID OP... [--max N]
+Usage: failslab_verbs.py DEV GID OP... [--max N] [--limit S]
 
 Needs a kernel with CONFIG_FAILSLAB and CONFIG_FAULT_INJECTION, and
 /sys/kernel/debug/failslab/ignore-gfp-wait set to N (the caller sets up
@@ -22,14 +22,16 @@ destroyed at once.  Before and after each sweep `rdma res show` is read:
 its counts for DEV must not have changed (no half-made object left in
 ib_core's resource tracking), and the verb must still work normally.
 
-TAP output: one line per OP, between "#@ begin OP" and "#@ end OP ok|fail"
-lines (as taplib.run_cases prints them: one subtest per OP with lib.sh's
-py_cases).  Exits 1 if any failed.
+The OPs run one after the other through taplib.run_cases: one TAP line per
+OP between "#@ begin OP" and "#@ end OP ok|fail" (one subtest per OP with
+lib.sh's py_cases); an OP that raises or runs past --limit seconds fails
+and the next one runs.  Exits 1 if any failed.
 """
 import argparse
 import collections
 import ctypes
 import errno
+import functools
 import mmap
 import os
 import subprocess
@@ -44,7 +46,7 @@ from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 
 import rclib
 from rclib import Dev
-from taplib import check, finish, lock_memory
+from taplib import check, lock_memory, run_cases
 
 MR_LEN = 64 << 10  # bytes of the MR under test (small: the debug kernel pins slowly)
 
@@ -166,12 +168,41 @@ def sweep(ops, fn, prep, fnth, maxn, no_errno_ok=False):
     return maxn, seen, problems, outside
 
 
+def sweep_op(dev, ops, op, fn, prep, fnth, maxn):
+    """One OP's sweep and its check."""
+    before = res_counts(dev)
+    # pyverbs' Context() raises ibv_open_device failures without errno
+    points, seen, problems, outside = sweep(ops, fn, prep, fnth, maxn, no_errno_ok=(op == "ctx"))
+    after = res_counts(dev)
+    if before != after:
+        problems.append(f"rdma res show {dev}: '{before}' before, '{after}' after")
+    try:
+        o = prep() if prep else None
+        r = fn(o) if prep else fn()
+        for x in (r, o):
+            if x is not None:
+                x.close()
+    except PyverbsError as ex:
+        problems.append(f"the verb fails after the sweep: {ex}")
+    tally = ", ".join(f"{k} {v}" for k, v in sorted(seen.items()))
+    print(f"# {op}: {points} failure points ({tally})", flush=True)
+    for pr in problems[:10]:
+        print(f"#   {pr}", flush=True)
+    for o in outside:
+        print(f"#   outside the verb: {o}", flush=True)
+    if not seen.get("ENOMEM"):
+        problems.append("no injected failure made the verb fail (ENOMEM): was anything injected?")
+    check(points > 0 and not problems, f"{op}: each of {points} allocation failures -> ENOMEM or success, "
+          f"nothing left behind, works afterwards")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("dev")
     p.add_argument("gid", type=int)
     p.add_argument("ops", nargs="+")
     p.add_argument("--max", type=int, default=300)
+    p.add_argument("--limit", type=int, default=600, help="seconds an OP's sweep may take")
     a = p.parse_args()
     d = Dev(a.dev, a.gid)
     ops = Ops(d)
@@ -182,36 +213,9 @@ def main():
     }
     lock_memory()  # no 9p page faults while a failure is armed
     fnth = FailNth()
-    for op in a.ops:
-        print(f"#@ begin {op}", flush=True)
-        fn, prep = table[op]
-        before = res_counts(a.dev)
-        # pyverbs' Context() raises ibv_open_device failures without errno
-        points, seen, problems, outside = sweep(ops, fn, prep, fnth, a.max, no_errno_ok=(op == "ctx"))
-        after = res_counts(a.dev)
-        if before != after:
-            problems.append(f"rdma res show {a.dev}: '{before}' before, '{after}' after")
-        try:
-            o = prep() if prep else None
-            r = fn(o) if prep else fn()
-            for x in (r, o):
-                if x is not None:
-                    x.close()
-        except PyverbsError as ex:
-            problems.append(f"the verb fails after the sweep: {ex}")
-        tally = ", ".join(f"{k} {v}" for k, v in sorted(seen.items()))
-        print(f"# {op}: {points} failure points ({tally})", flush=True)
-        for pr in problems[:10]:
-            print(f"#   {pr}", flush=True)
-        for o in outside:
-            print(f"#   outside the verb: {o}", flush=True)
-        if not seen.get("ENOMEM"):
-            problems.append("no injected failure made the verb fail (ENOMEM): was anything injected?")
-        ok = points > 0 and not problems
-        check(ok, f"{op}: each of {points} allocation failures -> ENOMEM or success, "
-              f"nothing left behind, works afterwards")
-        print(f"#@ end {op} {'ok' if ok else 'fail'}", flush=True)
-    finish()
+    cases = {op: functools.partial(sweep_op, a.dev, ops, op, fn, prep, fnth, a.max) for op, (fn, prep) in table.items()}
+    # The OPs share the device context and helpers above: no per-case setup.
+    run_cases(cases, a.ops, lambda: (), a.limit)
 
 
 if __name__ == "__main__":

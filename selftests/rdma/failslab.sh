@@ -89,7 +89,8 @@ cases=()
 for op in $OPS; do
 	cases+=("$op|failslab in $op on $DEV0: every allocation failure point -> ENOMEM or success, nothing leaked")
 done
-PY_CHECKS_TMO=$((600 * ${RROCE_TIMEOUT_SCALE:-1})) py_cases failslab_verbs.py "$DEV0" "$RC_G0" -- "${cases[@]}"
+tmo=$((600 * ${RROCE_TIMEOUT_SCALE:-1}))
+PY_CHECKS_TMO=$tmo py_cases failslab_verbs.py "$DEV0" "$RC_G0" --limit "$tmo" -- "${cases[@]}"
 
 # 9
 t_begin "rdma link add under random task-filtered failslab: fails cleanly or works"

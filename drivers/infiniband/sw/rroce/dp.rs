@@ -78,6 +78,13 @@ const RING_BUDGET: u32 = 256;
 /// is cut into runs of the work item (letting the receive side, e.g. a
 /// veth peer's backlog, drain in between) instead of overflowing queues.
 const UC_BURST: u32 = 64;
+/// RC request packets sent per run: the rest goes out from the QP's work
+/// item ([`Dp::defer`]).  The window ([`ReqConfig::DEFAULT_MAX_UNACKED`],
+/// 512) is larger: a go-back-N after a sequence NAK, which runs in the
+/// receive softirq, would otherwise resend up to half of it there, and on
+/// the debug kernel under TCG a packet costs ~7 ms.  The retransmission
+/// timer sends nothing itself (see [`Dp::on_timer`]).
+const RC_BURST: u32 = 128;
 
 /// An engine's storage in the kernel (`KStore<Slot>`: the requester's WQE
 /// slots, one per SQ entry; `KStore<ResSlot>`: the responder's
@@ -691,6 +698,7 @@ impl Dp {
             s.add(Counter::RnrNaksRcvd, n.rnr_naks.wrapping_sub(o.rnr_naks));
             s.add(Counter::RetryExceeded, n.retry_exceeded.wrapping_sub(o.retry_exceeded));
             s.add(Counter::RnrRetryExceeded, n.rnr_retry_exceeded.wrapping_sub(o.rnr_retry_exceeded));
+            s.add(Counter::WindowCuts, n.window_cuts.wrapping_sub(o.window_cuts));
             let dup = n.duplicate_responses.wrapping_sub(o.duplicate_responses);
             s.add(Counter::IgnoredResponses, dup.wrapping_add(n.ignored_responses.wrapping_sub(o.ignored_responses)));
             self.seen_req = *n;
@@ -999,6 +1007,10 @@ impl Dp {
                 return;
             }
             self.pump(ctx, st);
+            if self.resume {
+                // `pump` stopped at its burst; the work item goes on.
+                return;
+            }
             // A local operation held back by sends that `pump` just
             // completed (UC completes them as they are sent) runs now;
             // each round consumes one.
@@ -1085,6 +1097,10 @@ impl Dp {
             loop {
                 if self.uc && sent >= UC_BURST {
                     ctx.work.queue();
+                    break;
+                }
+                if !self.uc && sent >= RC_BURST {
+                    self.defer(ctx);
                     break;
                 }
                 sent += 1;

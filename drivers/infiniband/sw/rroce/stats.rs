@@ -75,9 +75,12 @@ pub(crate) enum Counter {
     /// XRC requests dropped because their XRCETH names no XRC SRQ of the
     /// target QP's domain.
     XrcBadSrqn,
+    /// Times an RC requester halved its window at a go-back-N (sequence
+    /// NAK, implied NAK or timeout): see `proto::rc::req`.
+    WindowCuts,
 }
 
-const N: usize = Counter::XrcBadSrqn as usize + 1;
+const N: usize = Counter::WindowCuts as usize + 1;
 
 /// Descriptors, in [`Counter`] order.
 pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
@@ -104,6 +107,7 @@ pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
     c_str!("odp_faults"),
     c_str!("odp_stall_drops"),
     c_str!("xrc_bad_srqn"),
+    c_str!("window_cuts"),
 ]);
 
 /// A device's counters.

@@ -337,6 +337,7 @@ impl<S: Store<Slot>> Requester<S> {
     /// `una` moved forward: reload the retry budgets, restart the timer and
     /// pull the send position forward if it fell behind.
     fn progress(&mut self, now: u64) {
+        self.grow_window();
         self.retry.on_progress();
         self.retry_psn = None;
         self.deadline = if self.una == self.hi_psn {
@@ -368,6 +369,7 @@ impl<S: Store<Slot>> Requester<S> {
 
     /// Go-back-N from `una` at `now`.
     fn rewind_to_una(&mut self, now: u64) {
+        self.shrink_window();
         self.retry_psn = Some(self.una);
         self.seek(self.una);
         self.deadline = self.timeout_ns().map(|t| now.saturating_add(t));

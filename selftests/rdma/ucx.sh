@@ -88,9 +88,14 @@ spid=$!
 if ! wait_for 30 tcp_listening $PORT "$NS1"; then
 	t_fail "io_demo server not listening on TCP $PORT: $(tail -3 "$srv" | tr '\n' ' ')"
 else
+	declare -A ib ic id
+	hwc_snap "$DEV0" ib
 	env UCX_NET_DEVICES="$DEV0:1" UCX_TLS=rc_verbs,ud_verbs timeout $((180 * ${RROCE_TIMEOUT_SCALE:-1})) \
 		io_demo -q -p $PORT -o read,write -d 1024:262144 -i 300 "$IP1" >"$PAIR_CLI" 2>&1
 	rc=$?
+	hwc_snap "$DEV0" ic
+	hwc_delta ib ic id
+	diag "io_demo client run: $DEV0 counters$(hwc_show id)"
 	[ $rc = 0 ] || t_fail "io_demo client exited $rc: $(tail -3 "$PAIR_CLI" | tr '\n' ' ')"
 	grep -q "Client exit with status 'OK'" "$PAIR_CLI" || t_fail "io_demo client did not end with status OK"
 	# -q: every buffer read or written is checked; a bad one is reported.
@@ -103,6 +108,9 @@ else
 fi
 kill "$spid" 2>/dev/null
 wait "$spid" 2>/dev/null
+hwc_snap "$DEV0" ib
+hwc_delta ic ib id
+diag "io_demo server killed: $DEV0 counters since the client exited$(hwc_show id)"
 rm -f "$srv"
 t_end
 

@@ -792,7 +792,7 @@ rc_pingpong_chk() {
 # ------------------------------------------------------------- hw counters
 # The port counters of rroce (sysfs .../ports/1/hw_counters/, also shown by
 # `rdma statistic`).
-HWC_NAMES="rx_packets tx_packets rx_dropped rx_icrc_errors tx_errors retransmits ack_timeouts seq_naks_rcvd rnr_naks_rcvd retry_exceeded rnr_retry_exceeded duplicate_requests out_of_sequence rnr_naks_sent completion_errors uc_dropped ignored_responses access_naks_sent invalid_naks_sent resp_backpressure odp_faults odp_stall_drops xrc_bad_srqn window_cuts"
+HWC_NAMES="rx_packets tx_packets rx_dropped rx_icrc_errors tx_errors retransmits ack_timeouts seq_naks_rcvd rnr_naks_rcvd retry_exceeded rnr_retry_exceeded duplicate_requests out_of_sequence rnr_naks_sent completion_errors uc_dropped ignored_responses access_naks_sent invalid_naks_sent resp_backpressure odp_faults odp_stall_drops xrc_bad_srqn window_cuts tx_waits"
 hwc_dir() { echo "$SYS_IB/$1/ports/1/hw_counters"; }
 
 # hwc_missing DEV: why DEV's counters cannot be read (missing directory or
@@ -924,8 +924,9 @@ at_least() {
 	[ "$2" -ge "$3" ] 2>/dev/null || t_fail "$1: $2, want at least $3"
 }
 
-# netem_set ARGS...: the same netem qdisc on the egress of rr0 (requests)
-# and rr1 (responses, ACKs); netem_clear removes both.
+# netem_set ARGS...: the same netem qdisc (or $RC_QDISC: tbf) on the
+# egress of rr0 (requests) and rr1 (responses, ACKs); netem_clear removes
+# both.
 netem_clear() {
 	tc qdisc del dev "$IF0" root 2>/dev/null
 	ns "$NS1" tc qdisc del dev "$IF1" root 2>/dev/null
@@ -933,8 +934,8 @@ netem_clear() {
 }
 netem_set() {
 	netem_clear
-	tc qdisc add dev "$IF0" root netem "$@" &&
-		ns "$NS1" tc qdisc add dev "$IF1" root netem "$@"
+	tc qdisc add dev "$IF0" root "${RC_QDISC:-netem}" "$@" &&
+		ns "$NS1" tc qdisc add dev "$IF1" root "${RC_QDISC:-netem}" "$@"
 }
 netem_stats() {
 	diag "$IF0 qdisc: $(tc -s qdisc show dev "$IF0" | grep -m1 -o 'Sent.*')"
@@ -960,10 +961,10 @@ rc_netem_test() {
 	nwhy=$RC_WHY
 	if [ -z "$nwhy" ]; then
 		# shellcheck disable=SC2086  # SPEC is several words
-		out=$(netem_set $spec 2>&1) || nwhy="cannot add the netem qdisc ($spec): $out"
+		out=$(netem_set $spec 2>&1) || nwhy="cannot add the ${RC_QDISC:-netem} qdisc ($spec): $out"
 	fi
 	for op in send write read; do
-		t_begin "$op $RC_NETEM_TOTAL under netem $spec on $IF0 and $IF1: data verified, counters show recovery"
+		t_begin "$op $RC_NETEM_TOTAL under ${RC_QDISC:-netem} $spec on $IF0 and $IF1: data verified, counters show recovery"
 		if [ -n "$RC_WHY" ]; then
 			t_skip "$RC_WHY"
 			continue

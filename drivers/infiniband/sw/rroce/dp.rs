@@ -48,6 +48,7 @@ use crate::proto::rc::{Outcome, RecvCompletion, ReqCounters, RespCounters};
 use crate::ib::shm::{PrivVec, SharedBuf};
 use crate::net::route::DstCache;
 use crate::net::skb::SkBuff;
+use crate::net::txgauge::TxGauge;
 use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::qp::QpEvents;
 use crate::ib::srq::SrqRef;
@@ -166,6 +167,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) sig_all: bool,
     pub(crate) timer: TimerRef<'a>,
     pub(crate) work: WorkRef<'a>,
+    /// The QP's packets in the network stack: at [`TX_HIGH`](crate::net::txgauge::TX_HIGH) it stops
+    /// sending until the work item is woken ([`Ctx::may_send`]).
+    pub(crate) tx: &'a TxGauge,
     /// Route cache (`None` if it could not be allocated).
     pub(crate) dst: Option<&'a DstCache>,
     /// Completion handlers due ([`NOTIFY_SEND`], [`NOTIFY_RECV`]), run by
@@ -292,6 +296,17 @@ impl<'a> Ctx<'a> {
     }
 
     /// Marks the affiliated event `bit` due.
+    /// Whether the QP may transmit another packet: not with [`TX_HIGH`](crate::net::txgauge::TX_HIGH)
+    /// of its packets still in the network stack (counted as `tx_waits`);
+    /// its work item runs once they drained to half of that.
+    pub(crate) fn may_send(&self) -> bool {
+        let ok = self.tx.may_send();
+        if !ok {
+            self.dev.p.stats.inc(Counter::TxWaits);
+        }
+        ok
+    }
+
     pub(crate) fn raise(&self, bit: u8) {
         self.events.set(self.events.get() | bit);
     }
@@ -1084,6 +1099,16 @@ impl Dp {
         true
     }
 
+    /// Whether another packet may go out now (see [`Ctx::may_send`]); if
+    /// not, the work item goes on when the QP's packets drained.
+    fn may_send(&mut self, ctx: &Ctx<'_>) -> bool {
+        let ok = ctx.may_send();
+        if !ok {
+            self.resume = true;
+        }
+        ok
+    }
+
     /// Delivers completions, sends what the requester allows, arms the
     /// timer.
     fn pump(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
@@ -1101,6 +1126,9 @@ impl Dp {
                 }
                 if !self.uc && sent >= RC_BURST {
                     self.defer(ctx);
+                    break;
+                }
+                if !self.may_send(ctx) {
                     break;
                 }
                 sent += 1;
@@ -1466,6 +1494,9 @@ impl Dp {
         }
         let mtu = link::active_mtu(ctx.dev.p.ndev.mtu()).map_or(256, |m| m.bytes());
         for _ in 0..RING_BUDGET {
+            if !self.may_send(ctx) {
+                return;
+            }
             let idx = self.sq.index();
             let r = self.shadow_range(idx);
             let Some(entry) = self.sq_shadow.get_mut(r.clone()) else { return };
@@ -1604,7 +1635,9 @@ impl Dp {
         }
     }
 
-    /// Sends up to `budget` queued responses; returns whether more wait.
+    /// Sends up to `budget` queued responses; returns whether more wait
+    /// to be sent now (not when the QP waits for its packets in flight to
+    /// drain: then their destructors queue the work item).
     pub(crate) fn send_pending(&mut self, ctx: &Ctx<'_>, mut budget: u32) -> bool {
         if self.stall.is_some() {
             // Resumed by the work item.
@@ -1617,9 +1650,12 @@ impl Dp {
         let hard = self.odp_hard;
         let Some(q) = self.replyq.as_mut() else { return false };
         let mut missing = false;
-        while budget > 0 && !missing {
+        let mut blocked = false;
+        while budget > 0 && !missing && !blocked {
             let Some(front) = q.front_mut() else { break };
             match front {
+                // ACKs and atomic responses go out regardless of the
+                // QP's packets in flight: one each per request.
                 Pending::Pkt(d) => {
                     let d = *d;
                     budget -= 1;
@@ -1628,6 +1664,11 @@ impl Dp {
                 }
                 Pending::Read(stream) => {
                     while budget > 0 {
+                        if !ctx.may_send() {
+                            // The work item goes on once they drained.
+                            blocked = true;
+                            break;
+                        }
                         let before = *stream;
                         let Some(d) = stream.next() else { break };
                         budget -= 1;
@@ -1649,7 +1690,7 @@ impl Dp {
             self.stall_on(ctx, Stalled::Reply);
             return false;
         }
-        self.replyq.as_ref().is_some_and(|q| !q.is_empty())
+        !blocked && self.replyq.as_ref().is_some_and(|q| !q.is_empty())
     }
 
     /// The work item: continue sending queued responses (RC) or the
@@ -1943,6 +1984,8 @@ fn send_pkt(
     let ok = if path.local {
         ctx.dev.p.loopq.put(skb)
     } else {
+        let mut skb = skb;
+        skb.charge(ctx.tx);
         skb.transmit(&ctx.dev.p.ndev, path.ipv6(), ctx.dst)
     };
     ctx.dev.p.stats.inc(if ok { Counter::TxPackets } else { Counter::TxErrors });

@@ -91,6 +91,7 @@ extern "C" {
     pub(crate) fn rroce_skb_linearize(skb: *mut bindings::sk_buff) -> c_int;
     pub(crate) fn rroce_skb_network_header(skb: *const bindings::sk_buff) -> *mut u8;
     pub(crate) fn rroce_skb_tail_pointer(skb: *const bindings::sk_buff) -> *mut u8;
+    pub(crate) fn rroce_skb_shinfo(skb: *mut bindings::sk_buff) -> *mut bindings::skb_shared_info;
     pub(crate) fn rroce_tx_alloc(
         ndev: *mut bindings::net_device,
         len: c_uint,

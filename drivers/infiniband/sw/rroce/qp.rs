@@ -134,6 +134,7 @@ fn ctx<'a>(q: Q<'a>, rcu: &'a ReadGuard) -> Ctx<'a> {
         sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
         timer: q.timer(),
         work: q.work(),
+        tx: q.tx(),
         dst: p.dst.as_ref(),
         notify: core::cell::Cell::new(0),
         ib_qp: q.events(),

@@ -289,6 +289,11 @@ u8 *rroce_skb_tail_pointer(const struct sk_buff *skb)
 	return skb_tail_pointer(skb);
 }
 
+struct skb_shared_info *rroce_skb_shinfo(struct sk_buff *skb)
+{
+	return skb_shinfo(skb);
+}
+
 /*
  * An skb for a packet of @len bytes starting at the IP header, with room
  * for the link-layer header in front; @data gets the (uninitialised)

@@ -71,6 +71,7 @@ struct net_device *rroce_skb_dev(const struct sk_buff *skb);
 int rroce_skb_linearize(struct sk_buff *skb);
 u8 *rroce_skb_network_header(const struct sk_buff *skb);
 u8 *rroce_skb_tail_pointer(const struct sk_buff *skb);
+struct skb_shared_info *rroce_skb_shinfo(struct sk_buff *skb);
 struct sk_buff *rroce_tx_alloc(struct net_device *ndev, unsigned int len,
 			       u8 **data);
 struct dst_cache;

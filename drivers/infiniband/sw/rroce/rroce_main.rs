@@ -59,10 +59,12 @@ mod verbs;
 
 struct RroceModule {
     _reg: crate::sync::global::GlobalOwner<device::Registration>,
+    // Dropped after the devices: waits for the packets they sent.
+    _tx: crate::net::txgauge::DrainOnDrop,
 }
 
 impl kernel::Module for RroceModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        Ok(Self { _reg: device::Registration::new(module, verbs::device_ops, recv::rx, recv::rx_local)? })
+        Ok(Self { _reg: device::Registration::new(module, verbs::device_ops, recv::rx, recv::rx_local)?, _tx: crate::net::txgauge::DrainOnDrop })
     }
 }

@@ -78,9 +78,13 @@ pub(crate) enum Counter {
     /// Times an RC requester halved its window at a go-back-N (sequence
     /// NAK, implied NAK or timeout): see `proto::rc::req`.
     WindowCuts,
+    /// Times a QP stopped sending because `TX_HIGH` of its packets were
+    /// still in the network stack (`net::txgauge`); it goes on when they
+    /// drain.
+    TxWaits,
 }
 
-const N: usize = Counter::WindowCuts as usize + 1;
+const N: usize = Counter::TxWaits as usize + 1;
 
 /// Descriptors, in [`Counter`] order.
 pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
@@ -108,6 +112,7 @@ pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
     c_str!("odp_stall_drops"),
     c_str!("xrc_bad_srqn"),
     c_str!("window_cuts"),
+    c_str!("tx_waits"),
 ]);
 
 /// A device's counters.

@@ -33,6 +33,7 @@ use crate::ib::object::{self, CoreObject, NewObj, Obj};
 use crate::ib::srq::SrqHandle;
 use crate::ib::udata::UData;
 use crate::ib::wr::{RecvWrChain, SendWrChain};
+use crate::net::txgauge::TxGauge;
 use crate::ib::PdId;
 use crate::sync::idtable::IdTable;
 use crate::sync::rcu::ReadGuard;
@@ -152,6 +153,9 @@ pub(crate) struct QpCell<T> {
     live: AtomicBool,
     timer: Opaque<bindings::timer_list>,
     work: Opaque<bindings::work_struct>,
+    /// Its packets in the network stack; wakes `work` (attached once the
+    /// work item is set up, detached when destruction starts).
+    tx: TxGauge,
     p: T,
 }
 
@@ -206,6 +210,12 @@ impl<'a, T: QpOps> QpRef<'a, T> {
     pub(crate) fn work(&self) -> WorkRef<'a> {
         // SAFETY: set up and not cancelled for `'a` (type invariant).
         unsafe { WorkRef::new(&self.0.work) }
+    }
+
+    /// The QP's transmit back-pressure: its work item runs when a stopped
+    /// sender may go on.
+    pub(crate) fn tx(&self) -> &'a TxGauge {
+        &self.0.tx
     }
 
     /// The QP's asynchronous events.
@@ -311,10 +321,11 @@ pub(crate) unsafe extern "C" fn create_qp<T: QpOps>(
             unsafe { (CqHandle::from_raw(init.send_cq), CqHandle::from_raw(init.recv_cq), SrqHandle::from_raw(init.srq)) };
         let pd = PdId::of(q.ib().pd);
         let ib = NonNull::new(qp).ok_or(EINVAL)?;
+        let tx = TxGauge::new()?;
         let (p, qpn) = T::create(dev, QpCreate { init, pd, send_cq, recv_cq, srq, udata })?;
         q.ib_mut().qp_num = qpn;
         let table = NonNull::from(T::table(dev));
-        q.init(QpCell { ib, table, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), p });
+        q.init(QpCell { ib, table, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), tx, p });
         // SAFETY: created just above; nothing else can reach it yet.
         let cell = unsafe { Obj::<bindings::ib_qp, QpCell<T>>::part_of(ib) };
         // SAFETY: the timer and work item are embedded in the QP, which
@@ -323,6 +334,9 @@ pub(crate) unsafe extern "C" fn create_qp<T: QpOps>(
         unsafe {
             ffi::rroce_timer_setup(cell.timer.get(), timer_fn::<T>);
             ffi::rroce_work_init(cell.work.get(), work_fn::<T>);
+            // `destroy_qp` detaches it, waits for a grace period, then
+            // cancels the work.
+            cell.tx.attach(cell.work.get());
         }
         cell.live.store(true, Ordering::Release);
         // INVARIANT: created and live; `destroy_qp` unpublishes it from
@@ -433,6 +447,8 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: QpOps>(qp: *mut bindings::ib_qp, _
     let (dev, qpn, cell) = (q.dev(), q.qpn(), q.0);
     T::before_destroy(q);
     cell.live.store(false, Ordering::Release);
+    // Packets still queued no longer wake it (after the grace period).
+    cell.tx.detach();
     // SAFETY: the table it was published in (type invariant), which
     // outlives the QP.
     unsafe { cell.table.as_ref() }.ids.remove(qpn);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Networking objects (part of the abstraction layer): counted netdev
 //! references, the sysfs parent device for netdevs without one, owned
-//! socket buffers, route caches and transmission, the RoCEv2 UDP
+//! socket buffers, route caches and transmission, transmit
+//! back-pressure, the RoCEv2 UDP
 //! sockets.
 //!
 //! See [`crate::sync`] for the layer's rule.
@@ -11,4 +12,5 @@ pub(crate) mod parent;
 pub(crate) mod pernet;
 pub(crate) mod route;
 pub(crate) mod skb;
+pub(crate) mod txgauge;
 pub(crate) mod udp;

@@ -103,6 +103,11 @@ impl SkBuff {
         p
     }
 
+    /// The skb, still owned by `self` (for this layer's `impl`s).
+    pub(super) fn as_raw(&self) -> *mut bindings::sk_buff {
+        self.0.as_ptr()
+    }
+
     /// The skb's list link.
     fn next(&self) -> *mut *mut bindings::sk_buff {
         // SAFETY: the skb is valid; this only computes a field address.

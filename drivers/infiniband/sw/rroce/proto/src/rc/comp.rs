@@ -320,12 +320,17 @@ impl<S: Store<Slot>> Requester<S> {
         let before_cursor = self.cursor.wrapping_sub(idx) != 0
             && self.cursor.wrapping_sub(idx) <= self.tail.wrapping_sub(idx);
         let mut rd = false;
+        let mut read_psns = 0;
         if let Some(s) = self.slot_mut(idx) {
             s.done = Some(status);
             rd = s.takes_rd_credit();
+            if s.wqe.opcode == SendOpcode::RdmaRead {
+                read_psns = s.npkts;
+            }
         }
         if rd && before_cursor {
             self.rd_inflight = self.rd_inflight.saturating_sub(1);
+            self.rd_psns = self.rd_psns.saturating_sub(read_psns);
         }
         self.done_upto = idx.wrapping_add(1);
         if self.pending_error == Some(self.done_upto) {

@@ -19,8 +19,11 @@
 //! one are sent, at most `max_rd_atomic` READ/atomic requests are
 //! outstanding, and a WQE with `SEND_FENCE` waits until every earlier READ
 //! and atomic has completed.  AckReq is set on the last packet of every
-//! message, on every `ack_every`-th packet and on the packet that fills the
-//! window, so the ACK clock keeps running on long messages.
+//! message (as rdma_rxe does), on every `ack_every`-th packet and on the
+//! packet that fills the window, so the ACK clock keeps running on long
+//! messages.  The PSNs of RDMA READ responses do not count against the
+//! window ([`Requester::window_used`]); READs are limited by
+//! `max_rd_atomic`, and all PSNs in flight by [`MAX_SPAN`].
 //!
 //! The window adapts to loss: it starts at `max_unacked` (an RDMA fabric
 //! is meant to be lossless, so a clean path runs at full speed at once),
@@ -42,6 +45,12 @@ use super::{imm_from_wqe, PacketDesc, Store};
 /// (each loss resends about a window) and after a rare loss it is whole
 /// again within a few thousand packets.
 pub const WINDOW_GROWTH: u32 = 8;
+
+/// The most PSNs from the oldest unacknowledged one to the next to send
+/// before the requester stops (the window aside): a quarter of the PSN
+/// space, so that PSN comparisons stay unambiguous with many large READs
+/// outstanding (one READ may still span up to 2^23 PSNs by itself).
+pub const MAX_SPAN: u32 = 1 << 22;
 
 /// Static parameters of the requester.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,6 +262,9 @@ pub struct Requester<S: Store<Slot>> {
     pub(super) hi_psn: Psn,
     /// READ/atomic WQEs in `[done_upto, cursor)`.
     pub(super) rd_inflight: u32,
+    /// PSNs of the RDMA READ WQEs in `[done_upto, cursor)` (their
+    /// responses' PSNs, which do not count against the window).
+    pub(super) rd_psns: u32,
     /// Packets since the last AckReq.
     pub(super) since_ack: u32,
     /// The window in use (`MIN_WINDOW..=max_unacked`, see the module docs).
@@ -307,6 +319,7 @@ impl<S: Store<Slot>> Requester<S> {
             una: cfg.sq_psn,
             hi_psn: cfg.sq_psn,
             rd_inflight: 0,
+            rd_psns: 0,
             since_ack: 0,
             window: cfg.max_unacked,
             window_una: cfg.sq_psn,
@@ -552,7 +565,7 @@ impl<S: Store<Slot>> Requester<S> {
         if self.cfg.unreliable {
             return None;
         }
-        if self.psn.distance_from(self.una) >= self.window {
+        if self.window_used() >= self.window || self.psn.distance_from(self.una) >= MAX_SPAN {
             return Some(Blocked::Window);
         }
         if self.pkt == 0 && s.wqe.flags & SEND_FENCE != 0 && self.rd_inflight > 0 {
@@ -729,7 +742,7 @@ impl<S: Store<Slot>> Requester<S> {
             return Some(d);
         }
         if self.since_ack.wrapping_add(1) >= self.cfg.ack_every
-            || next.distance_from(self.una) >= self.window
+            || self.window_used().saturating_add(used) >= self.window
         {
             d.ack_req = true;
         }
@@ -748,6 +761,9 @@ impl<S: Store<Slot>> Requester<S> {
             self.pkt = 0;
             if s.takes_rd_credit() {
                 self.rd_inflight = self.rd_inflight.wrapping_add(1);
+            }
+            if s.wqe.opcode == SendOpcode::RdmaRead {
+                self.rd_psns = self.rd_psns.saturating_add(s.npkts);
             }
         } else {
             self.pkt = k.wrapping_add(1);
@@ -802,17 +818,22 @@ impl<S: Store<Slot>> Requester<S> {
         self.psn = target;
         self.since_ack = 0;
         let mut n = 0u32;
+        let mut rd_psns = 0u32;
         let mut i = self.done_upto;
         while i != cursor {
-            if self
+            if let Some(s) = self
                 .slot(i)
-                .is_some_and(|s| s.takes_rd_credit() && s.done.is_none())
+                .filter(|s| s.takes_rd_credit() && s.done.is_none())
             {
                 n = n.wrapping_add(1);
+                if s.wqe.opcode == SendOpcode::RdmaRead {
+                    rd_psns = rd_psns.saturating_add(s.npkts);
+                }
             }
             i = i.wrapping_add(1);
         }
         self.rd_inflight = n;
+        self.rd_psns = rd_psns;
     }
 
     /// Reset the flow-control window and AckReq period (e.g. for tests).
@@ -825,6 +846,26 @@ impl<S: Store<Slot>> Requester<S> {
     /// The window in use now: `max_unacked`, or less after losses.
     pub fn window(&self) -> u32 {
         self.window
+    }
+
+    /// PSNs in flight that count against the window: those from `una` to
+    /// the next PSN to send, less the PSNs of the RDMA READ responses
+    /// still expected.  A READ request is one packet; its responses are
+    /// limited by `max_rd_atomic` and paced by the responder, so a 1 MiB
+    /// READ does not stop the requester from sending anything else (nor
+    /// more READs) for 1,024 PSNs.
+    pub fn window_used(&self) -> u32 {
+        let mut rd = self.rd_psns;
+        if self.done_upto != self.cursor {
+            if let Some(s) = self
+                .slot(self.done_upto)
+                .filter(|s| s.wqe.opcode == SendOpcode::RdmaRead)
+            {
+                // The responses of the oldest READ already received.
+                rd = rd.saturating_sub(self.una.distance_from(s.first_psn).min(s.npkts));
+            }
+        }
+        self.psn.distance_from(self.una).saturating_sub(rd)
     }
 
     /// A loss (go-back-N): halve the window, down to
@@ -1230,6 +1271,75 @@ mod tests {
             r.on_response(&ack(last, msn), 3);
         }
         assert_eq!(r.window(), 64);
+    }
+
+    /// The PSNs of READ responses do not count against the window: READs
+    /// are limited by `max_rd_atomic` alone, and SENDs/WRITEs behind them
+    /// by the window less those PSNs; partial READ progress and a
+    /// go-back-N into a READ keep the account right.
+    #[test]
+    fn read_responses_outside_the_window() {
+        use super::super::super::hdr::{Aeth, Syndrome};
+        use super::super::{InResponse, RespVerdict};
+        let mut c = cfg(PathMtu::Mtu256);
+        c.max_unacked = 32;
+        c.max_rd_atomic = 3;
+        let mut r: Requester<[Slot; 16]> = Requester::new(c);
+        let base = Psn::new(0xFF_FFF0);
+        // Three READs of 100 packets each, then a 50-packet SEND.
+        for _ in 0..4 {
+            r.post(wqe(SendOpcode::RdmaRead), 256 * 100).unwrap();
+        }
+        let v = drain(&mut r);
+        assert_eq!(v.len(), 3, "three READ requests, not one");
+        assert_eq!(r.blocked(), Some(Blocked::RdAtomicCredits));
+        assert_eq!((r.window_used(), r.rd_psns), (0, 300));
+        // The first READ's responses: 40 of 100 received.
+        for k in 0..40u32 {
+            let resp = InResponse {
+                opcode: match k {
+                    0 => RC_RDMA_READ_RESPONSE_FIRST,
+                    _ => RC_RDMA_READ_RESPONSE_MIDDLE,
+                },
+                psn: base.add(k),
+                aeth: (k == 0).then_some(Aeth {
+                    syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
+                    msn: 0,
+                }),
+                payload_len: 256,
+                ..Default::default()
+            };
+            assert!(matches!(
+                r.on_response(&resp, 1),
+                RespVerdict::ReadData { .. }
+            ));
+        }
+        assert_eq!(r.window_used(), 0);
+        // Going back to PSN 40 (e.g. a lost response): the READ is asked
+        // for again from there, still outside the window.
+        r.restart_from(base.add(40));
+        assert_eq!((r.rd_inflight, r.rd_psns), (0, 0));
+        let v = drain(&mut r);
+        assert_eq!(v.len(), 3);
+        assert_eq!((v[0].psn, v[0].reth.unwrap().len), (base.add(40), 256 * 60));
+        assert_eq!(r.window_used(), 0);
+        // A SEND behind a WRITE-free window: with READ PSNs counted it
+        // could not start (260 PSNs ahead of una, window 32).
+        let mut r: Requester<[Slot; 16]> = Requester::new(c);
+        r.post(wqe(SendOpcode::RdmaRead), 256 * 100).unwrap();
+        r.post(wqe(SendOpcode::Send), 256 * 50).unwrap();
+        let v = drain(&mut r);
+        assert_eq!(
+            v.len(),
+            1 + 32,
+            "the READ request and a window of SEND packets"
+        );
+        assert_eq!(v[32].psn, base.add(100 + 31));
+        assert!(
+            v[32].ack_req,
+            "the packet filling the window asks for an ACK"
+        );
+        assert_eq!((r.window_used(), r.blocked()), (32, Some(Blocked::Window)));
     }
 
     /// UC: UC opcodes, no AckReq, no window, no timer; each WQE completes

@@ -268,7 +268,11 @@ impl H {
             assert!(matches!(v, RespVerdict::Ignored(_)));
         }
         match v {
-            RespVerdict::ReadData { wqe, offset } => {
+            RespVerdict::ReadData {
+                wqe,
+                offset,
+                middle,
+            } => {
                 let mtu = self.mtu;
                 let p = self
                     .posted_mut(wqe)
@@ -278,6 +282,9 @@ impl H {
                 assert!(end <= u64::from(p.len), "READ data beyond the message");
                 assert_eq!(offset % mtu, 0);
                 assert!(u64::from(offset) <= p.got, "READ data with a gap");
+                // "Middle" lets the driver skip its send engine: it must
+                // never be said of a READ's first or last response.
+                assert_eq!(middle, offset != 0 && end < u64::from(p.len));
                 p.got = p.got.max(end);
             }
             RespVerdict::AtomicData { wqe, .. } => {

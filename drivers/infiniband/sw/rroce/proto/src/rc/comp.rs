@@ -58,6 +58,11 @@ pub enum RespVerdict {
         wqe: u32,
         /// Offset in the READ message.
         offset: u32,
+        /// Neither the first nor the last response of its READ: it
+        /// completed nothing and freed no READ credit or SQ slot, so the
+        /// caller need not look for more to send (the window may have
+        /// grown by one PSN, which the READ's last response makes use of).
+        middle: bool,
     },
     /// Store `orig` (8 bytes, host order) in the local buffer of atomic WQE
     /// `wqe` before polling completions.
@@ -248,7 +253,11 @@ impl<S: Store<Slot>> Requester<S> {
                     self.complete_next(WcStatus::Success);
                 }
                 self.progress(now);
-                RespVerdict::ReadData { wqe: idx, offset }
+                RespVerdict::ReadData {
+                    wqe: idx,
+                    offset,
+                    middle: k != 0 && !last,
+                }
             }
             Operation::AtomicAcknowledge => {
                 let orig = match (r.aeth.map(|a| a.decoded()), r.atomic_orig) {

@@ -667,7 +667,7 @@ impl World {
         let r = InResponse::from_parsed(&p);
         let payload = p.payload(pkt);
         match self.req.on_response(&r, self.now) {
-            RespVerdict::ReadData { wqe, offset } => {
+            RespVerdict::ReadData { wqe, offset, .. } => {
                 let a = &self.a_wqes[wqe as usize];
                 assert!(matches!(a.op, Op::Read { .. }));
                 let sges = a.sges.clone();

@@ -7,11 +7,15 @@
 # the figures go to the log as diagnostics (TCG-emulated, so they only show
 # relative cost; missing when perftest's clock calibration failed on a busy
 # host, see perftest_figures_ok in lib.sh).
+# Last, ib_write_bw -l 16 (16 work requests per post, 2,000 x 4 KiB): the
+# responder answers the requests of one receive batch with one ACK, so it
+# must send fewer than half as many ACKs as it receives WRITEs (one per
+# WRITE before 2026-12-05).
 # rxe (6.12) has no network namespace support: there both ends use $DEV0.
 # Everything is skipped while rroce has no data path yet.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-PLAN=14
+PLAN=15
 test_init $PLAN
 trap 'rm -f "$PAIR_SRV" "$PAIR_CLI"' EXIT
 
@@ -78,5 +82,31 @@ for c in "${CASES[@]}"; do
 	fi
 	t_end
 done
+
+declare -A HB HA HD
+t_begin "ib_write_bw -l 16 -s $SIZE -n 2000: $SDEV coalesces the ACKs of a receive batch"
+HWC_WHY=$(hwc_missing "$SDEV")
+if [ "$RROCE_TYPE" != rroce ]; then
+	t_skip "$RROCE_TYPE: not ours to check"
+elif [ -n "$HWC_WHY" ]; then
+	t_fail "$HWC_WHY"
+else
+	PORT=$((PORT + 1))
+	common=(-i 1 -n 2000 -l 16 -s "$SIZE" -p "$PORT" -F)
+	hwc_snap "$SDEV" HB
+	pair_run "$TMO" "$SNS" "" "$PORT" \
+		ib_write_bw -d "$SDEV" -x "$sidx" "${common[@]}" -- \
+		ib_write_bw -d "$CDEV" -x "$cidx" "${common[@]}" "$SIP"
+	hwc_snap "$SDEV" HA
+	hwc_delta HB HA HD
+	res=$(perftest_row "$PAIR_CLI" "$SIZE")
+	[ -n "$res" ] || t_fail "client printed no result line: $(tail -5 "$PAIR_CLI" | tr '\n' ' ')"
+	acks=${HD[tx_packets]} reqs=${HD[rx_packets]} msgs=2000
+	diag "$SDEV: $reqs packets received (2,000 WRITEs of $SIZE B), $acks sent"
+	at_least "$SDEV rx_packets delta" "$reqs" $((msgs * SIZE / 4096))
+	[ "$((acks * 2))" -lt "$msgs" ] 2>/dev/null ||
+		t_fail "$SDEV sent $acks packets for $msgs WRITEs: ACKs not coalesced"
+fi
+t_end
 
 test_done

@@ -49,7 +49,7 @@ use crate::ib::shm::{PrivVec, SharedBuf};
 use crate::net::route::DstCache;
 use crate::net::skb::SkBuff;
 use crate::net::txgauge::TxGauge;
-use crate::sync::timer::{TimerRef, WorkRef};
+use crate::sync::timer::{BhWorkRef, TimerRef, WorkRef};
 use crate::ib::qp::QpEvents;
 use crate::ib::srq::SrqRef;
 use crate::stats::Counter;
@@ -66,7 +66,8 @@ const _: () = assert!(MAX_RD_RES >= 1 && MAX_RD_RES <= u8::MAX as usize);
 /// behind each, and room for a NAK.  When it is full, requests are dropped
 /// before the responder sees them (back-pressure), never responses.
 const PENDING_MAX: usize = 2 * MAX_RD_RES + 2;
-/// Response packets sent per run from the receive path / the work item.
+/// Response packets sent per run of the softirq work item that follows a
+/// receive batch ([`Dp::on_flush`]) / of the work item.
 const RESP_BUDGET_RX: u32 = 32;
 const RESP_BUDGET_WORK: u32 = 128;
 /// Ring entries (WQEs taken, flushed or sent) one pass handles under the
@@ -167,6 +168,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) sig_all: bool,
     pub(crate) timer: TimerRef<'a>,
     pub(crate) work: WorkRef<'a>,
+    /// The softirq work item that sends the responses of a receive batch
+    /// ([`Dp::on_flush`]).
+    pub(crate) flush: BhWorkRef<'a>,
     /// The QP's packets in the network stack: at [`TX_HIGH`](crate::net::txgauge::TX_HIGH) it stops
     /// sending until the work item is woken ([`Ctx::may_send`]).
     pub(crate) tx: &'a TxGauge,
@@ -1469,13 +1473,29 @@ impl Dp {
         if let Some(rc) = a.recv_done {
             local_err |= self.complete_recv(ctx, &rc);
         }
-        match a.reply {
-            Reply::None => {}
-            Reply::Packet(d) => self.queue_reply(ctx, Pending::Pkt(d)),
-            Reply::Read(stream) => self.queue_reply(ctx, Pending::Read(stream)),
-        }
-        if self.send_pending(ctx, RESP_BUDGET_RX) {
-            ctx.work.queue();
+        let urgent = match a.reply {
+            Reply::None => false,
+            Reply::Packet(d) => {
+                let p = Pending::Pkt(d);
+                self.queue_reply(ctx, p);
+                !p.is_plain_ack()
+            }
+            Reply::Read(stream) => {
+                self.queue_reply(ctx, Pending::Read(stream));
+                true
+            }
+        };
+        if urgent {
+            // READ and atomic responses and NAKs at once: a requester
+            // waits for them.
+            if self.send_pending(ctx, RESP_BUDGET_RX) {
+                ctx.work.queue();
+            }
+        } else if self.replyq.as_ref().is_some_and(|q| !q.is_empty()) {
+            // A plain ACK goes out once the receive batch this request
+            // came in is done, so that the ACKs of a batch's requests
+            // coalesce into one (`proto::rc::replyq`).
+            ctx.flush.queue();
         }
         if *st == QpState::Rtr && !self.comm_est && !a.qp_error {
             self.comm_est = true;
@@ -1701,6 +1721,14 @@ impl Dp {
             return false;
         }
         !blocked && self.replyq.as_ref().is_some_and(|q| !q.is_empty())
+    }
+
+    /// The softirq work item, after a receive batch: send the responses
+    /// it queued (up to a budget; the work item sends the rest).
+    pub(crate) fn on_flush(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) && self.send_pending(ctx, RESP_BUDGET_RX) {
+            ctx.work.queue();
+        }
     }
 
     /// The work item: continue sending queued responses (RC) or the

@@ -134,6 +134,7 @@ fn ctx<'a>(q: Q<'a>, rcu: &'a ReadGuard) -> Ctx<'a> {
         sig_all: p.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
         timer: q.timer(),
         work: q.work(),
+        flush: q.flush(),
         tx: q.tx(),
         dst: p.dst.as_ref(),
         notify: core::cell::Cell::new(0),
@@ -966,6 +967,10 @@ impl QpOps for QpPriv {
             let access = inner.attrs.access_flags;
             inner.dp.on_work(ctx, &mut inner.state, access)
         });
+    }
+
+    fn on_flush(q: Q<'_>) {
+        section(q, |ctx, _, inner| inner.dp.on_flush(ctx, &mut inner.state));
     }
 
     fn mcast(q: Q<'_>, mgid: &[u8; 16], attach: bool) -> Result {

@@ -636,6 +636,21 @@ void rroce_work_queue(struct work_struct *w)
 	queue_work(system_highpri_wq, w);
 }
 
+/*
+ * Its own INIT_WORK: lockdep keys work items by their INIT_WORK call site,
+ * and one that runs in softirq context must not share a class with those
+ * that run in process context.
+ */
+void rroce_bh_work_init(struct work_struct *w, void (*fn)(struct work_struct *))
+{
+	INIT_WORK(w, fn);
+}
+
+void rroce_bh_work_queue(struct work_struct *w)
+{
+	queue_work(system_bh_wq, w);
+}
+
 void rroce_work_cancel(struct work_struct *w)
 {
 	cancel_work_sync(w);

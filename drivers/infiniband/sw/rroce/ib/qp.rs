@@ -37,7 +37,7 @@ use crate::net::txgauge::TxGauge;
 use crate::ib::PdId;
 use crate::sync::idtable::IdTable;
 use crate::sync::rcu::ReadGuard;
-use crate::sync::timer::{TimerRef, WorkRef};
+use crate::sync::timer::{BhWorkRef, TimerRef, WorkRef};
 
 /// The event side of a created QP.
 ///
@@ -133,6 +133,9 @@ pub(crate) trait QpOps: Sized + Send + Sync + 'static {
     /// The QP's work item runs.
     fn on_work(q: QpRef<'_, Self>);
 
+    /// The QP's softirq work item runs (see [`QpRef::flush`]).
+    fn on_flush(q: QpRef<'_, Self>);
+
     /// `attach_mcast` / `detach_mcast` of the group `mgid`.
     fn mcast(q: QpRef<'_, Self>, mgid: &[u8; 16], attach: bool) -> Result;
 }
@@ -153,6 +156,8 @@ pub(crate) struct QpCell<T> {
     live: AtomicBool,
     timer: Opaque<bindings::timer_list>,
     work: Opaque<bindings::work_struct>,
+    /// A work item in softirq context (`system_bh_wq`), like `work`.
+    flush: Opaque<bindings::work_struct>,
     /// Its packets in the network stack; wakes `work` (attached once the
     /// work item is set up, detached when destruction starts).
     tx: TxGauge,
@@ -210,6 +215,13 @@ impl<'a, T: QpOps> QpRef<'a, T> {
     pub(crate) fn work(&self) -> WorkRef<'a> {
         // SAFETY: set up and not cancelled for `'a` (type invariant).
         unsafe { WorkRef::new(&self.0.work) }
+    }
+
+    /// The QP's softirq work item: queued from the receive path, it runs
+    /// once the receive batch (NAPI poll) that queued it is done.
+    pub(crate) fn flush(&self) -> BhWorkRef<'a> {
+        // SAFETY: set up and not cancelled for `'a` (type invariant).
+        unsafe { BhWorkRef::new(&self.0.flush) }
     }
 
     /// The QP's transmit back-pressure: its work item runs when a stopped
@@ -325,7 +337,7 @@ pub(crate) unsafe extern "C" fn create_qp<T: QpOps>(
         let (p, qpn) = T::create(dev, QpCreate { init, pd, send_cq, recv_cq, srq, udata })?;
         q.ib_mut().qp_num = qpn;
         let table = NonNull::from(T::table(dev));
-        q.init(QpCell { ib, table, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), tx, p });
+        q.init(QpCell { ib, table, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), flush: Opaque::uninit(), tx, p });
         // SAFETY: created just above; nothing else can reach it yet.
         let cell = unsafe { Obj::<bindings::ib_qp, QpCell<T>>::part_of(ib) };
         // SAFETY: the timer and work item are embedded in the QP, which
@@ -334,6 +346,7 @@ pub(crate) unsafe extern "C" fn create_qp<T: QpOps>(
         unsafe {
             ffi::rroce_timer_setup(cell.timer.get(), timer_fn::<T>);
             ffi::rroce_work_init(cell.work.get(), work_fn::<T>);
+            ffi::rroce_bh_work_init(cell.flush.get(), flush_fn::<T>);
             // `destroy_qp` detaches it, waits for a grace period, then
             // cancels the work.
             cell.tx.attach(cell.work.get());
@@ -385,6 +398,22 @@ unsafe extern "C" fn work_fn<T: QpOps>(w: *mut bindings::work_struct) {
     if cell.live.load(Ordering::Acquire) {
         // INVARIANT: as in `timer_fn`.
         T::on_work(QpRef(cell));
+    }
+}
+
+/// The softirq work item callback of a QP.
+///
+/// # Safety
+///
+/// Called by the workqueue with the `flush` of a set-up `QpCell<T>`.
+unsafe extern "C" fn flush_fn<T: QpOps>(w: *mut bindings::work_struct) {
+    // SAFETY: container_of: `w` is the `flush` field of a `QpCell<T>`;
+    // `destroy_qp` cancels it (waiting for a running instance) before the
+    // cell goes.
+    let cell = unsafe { &*w.cast::<u8>().sub(core::mem::offset_of!(QpCell<T>, flush)).cast::<QpCell<T>>() };
+    if cell.live.load(Ordering::Acquire) {
+        // INVARIANT: as in `timer_fn`.
+        T::on_flush(QpRef(cell));
     }
 }
 
@@ -458,7 +487,10 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: QpOps>(qp: *mut bindings::ib_qp, _
     // SAFETY: set up in `create_qp`; waits for a running callback and
     // turns later arming into a no-op.
     unsafe { ffi::rroce_timer_shutdown(cell.timer.get()) };
-    // SAFETY: set up in `create_qp`; waits for a running instance.
+    // SAFETY: set up in `create_qp`; waits for a running instance.  The
+    // softirq item first: it may queue the other.
+    unsafe { ffi::rroce_work_cancel(cell.flush.get()) };
+    // SAFETY: as above.
     unsafe { ffi::rroce_work_cancel(cell.work.get()) };
     // SAFETY: created, and this is its destroy verb: nothing uses the cell
     // any more (unpublished, not live, timer and work stopped).

@@ -72,3 +72,32 @@ impl<'a> WorkRef<'a> {
         unsafe { ffi::rroce_work_queue(self.0.get()) };
     }
 }
+
+/// A work item that runs in softirq context (`system_bh_wq`), on the CPU
+/// that queued it, once the softirq that queued it (e.g. a NAPI poll of
+/// the receive path) has finished: the end of a receive batch.
+///
+/// # Invariants
+///
+/// `self.0` was initialised with `rroce_bh_work_init` and is cancelled
+/// (and its owner freed) only after `'a` ends.
+#[derive(Clone, Copy)]
+pub(crate) struct BhWorkRef<'a>(&'a Opaque<bindings::work_struct>);
+
+impl<'a> BhWorkRef<'a> {
+    /// # Safety
+    ///
+    /// `w` was initialised (`rroce_bh_work_init`) and is cancelled only after
+    /// `'a`.
+    pub(crate) unsafe fn new(w: &'a Opaque<bindings::work_struct>) -> Self {
+        // INVARIANT: per the requirements.
+        Self(w)
+    }
+
+    /// Queues the work item on `system_bh_wq` (a no-op if it is queued
+    /// already).  Any context.
+    pub(crate) fn queue(&self) {
+        // SAFETY: initialised and not cancelled (type invariant).
+        unsafe { ffi::rroce_bh_work_queue(self.0.get()) };
+    }
+}

@@ -39,7 +39,7 @@ pub enum Pending {
 
 impl Pending {
     /// A plain (positive) ACK: may be replaced by a later one.
-    fn is_plain_ack(&self) -> bool {
+    pub fn is_plain_ack(&self) -> bool {
         matches!(self, Pending::Pkt(d) if d.opcode == op::ACKNOWLEDGE
             && d.aeth.is_some_and(|a| matches!(Syndrome::decode(a.syndrome), Syndrome::Ack { .. })))
     }

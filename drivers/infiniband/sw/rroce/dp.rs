@@ -49,7 +49,7 @@ use crate::ib::shm::{PrivVec, SharedBuf};
 use crate::net::route::DstCache;
 use crate::net::skb::SkBuff;
 use crate::net::txgauge::TxGauge;
-use crate::sync::timer::{BhWorkRef, TimerRef, WorkRef};
+use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::qp::QpEvents;
 use crate::ib::srq::SrqRef;
 use crate::stats::Counter;
@@ -170,7 +170,7 @@ pub(crate) struct Ctx<'a> {
     pub(crate) work: WorkRef<'a>,
     /// The softirq work item that sends the responses of a receive batch
     /// ([`Dp::on_flush`]).
-    pub(crate) flush: BhWorkRef<'a>,
+    pub(crate) flush: WorkRef<'a>,
     /// The QP's packets in the network stack: at [`TX_HIGH`](crate::net::txgauge::TX_HIGH) it stops
     /// sending until the work item is woken ([`Ctx::may_send`]).
     pub(crate) tx: &'a TxGauge,

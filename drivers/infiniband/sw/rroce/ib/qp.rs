@@ -37,7 +37,7 @@ use crate::net::txgauge::TxGauge;
 use crate::ib::PdId;
 use crate::sync::idtable::IdTable;
 use crate::sync::rcu::ReadGuard;
-use crate::sync::timer::{BhWorkRef, TimerRef, WorkRef};
+use crate::sync::timer::{TimerRef, WorkRef};
 
 /// The event side of a created QP.
 ///
@@ -214,14 +214,15 @@ impl<'a, T: QpOps> QpRef<'a, T> {
     /// The QP's work item.
     pub(crate) fn work(&self) -> WorkRef<'a> {
         // SAFETY: set up and not cancelled for `'a` (type invariant).
-        unsafe { WorkRef::new(&self.0.work) }
+        unsafe { WorkRef::new(&self.0.work, false) }
     }
 
     /// The QP's softirq work item: queued from the receive path, it runs
     /// once the receive batch (NAPI poll) that queued it is done.
-    pub(crate) fn flush(&self) -> BhWorkRef<'a> {
-        // SAFETY: set up and not cancelled for `'a` (type invariant).
-        unsafe { BhWorkRef::new(&self.0.flush) }
+    pub(crate) fn flush(&self) -> WorkRef<'a> {
+        // SAFETY: set up (`rroce_bh_work_init`) and not cancelled for `'a`
+        // (type invariant).
+        unsafe { WorkRef::new(&self.0.flush, true) }
     }
 
     /// The QP's transmit back-pressure: its work item runs when a stopped

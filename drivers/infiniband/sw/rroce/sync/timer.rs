@@ -46,58 +46,43 @@ impl<'a> TimerRef<'a> {
     }
 }
 
-/// An initialised work item.
+/// An initialised work item: one that runs in process context
+/// (`system_highpri_wq`), or in softirq context (`system_bh_wq`), on the
+/// CPU that queued it, once the softirq that queued it (e.g. the NAPI poll
+/// of a receive batch) has finished.
 ///
 /// # Invariants
 ///
-/// `self.0` was initialised with `rroce_work_init` and is cancelled (and
-/// its owner freed) only after `'a` ends.
+/// `self.w` was initialised with `rroce_bh_work_init` if `self.bh`, with
+/// `rroce_work_init` if not, and is cancelled (and its owner freed) only
+/// after `'a` ends.
 #[derive(Clone, Copy)]
-pub(crate) struct WorkRef<'a>(&'a Opaque<bindings::work_struct>);
+pub(crate) struct WorkRef<'a> {
+    w: &'a Opaque<bindings::work_struct>,
+    bh: bool,
+}
 
 impl<'a> WorkRef<'a> {
     /// # Safety
     ///
-    /// `w` was initialised (`rroce_work_init`) and is cancelled only after
-    /// `'a`.
-    pub(crate) unsafe fn new(w: &'a Opaque<bindings::work_struct>) -> Self {
+    /// `w` was initialised with `rroce_bh_work_init` if `bh`, with
+    /// `rroce_work_init` if not, and is cancelled only after `'a`.
+    pub(crate) unsafe fn new(w: &'a Opaque<bindings::work_struct>, bh: bool) -> Self {
         // INVARIANT: per the requirements.
-        Self(w)
+        Self { w, bh }
     }
 
-    /// Queues the work item (a no-op if it is queued already).  Any
-    /// context.
-    pub(crate) fn queue(&self) {
-        // SAFETY: initialised and not cancelled (type invariant).
-        unsafe { ffi::rroce_work_queue(self.0.get()) };
-    }
-}
-
-/// A work item that runs in softirq context (`system_bh_wq`), on the CPU
-/// that queued it, once the softirq that queued it (e.g. a NAPI poll of
-/// the receive path) has finished: the end of a receive batch.
-///
-/// # Invariants
-///
-/// `self.0` was initialised with `rroce_bh_work_init` and is cancelled
-/// (and its owner freed) only after `'a` ends.
-#[derive(Clone, Copy)]
-pub(crate) struct BhWorkRef<'a>(&'a Opaque<bindings::work_struct>);
-
-impl<'a> BhWorkRef<'a> {
-    /// # Safety
-    ///
-    /// `w` was initialised (`rroce_bh_work_init`) and is cancelled only after
-    /// `'a`.
-    pub(crate) unsafe fn new(w: &'a Opaque<bindings::work_struct>) -> Self {
-        // INVARIANT: per the requirements.
-        Self(w)
-    }
-
-    /// Queues the work item on `system_bh_wq` (a no-op if it is queued
+    /// Queues the work item on its workqueue (a no-op if it is queued
     /// already).  Any context.
     pub(crate) fn queue(&self) {
-        // SAFETY: initialised and not cancelled (type invariant).
-        unsafe { ffi::rroce_bh_work_queue(self.0.get()) };
+        // SAFETY: initialised and not cancelled (type invariant), for
+        // the workqueue of its kind.
+        unsafe {
+            if self.bh {
+                ffi::rroce_bh_work_queue(self.w.get())
+            } else {
+                ffi::rroce_work_queue(self.w.get())
+            }
+        };
     }
 }

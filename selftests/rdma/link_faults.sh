@@ -32,8 +32,11 @@ t0=$SECONDS
 took() { diag "subtest took $((SECONDS - t0)) s"; t0=$SECONDS; }
 
 # Bytes per background transfer: enough to still be running when the
-# fault hits (the fault is injected as soon as packets flow).
-BIG=${LINK_FAULTS_TOTAL:-$([ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && echo 4M || echo 16M)}
+# fault hits (the fault is injected as soon as packets flow, and the link
+# goes down a few hundred ms later).  16 MiB was enough until the ACKs of
+# a receive batch were coalesced (2026-12-05): then a 16 MiB WRITE took
+# 0.76 s in CI's plain VM and had completed before the link went down.
+BIG=${LINK_FAULTS_TOTAL:-$([ "${RROCE_KERNEL_FLAVOR:-plain}" = debug ] && echo 4M || echo 64M)}
 SMALL=${LINK_FAULTS_SMALL:-1M}
 # A transfer that must still run when a removal takes effect is longer:
 # `ip netns del` only drops a reference (the namespace is dismantled later

@@ -299,7 +299,6 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Marks the affiliated event `bit` due.
     /// Whether the QP may transmit another packet: not with [`TX_HIGH`](crate::net::txgauge::TX_HIGH)
     /// of its packets still in the network stack (counted as `tx_waits`);
     /// its work item runs once they drained to half of that.
@@ -311,6 +310,7 @@ impl<'a> Ctx<'a> {
         ok
     }
 
+    /// Marks the affiliated event `bit` due.
     pub(crate) fn raise(&self, bit: u8) {
         self.events.set(self.events.get() | bit);
     }
@@ -1524,9 +1524,6 @@ impl Dp {
         }
         let mtu = link::active_mtu(ctx.dev.p.ndev.mtu()).map_or(256, |m| m.bytes());
         for _ in 0..RING_BUDGET {
-            if !self.may_send(ctx) {
-                return;
-            }
             let idx = self.sq.index();
             let r = self.shadow_range(idx);
             let Some(entry) = self.sq_shadow.get_mut(r.clone()) else { return };
@@ -1540,6 +1537,11 @@ impl Dp {
                     self.enter_error(ctx, st);
                     return;
                 }
+            }
+            // Checked with a WQE in hand, so that an empty ring is not
+            // counted as a wait.
+            if !self.may_send(ctx) {
+                return;
             }
             let entry = self.sq_shadow.get(r).unwrap_or(&[]);
             let res = match self.ud_send_one(ctx, entry, mtu) {
@@ -2013,7 +2015,7 @@ fn send_pkt(
         })()
         .is_some()
     });
-    let Some(skb) = built else {
+    let Some(mut skb) = built else {
         if !refused {
             ctx.dev.p.stats.inc(Counter::TxErrors);
         }
@@ -2022,7 +2024,6 @@ fn send_pkt(
     let ok = if path.local {
         ctx.dev.p.loopq.put(skb)
     } else {
-        let mut skb = skb;
         skb.charge(ctx.tx);
         skb.transmit(&ctx.dev.p.ndev, path.ipv6(), ctx.dst)
     };

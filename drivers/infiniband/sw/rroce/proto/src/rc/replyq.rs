@@ -12,6 +12,16 @@
 //!   behind another plain ACK replaces it; a run of SENDs or WRITEs behind
 //!   a READ stream then holds one entry, not one per message.  NAKs, RNR
 //!   NAKs and atomic acknowledgements are never merged.
+//! * **Replays in PSN order, one stream per READ.** A duplicate READ
+//!   request (the requester went back N after losing a response, or the
+//!   network duplicated the request) for a READ whose stream is still
+//!   queued rewinds that stream ([`ReadResponder::absorb`]) instead of
+//!   queueing a second one: under loss or reordering, every retry would
+//!   otherwise add a stream for the whole tail of every READ in flight,
+//!   all sent in full.  A replay whose READ has left the queue goes in
+//!   before the responses of later PSNs: the requester takes responses in
+//!   PSN order only, and would ignore later READs sent ahead of it (and
+//!   then time out waiting for them).
 //! * **Back-pressure.** The glue asks [`ReplyQueue::has_room`] before it
 //!   hands a request to the responder and drops the packet untouched when
 //!   there is none: the responder's state (ePSN, MSN, resources) does not
@@ -25,8 +35,10 @@
 
 use super::super::hdr::Syndrome;
 use super::super::opcode::op;
+use super::super::psn::Psn;
 use super::resp::ReadResponder;
 use super::{RespDesc, Store};
+use core::cmp::Ordering;
 
 /// A queued response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +50,14 @@ pub enum Pending {
 }
 
 impl Pending {
+    /// The PSN of the next packet this entry sends.
+    pub fn psn(&self) -> Psn {
+        match self {
+            Pending::Read(r) => r.next_psn(),
+            Pending::Pkt(d) => d.psn,
+        }
+    }
+
     /// A plain (positive) ACK: may be replaced by a later one.
     pub fn is_plain_ack(&self) -> bool {
         matches!(self, Pending::Pkt(d) if d.opcode == op::ACKNOWLEDGE
@@ -52,6 +72,8 @@ pub enum Pushed {
     Queued,
     /// Replaced the plain ACK at the tail.
     Coalesced,
+    /// A replayed READ, taken in by the queued stream of the same READ.
+    Absorbed,
     /// The queue was full: dropped (the glue checks
     /// [`ReplyQueue::has_room`] first, so this is a bug counter).
     Full,
@@ -116,8 +138,27 @@ impl<S: Store<Option<Pending>>> ReplyQueue<S> {
     }
 
     /// Queues `p` behind everything queued, merging a plain ACK into a
-    /// plain ACK at the tail.
+    /// plain ACK at the tail and a replayed READ into the queued stream of
+    /// the same READ.
     pub fn push(&mut self, p: Pending) -> Pushed {
+        let mut at = self.len;
+        if let Pending::Read(replay) = p {
+            for i in 0..self.len {
+                if let Some(Some(Pending::Read(s))) = self.slot_mut(i) {
+                    if s.absorb(&replay) {
+                        return Pushed::Absorbed;
+                    }
+                }
+            }
+            // (A new READ is the newest PSN: it goes at the tail.)
+            at = (0..self.len)
+                .find(|&i| {
+                    self.slot(i)
+                        .and_then(|s| s.as_ref())
+                        .is_some_and(|e| e.psn().cmp_psn(replay.next_psn()) == Ordering::Greater)
+                })
+                .unwrap_or(self.len);
+        }
         if p.is_plain_ack() && self.len > 0 {
             let tail = self.len - 1;
             if let Some(slot) = self.slot_mut(tail) {
@@ -130,15 +171,17 @@ impl<S: Store<Option<Pending>>> ReplyQueue<S> {
         if !self.has_room() {
             return Pushed::Full;
         }
-        let at = self.len;
-        match self.slot_mut(at) {
-            Some(slot) => {
-                *slot = Some(p);
-                self.len += 1;
-                Pushed::Queued
+        // Shift the entries from `at` on back by one (the slot past the
+        // tail is free: there is room).
+        let mut moved = Some(p);
+        for i in at..=self.len {
+            match self.slot_mut(i) {
+                Some(slot) => moved = core::mem::replace(slot, moved),
+                None => return Pushed::Full,
             }
-            None => Pushed::Full,
         }
+        self.len += 1;
+        Pushed::Queued
     }
 
     /// The oldest queued response, to send (a READ stream is advanced in
@@ -174,6 +217,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::hdr::{Aeth, NAK_PSN_SEQ_ERROR};
+    use crate::opcode::{read_response_opcode, Position};
     use crate::psn::{PathMtu, Psn};
     use std::vec::Vec;
 
@@ -303,6 +347,79 @@ mod tests {
         }
         assert_eq!(sent, 3);
         assert_eq!(q.front(), Some(&ack(3, 2)));
+    }
+
+    /// The stream for `len` bytes at `0x1000` from `psn`, replayed from
+    /// its packet `k` (what a duplicate request for its tail produces).
+    fn replay(psn: u32, len: u32, k: u32) -> Pending {
+        Pending::Read(ReadResponder::new(
+            Psn::new(psn + k),
+            7,
+            0x1000 + u64::from(k) * 1024,
+            len - k * 1024,
+            PathMtu::Mtu1024,
+            1,
+        ))
+    }
+
+    fn send_from_front<const N: usize>(
+        q: &mut ReplyQueue<[Option<Pending>; N]>,
+        n: usize,
+    ) -> Vec<u32> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            if let Some(Pending::Read(r)) = q.front_mut() {
+                if let Some(d) = r.next() {
+                    out.push(d.psn.get());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_replayed_read_rewinds_its_queued_stream() {
+        let mut q = ReplyQueue::new([None; 4]);
+        q.push(read(100, 8 * 1024));
+        q.push(read(108, 4 * 1024));
+        assert_eq!(send_from_front(&mut q, 5), [100, 101, 102, 103, 104]);
+        // the requester lost 102 and asks again from there: the stream
+        // restarts at 102 as the replay (First of a 6-packet READ)
+        assert_eq!(q.push(replay(100, 8 * 1024, 2)), Pushed::Absorbed);
+        assert_eq!(q.len(), 2);
+        let Some(Pending::Read(mut r)) = q.front().copied() else {
+            panic!()
+        };
+        let d = r.next().unwrap();
+        assert_eq!(
+            (d.psn.get(), d.payload.unwrap().va),
+            (102, 0x1000 + 2 * 1024)
+        );
+        assert_eq!(d.opcode, read_response_opcode(Position::First));
+        assert_eq!(r.remaining(), 5);
+        // a replay from beyond where the stream is (7 > 105): unchanged
+        assert_eq!(send_from_front(&mut q, 3), [102, 103, 104]);
+        assert_eq!(q.push(replay(100, 8 * 1024, 7)), Pushed::Absorbed);
+        assert_eq!(send_from_front(&mut q, 3), [105, 106, 107]);
+        // the second READ's replay (of all of it) finds its own stream
+        assert_eq!(q.push(replay(108, 4 * 1024, 0)), Pushed::Absorbed);
+        assert_eq!(q.len(), 2);
+        // a replay of a READ that has left the queue is a new stream,
+        // ahead of the later READ (the requester takes PSNs in order)
+        q.pop();
+        assert_eq!(send_from_front(&mut q, 2), [108, 109]);
+        assert_eq!(q.push(replay(100, 8 * 1024, 3)), Pushed::Queued);
+        // another READ (other R_Key, other end) is never taken in
+        let other = Pending::Read(ReadResponder::new(
+            Psn::new(112),
+            8,
+            0x1000,
+            1024,
+            PathMtu::Mtu1024,
+            1,
+        ));
+        assert_eq!(q.push(other), Pushed::Queued);
+        assert_eq!(drain_psns(&mut q), [103, 110, 112]);
     }
 
     #[test]

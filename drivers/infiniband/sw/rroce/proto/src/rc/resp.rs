@@ -399,6 +399,41 @@ impl ReadResponder {
     pub fn remaining(&self) -> u32 {
         self.n.saturating_sub(self.idx)
     }
+
+    /// The PSN of the next response (one past the last once exhausted).
+    pub fn next_psn(&self) -> Psn {
+        self.psn.add(self.idx)
+    }
+
+    /// Where the READ ends: the PSN after its last response, the address
+    /// after its last byte, and its R_Key.  A replay of the same READ (a
+    /// duplicate request for its tail) ends at the same place.
+    fn end(&self) -> (Psn, u64, u32) {
+        (
+            self.psn.add(self.n),
+            self.va.wrapping_add(u64::from(self.left)),
+            self.rkey,
+        )
+    }
+
+    /// Takes in `replay`, the stream answering a duplicate request for the
+    /// tail of this READ (the requester went back to `replay`'s first PSN,
+    /// so it holds every response before it): if this stream already went
+    /// past that PSN it restarts there as `replay`; if it has not reached it
+    /// yet, it goes on unchanged and will send it.  Either way one stream
+    /// answers the READ, where a second one would send its tail twice.
+    /// Returns `false` (nothing changed) if `replay` is another READ.
+    pub fn absorb(&mut self, replay: &ReadResponder) -> bool {
+        if replay.idx != 0 || self.end() != replay.end() {
+            return false;
+        }
+        // How far the replay's first PSN is behind this stream's next one
+        // (wrapped, hence larger than the replay, if it is ahead of it).
+        if self.next_psn().distance_from(replay.psn) <= replay.n {
+            *self = *replay;
+        }
+        true
+    }
 }
 
 impl Iterator for ReadResponder {

@@ -13,7 +13,7 @@
 extern crate std;
 
 use super::super::hdr::{build_headers, parse_packet};
-use super::super::psn::{PathMtu, Psn};
+use super::super::psn::{npkts, PathMtu, Psn};
 use super::super::wqe::{SendOpcode, SendWqe, WcOpcode, WcStatus, SEND_SIGNALED};
 use super::*;
 use std::collections::{BinaryHeap, VecDeque};
@@ -1706,4 +1706,65 @@ fn send_with_invalidate() {
         }
     );
     assert!(mem.regions[1].1);
+}
+
+/// READs only, responses paced through B's queue, over a link that
+/// reorders or loses: every go-back-N re-requests the tail of each READ
+/// in flight.  A duplicate request rewinds the READ's queued stream
+/// instead of queueing a second stream for it, a replay goes ahead of
+/// later READs, and after a loss READ responses count against the
+/// (shrunk) window.  B sends a bounded multiple of the responses the READs
+/// need: before, 27.7 and 6.2 times as many on these links (and 144 times
+/// in the kernel's netem reorder test); now 8.8 and 1.3.
+#[test]
+fn read_retries_stay_bounded() {
+    let links = [
+        (
+            LinkCfg {
+                loss_ppm: 0,
+                dup_ppm: 0,
+                reorder_ppm: 250_000,
+                latency_ns: 5_000,
+                jitter_ns: 30_000,
+            },
+            false,
+            12,
+        ),
+        (
+            LinkCfg {
+                loss_ppm: 20_000,
+                dup_ppm: 0,
+                reorder_ppm: 0,
+                latency_ns: 5_000,
+                jitter_ns: 0,
+            },
+            true,
+            2,
+        ),
+    ];
+    for (link, big, bound) in links {
+        let mut s = Setup::new(PathMtu::Mtu1024, link, 900);
+        s.max_rd_atomic = 8;
+        s.reply_queue = 2 * s.max_rd_atomic as usize + 2;
+        let w = workload_in(s, 1 << 2, 40, big);
+        report("read retries", &w);
+        let needed: u64 = w
+            .a_wqes
+            .iter()
+            .map(|a| match a.op {
+                Op::Read { len } => u64::from(npkts(len, PathMtu::Mtu1024)),
+                _ => 0,
+            })
+            .sum();
+        std::println!("  B sent {} for {needed} READ responses", w.ba.sent);
+        assert!(
+            w.req.counters().retransmitted > 0,
+            "the link caused no retry"
+        );
+        assert!(
+            w.ba.sent <= bound * needed,
+            "B sent {} packets for {needed} READ responses",
+            w.ba.sent
+        );
+    }
 }

@@ -9,7 +9,9 @@
 # (tx_errors) on either device, and the sender of the data (DEV0 for SEND
 # and WRITE, DEV1's responder for READ) must have waited (tx_waits).
 # Without the back-pressure the first burst overflowed the queue and every
-# lost packet cost a go-back-N.
+# lost packet cost a go-back-N.  Nothing is lost, so nothing may be resent:
+# READ once resent 5,359 requests here and its responder sent 203,062
+# responses for 16,384 (duplicate READ streams; 35.8 s instead of 2.5 s).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
@@ -17,6 +19,7 @@
 paced() {
 	expect_eq "$DEV0 tx_errors delta" "${XD0[tx_errors]}" 0
 	expect_eq "$DEV1 tx_errors delta" "${XD1[tx_errors]}" 0
+	expect_eq "$DEV0 retransmits delta" "${XD0[retransmits]}" 0
 	if [ "$1" = read ]; then
 		at_least "$DEV1 tx_waits delta" "${XD1[tx_waits]}" 1
 	else

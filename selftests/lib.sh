@@ -907,6 +907,20 @@ rc_no_errors() {
 	done
 }
 
+# rc_bounded_resends OP: after rc_xfer of $RC_NETEM_TOTAL (16M or 8M) by OP,
+# the data's sender (DEV0's requester for send/write, DEV1's responder for
+# read) sent at most 32 times the packets the data needs.  A go-back-N
+# resends a window; READ under netem reorder once sent 179 times as many
+# (duplicate response streams for every READ in flight at each retry).
+rc_bounded_resends() {
+	local mib=${RC_NETEM_TOTAL%M} sent need
+	[ -n "$XFER_MTU" ] && [ "$mib" != "$RC_NETEM_TOTAL" ] || return 0
+	need=$((mib * 1048576 / XFER_MTU))
+	if [ "$1" = read ]; then sent=${XD1[tx_packets]}; else sent=${XD0[tx_packets]}; fi
+	diag "$1: the data's sender sent $sent packets for $need"
+	[ "$sent" -le $((32 * need)) ] || t_fail "$1: the data's sender sent $sent packets, more than 32 x $need"
+}
+
 # t_fresh_xfer WHEN: the subtest "fresh transfer WHEN" (after rc_xfer_setup):
 # SEND/WRITE/READ 1 MiB $DEV0 -> $DEV1, data verified, no error counted
 t_fresh_xfer() {
@@ -981,6 +995,7 @@ rc_netem_test() {
 			t_fail "no counters: $HWC_WHY"
 		elif [ $rc = 0 ]; then
 			rc_no_errors
+			rc_bounded_resends "$op"
 			"$check" "$op"
 		fi
 		t_end

@@ -9,8 +9,16 @@
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
+# A READ is 64 requests and 16,384 responses: no request is duplicated in
+# 3.7 % of the runs (0.95^64), so a duplicated response, ignored by the
+# requester, counts too.
 # shellcheck disable=SC2317  # called by rc_netem_test
 recovered() {
-	at_least "$DEV1 duplicate_requests delta" "${XD1[duplicate_requests]}" 1
+	if [ "$1" = read ]; then
+		at_least "$DEV1 duplicate_requests + $DEV0 ignored_responses delta" \
+			$((XD1[duplicate_requests] + XD0[ignored_responses])) 1
+	else
+		at_least "$DEV1 duplicate_requests delta" "${XD1[duplicate_requests]}" 1
+	fi
 }
 rc_netem_test "duplicate 5%" recovered

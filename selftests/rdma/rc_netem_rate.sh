@@ -23,9 +23,10 @@ paced() {
 	expect_eq "$DEV0 tx_errors delta" "${XD0[tx_errors]}" 0
 	expect_eq "$DEV1 tx_errors delta" "${XD1[tx_errors]}" 0
 	local need
-	need=$(rc_netem_need) || need=16384
-	[ "${XD0[retransmits]}" -le $((need / 4)) ] ||
-		t_fail "$DEV0 retransmits delta: ${XD0[retransmits]}, more than a quarter of $need"
+	if need=$(rc_netem_need); then
+		[ "${XD0[retransmits]}" -le $((need / 4)) ] ||
+			t_fail "$DEV0 retransmits delta: ${XD0[retransmits]}, more than a quarter of $need"
+	fi
 	if [ "$1" = read ]; then
 		at_least "$DEV1 tx_waits delta" "${XD1[tx_waits]}" 1
 	else

@@ -285,6 +285,11 @@ check_dmesg() {
 
 # ------------------------------------------------------------------ topology
 ns() { local n=$1; shift; ip netns exec "$n" "$@"; }
+# ns_bg NETNS CMD...: CMD in the background in NETNS; $! is CMD's own
+# process (ip netns exec execs it), so `kill $!` reaches it.  (`ns ... &`
+# backgrounds a subshell running the function: killing that subshell
+# leaves the command running, orphaned, until its own timeout.)
+ns_bg() { local n=$1; shift; ip netns exec "$n" "$@" & }
 
 # Make the standard veth topology from scratch (idempotent).
 topo_setup() {

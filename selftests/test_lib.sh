@@ -34,5 +34,23 @@ if command -v strace >/dev/null; then
 	execs=$(strace -f -qq -e trace=execve -e signal=none bash -c ". '$(dirname "$0")/lib.sh'; nap 0.01; wait_for 1 false" 2>&1 | grep -c '^\[pid .*execve\|^execve')
 	check "wait_for 1 false starts no process (execve calls)" "$execs" 1
 fi
+# ns_bg: `kill $!` ends the command itself, not a subshell around it (a
+# rdma_cm server "killed" that way ran on, holding its port, and failed
+# the next test; CI, 2026-12-05).  A stand-in for ip(8) execs the command.
+d=$(mktemp -d)
+printf '#!/bin/sh\nshift 3\nexec "$@"\n' >"$d/ip" && chmod +x "$d/ip"
+tag=rroce-nsbg-$$
+PATH=$d:$PATH ns_bg x bash -c "exec -a $tag sleep 30" >/dev/null 2>&1
+p=$!
+wait_for 2 pgrep -f "^$tag"
+check "ns_bg: the command runs" "$(pgrep -f "^$tag" >/dev/null && echo running)" running
+kill "$p" 2>/dev/null
+wait "$p" 2>/dev/null
+nap 0.2
+check "ns_bg: kill \$! ends the command" "$(pgrep -f "^$tag" || echo gone)" gone
+pkill -f "^$tag" 2>/dev/null
+rm -rf "$d"
+# and no script backgrounds the ns function itself
+check "no 'ns ... &' in the scripts" "$(grep -nE '^[[:space:]]*ns [^|;]*&[[:space:]]*$' "$RROCE_SELFTESTS"/rdma/*.sh)" ""
 echo "1..$n"
 [ "$bad" = 0 ]

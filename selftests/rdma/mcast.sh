@@ -70,7 +70,7 @@ t_begin "mckey: rdma_cm multicast join + 20 datagrams $DEV0 -> $RDEV"
 tmo=$((60 * ${RROCE_TIMEOUT_SCALE:-1}))
 rlog=/tmp/mckey-recv.$$
 slog=/tmp/mckey-send.$$
-ns "$NS1" timeout "$tmo" mckey -m 239.77.1.3 -b "$IP1" -C 20 -S 512 >"$rlog" 2>&1 &
+ns_bg "$NS1" timeout "$tmo" mckey -m 239.77.1.3 -b "$IP1" -C 20 -S 512 >"$rlog" 2>&1
 rpid=$!
 sleep $((3 * ${RROCE_TIMEOUT_SCALE:-1}))
 timeout "$tmo" mckey -m 239.77.1.3 -b "$IP0" -C 20 -S 512 -s >"$slog" 2>&1

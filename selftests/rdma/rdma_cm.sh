@@ -32,7 +32,7 @@ cm_pair() {
 		t_skip "$why"
 		return 1
 	fi
-	ns "$NS1" timeout "$tmo" stdbuf -oL "${srv[@]}" >/tmp/cm-srv.$$ 2>&1 &
+	ns_bg "$NS1" timeout "$tmo" stdbuf -oL "${srv[@]}" >/tmp/cm-srv.$$ 2>&1
 	spid=$!
 	if ! wait_for 20 cm_listening "$NS1"; then
 		t_fail "${srv[0]} server did not listen: $(tail -3 /tmp/cm-srv.$$ | tr '\n' ' ')"
@@ -105,17 +105,23 @@ else
 	cm_listeners() { ns "$NS1" rdma res show cm_id 2>/dev/null | grep -c LISTEN; }
 	listeners_gt() { [ "$(cm_listeners)" -gt "$1" ]; }
 	tmo=$((300 * ${RROCE_TIMEOUT_SCALE:-1}))
-	ns "$NS1" timeout "$tmo" udaddy -b "$IP1" -c 2 -C 100 -S 256 >/tmp/cm-ud-srv.$$ 2>&1 &
+	ns_bg "$NS1" timeout "$tmo" udaddy -b "$IP1" -c 2 -C 100 -S 256 >/tmp/cm-ud-srv.$$ 2>&1
 	upid=$!
-	wait_for 20 listeners_gt 0
+	wait_for 20 listeners_gt 0 || t_fail "udaddy server did not listen: $(tail -2 /tmp/cm-ud-srv.$$ | tr '\n' ' ')"
 	timeout "$tmo" udaddy -s "$IP1" -c 2 -C 100 -S 256 >/tmp/cm-ud-cli.$$ 2>&1 &
 	ucpid=$!
 	bad=0
 	for i in 1 2 3 4 5 6; do
 		n0=$(cm_listeners)
-		ns "$NS1" timeout 120 ucmatose -b "$IP1" -c 8 -C 2 -S 100 >/tmp/cm-srv.$$ 2>&1 &
+		ns_bg "$NS1" timeout 120 ucmatose -b "$IP1" -c 8 -C 2 -S 100 >/tmp/cm-srv.$$ 2>&1
 		spid=$!
-		wait_for 20 listeners_gt "$n0"
+		if ! wait_for 20 listeners_gt "$n0"; then
+			bad=1
+			kill "$spid" 2>/dev/null
+			wait "$spid"
+			t_fail "round $i: ucmatose server did not listen (exit $?): $(tail -2 /tmp/cm-srv.$$ | tr '\n' ' ')"
+			continue
+		fi
 		timeout 120 ucmatose -s "$IP1" -c 8 -C 2 -S 100 >/tmp/cm-cli.$$ 2>&1 || {
 			bad=1
 			t_fail "round $i: ucmatose client: $(tail -2 /tmp/cm-cli.$$ | tr '\n' ' ')"

@@ -30,8 +30,9 @@
 //!   the same truncation, so an application that picks its initial PSN with
 //!   `rand()` keeps working.  A destination QPN wider than 24 bits is
 //!   rejected instead, because truncating it would address a different QP.
-//! * `retry_cnt == 7` is a plain count of 7 (IBTA, hardware); only
-//!   `rnr_retry == 7` means "retry forever".  rxe treats both as infinite.
+//! * `retry_cnt == 7`, like `rnr_retry == 7`, means "retry forever", as in
+//!   rdma_rxe; the IBTA (and hardware) reserve the infinite value for
+//!   `rnr_retry` only ([`RetryState::on_timeout`]).
 //!
 //! Nothing here panics on any input.
 

@@ -1284,6 +1284,71 @@ out:
 }
 
 /*
+ * A consumer that moves its QP to ERR as soon as the receive of a SEND
+ * completes: rdma_server's peer does it from user space (rdma_disconnect
+ * right after polling), a kernel ULP may do it in its .done, as here.  The
+ * ACK of that SEND is still owed: the requester's SEND must complete with
+ * SUCCESS, not be resent to a QP in ERR until its retries run out (with
+ * retry_cnt 7, forever: rdma_server hung so in CI).  B's .done runs from
+ * the IRQ_POLL softirq, before the softirq work item that sends the ACKs
+ * of a receive batch: B enters ERR with that ACK still queued.
+ */
+static struct kv_end *kv_ae_end;
+static atomic_t kv_ae_calls;
+static int kv_ae_err;
+static enum ib_wc_status kv_ae_status;
+static DECLARE_COMPLETION(kv_ae_done);
+
+static void kv_ae_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct ib_qp_attr at = { .qp_state = IB_QPS_ERR };
+
+	if (atomic_inc_return(&kv_ae_calls) == 1) {
+		kv_ae_status = wc->status;
+		kv_ae_err = ib_modify_qp(kv_ae_end->qp, &at, IB_QP_STATE);
+		complete(&kv_ae_done);
+	}
+}
+
+static struct ib_cqe kv_ae_cqe = { .done = kv_ae_recv_done };
+
+static void kv_t_ack_then_err(void)
+{
+	static const struct kv_opts o = { IB_POLL_DIRECT, IB_POLL_SOFTIRQ, KV_WR };
+	struct kv_pair *p = kv_pair_open(&o);
+	struct ib_sge ss, rs;
+	struct ib_recv_wr rwr = { .wr_cqe = &kv_ae_cqe, .num_sge = 1 };
+	struct ib_send_wr swr = {
+		.wr_id = 0xac4e, .num_sge = 1, .opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED,
+	};
+
+	if (!p)
+		return;
+	ss = kv_sge(&kv_a, &kv_a.tx, 0, 256);
+	rs = kv_sge(&kv_b, &kv_b.rx, 0, 256);
+	rwr.sg_list = &rs;
+	swr.sg_list = &ss;
+	kv_ae_end = &p->b;
+	atomic_set(&kv_ae_calls, 0);
+	kv_ae_err = 0;
+	reinit_completion(&kv_ae_done);
+	if (kv_post_recv(&p->b, &rwr, "B's RECV") || kv_post_send(&p->a, &swr, "A's SEND"))
+		goto out;
+	if (!wait_for_completion_timeout(&kv_ae_done, msecs_to_jiffies(timeout_ms))) {
+		kv_fail("B's receive did not complete within %u ms", timeout_ms);
+		goto out;
+	}
+	if (kv_ae_status != IB_WC_SUCCESS || kv_ae_err)
+		kv_fail("B's receive: status %s; ib_modify_qp to ERR from its .done: %d",
+			ib_wc_status_msg(kv_ae_status), kv_ae_err);
+	kv_expect(&p->a, "A's SEND, acknowledged by B before its ERR",
+		  KV_OK(swr.wr_id, IB_WC_SEND, KV_ANY));
+	kv_cq_empty(&p->a, "after A's SEND");
+out:
+	kv_pair_close(p);
+}
+
+/*
  * Posting beyond the queue depth: the chain stops at the first WR that does
  * not fit, with -ENOMEM and *bad_wr pointing at it.  B has no receives, so
  * A's first SEND waits in RNR (rnr_retry 7 = forever) and nothing completes
@@ -2066,6 +2131,7 @@ static const struct kv_test kv_tests[] = {
 	{ "SEND from a bad lkey -> LOC_PROT_ERR, next WR flushed, QP in ERR, later RECVs flushed", kv_t_bad_lkey_send },
 	{ "RDMA READ into a bad lkey -> LOC_PROT_ERR, next WR flushed, QP in ERR, later RECVs flushed", kv_t_bad_lkey_read },
 	{ "a pool of 32 receive buffers reposted while the QP is in ERR (as SMB Direct on unmount): flushed outside ib_post_recv, the pool runs dry", kv_t_err_repost },
+	{ "B moves its QP to ERR from the .done of a RECV (softirq CQ): the SEND's ACK still leaves, A's SEND completes with SUCCESS", kv_t_ack_then_err },
 	{ "posting beyond max_send_wr/max_recv_wr -> -ENOMEM with *bad_wr at the first WR not posted; ERR flushes all", kv_t_depth },
 	{ "SRQ on B: bad attributes, ib_post_srq_recv, 3 SENDs into it (data, qp), limit event once, ERR flushes nothing of it", kv_t_srq },
 	{ "FRWR: ib_alloc_mr + ib_map_mr_sg (3 pages, offset 0x100) + IB_WR_REG_MR on B; A WRITEs and READs through the FR rkey", kv_t_fr_rdma },
@@ -2075,7 +2141,7 @@ static const struct kv_test kv_tests[] = {
 	{ "FRWR bad cases: alloc_mr limits, map beyond max_num_sg, LOCAL_INV/SEND_WITH_INV of unknown keys, REG_MR of a valid MR or bad access; then a good one", kv_t_fr_bad },
 };
 
-#define KV_NTESTS 25
+#define KV_NTESTS 26
 static_assert(ARRAY_SIZE(kv_tests) == KV_NTESTS);
 /* selftests/rdma/kverbs.sh reads the plan with modinfo -F ktap_plan */
 MODULE_INFO(ktap_plan, __stringify(KV_NTESTS));

@@ -17,10 +17,12 @@
 #   16-17  bad lkey (SEND source, READ sink) -> LOC_PROT_ERR, flush, ERR
 #   18     receive buffers reposted from a pool while the QP is in ERR:
 #          flushed outside ib_post_recv, so the pool runs dry
-#   19     posting beyond the queue depth -> -ENOMEM and *bad_wr
-#   20     an SRQ: bad attributes, ib_post_srq_recv, SENDs into it, the
+#   19     B moves its QP to ERR from the .done of a RECV (softirq CQ):
+#          the SEND's ACK still leaves, A's SEND completes with SUCCESS
+#   20     posting beyond the queue depth -> -ENOMEM and *bad_wr
+#   21     an SRQ: bad attributes, ib_post_srq_recv, SENDs into it, the
 #          limit event once, QP in ERR flushes nothing of it
-#   21-25  fast registration on B (ib_alloc_mr, ib_map_mr_sg of 3 pages,
+#   22-26  fast registration on B (ib_alloc_mr, ib_map_mr_sg of 3 pages,
 #          IB_WR_REG_MR): WRITE/READ through the FR rkey; LOCAL_INV then
 #          REM_ACCESS_ERR; a new key byte (old key refused); SEND_WITH_INV
 #          (IB_WC_WITH_INVALIDATE); bad cases

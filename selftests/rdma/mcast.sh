@@ -70,9 +70,11 @@ t_begin "mckey: rdma_cm multicast join + 20 datagrams $DEV0 -> $RDEV"
 tmo=$((60 * ${RROCE_TIMEOUT_SCALE:-1}))
 rlog=/tmp/mckey-recv.$$
 slog=/tmp/mckey-send.$$
-ns_bg "$NS1" timeout "$tmo" mckey -m 239.77.1.3 -b "$IP1" -C 20 -S 512 >"$rlog" 2>&1
+ns_bg "$NS1" timeout "$tmo" stdbuf -oL mckey -m 239.77.1.3 -b "$IP1" -C 20 -S 512 >"$rlog" 2>&1
 rpid=$!
-sleep $((3 * ${RROCE_TIMEOUT_SCALE:-1}))
+# The receiver posts its receives, joins, and (librdmacm attaches its QP
+# when it takes the join event) prints "joined": the sender may start.
+wait_for 20 grep -q "mckey: joined" "$rlog" || t_fail "the receiver did not join: $(tail -2 "$rlog" | tr '\n' ' ')"
 timeout "$tmo" mckey -m 239.77.1.3 -b "$IP0" -C 20 -S 512 -s >"$slog" 2>&1
 src=$?
 wait "$rpid"

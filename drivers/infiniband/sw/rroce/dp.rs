@@ -746,6 +746,12 @@ impl Dp {
     /// Sets the connection path (after `modify_qp` with an AV or a new
     /// destination QP).
     pub(crate) fn set_path(&mut self, ctx: &Ctx<'_>, path: Option<Path>) {
+        if path.is_none() {
+            // Leaving RTR/RTS/SQD (`modify_qp` to ERR or RESET comes
+            // here before `on_modify`): the ACKs still queued go out on
+            // the path they are owed on, before it is forgotten.
+            self.send_queued_acks(ctx);
+        }
         let changed = match (self.path, path) {
             (Some(a), Some(b)) => a.ip != b.ip || a.local != b.local,
             (None, None) => false,
@@ -1670,6 +1676,8 @@ impl Dp {
     /// `rdma_disconnect` does at once): dropped, the requester would
     /// resend to a QP that is gone until its retries ran out (CI's
     /// rdma_server hung so).  A NIC has sent that ACK by then too.
+    /// Needs the path: `modify_qp` calls it through [`Self::set_path`]
+    /// before it clears the path for ERR or RESET.
     pub(crate) fn send_queued_acks(&mut self, ctx: &Ctx<'_>) {
         let Some(path) = self.path else { return };
         let Some(q) = self.replyq.as_mut() else { return };

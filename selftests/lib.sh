@@ -667,6 +667,22 @@ datapath_unavailable() {
 	return 0
 }
 
+# tcp_listening_in PID PORT: a socket listens on TCP PORT (IPv4 or IPv6) in
+# the network namespace of process PID (alive).  Reads /proc/PID/net/tcp
+# and tcp6 with bash alone: one `ss` took 2-3 s in a plain VM beside a
+# busy host, and a wait polling it noticed a server seconds late.
+tcp_listening_in() {
+	local f sl addr rem st rest hex
+	printf -v hex '%04X' "$2"
+	for f in "/proc/$1/net/tcp" "/proc/$1/net/tcp6"; do
+		[ -r "$f" ] || continue
+		while read -r sl addr rem st rest; do
+			[ "$st" = 0A ] && [ "${addr##*:}" = "$hex" ] && return 0
+		done <"$f"
+	done
+	return 1
+}
+
 # tcp_listening PORT [NETNS]: something listens on TCP PORT in NETNS
 tcp_listening() {
 	local pre=()
@@ -687,7 +703,7 @@ PAIR_SRV=/tmp/rroce-pair.$$.srv
 PAIR_CLI=/tmp/rroce-pair.$$.cli
 pair_src='' pair_crc=''
 _pair_spid=
-_pair_server_up() { ! kill -0 "$_pair_spid" 2>/dev/null || tcp_listening "$@"; }
+_pair_server_up() { ! kill -0 "$_pair_spid" 2>/dev/null || tcp_listening_in "$_pair_spid" "$1"; }
 pair_run() {
 	local tmo=$(($1 * ${RROCE_TIMEOUT_SCALE:-1})) sns=$2 cns=$3 port=$4
 	local srv=() spre=() cpre=() ok=0
@@ -701,8 +717,9 @@ pair_run() {
 	# line-buffered: a side killed on timeout still shows how far it got
 	"${spre[@]}" timeout "$tmo" stdbuf -oL "${srv[@]}" >"$PAIR_SRV" 2>&1 &
 	_pair_spid=$!
-	wait_for 30 _pair_server_up "$port" "$sns"
-	if ! tcp_listening "$port" "$sns"; then
+	# ($! is `timeout`, in SERVER_NS: ip netns exec execs it)
+	wait_for 30 _pair_server_up "$port"
+	if ! tcp_listening_in "$_pair_spid" "$port"; then
 		kill "$_pair_spid" 2>/dev/null
 		wait "$_pair_spid"
 		pair_src=$?

@@ -52,5 +52,29 @@ pkill -f "^$tag" 2>/dev/null
 rm -rf "$d"
 # and no script backgrounds the ns function itself
 check "no 'ns ... &' in the scripts" "$(grep -nE '^[[:space:]]*ns [^|;]*&[[:space:]]*$' "$RROCE_SELFTESTS"/rdma/*.sh)" ""
+# tcp_listening_in reads /proc/PID/net/tcp and tcp6 (it replaced ss(8))
+lf=$(mktemp)
+for fam in 4 6; do
+	/usr/bin/python3 -c '
+import socket, sys, time
+fam = socket.AF_INET if sys.argv[1] == "4" else socket.AF_INET6
+s = socket.socket(fam)
+s.bind(("127.0.0.1" if sys.argv[1] == "4" else "::1", 0))
+c = socket.socket(fam)
+c.bind(("127.0.0.1" if sys.argv[1] == "4" else "::1", 0))
+print(s.getsockname()[1], c.getsockname()[1], flush=True)
+s.listen()
+time.sleep(5)' "$fam" >"$lf" 2>&1 &
+	lp=$!
+	wait_for 3 grep -q . "$lf"
+	read -r lport bport <"$lf"
+	wait_for 2 tcp_listening_in "$lp" "$lport"
+	check "tcp_listening_in: IPv$fam listener" "$(tcp_listening_in "$lp" "$lport" && echo yes)" yes
+	check "tcp_listening_in: IPv$fam port bound, not listening" "$(tcp_listening_in "$lp" "$bport" || echo no)" no
+	kill "$lp"
+	wait "$lp" 2>/dev/null
+	check "tcp_listening_in: a process that is gone" "$(tcp_listening_in "$lp" "$lport" || echo no)" no
+done
+rm -f "$lf"
 echo "1..$n"
 [ "$bad" = 0 ]

@@ -44,9 +44,10 @@ pp() {
 	[ -n "$sidx" ] && [ -n "$cidx" ] || { t_fail "GID index not found ($sidx/$cidx)"; return; }
 	local pre=()
 	[ -n "$sns" ] && pre=(ip netns exec "$sns")
-	timeout 30 "${pre[@]}" "$prog" -d "$sdev" -g "$sidx" -p "$port" "$@" >/tmp/pps.$$ 2>&1 &
+	# (`timeout` runs in the server's netns: its /proc/PID/net shows the port)
+	"${pre[@]}" timeout 30 "$prog" -d "$sdev" -g "$sidx" -p "$port" "$@" >/tmp/pps.$$ 2>&1 &
 	spid=$!
-	if ! wait_for 10 bash -c "${pre[*]} ss -Hltn 'sport = :$port' | grep -q ."; then
+	if ! wait_for 10 tcp_listening_in "$spid" "$port"; then
 		t_fail "$prog server did not start: $(tr '\n' ' ' </tmp/pps.$$)"
 		kill $spid 2>/dev/null; wait $spid 2>/dev/null
 		return

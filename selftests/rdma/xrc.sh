@@ -36,7 +36,7 @@ for c in "${XS_CASES[@]}"; do
 	ip netns exec "$NS1" timeout 60 ibv_xsrq_pingpong -d "$DEV1" -g "$G1" -p $port -s "$size" -n "$iters" $extra \
 		>/tmp/xss.$$ 2>&1 &
 	spid=$!
-	if ! wait_for 10 bash -c "ip netns exec $NS1 ss -Hltn 'sport = :$port' | grep -q ."; then
+	if ! wait_for 10 tcp_listening_in "$spid" "$port"; then
 		t_fail "server did not start: $(tr '\n' ' ' </tmp/xss.$$)"
 		kill $spid 2>/dev/null
 	else

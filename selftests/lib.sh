@@ -683,13 +683,6 @@ tcp_listening_in() {
 	return 1
 }
 
-# tcp_listening PORT [NETNS]: something listens on TCP PORT in NETNS
-tcp_listening() {
-	local pre=()
-	[ -n "${2:-}" ] && pre=(ip netns exec "$2")
-	"${pre[@]}" ss -Hltn "sport = :$1" | grep -q .
-}
-
 # pair_run TMO SERVER_NS CLIENT_NS PORT SERVER_CMD... -- CLIENT_CMD...
 # A client/server pair (ibv_*_pingpong, perftest) talking over TCP PORT:
 # SERVER_CMD starts in the background in netns SERVER_NS ("" = init_net);

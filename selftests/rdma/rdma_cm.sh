@@ -26,11 +26,15 @@ cm_listening() { ns "$1" rdma res show cm_id 2>/dev/null | grep -qE "LISTEN.*:$2
 # shows as drops, retransmissions or a missing neighbour on one side).
 declare -A cmb0 cmb1 cma0 cma1 cmd0 cmd1
 cm_mark() { hwc_snap "$DEV0" cmb0; hwc_snap "$DEV1" cmb1; }
-cm_diag() {
+# cm_since: cmd0 / cmd1, what $DEV0 / $DEV1 counted since cm_mark
+cm_since() {
 	hwc_snap "$DEV0" cma0
 	hwc_snap "$DEV1" cma1
 	hwc_delta cmb0 cma0 cmd0
 	hwc_delta cmb1 cma1 cmd1
+}
+cm_diag() {
+	cm_since
 	diag "since the subtest began: $DEV0:$(hwc_show cmd0); $DEV1:$(hwc_show cmd1)"
 	diag "QPs: $(rdma res show qp 2>&1 | grep -v " 1 type GSI\| 0 type SMI" | tr '\n' ' ')"
 	diag "neighbours: $(ip neigh show dev "$IF0" | tr '\n' ' '); $NS1: $(ns "$NS1" ip neigh show dev "$IF1" | tr '\n' ' ')"
@@ -98,10 +102,7 @@ if cm_pair "rdma_server / rdma_client (rdma_create_ep, send/recv)" 60 7471 \
 	grep -q "rdma_client: end 0" /tmp/cm-cli.$$ || t_fail "client did not end with 0: $(tail -3 /tmp/cm-cli.$$ | tr '\n' ' ')"
 	# Both ignore their completions' status (a send and a receive flushed
 	# after a failed connection end 0 too): no completion may be an error.
-	hwc_snap "$DEV0" cma0
-	hwc_snap "$DEV1" cma1
-	hwc_delta cmb0 cma0 cmd0
-	hwc_delta cmb1 cma1 cmd1
+	cm_since
 	[ "${cmd0[completion_errors]}${cmd1[completion_errors]}" = 00 ] ||
 		t_fail "completion errors: $DEV0 +${cmd0[completion_errors]}, $DEV1 +${cmd1[completion_errors]}"
 	t_end

@@ -82,10 +82,10 @@ perf "UD tag bandwidth" ud_verbs tag_bw 4096 2000
 t_begin "io_demo -q (data checked) read+write 1K..256K x 300 over rc_verbs: $DEV0 -> $RDEV"
 # The io_demo server serves until killed; it must know the largest size.
 srv=/tmp/ucx-io-srv.$$
-ns "$NS1" env UCX_NET_DEVICES="$RDEV:1" UCX_TLS=rc_verbs,ud_verbs \
-	timeout $((240 * ${RROCE_TIMEOUT_SCALE:-1})) io_demo -q -d 1024:262144 -p $PORT >"$srv" 2>&1 &
+ns_bg "$NS1" env UCX_NET_DEVICES="$RDEV:1" UCX_TLS=rc_verbs,ud_verbs \
+	timeout $((240 * ${RROCE_TIMEOUT_SCALE:-1})) io_demo -q -d 1024:262144 -p $PORT >"$srv" 2>&1
 spid=$!
-if ! wait_for 30 tcp_listening $PORT "$NS1"; then
+if ! wait_for 30 tcp_listening_in "$spid" $PORT; then
 	t_fail "io_demo server not listening on TCP $PORT: $(tail -3 "$srv" | tr '\n' ' ')"
 else
 	declare -A ib ic id

@@ -821,7 +821,7 @@ impl Dp {
             self.res_spare = Some(r.into_store());
         }
         self.uc_resp = None;
-        self.send_queued_acks(ctx);
+        // (Its ACKs went out in `set_path`, before the path was cleared.)
         self.clear_replies();
         self.end_stall();
         self.has_cur = false;

@@ -10,7 +10,12 @@
 #          message rate); ib_write_bw 64 B with a post list of 16 (-l 16)
 #          and with 4 QPs (-q 4); bidirectional ib_write_bw 64 KiB (-b);
 #          ib_{write,send,read}_lat 8 B (-n BENCH_LAT_ITERS: p50 =
-#          t_typical, and p99); iperf3 TCP -l 64 KiB and 1 MiB (BENCH_TCP=1).
+#          t_typical, and p99); iperf3 TCP -l 64 KiB and 1 MiB and the UDP
+#          ceiling (bench/udp_ceiling.c: datagrams of a RoCE packet's size,
+#          1040 B) (BENCH_TCP=1).  Then the same link at MTU 9000 (RoCE
+#          MTU 4096; tests named *_mtu9000): ib_write_bw 64 KiB and 1 MiB,
+#          ib_read_bw and ib_send_bw 64 KiB, iperf3 TCP 64 KiB and the UDP
+#          ceiling with 4112 B datagrams.
 #   full, loopback (unequal, see bench/in-vm.sh: a few metrics only)
 #          write/read/send_bw 64 KiB, write_bw 64 B, write/send/read_lat
 #          8 B; iperf3 -l 64 KiB.
@@ -63,6 +68,43 @@ _bench_tests() {
 	for op in write send read; do
 		echo "${op}_lat_8B ib_${op}_lat -s 8 -n $BENCH_LAT_ITERS"
 	done
+	# jumbo frames last: one MTU switch per driver and round (bench_mtu)
+	echo "write_bw_64K_mtu9000 $(bw_cmd write 65536)"
+	echo "write_bw_1M_mtu9000 $(bw_cmd write 1048576)"
+	echo "read_bw_64K_mtu9000 $(bw_cmd read 65536)"
+	echo "send_bw_64K_mtu9000 $(bw_cmd send 65536)"
+}
+
+# bench_mtu NAME: the link MTU test NAME runs at (its name ends in _mtuN,
+# else 1500)
+bench_mtu() {
+	case $1 in
+	*_mtu[0-9]*) echo "${1##*_mtu}" ;;
+	*) echo 1500 ;;
+	esac
+}
+
+# set_mtu NETDEV MTU: NETDEV's MTU is MTU (changed only if it is not).
+# rroce's active MTU follows at once, rdma_rxe's through its netdev
+# notifier; the RoCE MTU is the largest of 256...4096 that fits with the
+# headers (1024 at 1500, 4096 at 9000).
+set_mtu() {
+	[ "$(cat "/sys/class/net/$1/mtu" 2>/dev/null)" = "$2" ] && return 0
+	stamp "mtu $2 on $1"
+	ip link set "$1" mtu "$2"
+}
+
+# roce_frame MTU: the UDP payload of a full-size middle RoCE packet on a
+# link of MTU MTU (BTH 12 + the RoCE MTU's payload + ICRC 4): the datagram
+# size of the UDP ceiling.  The RoCE MTU as the device picks it
+# (proto::link::active_mtu: room for IPv6, UDP, BTH, the largest extension
+# headers and the ICRC, 96 bytes).
+roce_frame() {
+	local pmtu=4096
+	while [ "$pmtu" -gt 256 ] && [ $((pmtu + 96)) -gt "$1" ]; do
+		pmtu=$((pmtu / 2))
+	done
+	echo $((12 + pmtu + 4))
 }
 
 # bw_cmd OP SIZE: the perftest command line of a bandwidth run.  WRITE and
@@ -85,7 +127,9 @@ bw_cmd() {
 	echo "ib_${op}_bw -s $s -n $n"
 }
 
-# tcp_tests: "NAME LEN" lines for iperf3 (-l LEN), or nothing in quick mode.
+# tcp_tests: "NAME LEN" lines: the runs without RDMA, or nothing in quick
+# mode; NAME starts with the kind: tcp (iperf3 -l LEN) or udp (udp_ceiling
+# with LEN-byte datagrams; two VMs only).
 _tcp_tests() {
 	local s
 	[ "$BENCH_SUITE" = quick ] && return
@@ -94,6 +138,10 @@ _tcp_tests() {
 		[ "${BENCH_SETUP:-}" = pair ] || [ "$s" = 65536 ] || continue
 		echo "tcp_bw_$(size_label "$s") $s"
 	done
+	[ "${BENCH_SETUP:-}" = pair ] || return 0
+	echo "udp_bw_$(roce_frame 1500)B $(roce_frame 1500)"
+	echo "tcp_bw_64K_mtu9000 65536"
+	echo "udp_bw_$(roce_frame 9000)B_mtu9000 $(roce_frame 9000)"
 }
 
 size_label() {
@@ -191,5 +239,6 @@ gid_idx() {
 	return 1
 }
 
-# is_result FILE: FILE has a perftest result line (or an iperf3 JSON end)
-is_result() { grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$1" || grep -q '"sum_received"' "$1"; }
+# is_result FILE: FILE has a perftest result line (or an iperf3 JSON end,
+# or udp_ceiling's report)
+is_result() { grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+|^udp_ceiling: len ' "$1" || grep -q '"sum_received"' "$1"; }

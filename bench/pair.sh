@@ -4,7 +4,8 @@
 # both walk the same list of runs in the same order:
 #   for each round: rroce (all tests of bench/lib.sh), rdma_rxe (the same)
 #   and with --base the older rroce, in an order that turns each round
-#   (bench_drivers), then iperf3 TCP on the same link (full suite).
+#   (bench_drivers), then iperf3 TCP and the UDP ceiling on the same link
+#   (full suite); the tests named *_mtu9000 with the link at MTU 9000.
 # Each guest has one RDMA device at a time, on its link NIC pair0 (rroce0 or
 # rxe0: rdma_rxe lives in init_net, so this is fair to both).  Run number N
 # uses TCP port 19000+N, so a client can only meet the server of the same
@@ -28,6 +29,9 @@ me=$RROCE_PAIR_IP
 peer=$RROCE_PAIR_PEER_IP
 seq=0
 round=0
+# built on the host by bench/run.sh (the guests have no compiler of their own
+# to spare the time for)
+udp_ceiling=$here/../build/bench/udp_ceiling
 
 # Kept trying while the server of this run is not there yet.
 not_yet='t connect|unable to init the socket|connection refused|unable to connect to server'
@@ -54,13 +58,25 @@ client() {
 	done
 }
 
-# one DRV NAME TOOL ARGS...: run number $seq of this guest's side
+# one DRV NAME TOOL ARGS...: run number $seq of this guest's side, on the
+# link at the MTU of NAME (bench_mtu: both guests switch before their side
+# of the run, and a client only meets the server of its own run)
 one() {
 	local drv=$1 name=$2 tool=$3 port=$((19000 + seq)) idx base
 	shift 3
 	base=$out/$drv.$name.$round
+	set_mtu "$nd" "$(bench_mtu "$name")" || { echo "# $name: cannot set the MTU of $nd" >&2; return 0; }
 	stamp "$drv $name"
-	if [ "$drv" = tcp ]; then
+	if [ "$drv" = udp ]; then
+		if [ "$role" = a ]; then
+			cpu_mark
+			timeout "$BENCH_TMO" "$udp_ceiling" sink "$port" "$((BENCH_TMO - 5))" >"$base.srv.log" 2>&1
+			cpu_write "$base.srv.cpu" server
+		else
+			client "$base.log" "$udp_ceiling" flood "$peer" "$port" "$1" "$((BENCH_DURATION - 2 * BENCH_MARGIN))"
+			cpu_write "$base.cpu" client
+		fi
+	elif [ "$drv" = tcp ]; then
 		if [ "$role" = a ]; then
 			cpu_mark
 			timeout "$BENCH_TMO" iperf3 -s -1 -p "$port" >"$base.srv.log" 2>&1
@@ -111,6 +127,7 @@ for round in $(seq "$repeats"); do
 	done
 	while read -r name len; do
 		seq=$((seq + 1))
-		one tcp "$name" iperf3 "$len"
+		one "${name%%_*}" "$name" - "$len"
 	done < <(tcp_tests)
 done
+set_mtu "$nd" 1500

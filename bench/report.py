@@ -39,10 +39,12 @@ import statistics
 from collections import defaultdict
 
 DRIVERS = ("rroce", "rxe")
+LINK = ("tcp", "udp")  # the same link without RDMA: iperf3 TCP, bench/udp_ceiling.c
 BASE = "base"  # rroce of an older commit (bench/run.sh --base), when present
 BW_OPS = ("write", "read", "send")
 LAT_OPS = ("write", "send", "read")
 BW_SIZES = ("64B", "4K", "64K", "1M")
+MTU9000_BW = (("write", "64K"), ("write", "1M"), ("read", "64K"), ("send", "64K"))  # the *_mtu9000 runs
 LAT_SIZES = ("8B", "4K")
 SETUPS = ("pair", "loopback")  # the headline first
 SETUP_TITLE = {
@@ -127,6 +129,20 @@ def parse_iperf3(path):
     return {"MBps": bps / 8 / (1 << 20), "bytes": moved}
 
 
+def parse_udp(path):
+    """{'MBps', 'bytes'} of udp_ceiling's report: what the sink received,
+    over the time from its first to its last data datagram"""
+    try:
+        for line in open(path, errors="replace"):
+            t = line.split()
+            if len(t) == 13 and t[0] == "udp_ceiling:" and t[1] == "len":
+                kv = dict(zip(t[1::2], t[2::2]))
+                return {"MBps": float(kv["MiBps"]), "bytes": float(kv["bytes"])}
+    except (OSError, ValueError, KeyError):
+        pass
+    return {}
+
+
 def parse_cpu(path):
     """system+softirq+irq seconds of a .cpu file ("kern_s user_s wall_s ncpu side")"""
     try:
@@ -180,6 +196,8 @@ def load(setup, setup_dir, duration, rounds=None):
         cmd = header(path)
         if drv == "tcp":
             r = parse_iperf3(path)
+        elif drv == "udp":
+            r = parse_udp(path)
         else:
             # the client's report, SEND too: with a fixed count the sender's
             # (first post to last completion) is sound, the receiver's rate
@@ -207,7 +225,7 @@ def load(setup, setup_dir, duration, rounds=None):
         if worse:
             fail(", ".join(f"{k} = {r[k]}" for k in worse), worse)
         if "MBps" in good and ("bytes" in r or "iters" in r):
-            moved = r["bytes"] if drv == "tcp" else moved_bytes(r, cmd, name, duration)
+            moved = r["bytes"] if drv in LINK else moved_bytes(r, cmd, name, duration)
             cli, srv = parse_cpu(base + ".cpu"), parse_cpu(base + ".srv.cpu")
             if cli is None or (setup == "pair" and srv is None) or bad(moved):
                 fail("no byte count" if bad(moved) else "no CPU record", ["cpu_s_per_GiB"])
@@ -219,13 +237,13 @@ def load(setup, setup_dir, duration, rounds=None):
                     good["cpu_server_s_per_GiB"] = srv / gib
         runs[(drv, name)][rnd] = good
     # runs that should be there: every test seen for one RDMA driver for both,
-    # the iperf3 ones for tcp, in every round
+    # the iperf3 and udp_ceiling ones for tcp and udp, in every round
     n = rounds or max([r for _, _, r in seen], default=0)
-    names = {"rdma": sorted({nm for d, nm, _ in seen if d != "tcp"}),
-             "tcp": sorted({nm for d, nm, _ in seen if d == "tcp"})}
+    names = {"rdma": sorted({nm for d, nm, _ in seen if d not in LINK})}
+    names.update({k: sorted({nm for d, nm, _ in seen if d == k}) for k in LINK})
     with_base = (BASE,) if any(d == BASE for d, _, _ in seen) else ()
-    for drv in DRIVERS + with_base + ("tcp",):
-        for name in names["tcp" if drv == "tcp" else "rdma"]:
+    for drv in DRIVERS + with_base + LINK:
+        for name in names[drv if drv in LINK else "rdma"]:
             for rnd in range(1, n + 1):
                 if (drv, name, rnd) not in seen:
                     failures.append({"setup": setup, "driver": drv, "test": name, "round": rnd,
@@ -248,15 +266,15 @@ def rows_of(setup, runs, failures=()):
     for (drv, name), rounds in runs.items():
         for rnd in sorted(rounds):
             for k, v in rounds[rnd].items():
-                if drv == "tcp":
-                    vals[name.replace("tcp_", "", 1) + "_" + k]["tcp"].append(v)
+                if drv in LINK:
+                    vals[name.replace(drv + "_", "", 1) + "_" + k][drv].append(v)
                 else:
                     vals[name + "_" + k][drv].append(v)
     failed = defaultdict(lambda: defaultdict(list))  # metric -> drv -> [rounds]
     for f in failures:
-        if f["driver"] not in DRIVERS + (BASE, "tcp"):
+        if f["driver"] not in DRIVERS + (BASE,) + LINK:
             continue
-        name = f["test"].replace("tcp_", "", 1) if f["driver"] == "tcp" else f["test"]
+        name = f["test"].replace(f["driver"] + "_", "", 1) if f["driver"] in LINK else f["test"]
         ms = [name + "_" + k for k in KEYS if name + "_" + k in vals]
         if not ms:  # failed in every round: a row for its main metric
             ms = [name + ("_us_typ" if "_lat_" in name else "_MBps")]
@@ -283,8 +301,9 @@ def rows_of(setup, runs, failures=()):
                "max": {k: max(v) for k, v in d.items() if v},
                "values": {k: v for k, v in d.items()},
                "failed": {k: sorted(v) for k, v in failed[metric].items()}}
-        if "tcp" in med:
-            row["tcp"] = med["tcp"]
+        for k in LINK:
+            if k in med:
+                row[k] = med[k]
         if med.get(BASE) is not None:
             row[BASE] = med[BASE]
             row["ratio_base"] = r / med[BASE] if r is not None and med[BASE] else None
@@ -298,6 +317,21 @@ def rows_of(setup, runs, failures=()):
                 if o is not None and row.get("tcp") is not None:
                     o["tcp"] = row["tcp"]
     return rows
+
+
+def link_rows(by):
+    """[(mtu, kind, size label, metric name without the unit)] of the runs
+    without RDMA (iperf3 TCP, the UDP ceiling) in BY, MTU 1500 first"""
+    out = []
+    for n, row in by.items():
+        if not n.startswith("bw_") or not n.endswith("_MBps"):
+            continue
+        name = n[:-5]
+        base, _, mtu = name.partition("_mtu")
+        for kind in LINK:
+            if row["values"].get(kind) or row["failed"].get(kind):
+                out.append((int(mtu or 1500), kind, base[3:], name))
+    return sorted(out, key=lambda x: (x[0], x[1], size_bytes(x[2]) or 0))
 
 
 def fmt(v, width=9):
@@ -428,13 +462,26 @@ def tables(setup, rows, meta):
             hdr += ["rroce cli / srv", "rxe cli / srv"]
         out.append((f"{CPU_TITLE} moved (lower is better)", hdr, t, CPU_SIDES.get(setup)))
     t = []
-    for s in BW_SIZES:
-        bw, cpu = g(f"bw_{s}_MBps"), g(f"bw_{s}_cpu_s_per_GiB")
-        if bw and bw["values"].get("tcp") is not None:
-            t.append([f"iperf3 -l {s}", cell(bw, "tcp"), cell(cpu, "tcp")])
+    for op, s in MTU9000_BW:
+        bw, cpu, at1500 = g(f"{op}_bw_{s}_mtu9000_MBps"), g(f"{op}_bw_{s}_mtu9000_cpu_s_per_GiB"), \
+            g(f"{op}_bw_{s}_MBps")
+        if bw:
+            tcp = short(bw["tcp"]) if bw.get("tcp") else "-"
+            t.append([f"ib_{op}_bw {s}", cell(bw, "rroce"), cell(bw, "rxe"), ratio_s(bw), tcp,
+                      ratio_s(at1500), ratio_s(cpu)])
     if t:
-        out.append(("TCP on the same link (iperf3, one stream)", ["metric", "MiB/s", CPU_TITLE], t,
-                    CPU_SIDES.get(setup)))
+        out.append(("MTU 9000 (RoCE MTU 4096): bandwidth, MiB/s (higher is better)",
+                    ["metric", "rroce", "rxe", "rroce/rxe", "TCP", "rroce/rxe at 1500", "CPU rroce/rxe"], t,
+                    f"{CPU_TITLE}, {CPU_SIDES.get(setup)}"))
+    t = []
+    for mtu, kind, size, name in link_rows(by):
+        bw, cpu = g(f"{name}_MBps"), g(f"{name}_cpu_s_per_GiB")
+        what = f"iperf3 TCP -l {size}" if kind == "tcp" else f"UDP, {size_bytes(size)}-byte datagrams"
+        t.append([f"{what}, MTU {mtu}", cell(bw, kind), cell(cpu, kind)])
+    if t:
+        out.append(("the same link without RDMA: TCP (iperf3, one stream) and the UDP ceiling "
+                    "(udp_ceiling: a RoCE packet's size, sendmmsg/recvmmsg, what the receiver took)",
+                    ["metric", "MiB/s", CPU_TITLE], t, CPU_SIDES.get(setup)))
     t = []
     for op in LAT_OPS:
         for s in LAT_SIZES:

@@ -5,8 +5,10 @@
 #                [--base REV]
 #
 #   pair      the headline: two VMs (scripts/vm-pair) joined by virtio-net:
-#             rroce0<->rroce0, rxe0<->rxe0, then iperf3 TCP on the same link
-#             (bench/pair.sh).  1 vCPU each (--cpus N to change), not pinned
+#             rroce0<->rroce0, rxe0<->rxe0, then iperf3 TCP and the UDP
+#             ceiling (bench/udp_ceiling.c) on the same link, at MTU 1500
+#             and, for a subset, 9000 (bench/pair.sh, bench/lib.sh).
+#             1 vCPU each (--cpus N to change), not pinned
 #             (BENCH_PIN=1 pins them to host CPUs 0 and 1): on the 2-core
 #             machine this was faster and steadier than 2 vCPUs each or
 #             pinning.
@@ -62,6 +64,11 @@ else
 	suite=full duration=5 margin=1
 	: "${setups:=pair loopback}" "${repeats:=${BENCH_REPEATS:-5}}"
 fi
+
+# the UDP ceiling's program (bench/udp_ceiling.c), for the two-VM guests
+mkdir -p "$top/build/bench"
+cc -O2 -Wall -Wextra -Wno-missing-field-initializers -o "$top/build/bench/udp_ceiling" "$here/udp_ceiling.c" ||
+	die "cannot build bench/udp_ceiling.c"
 
 ko=${RROCE_KO:-$top/build/plain/rroce.ko}
 [ -f "$ko" ] || die "$ko not built (scripts/module.sh plain)"

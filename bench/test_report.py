@@ -166,6 +166,61 @@ def test_tcp_bytes_and_machine_flag():
     assert len(notes) == 2 and "other QEMU" in notes[0], notes
 
 
+def udp_log(length, sent, received, secs):
+    return (f"# bench: udp_ceiling flood 10.79.0.1 19060 {length} 3\n"
+            f"udp_ceiling: len {length} sent {sent} received {received} bytes {received * length} "
+            f"seconds {secs:.3f} MiBps {received * length / secs / (1 << 20):.2f}\n# exit: 0\n")
+
+
+def test_udp_ceiling_and_mtu9000():
+    """the UDP ceiling's rows (bytes the sink received, CPU per GiB of
+    them), a flood without a report is a failure, and the *_mtu9000 runs get
+    their own table beside TCP at 9000 and the ratio at 1500"""
+    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    d = os.path.join(top, "pair")
+    for rnd in (1, 2):
+        for drv, r15, r90 in (("rroce", 60.0, 80.0), ("rxe", 30.0, 20.0)):
+            for name, mbps in (("write_bw_64K", r15), ("write_bw_64K_mtu9000", r90)):
+                cmd = "ib_write_bw -s 65536 -D 5 --margin 1"
+                write(d, f"{drv}.{name}.{rnd}.log", bw_log(cmd, 65536, 1000, mbps, 0.0))
+                write(d, f"{drv}.{name}.{rnd}.cpu", cpu(1.0, 1.0))
+                write(d, f"{drv}.{name}.{rnd}.srv.cpu", cpu(1.0, 1.0, side="server"))
+        j = {"start": {"test_start": {"duration": 3, "omit": 1}},
+             "end": {"sum_received": {"bytes": 30 << 20, "seconds": 3.0, "bits_per_second": (10 << 20) * 8}}}
+        write(d, f"tcp.tcp_bw_64K_mtu9000.{rnd}.log", "# bench: iperf3 -J\n" + json.dumps(j))
+        write(d, f"tcp.tcp_bw_64K_mtu9000.{rnd}.cpu", cpu(2.0, 0.5))
+        write(d, f"tcp.tcp_bw_64K_mtu9000.{rnd}.srv.cpu", cpu(2.0, 0.5, side="server"))
+        for name, length in (("udp_bw_1040B", 1040), ("udp_bw_4112B_mtu9000", 4112)):
+            text = udp_log(length, 40000, 20000, 2.0)
+            if (name, rnd) == ("udp_bw_1040B", 2):
+                text = "# bench: udp_ceiling flood\nudp_ceiling flood: no report from the sink\n# exit: 1\n"
+            write(d, f"udp.{name}.{rnd}.log", text)
+            write(d, f"udp.{name}.{rnd}.cpu", cpu(1.5, 1.0))
+            write(d, f"udp.{name}.{rnd}.srv.cpu", cpu(0.5, 1.0, side="server"))
+    meta = dict(META, setups=["pair"], repeats=2)
+    write(top, "meta.json", json.dumps(meta))
+    setups_rows, failures, _ = report.report(top, meta)
+    rows = {r["name"]: r for _, rs in setups_rows for r in rs}
+    u = rows["bw_1040B_MBps"]
+    assert len(u["values"]["udp"]) == 1 and abs(u["values"]["udp"][0] - 20000 * 1040 / 2.0 / (1 << 20)) < 0.01, u
+    assert u["failed"] == {"udp": [2]}, u
+    assert [(f["driver"], f["test"], f["round"]) for f in failures] == [("udp", "udp_bw_1040B", 2)], failures
+    c = rows["bw_4112B_mtu9000_cpu_s_per_GiB"]["values"]["udp"]
+    assert len(c) == 2 and abs(c[0] - 2.0 / (20000 * 4112 / float(1 << 30))) < 1e-6, c
+    w = rows["write_bw_64K_mtu9000_MBps"]
+    assert w["ratio"] == 4.0 and w["tcp"] == 10.0, w
+    assert rows["write_bw_64K_MBps"]["ratio"] == 2.0 and "tcp" not in rows["write_bw_64K_MBps"]
+    tabs = {title: t for title, _, t, _ in report.tables("pair", list(rows.values()), meta)}
+    j9 = [t for title, t in tabs.items() if title.startswith("MTU 9000")][0]
+    assert j9 == [["ib_write_bw 64K", "80 (80-80)", "20 (20-20)", "    4.00x", "10", "    2.00x",
+                   "    0.25x"]], j9
+    link = [t for title, t in tabs.items() if title.startswith("the same link")][0]
+    assert [r[0] for r in link] == ["UDP, 1040-byte datagrams, MTU 1500", "iperf3 TCP -l 64K, MTU 9000",
+                                    "UDP, 4112-byte datagrams, MTU 9000"], link
+    # the write sweep and the plot's size axis leave the MTU 9000 runs out
+    assert report.size_bytes("64K_mtu9000") is None
+
+
 def test_exit_status_in_failure():
     top = tempfile.mkdtemp(prefix="rroce-report-test-")
     d = os.path.join(top, "pair")

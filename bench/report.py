@@ -94,6 +94,18 @@ def exit_status(path):
         return None
 
 
+def clock_failed(path):
+    """perftest's CPU clock calibration failed: it converts cycles to seconds
+    with a frequency it samples against gettimeofday() when it reports, and
+    when the samples do not correlate (r^2 < 0.9: the vCPU was descheduled
+    while it sampled) the frequency is 0 and so is every rate it prints.
+    A failure of the instrument, whatever the driver."""
+    try:
+        return any(l.startswith("Correlation coefficient r^2") for l in open(path, errors="replace"))
+    except OSError:
+        return False
+
+
 def parse_perftest(path):
     """{'size','iters','MBps','Mpps'} of a bw log, {'us_typ','us_p99'} of a lat one"""
     for line in open(path, errors="replace"):
@@ -217,7 +229,10 @@ def load(setup, setup_dir, duration, rounds=None):
         good = {k: v for k, v in r.items() if k not in ("size", "iters", "bytes") and not bad(v)}
         if not good:
             if "MBps" in r:  # perftest counted messages but its clock gave no rate
-                fail("rate 0" + (f" though {r['iters']:.0f} iterations were counted" if r["iters"] else ""), [])
+                why = "rate 0" + (f" though {r['iters']:.0f} iterations were counted" if r["iters"] else "")
+                if clock_failed(path):
+                    why += " (perftest's clock calibration failed: r^2 < 0.9)"
+                fail(why, [])
             else:
                 fail("latency not finite", [])
             continue
@@ -601,6 +616,15 @@ def plot(png, setups_rows, meta):
         pts = [(x, statistics.median(v["tcp"])) for x, v in pts if v.get("tcp")]
         if pts:
             ax.plot(*zip(*pts), "-.", marker="x", color=color["tcp"], label="TCP (iperf3 -l size)")
+        # the MTU 9000 runs: hollow markers, no lines
+        for drv, op in [(d, o) for d in DRIVERS for o in BW_OPS] + [("tcp", "")]:
+            pre = f"{op}_bw_" if op else "bw_"
+            pts = sorted((size_bytes(s), by[f"{pre}{s}_mtu9000_MBps"].get(drv)) for s in BW_SIZES
+                         if by.get(f"{pre}{s}_mtu9000_MBps") and by[f"{pre}{s}_mtu9000_MBps"].get(drv))
+            if pts:
+                ax.plot(*zip(*pts), linestyle="none", marker="x" if drv == "tcp" else marker[op], markersize=11,
+                        fillstyle="none", markeredgewidth=1.6, color=color[drv],
+                        label=f"{drv} {op + ' ' if op else ''}at MTU 9000")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ticks = sorted(ticks)

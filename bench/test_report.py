@@ -221,6 +221,22 @@ def test_udp_ceiling_and_mtu9000():
     assert report.size_bytes("64K_mtu9000") is None
 
 
+def test_clock_calibration_failure_named():
+    """perftest prints rate 0 when its CPU clock calibration fails (under
+    TCG now and then, with rxe as with rroce): a failure that says so"""
+    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    d = os.path.join(top, "pair")
+    cmd = "ib_write_bw -s 65536 -D 5 --margin 1"
+    write(d, "rroce.write_bw_64K.1.log", bw_log(cmd, 65536, 1205, 0.0, 0.0).replace(
+        "\n", "\nCorrelation coefficient r^2: 0.864437 < 0.9\n", 1))
+    write(d, "rxe.write_bw_64K.1.log", bw_log(cmd, 65536, 600, 30.0, 0.0))
+    write(d, "rxe.write_bw_64K.1.cpu", cpu(1.0, 1.0))
+    write(d, "rxe.write_bw_64K.1.srv.cpu", cpu(1.0, 1.0, side="server"))
+    _, failures, _ = report.load("pair", d, 5, 1)
+    assert [f["why"] for f in failures] == [
+        "rate 0 though 1205 iterations were counted (perftest's clock calibration failed: r^2 < 0.9)"], failures
+
+
 def test_exit_status_in_failure():
     top = tempfile.mkdtemp(prefix="rroce-report-test-")
     d = os.path.join(top, "pair")
@@ -277,6 +293,7 @@ def test_end_to_end():
     assert "machine idle" in text and "failures: 3" in text
     assert "pair: rroce write_bw_64K round 2: rate 0 though 0 iterations" not in text
     assert "pair: rroce write_bw_64K round 2: rate 0" in text, text
+    assert "calibration" not in text
     assert report.CPU_TITLE in text
     rows = json.load(open(out))
     assert rows[-1]["metric"] == "meta" and rows[-1]["failure_count"] == 3

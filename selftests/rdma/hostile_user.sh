@@ -60,8 +60,10 @@ if [ -n "$why" ]; then
 fi
 
 t_begin "build selftests/c/hostile_user.c"
+diag "setup (devices, data path, rc_xfer) took $SECONDS s"
+t0=$SECONDS
 HU=$(c_prog hostile_user) || t_fail "cc failed: $HU"
-diag "built in $SECONDS s"
+diag "built (or found up to date) in $((SECONDS - t0)) s"
 t_end
 
 # The well-behaved process: rc_xfer.py repeating its transfer (new

@@ -6,15 +6,18 @@
 # IBV_EVENT_DEVICE_FATAL, pages unpinned while it still runs, EIO from the
 # kernel verbs, destroy/close succeed, exit 0).
 #   1  `rdma link delete` of an extra device (rroce_dx on a veth)
-#   2  `ip link del` of that device's netdev
-#   3  `rmmod` of the driver with a process on $DEV0 (the module is not
+#   2  the same with the process's send queue full of WRITEs and none of
+#      their completions polled: the successful ones still in the CQ are of
+#      WRITEs whose data landed, and polling fails once the CQ is empty
+#   3  `ip link del` of that device's netdev
+#   4  `rmmod` of the driver with a process on $DEV0 (the module is not
 #      pinned by open files any more); re-insmod works
-#   4  a fresh transfer on the standard devices afterwards
+#   5  a fresh transfer on the standard devices afterwards
 # kmemleak (check_dmesg) must find nothing.
 # selftest-timeout=600
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-test_init 5
+test_init 6
 
 pid=
 out=/tmp/disassociate.$$
@@ -42,14 +45,15 @@ dx_setup() { # an extra device rroce_dx on the veth rrdx0 (10.79.0.1)
 		wait_for 10 port_active rroce_dx && wait_for 10 gid_present rroce_dx "$(gid_of 10.79.0.1)"
 }
 
-# cut_off DEV GID_INDEX WHAT CMD...: run py/disassociate.py on DEV, run CMD
-# once it is in traffic; CMD must finish within 30 s (it used to wait for
-# the process) and the process must pass its checks and exit.
+# cut_off DEV GID_INDEX WHAT CMD...: run py/disassociate.py on DEV (with
+# the mode $DX_MODE, if set), run CMD once it is in traffic; CMD must
+# finish within 30 s (it used to wait for the process) and the process must
+# pass its checks and exit.
 cut_off() {
 	local dev=$1 idx=$2 what=$3 t rc l
 	shift 3
 	timeout $((240 * ${RROCE_TIMEOUT_SCALE:-1})) /usr/bin/python3 "$RROCE_REPO/selftests/py/disassociate.py" \
-		"$dev" "$idx" >"$out" 2>&1 &
+		"$dev" "$idx" ${DX_MODE:+"$DX_MODE"} >"$out" 2>&1 &
 	pid=$!
 	if ! wait_for 60 grep -q '^ready' "$out"; then
 		t_fail "the process did not get into traffic on $dev"
@@ -90,6 +94,17 @@ fi
 t_end
 
 # 2
+t_begin "rdma link delete with the send queue full and no completion polled: those in the CQ are of WRITEs that landed, then polling fails"
+if ! dx_setup; then
+	t_fail "cannot set up rroce_dx on rrdx0"
+else
+	DX_MODE=unpolled cut_off rroce_dx "$(gid_index rroce_dx "$(gid_of 10.79.0.1)")" "rdma link delete rroce_dx" \
+		rdma link delete rroce_dx
+	grep -q "^# [1-9][0-9]* completions left in the CQ" "$out" || t_fail "no completion was left in the CQ"
+fi
+t_end
+
+# 3
 t_begin "ip link del of the netdev with a process in RC traffic on the device: returns at once, the process is cut off"
 base_udp=$(udp4791)
 if ! dx_setup; then
@@ -100,7 +115,7 @@ else
 fi
 t_end
 
-# 3
+# 4
 t_begin "rmmod $MOD with a process in RC traffic on $DEV0: succeeds at once, the process is cut off; reload works"
 cut_off "$DEV0" "$(gid_index "$DEV0" "$(gid_of "$IP0")")" "rmmod $MOD" rmmod "$MOD"
 expect_ok "module gone" not drv_loaded
@@ -108,7 +123,7 @@ expect_ok "reload and re-add the standard devices" topo_reset
 expect_wait "$DEV0 ACTIVE" 10 port_active "$DEV0"
 t_end
 
-# 4
+# 5
 rc_xfer_setup
 t_fresh_xfer "after the removals"
 

@@ -11,11 +11,11 @@
 #          and with 4 QPs (-q 4); bidirectional ib_write_bw 64 KiB (-b);
 #          ib_{write,send,read}_lat 8 B (-n BENCH_LAT_ITERS: p50 =
 #          t_typical, and p99); iperf3 TCP -l 64 KiB and 1 MiB and the UDP
-#          ceiling (bench/udp_ceiling.c: datagrams of a RoCE packet's size,
+#          baseline (bench/udp_baseline.c: datagrams of a RoCE packet's size,
 #          1040 B) (BENCH_TCP=1).  Then the same link at MTU 9000 (RoCE
 #          MTU 4096; tests named *_mtu9000): ib_write_bw 64 KiB and 1 MiB,
 #          ib_read_bw and ib_send_bw 64 KiB, iperf3 TCP 64 KiB and the UDP
-#          ceiling with 4112 B datagrams.
+#          baseline with 4112 B datagrams.
 #   full, loopback (unequal, see bench/in-vm.sh: a few metrics only)
 #          write/read/send_bw 64 KiB, write_bw 64 B, write/send/read_lat
 #          8 B; iperf3 -l 64 KiB.
@@ -96,16 +96,9 @@ set_mtu() {
 
 # roce_frame MTU: the UDP payload of a full-size middle RoCE packet on a
 # link of MTU MTU (BTH 12 + the RoCE MTU's payload + ICRC 4): the datagram
-# size of the UDP ceiling.  The RoCE MTU as the device picks it
-# (proto::link::active_mtu: room for IPv6, UDP, BTH, the largest extension
-# headers and the ICRC, 96 bytes).
-roce_frame() {
-	local pmtu=4096
-	while [ "$pmtu" -gt 256 ] && [ $((pmtu + 96)) -gt "$1" ]; do
-		pmtu=$((pmtu / 2))
-	done
-	echo $((12 + pmtu + 4))
-}
+# size of the UDP baseline.  The RoCE MTU as rroce picks it (selftests/lib.sh
+# roce_mtu; rdma_rxe picks the same at 1500 and 9000).
+roce_frame() { echo $((12 + $(roce_mtu "$1") + 4)); }
 
 # bw_cmd OP SIZE: the perftest command line of a bandwidth run.  WRITE and
 # READ run for a duration (-D); ib_send_bw's client reports 0 MB/s in
@@ -128,7 +121,7 @@ bw_cmd() {
 }
 
 # tcp_tests: "NAME LEN" lines: the runs without RDMA, or nothing in quick
-# mode; NAME starts with the kind: tcp (iperf3 -l LEN) or udp (udp_ceiling
+# mode; NAME starts with the kind: tcp (iperf3 -l LEN) or udp (udp_baseline
 # with LEN-byte datagrams; two VMs only).
 _tcp_tests() {
 	local s
@@ -240,5 +233,5 @@ gid_idx() {
 }
 
 # is_result FILE: FILE has a perftest result line (or an iperf3 JSON end,
-# or udp_ceiling's report)
-is_result() { grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+|^udp_ceiling: len ' "$1" || grep -q '"sum_received"' "$1"; }
+# or udp_baseline's report)
+is_result() { grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+|^udp_baseline: len ' "$1" || grep -q '"sum_received"' "$1"; }

@@ -4,7 +4,7 @@
 # both walk the same list of runs in the same order:
 #   for each round: rroce (all tests of bench/lib.sh), rdma_rxe (the same)
 #   and with --base the older rroce, in an order that turns each round
-#   (bench_drivers), then iperf3 TCP and the UDP ceiling on the same link
+#   (bench_drivers), then iperf3 TCP and the UDP baseline on the same link
 #   (full suite); the tests named *_mtu9000 with the link at MTU 9000.
 # Each guest has one RDMA device at a time, on its link NIC pair0 (rroce0 or
 # rxe0: rdma_rxe lives in init_net, so this is fair to both).  Run number N
@@ -31,7 +31,7 @@ seq=0
 round=0
 # built on the host by bench/run.sh (the guests have no compiler of their own
 # to spare the time for)
-udp_ceiling=$here/../build/bench/udp_ceiling
+udp_baseline=$here/../build/bench/udp_baseline
 
 # Kept trying while the server of this run is not there yet.
 not_yet='t connect|unable to init the socket|connection refused|unable to connect to server'
@@ -70,10 +70,10 @@ one() {
 	if [ "$drv" = udp ]; then
 		if [ "$role" = a ]; then
 			cpu_mark
-			timeout "$BENCH_TMO" "$udp_ceiling" sink "$port" "$((BENCH_TMO - 5))" >"$base.srv.log" 2>&1
+			timeout "$BENCH_TMO" "$udp_baseline" sink "$port" "$((BENCH_TMO - 5))" >"$base.srv.log" 2>&1
 			cpu_write "$base.srv.cpu" server
 		else
-			client "$base.log" "$udp_ceiling" flood "$peer" "$port" "$1" "$((BENCH_DURATION - 2 * BENCH_MARGIN))"
+			client "$base.log" "$udp_baseline" flood "$peer" "$port" "$1" "$((BENCH_DURATION - 2 * BENCH_MARGIN))"
 			cpu_write "$base.cpu" client
 		fi
 	elif [ "$drv" = tcp ]; then

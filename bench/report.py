@@ -39,7 +39,7 @@ import statistics
 from collections import defaultdict
 
 DRIVERS = ("rroce", "rxe")
-LINK = ("tcp", "udp")  # the same link without RDMA: iperf3 TCP, bench/udp_ceiling.c
+LINK = ("tcp", "udp")  # the same link without RDMA: iperf3 TCP, bench/udp_baseline.c
 BASE = "base"  # rroce of an older commit (bench/run.sh --base), when present
 BW_OPS = ("write", "read", "send")
 LAT_OPS = ("write", "send", "read")
@@ -142,12 +142,12 @@ def parse_iperf3(path):
 
 
 def parse_udp(path):
-    """{'MBps', 'bytes'} of udp_ceiling's report: what the sink received,
+    """{'MBps', 'bytes'} of udp_baseline's report: what the sink received,
     over the time from its first to its last data datagram"""
     try:
         for line in open(path, errors="replace"):
             t = line.split()
-            if len(t) == 13 and t[0] == "udp_ceiling:" and t[1] == "len":
+            if len(t) == 13 and t[0] == "udp_baseline:" and t[1] == "len":
                 kv = dict(zip(t[1::2], t[2::2]))
                 return {"MBps": float(kv["MiBps"]), "bytes": float(kv["bytes"])}
     except (OSError, ValueError, KeyError):
@@ -252,7 +252,7 @@ def load(setup, setup_dir, duration, rounds=None):
                     good["cpu_server_s_per_GiB"] = srv / gib
         runs[(drv, name)][rnd] = good
     # runs that should be there: every test seen for one RDMA driver for both,
-    # the iperf3 and udp_ceiling ones for tcp and udp, in every round
+    # the iperf3 and udp_baseline ones for tcp and udp, in every round
     n = rounds or max([r for _, _, r in seen], default=0)
     names = {"rdma": sorted({nm for d, nm, _ in seen if d not in LINK})}
     names.update({k: sorted({nm for d, nm, _ in seen if d == k}) for k in LINK})
@@ -336,7 +336,7 @@ def rows_of(setup, runs, failures=()):
 
 def link_rows(by):
     """[(mtu, kind, size label, metric name without the unit)] of the runs
-    without RDMA (iperf3 TCP, the UDP ceiling) in BY, MTU 1500 first"""
+    without RDMA (iperf3 TCP, the UDP baseline) in BY, MTU 1500 first"""
     out = []
     for n, row in by.items():
         if not n.startswith("bw_") or not n.endswith("_MBps"):
@@ -494,8 +494,8 @@ def tables(setup, rows, meta):
         what = f"iperf3 TCP -l {size}" if kind == "tcp" else f"UDP, {size_bytes(size)}-byte datagrams"
         t.append([f"{what}, MTU {mtu}", cell(bw, kind), cell(cpu, kind)])
     if t:
-        out.append(("the same link without RDMA: TCP (iperf3, one stream) and the UDP ceiling "
-                    "(udp_ceiling: a RoCE packet's size, sendmmsg/recvmmsg, what the receiver took)",
+        out.append(("the same link without RDMA: TCP (iperf3, one stream) and the UDP baseline "
+                    "(udp_baseline: a RoCE packet's size, sendmmsg/recvmmsg, what the receiver took)",
                     ["metric", "MiB/s", CPU_TITLE], t, CPU_SIDES.get(setup)))
     t = []
     for op in LAT_OPS:

@@ -6,7 +6,7 @@
 #
 #   pair      the headline: two VMs (scripts/vm-pair) joined by virtio-net:
 #             rroce0<->rroce0, rxe0<->rxe0, then iperf3 TCP and the UDP
-#             ceiling (bench/udp_ceiling.c) on the same link, at MTU 1500
+#             baseline (bench/udp_baseline.c) on the same link, at MTU 1500
 #             and, for a subset, 9000 (bench/pair.sh, bench/lib.sh).
 #             1 vCPU each (--cpus N to change), not pinned
 #             (BENCH_PIN=1 pins them to host CPUs 0 and 1): on the 2-core
@@ -65,10 +65,10 @@ else
 	: "${setups:=pair loopback}" "${repeats:=${BENCH_REPEATS:-5}}"
 fi
 
-# the UDP ceiling's program (bench/udp_ceiling.c), for the two-VM guests
+# the UDP baseline's program (bench/udp_baseline.c), for the two-VM guests
 mkdir -p "$top/build/bench"
-cc -O2 -Wall -Wextra -Wno-missing-field-initializers -o "$top/build/bench/udp_ceiling" "$here/udp_ceiling.c" ||
-	die "cannot build bench/udp_ceiling.c"
+cc -O2 -Wall -Wextra -Wno-missing-field-initializers -o "$top/build/bench/udp_baseline" "$here/udp_baseline.c" ||
+	die "cannot build bench/udp_baseline.c"
 
 ko=${RROCE_KO:-$top/build/plain/rroce.ko}
 [ -f "$ko" ] || die "$ko not built (scripts/module.sh plain)"

@@ -167,13 +167,13 @@ def test_tcp_bytes_and_machine_flag():
 
 
 def udp_log(length, sent, received, secs):
-    return (f"# bench: udp_ceiling flood 10.79.0.1 19060 {length} 3\n"
-            f"udp_ceiling: len {length} sent {sent} received {received} bytes {received * length} "
+    return (f"# bench: udp_baseline flood 10.79.0.1 19060 {length} 3\n"
+            f"udp_baseline: len {length} sent {sent} received {received} bytes {received * length} "
             f"seconds {secs:.3f} MiBps {received * length / secs / (1 << 20):.2f}\n# exit: 0\n")
 
 
-def test_udp_ceiling_and_mtu9000():
-    """the UDP ceiling's rows (bytes the sink received, CPU per GiB of
+def test_udp_baseline_and_mtu9000():
+    """the UDP baseline's rows (bytes the sink received, CPU per GiB of
     them), a flood without a report is a failure, and the *_mtu9000 runs get
     their own table beside TCP at 9000 and the ratio at 1500"""
     top = tempfile.mkdtemp(prefix="rroce-report-test-")
@@ -193,7 +193,7 @@ def test_udp_ceiling_and_mtu9000():
         for name, length in (("udp_bw_1040B", 1040), ("udp_bw_4112B_mtu9000", 4112)):
             text = udp_log(length, 40000, 20000, 2.0)
             if (name, rnd) == ("udp_bw_1040B", 2):
-                text = "# bench: udp_ceiling flood\nudp_ceiling flood: no report from the sink\n# exit: 1\n"
+                text = "# bench: udp_baseline flood\nudp_baseline flood: no report from the sink\n# exit: 1\n"
             write(d, f"udp.{name}.{rnd}.log", text)
             write(d, f"udp.{name}.{rnd}.cpu", cpu(1.5, 1.0))
             write(d, f"udp.{name}.{rnd}.srv.cpu", cpu(0.5, 1.0, side="server"))

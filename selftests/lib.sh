@@ -59,6 +59,17 @@ rxe)
 esac
 SYS_IB=/sys/class/infiniband
 
+# roce_mtu NETDEV_MTU: the active (path) MTU in bytes, 256..4096, of this
+# driver's device on a netdev of MTU NETDEV_MTU: the largest that fits with
+# MTU_OVERHEAD bytes of headers, at least 256.
+roce_mtu() {
+	local m=$(($1 - MTU_OVERHEAD)) ib
+	for ib in 4096 2048 1024 512 256; do
+		[ "$m" -ge "$ib" ] && break
+	done
+	echo "$ib"
+}
+
 # ---------------------------------------------------------------- TAP output
 _t_num=0 _t_plan=0 _t_fail=0 _t_pass=0 _t_skip=0 _t_desc= _t_err=0
 _t=${0##*/}

@@ -8,12 +8,7 @@ mtus="1500 9000 1280 1120 1119 2144 2143 4192 4191 576"
 test_init 12
 
 expected() {
-	local m=$(($1 - MTU_OVERHEAD)) ib
-	for ib in 4096 2048 1024 512 256; do
-		if [ "$m" -ge "$ib" ]; then break; fi
-	done
-	[ "$m" -lt 256 ] && ib=256
-	case $ib in 256) echo "256 (1)" ;; 512) echo "512 (2)" ;; 1024) echo "1024 (3)" ;;
+	case $(roce_mtu "$1") in 256) echo "256 (1)" ;; 512) echo "512 (2)" ;; 1024) echo "1024 (3)" ;;
 		2048) echo "2048 (4)" ;; 4096) echo "4096 (5)" ;; esac
 }
 active_mtu() { ibv_devinfo -d "$1" 2>/dev/null | awk '/active_mtu:/ { print $2, $3 }'; }

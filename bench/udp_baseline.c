@@ -1,22 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * udp_ceiling: how many bytes per second the link between the two bench VMs
+ * udp_baseline: how many bytes per second the link between the two bench VMs
  * moves as UDP datagrams of one size (make bench uses the size of a RoCE
  * packet: BTH + path-MTU payload + ICRC), with the per-datagram system-call
- * cost batched away (sendmmsg/recvmmsg, 64 datagrams per call): a ceiling for
- * a transport that sends one UDP datagram per packet from the kernel.  Like
+ * cost batched away (sendmmsg/recvmmsg, 64 datagrams per call).  Like
  * RoCEv2's, the datagrams go with UDP checksum 0; unlike a RoCE device's,
- * the payload is copied to and from user space and has no ICRC.
+ * the payload is copied to and from user space and has no ICRC.  So it is a
+ * baseline of a socket program, not a ceiling for a kernel transport (rroce
+ * moved more at MTU 9000: Documentation/benchmarks.md).
  *
- *   udp_ceiling sink PORT [TIMEOUT_S]
- *   udp_ceiling flood HOST PORT LEN SECONDS
+ *   udp_baseline sink PORT [TIMEOUT_S]
+ *   udp_baseline flood HOST PORT LEN SECONDS
  *
  * The sink answers the flood's hello, counts the data datagrams that reach
  * it and, at the flood's end marker, sends back what it received.  The
  * flood sends hellos until the sink answers (so it can start first), sends
  * for SECONDS as fast as its socket takes datagrams, then end markers until
  * the sink's report comes, and prints one line:
- *   udp_ceiling: len L sent S received R bytes B seconds T MiBps M
+ *   udp_baseline: len L sent S received R bytes B seconds T MiBps M
  * where T runs from the first to the last data datagram the sink received.
  * Exit 0 with a report, 1 otherwise.
  */
@@ -85,7 +86,7 @@ static int sink(int port, double timeout)
 	int fd = socket(AF_INET, SOCK_DGRAM, 0), i, n;
 
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a))) {
-		perror("udp_ceiling sink: socket/bind");
+		perror("udp_baseline sink: socket/bind");
 		return 1;
 	}
 	big_buffers(fd);
@@ -104,7 +105,7 @@ static int sink(int port, double timeout)
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
-			perror("udp_ceiling sink: recvmmsg");
+			perror("udp_baseline sink: recvmmsg");
 			return 1;
 		}
 		t = now();
@@ -133,11 +134,11 @@ static int sink(int port, double timeout)
 	}
 	close(fd);
 	if (!reported) {
-		fprintf(stderr, "udp_ceiling sink: no end marker within %.0f s (%llu datagrams)\n", timeout,
+		fprintf(stderr, "udp_baseline sink: no end marker within %.0f s (%llu datagrams)\n", timeout,
 			(unsigned long long)r.datagrams);
 		return 1;
 	}
-	printf("udp_ceiling sink: received %llu datagrams, %llu bytes\n", (unsigned long long)r.datagrams,
+	printf("udp_baseline sink: received %llu datagrams, %llu bytes\n", (unsigned long long)r.datagrams,
 	       (unsigned long long)r.bytes);
 	return 0;
 }
@@ -179,17 +180,17 @@ static int flood(const char *host, int port, int len, double secs)
 	int fd, i;
 
 	if (len < (int)sizeof(struct report) || len > MAXLEN) {
-		fprintf(stderr, "udp_ceiling: LEN %d not in %zu..%d\n", len, sizeof(struct report), MAXLEN);
+		fprintf(stderr, "udp_baseline: LEN %d not in %zu..%d\n", len, sizeof(struct report), MAXLEN);
 		return 1;
 	}
 	snprintf(ps, sizeof(ps), "%d", port);
 	if (getaddrinfo(host, ps, &hints, &ai)) {
-		fprintf(stderr, "udp_ceiling: cannot resolve %s\n", host);
+		fprintf(stderr, "udp_baseline: cannot resolve %s\n", host);
 		return 1;
 	}
 	fd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen)) {
-		perror("udp_ceiling flood: socket/connect");
+		perror("udp_baseline flood: socket/connect");
 		return 1;
 	}
 	freeaddrinfo(ai);
@@ -197,10 +198,10 @@ static int flood(const char *host, int port, int len, double secs)
 	/* UDP checksum 0, as RoCEv2 sends (the ICRC covers the payload): no
 	 * software checksum on either end, as for rroce and rdma_rxe */
 	if (setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &(int){ 1 }, sizeof(int)))
-		perror("udp_ceiling flood: SO_NO_CHECK");
+		perror("udp_baseline flood: SO_NO_CHECK");
 	/* the sink may start later (bench/pair.sh: the other guest) */
 	if (ask(fd, HELLO, HELLO, &r, sizeof(r), 60)) {
-		fprintf(stderr, "udp_ceiling flood: unable to connect to server (no sink answers)\n");
+		fprintf(stderr, "udp_baseline flood: unable to connect to server (no sink answers)\n");
 		return 1;
 	}
 	*h = (struct hdr){ MAGIC, DATA };
@@ -213,20 +214,20 @@ static int flood(const char *host, int port, int len, double secs)
 		if (n > 0)
 			sent += n;
 		else if (errno != ENOBUFS && errno != EAGAIN && errno != ECONNREFUSED && errno != EINTR) {
-			perror("udp_ceiling flood: sendmmsg");
+			perror("udp_baseline flood: sendmmsg");
 			return 1;
 		}
 	}
 	if (ask(fd, END, REPORT, &r, sizeof(r), 10)) {
-		fprintf(stderr, "udp_ceiling flood: no report from the sink\n");
+		fprintf(stderr, "udp_baseline flood: no report from the sink\n");
 		return 1;
 	}
 	if (!r.nsecs) {
-		fprintf(stderr, "udp_ceiling flood: the sink received %llu datagrams\n",
+		fprintf(stderr, "udp_baseline flood: the sink received %llu datagrams\n",
 			(unsigned long long)r.datagrams);
 		return 1;
 	}
-	printf("udp_ceiling: len %d sent %llu received %llu bytes %llu seconds %.3f MiBps %.2f\n", len, sent,
+	printf("udp_baseline: len %d sent %llu received %llu bytes %llu seconds %.3f MiBps %.2f\n", len, sent,
 	       (unsigned long long)r.datagrams, (unsigned long long)r.bytes, r.nsecs / 1e9,
 	       r.bytes / (r.nsecs / 1e9) / (1 << 20));
 	return 0;
@@ -238,6 +239,6 @@ int main(int argc, char **argv)
 		return sink(atoi(argv[2]), argc > 3 ? atof(argv[3]) : 120);
 	if (argc == 6 && !strcmp(argv[1], "flood"))
 		return flood(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
-	fprintf(stderr, "usage: udp_ceiling sink PORT [TIMEOUT_S] | flood HOST PORT LEN SECONDS\n");
+	fprintf(stderr, "usage: udp_baseline sink PORT [TIMEOUT_S] | flood HOST PORT LEN SECONDS\n");
 	return 2;
 }

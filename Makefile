@@ -11,6 +11,9 @@
 #   make bench-provider   instructions per post/poll of the provider, old
 #                 (BASE=rev, default bfed5c8) against the working tree,
 #                 under callgrind (deterministic; bench/icount/provider.sh)
+#   make bench-kernel   guest instructions per message of the kernel data
+#                 path under QEMU -icount, rroce0 -> rroce1 over veth
+#                 (deterministic; BASE=rev: new/old; bench/icount/kernel.sh)
 #   make check-debug   the whole suite on the debug kernel (KASAN, lockdep,
 #                 ...; several times slower: hours)
 #   make fuzz     cargo fuzz every protocol-core target for FUZZ_SECONDS
@@ -30,7 +33,7 @@ TOP := $(CURDIR)
 BUILD := $(TOP)/build
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: bench bench-provider all deps kernel module provider host-test lint vm run check check-debug fuzz clean
+.PHONY: bench bench-provider bench-kernel all deps kernel module provider host-test lint vm run check check-debug fuzz clean
 
 all: module provider
 
@@ -75,6 +78,12 @@ bench: deps
 
 bench-provider: deps
 	@bench/icount/provider.sh $(BASE)
+
+# The kernel data path in guest instructions per message (QEMU -icount:
+# deterministic; BASE=rev: also the module of commit rev, new/old).
+bench-kernel: deps
+	@$(MAKE) --no-print-directory FLAVOR=plain module provider
+	@RROCE_KO=$(BUILD)/plain/rroce.ko bench/icount/kernel.sh $(BASE)
 
 check: deps
 	@scripts/check.sh plain

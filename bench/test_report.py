@@ -302,6 +302,32 @@ def test_end_to_end():
     assert med["rroce"] == statistics.median([10.0, 30.0])
 
 
+def test_icount_kernel_report():
+    """bench/icount/kernel_report.py: instructions per message from the BW
+    average (MiB per guest second), new/old, and a rate of 0 or no result
+    line is a failure (exit 1), never in the median."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "icount"))
+    import kernel_report
+    with tempfile.TemporaryDirectory() as d:
+        def put(name, text):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        # 65536 B at 62.5 MiB/s: 1,000 messages per guest second = 1e6 instructions each
+        put("rroce.write_bw_64K.1.log", bw_log("ib_write_bw -s 65536 -n 300", 65536, 300, 62.5, 0.001))
+        put("rroce.write_bw_64K.2.log", bw_log("ib_write_bw -s 65536 -n 300", 65536, 300, 62.5, 0.001))
+        put("base.write_bw_64K.1.log", bw_log("ib_write_bw -s 65536 -n 300", 65536, 300, 31.25, 0.0005))
+        put("base.write_bw_64K.2.log", bw_log("ib_write_bw -s 65536 -n 300", 65536, 300, 0.0, 0.0))
+        put("rroce.read_bw_64B.1.log", "# bench: ib_read_bw -s 64\n# exit: 1\n")
+        runs, failed = kernel_report.load(d)
+        assert runs[("rroce", "write_bw_64K")] == [1e6, 1e6], runs
+        assert runs[("base", "write_bw_64K")] == [2e6], runs
+        assert failed == ["base.write_bw_64K.2.log", "rroce.read_bw_64B.1.log"], failed
+        r = subprocess.run([sys.executable, kernel_report.__file__, d, "new", "old"], capture_output=True, text=True)
+        assert r.returncode == 1, r
+        assert "| write_bw_64K | 1,000,000 | ±0.00 % | 2,000,000 | ±0.00 % | 0.500× |" in r.stdout, r.stdout
+        assert "failed runs" in r.stdout and "rroce.read_bw_64B.1.log" in r.stdout, r.stdout
+
+
 if __name__ == "__main__":
     for k, f in sorted(globals().items()):
         if k.startswith("test_") and callable(f):

@@ -7,7 +7,11 @@
 # 4 KiB) both ways; and UC with ibv_uc_pingpong -c, 64 KiB, both directions;
 # then rdma_cm between the two drivers: rping -V (data validated every
 # iteration) with rxe as client and as server, ucmatose (rxe client) and
-# perftest ib_send_bw -R (rdma_cm connection setup, rxe client); then IBTA
+# perftest ib_send_bw -R (rdma_cm connection setup, rxe client) and
+# ib_write_bw -R 64 B with rroce the requester, where rxe ACKs every packet
+# that asks for one: perftest signals one WRITE in 100, and rroce asks for
+# an ACK only on a signaled message or the last one queued, so it must
+# receive far fewer ACKs than it sends WRITEs; then IBTA
 # 1.5 ATOMIC WRITE (py/atomic_write.py: values in place, completions, a
 # region without remote write refused) rxe -> rroce and rroce -> rxe.
 # rxe and rroce both want UDP 4791 in init_net, so rroce0 is deleted for the
@@ -16,7 +20,7 @@
 # only the driver swap (the first and the last-but-one subtest) runs.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-PLAN=17
+PLAN=19
 if [ "$RROCE_TYPE" != rroce ]; then
 	ktap_header
 	ktap_plan $PLAN
@@ -149,6 +153,7 @@ cm_cross() {
 	case ${cli[0]} in
 	ucmatose) grep -q "test complete" /tmp/x-cli.$$ || t_fail "no 'test complete': $(tail -3 /tmp/x-cli.$$ | tr '\n' ' ')" ;;
 	ib_send_bw) grep -qE "^ *4096 +500 " /tmp/x-cli.$$ || t_fail "no result line: $(tail -3 /tmp/x-cli.$$ | tr '\n' ' ')" ;;
+	ib_write_bw) grep -qE "^ *64 +$WRITES " /tmp/x-cli.$$ || t_fail "no result line: $(tail -3 /tmp/x-cli.$$ | tr '\n' ' ')" ;;
 	esac
 	rm -f /tmp/x-srv.$$ /tmp/x-cli.$$
 	t_end
@@ -162,6 +167,22 @@ cm_cross "ucmatose 2 connections x 50 messages: $RXE client -> $DEV1 server" 120
 	ucmatose -b "$IP1" -c 2 -C 50 -S 1000 -- ucmatose -s "$IP1" -c 2 -C 50 -S 1000
 cm_cross "ib_send_bw -R 4 KiB x 500: $RXE client -> $DEV1 server" 120 "$NS1" -- \
 	ib_send_bw -R -d "$DEV1" -F -s 4096 -n 500 -p 18995 -- ib_send_bw -R -d "$RXE" -F -s 4096 -n 500 -p 18995 "$IP1"
+
+# rroce requester, rxe responder: ACKs only where asked for.
+WRITES=4000
+acks0=$(cat "$(hwc_dir "$DEV1")/rx_packets" 2>/dev/null || echo 0)
+cm_cross "ib_write_bw -R 64 B x $WRITES: $DEV1 client (netns $NS1) -> $RXE server" 120 "" -- \
+	ib_write_bw -R -d "$RXE" -F -s 64 -n $WRITES -p 18996 -- ib_write_bw -R -d "$DEV1" -F -s 64 -n $WRITES -p 18996 "$IP0"
+acks=$(($(cat "$(hwc_dir "$DEV1")/rx_packets" 2>/dev/null || echo 0) - acks0))
+t_begin "$DEV1 received fewer ACKs than it sent WRITEs (AckReq on signaled or last-queued messages)"
+if [ -n "$skip" ]; then
+	t_skip "$skip"
+else
+	diag "$DEV1 rx_packets +$acks for $WRITES WRITEs (at most one in 100 signaled)"
+	[ "$acks" -gt 0 ] || t_fail "no packet received"
+	[ "$acks" -lt $((WRITES / 2)) ] || t_fail "$acks ACKs for $WRITES WRITEs: one per message"
+	t_end
+fi
 
 # ATOMIC WRITE both ways (one process opens both devices: rdma netns
 # mode shared).

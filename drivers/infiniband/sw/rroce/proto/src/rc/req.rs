@@ -18,10 +18,12 @@
 //! Flow control: at most `window` PSNs after the oldest unacknowledged
 //! one are sent, at most `max_rd_atomic` READ/atomic requests are
 //! outstanding, and a WQE with `SEND_FENCE` waits until every earlier READ
-//! and atomic has completed.  AckReq is set on the last packet of every
-//! message (as rdma_rxe does), on every `ack_every`-th packet and on the
-//! packet that fills the window, so the ACK clock keeps running on long
-//! messages.  On a clean path the PSNs of RDMA READ responses do not
+//! and atomic has completed.  AckReq is set on the last packet of a
+//! message that is signaled or the last one queued (rdma_rxe sets it on
+//! every message's last packet; an unsignaled message followed by another
+//! is acknowledged by that one's cumulative ACK), on every `ack_every`-th
+//! packet and on the packet that fills the window, so the ACK clock keeps
+//! running on long messages.  On a clean path the PSNs of RDMA READ responses do not
 //! count against the window ([`Requester::window_used`]); READs are limited
 //! by `max_rd_atomic`, and all PSNs in flight by [`MAX_SPAN`].  After a
 //! loss they do, until the window has grown whole again.
@@ -37,7 +39,9 @@ use super::super::hdr::{pad_count, AtomicEth, Feth, Ieth, Reth};
 use super::super::opcode::{request_opcode, Position, RequestOp, Transport};
 use super::super::psn::{npkts, PathMtu, Psn};
 use super::super::qp::{ack_timeout_ns, QpAttrs, RetryState};
-use super::super::wqe::{SendOpcode, SendWqe, WcStatus, MAX_MSG_SIZE, SEND_FENCE, SEND_SOLICITED};
+use super::super::wqe::{
+    SendOpcode, SendWqe, WcStatus, MAX_MSG_SIZE, SEND_FENCE, SEND_SIGNALED, SEND_SOLICITED,
+};
 use super::{imm_from_wqe, PacketDesc, Store};
 
 /// PSNs acknowledged per PSN the window grows back after a loss: from
@@ -719,7 +723,16 @@ impl<S: Store<Slot>> Requester<S> {
                                 | RequestOp::RdmaWriteWithImm
                         );
                 }
-                d.ack_req = pos.is_end();
+                // A message's last packet asks for an ACK if its WQE is
+                // signaled or nothing is queued behind it: an unsignaled
+                // message followed by another is acknowledged by that
+                // one's ACK (ACKs are cumulative), so a burst of small
+                // unsignaled messages costs one ACK, not one each.  The
+                // chain always ends in an AckReq: the last WQE the
+                // requester holds asks, and a local operation is only
+                // taken once everything before it has completed.
+                d.ack_req = pos.is_end()
+                    && (w.flags & SEND_SIGNALED != 0 || idx.wrapping_add(1) == self.tail);
                 used = 1;
                 finished = pos.is_end();
             }
@@ -1440,6 +1453,60 @@ mod tests {
             r.on_response(&ack, 0),
             super::super::RespVerdict::Ignored(_)
         ));
+    }
+
+    /// AckReq on a message's last packet only if the WQE is signaled or
+    /// nothing is queued behind it; one cumulative ACK of the last PSN
+    /// completes the unsignaled messages before it, in order.
+    #[test]
+    fn ack_req_on_signaled_or_last_queued() {
+        use super::super::super::hdr::{Aeth, Syndrome};
+        use super::super::InResponse;
+        let mut r: Requester<[Slot; 16]> = Requester::new(cfg(PathMtu::Mtu1024));
+        // 3 unsignaled 1-packet WRITEs, a signaled one, 2 unsignaled, and a
+        // 3-packet unsignaled SEND last.
+        for (i, signaled) in [false, false, false, true, false, false]
+            .into_iter()
+            .enumerate()
+        {
+            let mut w = wqe(SendOpcode::RdmaWrite);
+            w.wr_id = i as u64;
+            w.flags = if signaled { SEND_SIGNALED } else { 0 };
+            r.post(w, 64).unwrap();
+        }
+        let mut w = wqe(SendOpcode::Send);
+        w.wr_id = 6;
+        r.post(w, 3000).unwrap();
+        let v = drain(&mut r);
+        assert_eq!(
+            v.iter().map(|p| p.ack_req).collect::<Vec<_>>(),
+            [false, false, false, true, false, false, false, false, true]
+        );
+        // A message posted after the queue ran empty asks again.
+        let mut w = wqe(SendOpcode::RdmaWrite);
+        w.wr_id = 7;
+        r.post(w, 64).unwrap();
+        let last = drain(&mut r);
+        assert!(last.len() == 1 && last[0].ack_req);
+        // One ACK of the last PSN completes all eight, in order.
+        let ack = InResponse {
+            opcode: RC_ACKNOWLEDGE,
+            psn: last[0].psn,
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
+                msn: 8,
+            }),
+            ..Default::default()
+        };
+        r.on_response(&ack, 0);
+        let done: Vec<_> = core::iter::from_fn(|| r.poll_completion())
+            .map(|c| (c.wr_id, c.status, c.needs_cqe()))
+            .collect();
+        assert_eq!(done.len(), 8);
+        for (i, (id, st, cqe)) in done.into_iter().enumerate() {
+            assert_eq!((id, st, cqe), (i as u64, WcStatus::Success, i == 3));
+        }
+        assert!(r.is_idle());
     }
 
     /// Local operations wait for every earlier WQE to complete, use no

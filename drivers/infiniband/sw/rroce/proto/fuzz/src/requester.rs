@@ -25,6 +25,7 @@ use rroce_proto::hdr::{parse_packet, Aeth, MAX_24};
 use rroce_proto::opcode::{self, lookup, ExtHdrs};
 use rroce_proto::psn::Psn;
 use rroce_proto::qp::{ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
+use rroce_proto::rc::req::Blocked;
 use rroce_proto::rc::{
     InRequest, InResponse, PostError, Reply, ReqConfig, Requester, ResSlot, RespConfig,
     RespVerdict, Responder, Slot,
@@ -62,6 +63,12 @@ struct H {
     echo_recv_open: bool,
     to_resp: VecDeque<InRequest>,
     to_req: VecDeque<InResponse>,
+    /// The last packet sent asked for an acknowledgement.
+    last_ack_req: bool,
+    /// `restart_from` moved the send position forward past packets not
+    /// sent again (the glue may; the engine itself only goes back), until
+    /// everything is acknowledged.
+    skipped_forward: bool,
 }
 
 const RC_RESPONSES: [u8; 7] = [
@@ -159,6 +166,7 @@ impl H {
                 break;
             };
             let ends = lookup(d.opcode).is_some_and(|i| i.position.is_end());
+            self.last_ack_req = d.ack_req;
             let p = self
                 .posted_mut(d.wqe)
                 .expect("packet for a WQE not outstanding");
@@ -179,6 +187,24 @@ impl H {
                 self.to_resp
                     .push_back(InRequest::from_parsed(&parsed, parsed.payload(&pkt)));
             }
+        }
+        // Liveness of the ACK clock: with everything sent and PSNs still
+        // unacknowledged, the last packet out asked for an ACK (AckReq is
+        // left off only when a later message follows), so the responder
+        // answers without waiting for the retransmission timer.  Not
+        // after the glue skipped forward (then the timer recovers).
+        if self.req.unacked_psn() == self.req.next_psn() {
+            self.skipped_forward = false;
+        }
+        if !self.req.config().unreliable
+            && !self.skipped_forward
+            && self.req.blocked() == Some(Blocked::Empty)
+            && self.req.unacked_psn() != self.req.next_psn()
+        {
+            assert!(
+                self.last_ack_req,
+                "everything sent, PSNs unacknowledged, and no AckReq on the last packet"
+            );
         }
     }
 
@@ -423,6 +449,8 @@ pub fn run(data: &[u8]) {
         echo_recv_open: false,
         to_resp: VecDeque::new(),
         to_req: VecDeque::new(),
+        last_ack_req: false,
+        skipped_forward: false,
     };
     let mut steps = 0;
     while !r.is_empty() && steps < 1000 {
@@ -478,7 +506,11 @@ pub fn run(data: &[u8]) {
             13 => {
                 let base = h.req.unacked_psn();
                 let p = psn_near(&mut r, base);
+                let next = h.req.next_psn();
                 h.req.restart_from(p);
+                if h.req.next_psn().distance_from(base) > next.distance_from(base) {
+                    h.skipped_forward = true;
+                }
             }
             14 => {
                 let (a, b) = (u32::from(r.u8()), u32::from(r.u8()));

@@ -975,6 +975,20 @@ mod tests {
         v
     }
 
+    /// A positive ACK of every PSN up to `psn`, with MSN `msn`.
+    fn ack(psn: Psn, msn: u32) -> super::super::InResponse {
+        use super::super::super::hdr::{Aeth, Syndrome};
+        super::super::InResponse {
+            opcode: RC_ACKNOWLEDGE,
+            psn,
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
+                msn,
+            }),
+            ..Default::default()
+        }
+    }
+
     /// The timer restarts with every packet: a burst sent more slowly
     /// than the timeout does not time out while it is being sent, only a
     /// whole timeout after its last packet.
@@ -1253,15 +1267,6 @@ mod tests {
                 "the window's last packet asks for an ACK"
             );
         }
-        let ack = |psn: Psn, msn: u32| InResponse {
-            opcode: RC_ACKNOWLEDGE,
-            psn,
-            aeth: Some(Aeth {
-                syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
-                msn,
-            }),
-            ..Default::default()
-        };
         // 16 PSNs acknowledged: the window grows by 16 / WINDOW_GROWTH.
         r.on_response(&ack(base.add(15), 0), 1);
         assert_eq!(r.window(), 16 + 16 / WINDOW_GROWTH);
@@ -1460,8 +1465,6 @@ mod tests {
     /// completes the unsignaled messages before it, in order.
     #[test]
     fn ack_req_on_signaled_or_last_queued() {
-        use super::super::super::hdr::{Aeth, Syndrome};
-        use super::super::InResponse;
         let mut r: Requester<[Slot; 16]> = Requester::new(cfg(PathMtu::Mtu1024));
         // 3 unsignaled 1-packet WRITEs, a signaled one, 2 unsignaled, and a
         // 3-packet unsignaled SEND last.
@@ -1489,15 +1492,7 @@ mod tests {
         let last = drain(&mut r);
         assert!(last.len() == 1 && last[0].ack_req);
         // One ACK of the last PSN completes all eight, in order.
-        let ack = InResponse {
-            opcode: RC_ACKNOWLEDGE,
-            psn: last[0].psn,
-            aeth: Some(Aeth {
-                syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
-                msn: 8,
-            }),
-            ..Default::default()
-        };
+        let ack = ack(last[0].psn, 8);
         r.on_response(&ack, 0);
         let done: Vec<_> = core::iter::from_fn(|| r.poll_completion())
             .map(|c| (c.wr_id, c.status, c.needs_cqe()))
@@ -1513,7 +1508,6 @@ mod tests {
     /// PSN, complete in order, and a failed one flushes the QP.
     #[test]
     fn local_operations() {
-        use super::super::super::hdr::{Aeth, Syndrome};
         use super::super::InResponse;
         let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
         let mut s = wqe(SendOpcode::Send);
@@ -1525,15 +1519,7 @@ mod tests {
         let mut inv = wqe(SendOpcode::LocalInv);
         inv.wr_id = 2;
         assert_eq!(r.post_local(inv, WcStatus::Success), Err(PostError::Busy));
-        let ack = InResponse {
-            opcode: RC_ACKNOWLEDGE,
-            psn: p[0].psn,
-            aeth: Some(Aeth {
-                syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
-                msn: 1,
-            }),
-            ..Default::default()
-        };
+        let ack = ack(p[0].psn, 1);
         r.on_response(&ack, 0);
         assert!(r.all_completed());
         let mut reg = wqe(SendOpcode::RegMr);
@@ -1589,8 +1575,6 @@ mod tests {
     /// the later ones flush.
     #[test]
     fn local_error_waits_for_earlier_acks() {
-        use super::super::super::hdr::{Aeth, Syndrome};
-        use super::super::InResponse;
         let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu1024));
         for id in 1..=3u64 {
             let mut w = wqe(SendOpcode::RdmaWrite);
@@ -1614,15 +1598,7 @@ mod tests {
         let again = drain(&mut r);
         assert_eq!(again.len(), 3);
         assert!(again.iter().all(|p| p.wqe == 0 && p.retransmit));
-        let ack = InResponse {
-            opcode: RC_ACKNOWLEDGE,
-            psn: p0[2].psn,
-            aeth: Some(Aeth {
-                syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
-                msn: 1,
-            }),
-            ..Default::default()
-        };
+        let ack = ack(p0[2].psn, 1);
         r.on_response(&ack, t);
         assert!(r.is_error());
         let got: Vec<_> = core::iter::from_fn(|| r.poll_completion())

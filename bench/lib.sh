@@ -161,6 +161,21 @@ bench_drivers() {
 _bench_ko=
 [ -d /sys/module/rroce ] && _bench_ko=${RROCE_KO:-}
 
+# bench_module DRIVER: rroce.ko and provider of DRIVER loaded (rroce: the
+# working tree's, RROCE_KO and RROCE_PROVIDER; base: BENCH_BASE_KO and
+# BENCH_BASE_PROVIDER): a different module loaded is removed with its
+# devices first, and libibverbs' rroce.driver names the provider.
+bench_module() {
+	local ko=$RROCE_KO prov=$RROCE_PROVIDER
+	[ "$1" = base ] && ko=${BENCH_BASE_KO:?} prov=${BENCH_BASE_PROVIDER:?}
+	if [ -d /sys/module/rroce ] && [ "$_bench_ko" != "$ko" ]; then
+		links_del_all
+		rmmod rroce || return 1
+	fi
+	[ -d /sys/module/rroce ] || { insmod "$ko" && _bench_ko=$ko; } || return 1
+	echo "driver ${prov%-rdmav34.so}" >/etc/libibverbs.d/rroce.driver
+}
+
 # bench_use DRIVER NETDEV ADDR: make DRIVER's device (rroce0 or rxe0) the
 # only RDMA device on NETDEV in init_net; sets DEV and GIDX (the RoCE v2 GID
 # index of IPv4 ADDR on it).  rroce and rdma_rxe both want UDP 4791 in
@@ -173,16 +188,9 @@ bench_use() {
 	stamp "device: $drv on $nd"
 	case $drv in
 	rroce|base)
-		ko=$RROCE_KO prov=$RROCE_PROVIDER
-		[ "$drv" = base ] && ko=${BENCH_BASE_KO:?} prov=${BENCH_BASE_PROVIDER:?}
 		rdma link delete rxe0 2>/dev/null
 		modprobe -r rdma_rxe 2>/dev/null
-		if [ -d /sys/module/rroce ] && [ "$_bench_ko" != "$ko" ]; then
-			rdma link delete rroce0 2>/dev/null
-			rmmod rroce || return 1
-		fi
-		[ -d /sys/module/rroce ] || { insmod "$ko" && _bench_ko=$ko; } || return 1
-		echo "driver ${prov%-rdmav34.so}" >/etc/libibverbs.d/rroce.driver || return 1
+		bench_module "$drv" || return 1
 		ibdev_exists rroce0 || rdma link add rroce0 type rroce netdev "$nd" || return 1
 		DEV=rroce0
 		;;

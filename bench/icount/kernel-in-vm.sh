@@ -8,6 +8,7 @@ set -u
 mkdir -p "$1" && out=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../../selftests/lib.sh"
+. "$here/../lib.sh"
 rounds=${ICOUNT_ROUNDS:-2}
 port=18500
 
@@ -24,44 +25,29 @@ tests() {
 	T
 }
 
-# use DRV: load DRV's module and provider (rroce: the working tree's; base:
-# BENCH_BASE_KO / BENCH_BASE_PROVIDER) and add the two standard devices
-loaded=
+# use DRV: DRV's module and provider (bench_module), the two standard
+# devices, and their RoCE v2 GID indexes G0 and G1
 use() {
-	local ko=$RROCE_KO prov=$RROCE_PROVIDER
-	[ "$1" = base ] && ko=$BENCH_BASE_KO prov=$BENCH_BASE_PROVIDER
-	if [ "$loaded" != "$ko" ]; then
-		links_del_all
-		[ -d /sys/module/rroce ] && { rmmod rroce || return 1; }
-		insmod "$ko" || return 1
-		loaded=$ko
-	fi
-	echo "driver ${prov%-rdmav34.so}" >/etc/libibverbs.d/rroce.driver || return 1
-	links_add || return 1
-	wait_for 10 port_active "$DEV0" && wait_for 10 port_active "$DEV1" || return 1
-	wait_for 10 gid_index "$DEV0" "$(gid_v4 "$IP0")" >/dev/null || return 1
+	bench_module "$1" && links_add || return 1
+	wait_for 10 gid_index "$DEV0" "$(gid_v4 "$IP0")" >/dev/null &&
+		wait_for 10 gid_index "$DEV1" "$(gid_v4 "$IP1")" >/dev/null || return 1
 	G0=$(gid_index "$DEV0" "$(gid_v4 "$IP0")")
-	G1=$(ns "$NS1" bash -c ". $here/../../selftests/lib.sh; wait_for 10 gid_index $DEV1 $(gid_v4 "$IP1") >/dev/null; gid_index $DEV1 $(gid_v4 "$IP1")")
+	G1=$(gid_index "$DEV1" "$(gid_v4 "$IP1")")
 }
 
-drivers=(rroce)
-[ -n "${BENCH_BASE_KO:-}" ] && drivers+=(base)
 for round in $(seq "$rounds"); do
-	# the order turns each round
-	[ $((round % 2)) = 0 ] && [ ${#drivers[@]} = 2 ] && order=(base rroce) || order=("${drivers[@]}")
-	for drv in "${order[@]}"; do
+	# rroce and (with BENCH_BASE_KO) base, in an order that turns each round
+	for drv in $(bench_drivers "$round"); do
+		[ "$drv" = rxe ] && continue
 		use "$drv" || { echo "# icount: cannot set up $drv" >&2; continue; }
 		while read -r name tool args; do
 			port=$((port + 1))
 			echo "# [round $round] $drv $name" >&2
 			# shellcheck disable=SC2086  # ARGS are several words
-			ns "$NS1" timeout 300 "$tool" -d "$DEV1" -x "$G1" -p "$port" -F $args >/tmp/ic-srv.log 2>&1 &
-			wait_for 20 bash -c ". $here/../../selftests/lib.sh; ns $NS1 ss -Hltn 'sport = :$port' | grep -q ." ||
-				echo "# $drv $name: the server did not start" >&2
-			# shellcheck disable=SC2086
-			{ echo "# bench: $tool $args"; timeout 300 "$tool" -d "$DEV0" -x "$G0" -p "$port" -F $args "$IP1"; echo "# exit: $?"; } \
-				>"$out/$drv.$name.$round.log" 2>&1
-			wait
+			pair_run 300 "$NS1" "" "$port" "$tool" -d "$DEV1" -x "$G1" -p "$port" -F $args -- \
+				"$tool" -d "$DEV0" -x "$G0" -p "$port" -F $args "$IP1" >&2
+			{ echo "# bench: $tool $args"; cat "$PAIR_CLI"; echo "# exit: $pair_crc"; } >"$out/$drv.$name.$round.log"
 		done < <(tests)
 	done
 done
+rm -f "$PAIR_SRV" "$PAIR_CLI"

@@ -37,13 +37,7 @@
 # ran 1.6-1.8x slower in both arrangements; not pinned down further, and
 # plain with 2 vCPUs not niced was not measured).  The debug stage keeps
 # 2 vCPUs: the robustness tests race on them.
-# When the plain suite is done before the debug stage, a second debug VM
-# (one vCPU, like the plain one) joins it: the robustness scripts are
-# claimed one at a time (selftests/run.sh, RROCE_CLAIM_DIR), the first
-# debug VM taking them from the head of DEBUG_TESTS, the second from the
-# tail, so the last minutes are not one VM running on alone.  The closing
-# lines say which ran in the second one.
-# RROCE_CHECK_SERIAL=1: one after the other, both with 2 vCPUs, one debug VM.
+# RROCE_CHECK_SERIAL=1: one after the other, both with 2 vCPUs.
 #
 # `make check-debug` runs the whole suite on the debug kernel instead
 # (5-10x slower than plain under TCG: hours, not for CI).
@@ -136,12 +130,9 @@ stop_debug_build() {
 	dbg_pid=
 }
 plain_pid=
-lane2_pid=
-on_debug2=()
 stop_all() {
 	stop_debug_build
 	[ -z "$plain_pid" ] || kill -TERM -- "-$plain_pid" 2>/dev/null
-	[ -z "$lane2_pid" ] || kill -TERM -- "-$lane2_pid" 2>/dev/null
 }
 trap stop_all EXIT
 
@@ -292,53 +283,13 @@ if [ $debug_stage = 1 ] && [ $built = 1 ]; then
 		echo "not ok: module build (debug)"
 	fi
 	if [ $ready = 1 ]; then
-		# The robustness scripts are claimed one by one (run.sh's
-		# RROCE_CLAIM_DIR): this VM takes them from the head of the list;
-		# once the plain suite's VM is done, a second debug VM (one vCPU,
-		# as the plain one had) takes them from the tail, so the two meet
-		# in the middle instead of the debug VM running on alone.
-		rm -rf build/debug-claims build/selftests-debug2.log
-		mkdir -p build/debug-claims
-		lane2_pid=
-		if [ -n "$plain_pid" ]; then
-			setsid bash -c '
-				deadline=$1 scale=$2; shift 2
-				unclaimed() { local t n=0; for t in "$@"; do [ -d "build/debug-claims/$t" ] || n=$((n + 1)); done; echo $n; }
-				# not worth a boot for one script, nor without the time
-				until [ -f build/selftests.end ]; do
-					sleep 5
-					[ "$(unclaimed "$@")" -ge 2 ] || exit 0
-				done
-				[ "$(unclaimed "$@")" -ge 2 ] && [ $(($(date +%s) + 300)) -lt "$deadline" ] || exit 0
-				RROCE_CLAIM_DIR=$PWD/build/debug-claims RROCE_CLAIM_REVERSE=1 \
-					RROCE_KO=$PWD/build/debug/rroce.ko RROCE_KVERBS_KO=$PWD/build/debug/kmod/rroce_kverbs_test.ko \
-					RROCE_TIMEOUT_SCALE=$scale RROCE_RESULTS=$PWD/build/selftests-debug2 \
-					timeout --kill-after=30 $((deadline - $(date +%s))) "$0" --cpus 1 --kernel debug selftests/run.sh "$@" \
-					>build/selftests-debug2.log 2>&1' \
-				"$here/vm" "$debug_end" "${RROCE_TIMEOUT_SCALE:-4}" "${DEBUG_TESTS[@]}" &
-			lane2_pid=$!
-		fi
-		RROCE_CLAIM_DIR=$RROCE_TOP/build/debug-claims \
-			RROCE_KO=$RROCE_TOP/build/debug/rroce.ko RROCE_KVERBS_KO=$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko \
+		RROCE_KO=$RROCE_TOP/build/debug/rroce.ko RROCE_KVERBS_KO=$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko \
 			RROCE_TIMEOUT_SCALE=${RROCE_TIMEOUT_SCALE:-4} RROCE_RESULTS=$RROCE_TOP/build/selftests-debug \
 			timeout --kill-after=30 $((debug_end - $(date +%s))) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" 2>&1 |
 			tee build/selftests-debug.log
 		count_cut build/selftests-debug.log "debug stage" ${#DEBUG_TESTS[@]}
 		mapfile -t on_debug < <(finished_scripts build/selftests-debug.log)
 		note_failures build/selftests-debug.log
-		if [ -n "$lane2_pid" ]; then
-			wait "$lane2_pid"
-			lane2_pid=
-			if [ -f build/selftests-debug2.log ]; then
-				step "the second debug VM (joined when the plain suite was done): its log"
-				cat build/selftests-debug2.log
-				done_step
-				count_cut build/selftests-debug2.log "second debug VM" ${#DEBUG_TESTS[@]}
-				mapfile -t on_debug2 < <(finished_scripts build/selftests-debug2.log)
-				on_debug+=("${on_debug2[@]}")
-				note_failures build/selftests-debug2.log
-			fi
-		fi
 		stage_done "robustness tests (debug)"
 	else
 		echo "ok - debug-kernel stage # SKIP $why"
@@ -363,7 +314,6 @@ echo "check took $(($(date +%s) - t0))s: ${stages[*]/%/,}"
 for f in "${failures[@]}"; do echo "FAILED $f"; done
 if [ $debug_stage = 1 ]; then
 	echo "robustness tests on the debug kernel: ${on_debug[*]:-none}"
-	[ ${#on_debug2[@]} = 0 ] || echo "of those, in the second debug VM: ${on_debug2[*]}"
 	echo "robustness tests on the plain kernel instead: ${fallback[*]:-none}"
 	for t in "${fallback[@]}"; do
 		[[ " ${on_fallback[*]} " == *" $t "* ]] || echo "not run: $t (the time limit cut the fallback) # SKIP"

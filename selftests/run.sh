@@ -23,13 +23,6 @@
 # kmemleak scan after all the scripts, a result of its own; 1: a scan at the
 # end of each script; 0: none), RROCE_RESULTS=DIR (per-test logs; default
 # build/selftests).
-#
-# Two VMs sharing one list: with RROCE_CLAIM_DIR=DIR (a directory both can
-# write, e.g. under the repository), a script runs only in the VM that
-# first creates DIR/NAME (mkdir: atomic on the host, through 9p); the
-# other skips it silently.  RROCE_CLAIM_REVERSE=1 takes the list from its
-# end, so two VMs meet in the middle.  The TAP plan then comes last (it
-# counts only the scripts this VM ran).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$here/rdma
@@ -94,22 +87,13 @@ if [ -z "${RROCE_KMEMLEAK:-}" ] && [ -w /sys/kernel/debug/kmemleak ]; then
 	echo clear >/sys/kernel/debug/kmemleak 2>/dev/null
 fi
 
-claim=${RROCE_CLAIM_DIR:-}
-if [ -n "$claim" ] && [ "${RROCE_CLAIM_REVERSE:-0}" = 1 ]; then
-	rev=()
-	for ((j = ${#tests[@]} - 1; j >= 0; j--)); do rev+=("${tests[j]}"); done
-	tests=("${rev[@]}")
-fi
 passed=0 failed=0 skipped=0
 echo "TAP version 13"
-[ -n "$claim" ] || echo "1..$((${#tests[@]} + leakscan))"
+echo "1..$((${#tests[@]} + leakscan))"
 i=0
 for t in "${tests[@]}"; do
-	name=$(basename "$t" .sh)
-	if [ -n "$claim" ] && ! mkdir "$claim/$name" 2>/dev/null; then
-		continue # the other VM has it
-	fi
 	i=$((i + 1))
+	name=$(basename "$t" .sh)
 	log=$results/$name.tap
 	echo "# selftests: rdma: $name"
 	start=$(date +%s)
@@ -174,6 +158,5 @@ if [ $leakscan = 1 ]; then
 		echo "ok $i selftests: kmemleak (${took})"
 	fi
 fi
-[ -z "$claim" ] || echo "1..$i"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

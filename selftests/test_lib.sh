@@ -78,29 +78,5 @@ time.sleep(5)' "$fam" >"$lf" 2>&1 &
 	check "tcp_listening_in: a process that is gone" "$(tcp_listening_in "$lp" "$lport" || echo no)" no
 done
 rm -f "$lf"
-# run.sh with RROCE_CLAIM_DIR: two runners sharing one list (make check's
-# two debug VMs) run every script exactly once between them, the second
-# from the end; each prints the plan of what it ran, last.
-d=$(mktemp -d)
-mkdir -p "$d/rdma" "$d/claims" "$d/r1" "$d/r2"
-cp "$RROCE_SELFTESTS/run.sh" "$d/"
-for i in 1 2 3 4 5 6 7; do
-	printf '#!/bin/bash\necho "$TEST_NAME" >>%q/ran\nread -rt 0.%d -u 1 _ 2>/dev/null\necho "1..1"\necho "ok 1 - t$TEST_NAME"\n' \
-		"$d" "$((i % 3 + 1))" >"$d/rdma/t$i.sh"
-	chmod +x "$d/rdma/t$i.sh"
-done
-RROCE_KMEMLEAK=0 RROCE_CLAIM_DIR=$d/claims RROCE_RESULTS=$d/r1 "$d/run.sh" >"$d/out1" 2>&1 &
-RROCE_KMEMLEAK=0 RROCE_CLAIM_DIR=$d/claims RROCE_CLAIM_REVERSE=1 RROCE_RESULTS=$d/r2 "$d/run.sh" >"$d/out2" 2>&1
-wait
-check "claims: each script ran once" "$(sort "$d/ran" | tr '\n' ' ')" "t1 t2 t3 t4 t5 t6 t7 "
-check "claims: 7 passed between the two" \
-	"$(($(sed -nE 's/^([0-9]+) passed, 0 failed.*/\1/p' "$d/out1") + $(sed -nE 's/^([0-9]+) passed, 0 failed.*/\1/p' "$d/out2")))" 7
-check "claims: the reversed runner started at the end" "$(grep -m1 -oE 'rdma: t[0-9]' "$d/out2")" "rdma: t7"
-for o in out1 out2; do
-	check "claims: $o's plan (last) counts what it ran" "$(grep -E '^1\.\.' "$d/$o")" "1..$(grep -cE '^ok [0-9]+ selftests' "$d/$o")"
-done
-RROCE_KMEMLEAK=0 RROCE_RESULTS=$d/r1 "$d/run.sh" t2 t5 >"$d/out3" 2>&1
-check "no claims: plan first, both run" "$(sed -n 2p "$d/out3") $(grep -cE '^ok [0-9]+ selftests' "$d/out3")" "1..2 2"
-rm -rf "$d"
 echo "1..$n"
 [ "$bad" = 0 ]

@@ -114,10 +114,11 @@ if [ "$flavor" = plain ] && [ "${RROCE_CHECK_DEBUG:-1}" = 1 ]; then
 	rm -f build/kernel-debug.rc
 	# Its own session is its own autogroup (with sched_autogroup, on in
 	# Debian's kernels, each session is a scheduling group in which a
-	# nice value only ranks the group's own tasks), so the two kernel builds share the CPU about equally
-	# whatever nice says (measured 2026-12-02, fresh: the plain one done
-	# after 20.8 min, the debug one in 24 min, ~4 min later); on a host without
-	# autogroup, nice 19 gives it the CPU the plain build leaves idle.
+	# nice value only ranks the group's own tasks), so the two kernel
+	# builds share the CPU about equally whatever nice says (measured
+	# 2026-12-02, fresh: the plain one done after 20.8 min, the debug one
+	# in 24 min, ~4 min later); on a host without autogroup, nice 19
+	# gives it the CPU the plain build leaves idle.
 	setsid bash -c 'nice -n 19 "$1" debug; echo $? >"$2"' _ "$here/kernel.sh" "$RROCE_TOP/build/kernel-debug.rc" \
 		>build/kernel-debug.log 2>&1 &
 	dbg_pid=$!

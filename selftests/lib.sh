@@ -258,11 +258,17 @@ kmemleak_scan() {
 # the debug kernel: check_dmesg fails them instead, and names the report.
 kernel_checks_off() {
 	local t=0 why= first
+	local k v
 	read -r t </proc/sys/kernel/tainted 2>/dev/null
 	if [ $((t >> 5 & 1)) = 1 ]; then
 		why="the kernel is tainted B (a KASAN, slab or bad-page report earlier in this boot): KASAN reports only the first bad access of a boot, so this test ran without it; "
 	fi
-	if [ -r /proc/lockdep_stats ] && grep -Eq '^ *debug_locks: +0$' /proc/lockdep_stats; then
+	if [ -r /proc/lockdep_stats ]; then
+		while read -r k v; do
+			[ "$k" = debug_locks: ] && break
+		done </proc/lockdep_stats
+	fi
+	if [ "${k:-}" = debug_locks: ] && [ "$v" = 0 ]; then
 		why+="lockdep is off (debug_locks 0 in /proc/lockdep_stats: a report earlier in this boot turned it off), so this test's locking went unchecked; "
 	fi
 	[ -n "$why" ] || return 0
@@ -278,7 +284,8 @@ check_dmesg() {
 	t_begin "no kernel warnings, splats or leaks in dmesg"
 	leaks=$(kmemleak_scan) || t_fail "kmemleak refuses to scan (it turned itself off: 'kmemleak:' lines in dmesg); no leak check"
 	log=$(dmesg_since_mark)
-	if printf '%s\n' "$log" | grep -Eq "$DMESG_BAD"; then
+	# (one line at a time, as grep matches: ".*" must not span lines)
+	if [[ $log =~ ${DMESG_BAD//.\*/[^$'\n']*} ]]; then
 		# The context first, then the report lines themselves last, next
 		# to the verdict (a log cut at its top still shows what it was).
 		printf '%s\n' "$log" | grep -En -A30 "$DMESG_BAD" | head -50 | sed 's/^/#   /'
@@ -420,6 +427,30 @@ links_del_all() {
 }
 our_ibdevs_exist() { [ -n "$(our_ibdevs)" ]; }
 
+# ip_addrs FAMILY ["global"] < `ip -o addr show` lines: the addresses of that
+# family ("inet", "inet6"), all scopes or only scope global, one per line.
+ip_addrs() {
+	local _i _n fam a rest
+	while read -r _i _n fam a rest; do
+		[ "$fam" = "$1" ] || continue
+		[ "${2:-}" = global ] && [[ " $rest " != *" scope global "* ]] && continue
+		printf '%s\n' "$a"
+	done
+}
+
+# Whether the veth pair is as topo_setup leaves it: $IF0 up with MTU 1500,
+# exactly $IP0/24 and (global) $IP6_0/64 on it, $IP1/24 and $IP6_1/64 on
+# $IF1 in $NS1.  Two `ip` runs and no other program (each costs ~0.3 s on
+# the debug kernel under TCG, and every test script starts with this).
+topo_intact() {
+	local mtu= state= a b
+	read -r mtu <"/sys/class/net/$IF0/mtu" 2>/dev/null && [ "$mtu" = 1500 ] || return 1
+	read -r state <"/sys/class/net/$IF0/operstate" 2>/dev/null && [ "$state" = up ] || return 1
+	a=$(ip -o addr show dev "$IF0" 2>/dev/null) && b=$(ip -n "$NS1" -o addr show dev "$IF1" 2>/dev/null) || return 1
+	[ "$(ip_addrs inet <<<"$a")" = "$IP0/24" ] && [ "$(ip_addrs inet6 global <<<"$a")" = "$IP6_0/64" ] &&
+		[ "$(ip_addrs inet <<<"$b")" = "$IP1/24" ] && [ "$(ip_addrs inet6 global <<<"$b")" = "$IP6_1/64" ]
+}
+
 # Bring everything back to the standard state: topology, driver loaded,
 # exactly $DEV0 and $DEV1 (unless RROCE_NO_LINKS=1).
 topo_reset() {
@@ -432,12 +463,7 @@ topo_reset() {
 	for d in $(our_ibdevs); do
 		case $d in "$DEV0"|"$DEV1") ;; *) rdma link delete "$d" 2>/dev/null ;; esac
 	done
-	if ! ip link show "$IF0" >/dev/null 2>&1 || ! ns "$NS1" ip link show "$IF1" >/dev/null 2>&1 ||
-		[ "$(ip -o -4 addr show dev "$IF0" | awk '{print $4}' | tr '\n' ' ')" != "$IP0/24 " ] ||
-		[ "$(ip -o -6 addr show dev "$IF0" scope global | awk '{print $4}')" != "$IP6_0/64" ] ||
-		[ "$(ns "$NS1" ip -o -6 addr show dev "$IF1" scope global | awk '{print $4}')" != "$IP6_1/64" ] ||
-		[ "$(cat /sys/class/net/$IF0/mtu)" != 1500 ] ||
-		[ "$(cat /sys/class/net/$IF0/operstate)" != up ]; then
+	if ! topo_intact; then
 		ibdev_exists "$DEV0" && rdma link delete "$DEV0"
 		ibdev_exists "$DEV1" && rdma link delete "$DEV1"
 		topo_setup || return 1
@@ -449,7 +475,10 @@ topo_reset() {
 
 # --------------------------------------------------------------- ib helpers
 # port_attr DEV FILE: /sys/class/infiniband/DEV/ports/1/FILE
-port_attr() { cat "$SYS_IB/$1/ports/1/$2" 2>/dev/null; }
+port_attr() {
+	local v=
+	{ read -r v || [ -n "$v" ]; } <"$SYS_IB/$1/ports/1/$2" 2>/dev/null && printf '%s\n' "$v"
+}
 port_state() { port_attr "$1" state; }
 port_active() { [ "$(port_state "$1")" = "4: ACTIVE" ]; }
 
@@ -487,28 +516,36 @@ gid_v6() {
 # gid_of ADDR -> GID string of an IPv4 or IPv6 address
 gid_of() { case $1 in *:*) gid_v6 "$1" ;; *) gid_v4 "$1" ;; esac; }
 
-# gid_table DEV: "index gid type" lines of the valid entries of port 1
+# gid_table DEV [GID [TYPE]]: "index gid type" lines of the valid entries
+# of port 1, by index; with GID (and TYPE), only the first entry that has
+# it, and false if none does.  Tables have up to 1024 entries: bash alone,
+# no program per entry or per call (each costs ~0.3 s on the debug kernel
+# under TCG), and a lookup stops at its entry.
 gid_table() {
-	# Tables have up to 1024 entries: no forks per entry (slow under TCG).
-	local f i g t z=0000:0000:0000:0000:0000:0000:0000:0000
-	for f in "$SYS_IB/$1/ports/1/gids/"*; do
+	local d=$SYS_IB/$1/ports/1 i g t z=0000:0000:0000:0000:0000:0000:0000:0000
+	for ((i = 0; ; i++)); do
+		[ -e "$d/gids/$i" ] || break
 		g=
-		read -r g <"$f" 2>/dev/null || continue
+		read -r g <"$d/gids/$i" 2>/dev/null || continue
 		[ -z "$g" ] || [ "$g" = "$z" ] && continue
-		i=${f##*/}
+		[ $# -ge 2 ] && [ "$g" != "$2" ] && continue
 		t=
-		read -r t <"$SYS_IB/$1/ports/1/gid_attrs/types/$i" 2>/dev/null || continue
+		read -r t <"$d/gid_attrs/types/$i" 2>/dev/null || continue
 		[ -n "$t" ] || continue
+		if [ $# -ge 2 ]; then
+			[ "$t" = "${3:-RoCE v2}" ] || continue
+			echo "$i $g $t"
+			return 0
+		fi
 		echo "$i $g $t"
-	done | sort -n
+	done
+	[ $# -lt 2 ]
 }
 
 # gid_index DEV GID [TYPE]: index of GID with TYPE ("RoCE v2" by default)
 gid_index() {
-	local want_t=${3:-RoCE v2}
-	gid_table "$1" | while read -r i g t; do
-		if [ "$g" = "$2" ] && [ "$t" = "$want_t" ]; then echo "$i"; break; fi
-	done | grep .
+	local i g t
+	read -r i g t < <(gid_table "$1" "$2" "${3:-RoCE v2}") && echo "$i"
 }
 # gid_present DEV GID [TYPE]
 gid_present() { gid_index "$@" >/dev/null; }
@@ -558,8 +595,10 @@ peer_gids() {
 test_init() {
 	ktap_header
 	ktap_plan "$1"
-	if [ "$(id -u)" != 0 ]; then ktap_skip_all "must run as root"; fi
-	if ! grep -q virtme /proc/cmdline && [ "${RROCE_ALLOW_HOST:-0}" != 1 ]; then
+	local cmdline=
+	if [ "$EUID" != 0 ]; then ktap_skip_all "must run as root"; fi
+	read -r cmdline </proc/cmdline
+	if [[ $cmdline != *virtme* ]] && [ "${RROCE_ALLOW_HOST:-0}" != 1 ]; then
 		ktap_skip_all "not inside the scripts/vm guest (set RROCE_ALLOW_HOST=1 to force)"
 	fi
 	local why
@@ -659,19 +698,19 @@ py_cases() {
 # other way is no reason to skip: it prints a diagnostic (on stderr) and
 # the test goes on into the real failure.
 # The answer is a property of the module file, so a probe that succeeded
-# is remembered for the rest of the boot (in /run, keyed by the module's
-# path and mtime): a Python start costs ~10-30 s on the debug kernel under
-# TCG, and every traffic test asks.
+# is remembered for the rest of the boot (in /run, named after the
+# module's path, valid while newer than the module): a Python start costs
+# ~10-30 s on the debug kernel under TCG, and every traffic test asks.
 datapath_unavailable() {
 	local dev=${1:-$DEV0} idx out rc memo
 	[ "$RROCE_TYPE" = rroce ] || return 0
-	memo=/run/rroce-datapath.$(stat -c %Y "$RROCE_KO" 2>/dev/null).$(printf '%s' "$RROCE_KO" | cksum | cut -d' ' -f1)
-	[ -e "$memo" ] && return 0
+	memo=/run/rroce-datapath.${RROCE_KO//[^A-Za-z0-9._-]/_}
+	[ "$memo" -nt "$RROCE_KO" ] && return 0
 	idx=$(gid_index "$dev" "$(gid_of "${2:-$IP0}")")
 	out=$(/usr/bin/python3 "$RROCE_REPO/selftests/py/has_datapath.py" "$dev" "${idx:-1}" 2>&1)
 	rc=$?
 	case $rc in
-	0) touch "$memo" 2>/dev/null ;;
+	0) : 2>/dev/null >"$memo" ;;
 	4) echo "no data path yet (has_datapath.py $dev: $out)" ;;
 	*) diag "data-path probe on $dev exited $rc: $(printf '%s' "$out" | tail -3 | tr '\n' ' ')" >&2 ;;
 	esac

@@ -78,5 +78,67 @@ time.sleep(5)' "$fam" >"$lf" 2>&1 &
 	check "tcp_listening_in: a process that is gone" "$(tcp_listening_in "$lp" "$lport" || echo no)" no
 done
 rm -f "$lf"
+# The framing that every script and run.sh go through starts no program
+# where bash alone does (each costs ~0.3 s on the debug kernel under TCG).
+# ip_addrs parses `ip -o addr show` as the awk it replaced did.
+ipo='5: rr0@if4    inet 10.77.0.1/24 scope global rr0\       valid_lft forever preferred_lft forever
+5: rr0@if4    inet 10.77.0.9/24 brd 10.77.0.255 scope global secondary rr0\       valid_lft forever preferred_lft forever
+5: rr0@if4    inet6 fd77::1/64 scope global nodad \       valid_lft forever preferred_lft forever
+5: rr0@if4    inet6 fe80::1/64 scope link \       valid_lft forever preferred_lft forever'
+check "ip_addrs inet" "$(ip_addrs inet <<<"$ipo" | tr '\n' ' ')" "10.77.0.1/24 10.77.0.9/24 "
+check "ip_addrs inet6 global" "$(ip_addrs inet6 global <<<"$ipo")" "fd77::1/64"
+check "ip_addrs inet6" "$(ip_addrs inet6 <<<"$ipo" | tr '\n' ' ')" "fd77::1/64 fe80::1/64 "
+# gid_table / gid_index on a made-up sysfs port: by index (not by name:
+# 10 after 9), empty and zero entries left out, a lookup takes the first
+# entry with the GID and the type
+d=$(mktemp -d)
+mkdir -p "$d/dev/ports/1/gids" "$d/dev/ports/1/gid_attrs/types"
+z=0000:0000:0000:0000:0000:0000:0000:0000
+v4=$(gid_v4 10.77.0.1)
+for i in $(seq 0 11); do echo "$z" >"$d/dev/ports/1/gids/$i"; : >"$d/dev/ports/1/gid_attrs/types/$i"; done
+echo "fe80:0000:0000:0000:5054:00ff:fe79:0001" >"$d/dev/ports/1/gids/0"; echo "IB/RoCE v1" >"$d/dev/ports/1/gid_attrs/types/0"
+echo "$v4" >"$d/dev/ports/1/gids/9"; echo "IB/RoCE v1" >"$d/dev/ports/1/gid_attrs/types/9"
+echo "$v4" >"$d/dev/ports/1/gids/10"; echo "RoCE v2" >"$d/dev/ports/1/gid_attrs/types/10"
+echo "$v4" >"$d/dev/ports/1/gids/11"; echo "RoCE v2" >"$d/dev/ports/1/gid_attrs/types/11"
+check "gid_table: valid entries by index" "$(SYS_IB=$d gid_table dev | cut -d' ' -f1 | tr '\n' ' ')" "0 9 10 11 "
+check "gid_index: first RoCE v2 entry" "$(SYS_IB=$d gid_index dev "$v4")" 10
+check "gid_index: other type" "$(SYS_IB=$d gid_index dev "$v4" "IB/RoCE v1")" 9
+check "gid_index: absent GID is false" "$(SYS_IB=$d gid_index dev "$(gid_v4 10.77.0.2)" || echo false)" false
+rm -rf "$d"
+# check_dmesg's test matches lines as grep -E "$DMESG_BAD" does (".*" within
+# one line only)
+for l in "BUG: KASAN: slab-use-after-free in x" "WARNING: CPU: 1 PID: 2 at x" "rcu: INFO: rcu_preempt self-detected stall on CPU" \
+	"INFO: task cat:12 blocked for more than 30 seconds." "watchdog: BUG: soft lockup - CPU#1 stuck for 7s!" \
+	"rroce: link rroce0 added" "INFO: task list follows" "a line that says blocked"; do
+	want=$(printf '%s\n' "$l" | grep -Ec "$DMESG_BAD")
+	got=0
+	[[ $l =~ ${DMESG_BAD//.\*/[^$'\n']*} ]] && got=1
+	check "DMESG_BAD in bash: $l" "$got" "$want"
+done
+ml=$'INFO: task list follows\nsomething else blocked'
+got=0
+[[ $ml =~ ${DMESG_BAD//.\*/[^$'\n']*} ]] && got=1
+check "DMESG_BAD in bash: .* does not span lines" "$got" 0
+# run.sh counts each script's subtests as the grep/sed it replaced did,
+# and starts no program per script but timeout(1) and the script
+d=$(mktemp -d)
+mkdir "$d/rdma"
+cp "$RROCE_SELFTESTS/run.sh" "$d/"
+printf '#!/bin/sh\necho "1..4"; echo "ok 1 - a"; echo "ok 2 - b # SKIP c"; echo "not ok 3 - d"; printf "ok 4 - e"\n' >"$d/rdma/t1.sh"
+printf '#!/bin/sh\n# selftest-timeout=7\necho "1..3"; echo "ok 1 - a"\n' >"$d/rdma/t2.sh"
+printf '#!/bin/sh\necho "1..1"; echo "ok 1 - a # SKIP b"; exit 4\n' >"$d/rdma/t3.sh"
+chmod +x "$d"/rdma/*.sh
+out=$(RROCE_RESULTS=$d/res "$d/run.sh" 2>&1)
+check "run.sh: summary" "$(tail -1 <<<"$out")" "3 passed, 2 failed, 2 skipped"
+check "run.sh: verdicts" "$(grep -E '^(not )?ok [0-9]+ selftests' <<<"$out" | sed 's/ (.*//' | tr '\n' '|')" \
+	"not ok 1 selftests: rdma: t1 # exit=0|not ok 2 selftests: rdma: t2 # ran 1 of 3 planned subtests|ok 3 selftests: rdma: t3 # SKIP|"
+check "run.sh: the scripts' TAP indented, a last line without newline too" "$(grep -c '^# ok 4 - e$' <<<"$out")" 1
+if command -v strace >/dev/null; then
+	execs=$(RROCE_RESULTS=$d/res strace -f -qq -e trace=execve -e signal=none "$d/run.sh" t3 2>&1 >/dev/null |
+		grep 'execve(.* = 0$' | grep -v -e '/run.sh"' -e '/t3.sh"' -e '"timeout"' | sed -E 's/.*execve\("([^"]*)".*/\1/' | tr '\n' ' ')
+	# (once per run: dirname, mkdir, getconf)
+	check "run.sh: no program started per script but timeout and the script" "$execs" "/usr/bin/mkdir /usr/bin/getconf "
+fi
+rm -rf "$d"
 echo "1..$n"
 [ "$bad" = 0 ]

@@ -55,7 +55,7 @@ cut_off() {
 	timeout $((240 * ${RROCE_TIMEOUT_SCALE:-1})) /usr/bin/python3 "$RROCE_REPO/selftests/py/disassociate.py" \
 		"$dev" "$idx" ${DX_MODE:+"$DX_MODE"} >"$out" 2>&1 &
 	pid=$!
-	if ! wait_for 60 grep -q '^ready' "$out"; then
+	if ! wait_for 60 has_line "$out" '^ready'; then
 		t_fail "the process did not get into traffic on $dev"
 		while IFS= read -r l; do diag "$l"; done <"$out"
 		kill -9 "$pid" 2>/dev/null
@@ -64,10 +64,10 @@ cut_off() {
 		return 1
 	fi
 	sleep 1
-	t=$(date +%s)
+	t=$EPOCHSECONDS
 	timeout $((60 * ${RROCE_TIMEOUT_SCALE:-1})) "$@"
 	rc=$?
-	t=$(($(date +%s) - t))
+	t=$(($EPOCHSECONDS - t))
 	diag "$what returned $rc after $t s"
 	expect_eq "$what exit status" "$rc" 0
 	[ "$t" -le $((30 * ${RROCE_TIMEOUT_SCALE:-1})) ] || t_fail "$what took $t s with the device in use"

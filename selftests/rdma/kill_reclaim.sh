@@ -46,20 +46,41 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# (The helpers below poll; bash alone: each program started costs ~0.3 s
+# on the debug kernel under TCG.)
 # res_counts DEV: "pd N cq N qp N mr N ctx N srq N" from `rdma res show`
 res_counts() {
-	rdma res show 2>/dev/null | awk -v d="$1:" '$2 == d {
-		out = ""
-		for (i = 3; i < NF; i += 2)
-			if ($i ~ /^(pd|cq|qp|mr|ctx|srq)$/) out = out $i " " $(i + 1) " "
-		print out
-	}'
+	local out line f i
+	out=$(rdma res show 2>/dev/null)
+	while IFS= read -r line; do
+		read -ra f <<<"$line"
+		[ "${f[1]:-}" = "$1:" ] || continue
+		line=
+		for ((i = 2; i + 1 < ${#f[@]}; i += 2)); do
+			[[ ${f[i]} =~ ^(pd|cq|qp|mr|ctx|srq)$ ]] && line+="${f[i]} ${f[i + 1]} "
+		done
+		printf '%s\n' "$line"
+	done <<<"$out"
 }
-res_count() { res_counts "$1" | awk -v k="$2" '{ for (i = 1; i < NF; i += 2) if ($i == k) print $(i + 1) }'; }
+# count_of KEY "k1 v1 k2 v2 ...": the value of KEY
+count_of() {
+	local f i
+	read -ra f <<<"$2"
+	for ((i = 0; i + 1 < ${#f[@]}; i += 2)); do
+		[ "${f[i]}" = "$1" ] && echo "${f[i + 1]}"
+	done
+}
+res_count() { count_of "$2" "$(res_counts "$1")"; }
 res_at() { [ "$(res_counts "$1")" = "$2" ]; }
-pinned_pages() {
-	awk '$1 == "nr_foll_pin_acquired" { a = $2 } $1 == "nr_foll_pin_released" { r = $2 } END { print a - r }' /proc/vmstat
+# field FILE KEY: the value after "KEY" (its first word) in a /proc file
+field() {
+	local k v _
+	while read -r k v _; do
+		[ "$k" = "$2" ] && { echo "$v"; return 0; }
+	done <"$1"
+	return 1
 }
+pinned_pages() { echo $(($(field /proc/vmstat nr_foll_pin_acquired) - $(field /proc/vmstat nr_foll_pin_released))); }
 memfree_kb() {
 	local c
 	sync
@@ -67,11 +88,11 @@ memfree_kb() {
 	for c in /sys/kernel/slab/kmalloc-* /sys/kernel/slab/skbuff_*; do
 		[ -w "$c/shrink" ] && echo 1 >"$c/shrink" 2>/dev/null
 	done
-	awk '$1 == "MemFree:" { print $2 }' /proc/meminfo
+	field /proc/meminfo MemFree:
 }
 pins_le() { [ "$(pinned_pages)" -le "$1" ]; }
-vmpin_kb() { awk '$1 == "VmPin:" { print $2 }' "/proc/$1/status" 2>/dev/null; }
-ran() { grep -q '^running ' "$1"; }
+vmpin_kb() { field "/proc/$1/status" VmPin: 2>/dev/null; }
+ran() { has_line "$1" '^running '; }
 
 # hog NAME PEER NETNS DEV GIDX: start one side; echoes nothing, sets $!
 hog() {
@@ -80,7 +101,7 @@ hog() {
 	"${pre[@]}" /usr/bin/python3 "$RROCE_REPO/selftests/py/res_hog.py" "$dev" "$gidx" "$name" "$peer" "$HOG_DIR" \
 		--qps "$HOG_QPS" --mr "${HOG_MR}M" --timeout "$RC_ACK_TIMEOUT" >"$HOG_DIR/$name.out" 2>&1 &
 }
-tx_of() { cat "$(hwc_dir "$1")/tx_packets" 2>/dev/null || echo 0; }
+tx_of() { local v=0; read -r v <"$(hwc_dir "$1")/tx_packets" 2>/dev/null; echo "${v:-0}"; }
 
 if [ -n "$RC_WHY" ]; then
 	for r in $(seq 1 "$KILL_ROUNDS"); do ktap_skip "round $r: SIGKILL of processes with QPs, MRs and traffic" "$RC_WHY"; done
@@ -120,7 +141,7 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 	# resources and pins are there
 	c0=$(res_counts "$DEV0") c1=$(res_counts "$DEV1")
 	diag "with A and B: $DEV0: $c0; $DEV1: $c1; pinned pages $(pinned_pages)"
-	at_least "$DEV0 QPs while A lives" "$(res_count "$DEV0" qp)" $(($(echo "$base0" | awk '{ for (i = 1; i < NF; i += 2) if ($i == "qp") print $(i + 1) }') + HOG_QPS))
+	at_least "$DEV0 QPs while A lives" "$(res_count "$DEV0" qp)" $(($(count_of qp "$base0") + HOG_QPS))
 	at_least "$DEV1 MRs while B lives" "$(res_count "$DEV1" mr)" 1
 	at_least "VmPin of A (kB)" "$(vmpin_kb "$pa")" $((HOG_MR * 1024))
 	at_least "VmPin of B (kB)" "$(vmpin_kb "$pb")" $((HOG_MR * 1024))

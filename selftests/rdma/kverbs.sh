@@ -58,11 +58,11 @@ wait_for 10 port_active "$B" || diag "$B port not active: $(port_state "$B")"
 mark="rroce-selftest: kverbs insmod $$.$RANDOM"
 echo "$mark" >/dev/kmsg
 scale=${RROCE_TIMEOUT_SCALE:-1}
-start=$(date +%s)
+start=$EPOCHSECONDS
 out=$(timeout -s KILL $((700 * scale)) insmod "$KO" dev_a="$A" dev_b="$B" \
 	timeout_ms=$((20000 * scale)) 2>&1)
 rc=$?
-took=$(($(date +%s) - start))
+took=$(($EPOCHSECONDS - start))
 lines=$(dmesg | awk -v m="$mark" 'index($0, m) { seen = 1; next } seen' |
 	sed -n 's/^.*\] rroce_kverbs: //p')
 

@@ -74,7 +74,7 @@ ns_bg "$NS1" timeout "$tmo" stdbuf -oL mckey -m 239.77.1.3 -b "$IP1" -C 20 -S 51
 rpid=$!
 # The receiver posts its receives, joins, and (librdmacm attaches its QP
 # when it takes the join event) prints "joined": the sender may start.
-wait_for 20 grep -q "mckey: joined" "$rlog" || t_fail "the receiver did not join: $(tail -2 "$rlog" | tr '\n' ' ')"
+wait_for 20 has_line "$rlog" "mckey: joined" || t_fail "the receiver did not join: $(tail -2 "$rlog" | tr '\n' ' ')"
 timeout "$tmo" mckey -m 239.77.1.3 -b "$IP0" -C 20 -S 512 -s >"$slog" 2>&1
 src=$?
 wait "$rpid"

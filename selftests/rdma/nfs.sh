@@ -90,10 +90,10 @@ t_begin "mount -t nfs4 -o proto=rdma,port=$NPORT,vers=4.2 $IP1:/ from init_net (
 if [ -n "$why" ]; then
 	t_skip "$why"
 else
-	t0=$(date +%s)
+	t0=$EPOCHSECONDS
 	timeout "$tmo" mount -t nfs4 -o "proto=rdma,port=$NPORT,vers=4.2" "$IP1:/" "$MNT" 2>"$OUT/mount.err"
 	rc=$?
-	diag "mount took $(($(date +%s) - t0)) s"
+	diag "mount took $(($EPOCHSECONDS - t0)) s"
 	if [ "$rc" != 0 ]; then
 		t_fail "mount failed (exit $rc$([ "$rc" = 124 ] && echo ", timed out after ${tmo}s")): $(tr '\n' ' ' <"$OUT/mount.err") $(dmesg | grep -iE 'rpcrdma|nfs' | tail -3 | tr '\n' ' ')"
 	else

@@ -18,8 +18,14 @@ for t in rping ucmatose udaddy rdma_server rdma_client ib_send_bw; do
 done
 
 # cm_listening NETNS PORT: an rdma_cm id listens on PORT in NETNS (on the
-# port: a listener of the previous subtest may not be gone yet).
-cm_listening() { ns "$1" rdma res show cm_id 2>/dev/null | grep -qE "LISTEN.*:$2( |\$)"; }
+# port: a listener of the previous subtest may not be gone yet).  Polled:
+# the line is matched in bash, not by one more program (~0.3 s each on the
+# debug kernel under TCG).
+cm_listening() {
+	local out re="LISTEN[^"$'\n'"]*:$2( |"$'\n'"|\$)"
+	out=$(ns "$1" rdma res show cm_id 2>/dev/null) || return 1
+	[[ $out =~ $re ]]
+}
 
 # cm_mark / cm_diag: after a failure, what each device counted since the
 # mark, the QPs still there and the neighbours (a CM exchange that stalls

@@ -38,8 +38,24 @@ _vm_init() {
 	# of them (32 MiB of the guest's 2 GiB), reserved while memory is free
 	echo 16 >/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages 2>/dev/null
 
-	# libibverbs and rdma-cm need the uverbs/ucm character devices
+	# Two udev rules of other packages that the host has installed (for
+	# the iSER and SRP tests) start programs on every netdev and umad
+	# device added or removed: open-iscsi's net-interface-handler (for an
+	# iSCSI root configured by an initramfs; none here) and srp_daemon's
+	# `systemctl show` (no systemd here).  Each program costs ~0.3 s on
+	# the debug kernel under TCG, and the tests add and remove devices by
+	# the dozen.  Masked for this boot (a same-named rule in /run wins
+	# over /lib); rdma-core's device naming and systemd's sysctl rule stay.
 	local m
+	if [ -d /run/udev ] && command -v udevadm >/dev/null; then
+		mkdir -p /run/udev/rules.d
+		for m in 70-iscsi-network-interface.rules 60-srp_daemon.rules; do
+			[ -e "/lib/udev/rules.d/$m" ] && ln -sf /dev/null "/run/udev/rules.d/$m"
+		done
+		udevadm control --reload 2>/dev/null
+	fi
+
+	# libibverbs and rdma-cm need the uverbs/ucm character devices
 	for m in ib_uverbs rdma_ucm ib_umad; do
 		modprobe -q "$m" 2>/dev/null
 	done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Host-side checks of selftests/lib.sh helpers that replaced a program run
-# in the guest (scripts/host-test.sh runs this).  Prints TAP; exits non-zero
-# on a failure.
+# Host-side checks of the selftests/lib.sh helpers and the run.sh code that
+# replaced a program run in the guest (scripts/host-test.sh runs this).
+# Prints TAP; exits non-zero on a failure.
 set -u
 . "$(dirname "$0")/lib.sh"
 n=0 bad=0

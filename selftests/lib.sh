@@ -269,8 +269,7 @@ kmemleak_scan() {
 # or in an earlier test would leave every later test passing unchecked on
 # the debug kernel: check_dmesg fails them instead, and names the report.
 kernel_checks_off() {
-	local t=0 why= first
-	local k v
+	local t=0 why= first k v
 	read -r t </proc/sys/kernel/tainted 2>/dev/null
 	if [ $((t >> 5 & 1)) = 1 ]; then
 		why="the kernel is tainted B (a KASAN, slab or bad-page report earlier in this boot): KASAN reports only the first bad access of a boot, so this test ran without it; "
@@ -544,12 +543,9 @@ gid_table() {
 		t=
 		read -r t <"$d/gid_attrs/types/$i" 2>/dev/null || continue
 		[ -n "$t" ] || continue
-		if [ $# -ge 2 ]; then
-			[ "$t" = "${3:-RoCE v2}" ] || continue
-			echo "$i $g $t"
-			return 0
-		fi
+		[ $# -ge 2 ] && [ "$t" != "${3:-RoCE v2}" ] && continue
 		echo "$i $g $t"
+		[ $# -ge 2 ] && return 0
 	done
 	[ $# -lt 2 ]
 }
@@ -961,7 +957,7 @@ rc_xfer() {
 	hwc_delta XB0 XA0 XD0
 	hwc_delta XB1 XA1 XD1
 	while IFS= read -r l; do diag "$l"; done <"$out"
-	diag "took $(($EPOCHSECONDS - start)) s"
+	diag "took $((EPOCHSECONDS - start)) s"
 	diag "$DEV0 counters:$(hwc_show XD0)"
 	diag "$DEV1 counters:$(hwc_show XD1)"
 	XFER_MTU=$(sed -n 's/.*path MTU \([0-9]*\),.*/\1/p' "$out" | head -1)

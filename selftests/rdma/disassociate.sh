@@ -67,7 +67,7 @@ cut_off() {
 	t=$EPOCHSECONDS
 	timeout $((60 * ${RROCE_TIMEOUT_SCALE:-1})) "$@"
 	rc=$?
-	t=$(($EPOCHSECONDS - t))
+	t=$((EPOCHSECONDS - t))
 	diag "$what returned $rc after $t s"
 	expect_eq "$what exit status" "$rc" 0
 	[ "$t" -le $((30 * ${RROCE_TIMEOUT_SCALE:-1})) ] || t_fail "$what took $t s with the device in use"

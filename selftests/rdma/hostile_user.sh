@@ -93,7 +93,7 @@ for c in "${CASES[@]}"; do
 	out=$(timeout "$CASE_TMO" "$HU" "$DEV0" "$G0" "$c" 2>&1)
 	rc=$?
 	while IFS= read -r l; do diag "$l"; done <<<"$out"
-	diag "$c took $(($EPOCHSECONDS - start)) s"
+	diag "$c took $((EPOCHSECONDS - start)) s"
 	[ $rc = 124 ] && t_fail "hostile_user $c killed after ${CASE_TMO}s"
 	[ $rc != 0 ] && [ $rc != 124 ] && t_fail "hostile_user $c exited $rc"
 	grep -q '^not ok' <<<"$out" && t_fail "a check of $c failed"

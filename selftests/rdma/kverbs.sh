@@ -62,7 +62,7 @@ start=$EPOCHSECONDS
 out=$(timeout -s KILL $((700 * scale)) insmod "$KO" dev_a="$A" dev_b="$B" \
 	timeout_ms=$((20000 * scale)) 2>&1)
 rc=$?
-took=$(($EPOCHSECONDS - start))
+took=$((EPOCHSECONDS - start))
 lines=$(dmesg | awk -v m="$mark" 'index($0, m) { seen = 1; next } seen' |
 	sed -n 's/^.*\] rroce_kverbs: //p')
 

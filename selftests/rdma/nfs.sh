@@ -93,7 +93,7 @@ else
 	t0=$EPOCHSECONDS
 	timeout "$tmo" mount -t nfs4 -o "proto=rdma,port=$NPORT,vers=4.2" "$IP1:/" "$MNT" 2>"$OUT/mount.err"
 	rc=$?
-	diag "mount took $(($EPOCHSECONDS - t0)) s"
+	diag "mount took $((EPOCHSECONDS - t0)) s"
 	if [ "$rc" != 0 ]; then
 		t_fail "mount failed (exit $rc$([ "$rc" = 124 ] && echo ", timed out after ${tmo}s")): $(tr '\n' ' ' <"$OUT/mount.err") $(dmesg | grep -iE 'rpcrdma|nfs' | tail -3 | tr '\n' ' ')"
 	else

@@ -33,7 +33,7 @@ else
 	(cd "$work/tests" && timeout $((1650 * ${RROCE_TIMEOUT_SCALE:-1})) \
 		/usr/bin/python3 run_tests.py --dev "$DEV0" --gid "$gidx" -v) >"$log" 2>&1
 	rc=$?
-	diag "took $(($EPOCHSECONDS - start))s, exit $rc; log: $log"
+	diag "took $((EPOCHSECONDS - start))s, exit $rc; log: $log"
 	ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$log")
 	[ -n "$ran" ] || t_fail "no 'Ran N tests' line (exit $rc): $(tail -3 "$log" | tr '\n' ' ')"
 	# "test_x (tests.test_y.Class.test_x) ... ok|skipped '...'|FAIL|ERROR",

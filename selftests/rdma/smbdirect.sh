@@ -97,7 +97,7 @@ else
 	t0=$EPOCHSECONDS
 	timeout "$tmo" mount -t cifs "//$VL_IPB/rroce" "$MNT" -o "rdma,vers=3.1.1,username=$SUSER,password=$SPASS" 2>"$OUT/mount.err"
 	rc=$?
-	diag "mount took $(($EPOCHSECONDS - t0)) s"
+	diag "mount took $((EPOCHSECONDS - t0)) s"
 	if [ "$rc" != 0 ]; then
 		t_fail "mount failed (exit $rc$([ "$rc" = 124 ] && echo ", timed out after ${tmo}s")): $(tr '\n' ' ' <"$OUT/mount.err") $(dmesg | grep -iE 'cifs|smb|ksmbd' | tail -3 | tr '\n' ' ')"
 	else
@@ -135,7 +135,7 @@ else
 	if [ "$mounted" = 1 ]; then
 		t0=$EPOCHSECONDS
 		bounded "$tmo" umount "$MNT" || t_fail "umount $MNT failed"
-		diag "umount took $(($EPOCHSECONDS - t0)) s"
+		diag "umount took $((EPOCHSECONDS - t0)) s"
 		mountpoint -q "$MNT" && t_fail "$MNT still mounted"
 		mounted=0
 	fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make check`: host tests, then the VM selftests.
+# `make check`: host tests and the VM selftests.
 #
 #   scripts/check.sh [plain|debug]   (default plain; `make check-debug`)
 #
@@ -8,9 +8,10 @@
 # userspace, faults, failslab, limits, kernel consumers...), which run on the
 # debug kernel (KASAN, lockdep, kmemleak, UBSAN, failslab), where a memory
 # or locking bug becomes a report that check_dmesg turns into a failure.
-# The debug kernel is built in the background from the start, so on a
-# fresh machine (no ~/.cache/rroce) the two kernels build side by side
-# (sharing the CPU about equally: see the note at the debug build below).  Time bounds (seconds since the start; the CI limit is 90 min):
+# Both kernels build in the background from the start, the debug one first
+# (see kbuild below); each VM run starts as soon as its kernel and module
+# are built, the debug one first, and the host tests run beside them.
+# Time bounds (seconds since the start; the CI limit is 90 min):
 #   RROCE_CHECK_BUDGET (5100)     everything ends by then
 #   RROCE_FALLBACK_SECS (600)     kept at the end for the fallback below
 #   RROCE_DEBUG_MIN_SECS (600)    the debug stage starts only with at least
@@ -37,7 +38,7 @@
 # ran 1.6-1.8x slower in both arrangements; not pinned down further, and
 # plain with 2 vCPUs not niced was not measured).  The debug stage keeps
 # 2 vCPUs: the robustness tests race on them.
-# RROCE_CHECK_SERIAL=1: one after the other, both with 2 vCPUs.
+# RROCE_CHECK_SERIAL=1: one after the other (debug first), both with 2 vCPUs.
 #
 # `make check-debug` runs the whole suite on the debug kernel instead
 # (5-10x slower than plain under TCG: hours, not for CI).
@@ -66,13 +67,6 @@ mkdir -p build
 # Closing lines (what CI shows first): how long each stage took and which
 # subtests failed, by script.
 stages=()
-stage_t=$t0
-stage_done() { # stage_done NAME: the stage that began at the last mark ended now
-	local now
-	now=$(date +%s)
-	stages+=("$1 $(((now - stage_t) / 60))m$(((now - stage_t) % 60))s")
-	stage_t=$now
-}
 failures=()
 note_failures() { # note_failures LOG: remember "script: not ok N - ..." lines
 	local l
@@ -103,58 +97,63 @@ DEBUG_TESTS=(hostile_packets hostile_user memcg faults kill_reclaim disassociate
 budget_end=$((t0 + ${RROCE_CHECK_BUDGET:-5100}))
 debug_end=$((budget_end - ${RROCE_FALLBACK_SECS:-600}))
 wait_deadline=$((debug_end - ${RROCE_DEBUG_MIN_SECS:-600}))
-debug_stage=0 dbg_pid=
-if [ "$flavor" = plain ] && [ "${RROCE_CHECK_DEBUG:-1}" = 1 ]; then
-	debug_stage=1
-	# Own process group (setsid), so that a build that cannot finish in
-	# time can be stopped as a whole; make leaves no half-written objects
-	# behind and resumes on the next run.  The exit status lands in a
-	# file: "still running" must not be judged by the pid, which may be
-	# reused during a long suite.
-	rm -f build/kernel-debug.rc
-	# Its own session is its own autogroup (with sched_autogroup, on in
-	# Debian's kernels, each session is a scheduling group in which a
-	# nice value only ranks the group's own tasks), so the two kernel
-	# builds share the CPU about equally whatever nice says (measured
-	# 2026-12-02, fresh: the plain one done after 20.8 min, the debug one
-	# in 24 min, ~4 min later); on a host without autogroup, nice 19
-	# gives it the CPU the plain build leaves idle.
-	setsid bash -c 'nice -n 19 "$1" debug; echo $? >"$2"' _ "$here/kernel.sh" "$RROCE_TOP/build/kernel-debug.rc" \
-		>build/kernel-debug.log 2>&1 &
-	dbg_pid=$!
-fi
-dbg_running() { [ -n "$dbg_pid" ] && [ ! -f build/kernel-debug.rc ]; }
-stop_debug_build() {
-	[ -n "$dbg_pid" ] || return 0
-	dbg_running && kill -TERM -- "-$dbg_pid" 2>/dev/null
-	wait "$dbg_pid" 2>/dev/null
-	dbg_pid=
+serial=${RROCE_CHECK_SERIAL:-0}
+debug_stage=0
+[ "$flavor" = plain ] && [ "${RROCE_CHECK_DEBUG:-1}" = 1 ] && debug_stage=1
+since() { # since [T]: "XmYs" from the start of make check to T (default now)
+	local s=$((${1:-$(date +%s)} - t0))
+	echo "$((s / 60))m$((s % 60))s"
 }
-plain_pid=
+
+# Both kernels build in the background from the start, each in its own
+# session (its own process group, so that a build that cannot finish in
+# time can be stopped as a whole -- make leaves no half-written objects
+# and resumes on the next run -- and its own autogroup).  The exit status
+# lands in build/kernel-FLAVOR.rc: "still running" must not be judged by a
+# pid, which may be reused during a long run.
+#
+# The debug stage is the longest chain of a run (its kernel, then ~15 min
+# of robustness tests on it), so the debug kernel builds at normal
+# priority and the plain one at nice 19 -- for its session's autogroup
+# too: with sched_autogroup (on in Debian's kernels) each session is a
+# scheduling group and a nice value only ranks tasks within it, so nice
+# alone would leave the two builds sharing the CPU equally.  The plain
+# build takes what the debug build and, later, the debug VM leave idle.
+# On a fresh machine (no ~/.cache/rroce) the debug kernel is then ready
+# after about the time it takes alone; cached, both are ready at once.
+kbuild() { # kbuild FLAVOR NICE: scripts/kernel.sh FLAVOR in the background ($! is its session)
+	rm -f "build/kernel-$1.rc"
+	setsid bash -c 'echo "$3" >/proc/self/autogroup 2>/dev/null; nice -n "$3" "$1" "$2"; echo $? >"$4"' \
+		_ "$here/kernel.sh" "$1" "$2" "$RROCE_TOP/build/kernel-$1.rc" >"build/kernel-$1.log" 2>&1 &
+}
+dbg_kpid= plain_kpid= dbg_vm_pid= plain_vm_pid=
+if [ $debug_stage = 1 ]; then
+	kbuild debug 0
+	dbg_kpid=$!
+	kbuild "$flavor" 19
+else
+	kbuild "$flavor" 0
+fi
+plain_kpid=$!
 stop_all() {
-	stop_debug_build
-	[ -z "$plain_pid" ] || kill -TERM -- "-$plain_pid" 2>/dev/null
+	local p
+	for p in "$dbg_kpid" "$plain_kpid" "$dbg_vm_pid" "$plain_vm_pid"; do
+		[ -z "$p" ] || kill -TERM -- "-$p" 2>/dev/null
+	done
 }
 trap stop_all EXIT
+kernel_done() { [ -f "build/kernel-$1.rc" ]; } # its build ended (check the rc file for how)
+kernel_ok() { [ "$(cat "build/kernel-$1.rc" 2>/dev/null)" = 0 ]; }
 
-"$here/host-test.sh" 2>&1 | tee build/host-test.log
-count build/host-test.log
-grep -qE '^host: [0-9]+ passed, 0 failed' build/host-test.log || failures+=("host tests: $(grep -E 'passed, [0-9]+ failed' build/host-test.log | tail -1)")
-stage_done "host tests"
-
-built=1
-"$here/module.sh" "$flavor" || { built=0; fail=$((fail + 1)); echo "not ok: module build ($flavor)"; }
-"$here/provider.sh" || { built=0; fail=$((fail + 1)); echo "not ok: provider build"; }
-# without its module the kverbs selftest skips; the others still run
-"$here/kmod.sh" "$flavor" || { fail=$((fail + 1)); echo "not ok: kverbs test module build ($flavor)"; }
-[ $built = 1 ] || failures+=("module or provider build ($flavor)")
-# The selftests' C programs, built here rather than by each VM under TCG
-# (the guests' c_prog/mpi_prog find them up to date; 15-20 s each there).
+# What both VMs need: the provider and the selftests' C programs (built
+# here rather than by each VM under TCG: the guests' c_prog/mpi_prog find
+# them up to date; 15-20 s each there).
+common=1
+"$here/provider.sh" || { common=0; fail=$((fail + 1)); echo "not ok: provider build"; failures+=("provider build"); }
 bash -c '. selftests/lib.sh && c_prog hostile_user >/dev/null && mpi_prog mpi_pingpong >/dev/null' ||
 	echo "warning: the selftests' C programs did not build on the host; the VMs try again"
-stage_done "$flavor kernel + module + provider"
-# finished_scripts LOG: the names of the scripts run.sh finished in LOG
-finished_scripts() {
+
+finished_scripts() { # finished_scripts LOG: the names of the scripts run.sh finished in LOG
 	sed -nE 's/^(not )?ok [0-9]+ selftests: rdma: ([a-z0-9_]+).*/\2/p' "$1"
 }
 # count_cut LOG WHAT N: count LOG like `count`, but if its run was cut by
@@ -180,144 +179,220 @@ count_cut() {
 	cut_notes+=("$what cut by the time limit after $(finished_scripts "$log" | wc -l) of $n scripts")
 }
 cut_notes=()
+# follow_vm PID LOG WHAT: print LOG as it grows until the VM job PID ends
+follow_vm() {
+	step "$3: its log"
+	tail -n +1 -f --pid="$1" "$2"
+	wait "$1"
+	done_step
+}
 time_left() { # seconds left until the budget's end, at least 60 (0 = no limit for make check-debug)
 	local l=$((budget_end - $(date +%s)))
 	if [ "$flavor" = debug ]; then echo 0; elif [ $l -lt 60 ]; then echo 60; else echo $l; fi
 }
-plain_vm() { # plain_vm LOGNAME TIMEOUT run.sh-ARGS...
+plain_vm() { # plain_vm LOGNAME TIMEOUT run.sh-ARGS...: in the foreground
 	local log=build/$1.log tmo=$2
 	shift 2
 	RROCE_KO=$RROCE_TOP/build/$flavor/rroce.ko RROCE_KVERBS_KO=$RROCE_TOP/build/$flavor/kmod/rroce_kverbs_test.ko \
 		timeout --kill-after=30 "$tmo" "$here/vm" --kernel "$flavor" selftests/run.sh "$@" 2>&1 | tee "$log"
 }
-fallback=()
-on_fallback=()
-on_debug=()
-ran_on_debug() { [[ " ${on_debug[*]} " == *" $1 "* ]]; }
-plain_t0=
-plain_done() { # count the plain suite's log (waiting for it if it runs in the background)
-	local end
-	[ -n "$plain_t0" ] || return 0
-	if [ -n "$plain_pid" ]; then
-		wait "$plain_pid"
-		plain_pid=
-		step "VM selftests ($flavor kernel), run beside the debug stage: its log"
-		cat build/selftests.log
-		done_step
-	fi
-	end=$(cat build/selftests.end 2>/dev/null || date +%s)
-	count build/selftests.log
-	note_failures build/selftests.log
-	stages+=("VM selftests ($flavor) $(((end - plain_t0) / 60))m$(((end - plain_t0) % 60))s")
-	plain_t0=
-	stage_t=$(date +%s)
+
+# The two VM runs.  Each starts as soon as its kernel is built (the debug
+# one first when both are) and runs in the background in its own session
+# (so that the EXIT trap can stop its VM); its log is printed when make
+# check waits for it.  The plain VM gets one vCPU while the debug stage
+# runs beside it (see the top of this file), the debug VM keeps two: the
+# robustness tests race on them.
+dbg_state=wait plain_state=wait # wait, running, done, skip (debug) / failed (plain)
+why=
+built=$common
+debug_skip() { # debug_skip WHY: no debug stage this run
+	dbg_state=skip why=$1
+	# the plain build need not yield any more (lowering a nice value back
+	# needs privilege: without it, the plain build just stays slower)
+	[ -z "$plain_kpid" ] || echo 0 >"/proc/$plain_kpid/autogroup" 2>/dev/null
+	stages+=("debug stage skipped at $(since)")
 }
-if [ $built = 1 ]; then
-	plain_t0=$(date +%s)
-	rm -f build/selftests.end
-	if [ $debug_stage = 1 ] && [ "${RROCE_CHECK_SERIAL:-0}" != 1 ]; then
-		step "VM selftests ($flavor kernel), all but the robustness tests, in the background beside the debug stage (log at the end)"
-		# Own process group, so that the EXIT trap can stop its VM.  One
-		# vCPU, not niced (see the top of this file).
-		setsid bash -c '"$@" >build/selftests.log 2>&1; date +%s >build/selftests.end' _ \
-			env RROCE_KO="$RROCE_TOP/build/$flavor/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/$flavor/kmod/rroce_kverbs_test.ko" \
-			timeout --kill-after=30 "$(time_left)" "$here/vm" --cpus 1 --kernel "$flavor" selftests/run.sh -x "${DEBUG_TESTS[@]}" &
-		plain_pid=$!
-		done_step
-	elif [ $debug_stage = 1 ]; then
-		step "VM selftests ($flavor kernel), all but the robustness tests: those run on the debug kernel"
-		plain_vm selftests "$(time_left)" -x "${DEBUG_TESTS[@]}"
-		done_step
-		plain_done
-	else
-		step "VM selftests ($flavor kernel)"
-		plain_vm selftests "$(time_left)"
-		done_step
-		plain_done
+try_start_debug() {
+	local now
+	[ "$dbg_state" = wait ] && kernel_done debug || return 0
+	wait "$dbg_kpid" 2>/dev/null
+	dbg_kpid=
+	if ! kernel_ok debug; then
+		fail=$((fail + 1))
+		echo "not ok: debug kernel build"
+		tail -20 build/kernel-debug.log
+		debug_skip "debug kernel build failed (build/kernel-debug.log)"
+		return 0
 	fi
-fi
-if [ $debug_stage = 1 ] && [ $built = 1 ]; then
-	step "robustness tests on the debug kernel: ${DEBUG_TESTS[*]}"
-	ready=1 why=
-	# Wait for the build while the stage can still get its minimum time;
-	# give up early only when the build's recent pace says it cannot make
-	# it (objects still to build, against the plain kernel's count).
-	total=$(find "$RROCE_CACHE/build-plain" -name '*.o' 2>/dev/null | wc -l)
-	prev_t=$(date +%s) prev_n=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
-	while dbg_running; do
-		sleep 10
-		dbg_running || break
-		now=$(date +%s)
-		n=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
-		left=$((total > n ? total - n : 0))
-		rate_n=$((n - prev_n)) rate_t=$((now - prev_t))
-		if [ "$now" -ge "$wait_deadline" ]; then
-			ready=0
-		elif [ "$rate_t" -ge 120 ] && [ $((2 * (wait_deadline - now) * rate_n)) -lt $((left * rate_t)) ]; then
-			ready=0 # at the recent pace, it needs more than twice the time left
-		fi
-		if [ $ready = 0 ]; then
-			why="debug kernel build not finished in time ($n of ~$total objects, $(((now - t0) / 60)) min into make check; it resumes on the next run)"
-			break
-		fi
-		if [ "$rate_t" -ge 300 ]; then prev_t=$now prev_n=$n; fi
-	done
-	if [ $ready = 0 ]; then
-		stop_debug_build
-	else
-		wait "$dbg_pid" 2>/dev/null
-		if [ "$(cat build/kernel-debug.rc 2>/dev/null)" != 0 ]; then
-			ready=0 why="debug kernel build failed (build/kernel-debug.log)"
-			fail=$((fail + 1))
-			echo "not ok: debug kernel build"
-			tail -20 build/kernel-debug.log
-		fi
+	stages+=("debug kernel ready at $(since)")
+	if [ $common = 0 ]; then
+		debug_skip "the provider did not build"
+		return 0
 	fi
-	dbg_pid=
-	stage_done "waiting for the debug kernel"
-	if [ $ready = 1 ] && [ "$(date +%s)" -ge "$wait_deadline" ]; then
-		ready=0 why="no time left for it ($((($(date +%s) - t0) / 60)) min into make check)"
-	fi
-	if [ $ready = 1 ] && ! { "$here/module.sh" debug && "$here/kmod.sh" debug; }; then
-		ready=0 why="module build (debug) failed"
+	# (the CLIPPY=1 lint build is the plain flavor's: the same sources)
+	if ! { RROCE_MODULE_CLIPPY=0 "$here/module.sh" debug && "$here/kmod.sh" debug; }; then
 		fail=$((fail + 1))
 		echo "not ok: module build (debug)"
+		debug_skip "module build (debug) failed"
+		return 0
 	fi
-	if [ $ready = 1 ]; then
-		RROCE_KO=$RROCE_TOP/build/debug/rroce.ko RROCE_KVERBS_KO=$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko \
-			RROCE_TIMEOUT_SCALE=${RROCE_TIMEOUT_SCALE:-4} RROCE_RESULTS=$RROCE_TOP/build/selftests-debug \
-			timeout --kill-after=30 $((debug_end - $(date +%s))) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" 2>&1 |
-			tee build/selftests-debug.log
-		count_cut build/selftests-debug.log "debug stage" ${#DEBUG_TESTS[@]}
-		mapfile -t on_debug < <(finished_scripts build/selftests-debug.log)
-		note_failures build/selftests-debug.log
-		stage_done "robustness tests (debug)"
-	else
-		echo "ok - debug-kernel stage # SKIP $why"
+	now=$(date +%s)
+	if [ "$now" -ge "$wait_deadline" ]; then
+		debug_skip "no time left for it ($(((now - t0) / 60)) min into make check)"
+		return 0
 	fi
+	step "robustness tests on the debug kernel, in the background from $(since): ${DEBUG_TESTS[*]}"
+	rm -f build/selftests-debug.end
+	: >build/selftests-debug.log
+	setsid bash -c '"$@" >build/selftests-debug.log 2>&1; date +%s >build/selftests-debug.end' _ \
+		env RROCE_KO="$RROCE_TOP/build/debug/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko" \
+		RROCE_TIMEOUT_SCALE="${RROCE_TIMEOUT_SCALE:-4}" RROCE_RESULTS="$RROCE_TOP/build/selftests-debug" \
+		timeout --kill-after=30 $((debug_end - now)) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" &
+	dbg_vm_pid=$!
+	dbg_t0=$now dbg_state=running
+	done_step
+}
+try_start_plain() {
+	local args=() cpus=()
+	[ "$plain_state" = wait ] && kernel_done "$flavor" || return 0
+	[ "$serial" = 1 ] && [[ $dbg_state == @(wait|running) ]] && return 0
+	wait "$plain_kpid" 2>/dev/null
+	plain_kpid=
+	if ! kernel_ok "$flavor"; then
+		tail -20 "build/kernel-$flavor.log"
+		built=0
+	fi
+	stages+=("$flavor kernel ready at $(since)")
+	[ $built = 1 ] && "$here/module.sh" "$flavor" || { built=0; fail=$((fail + 1)); echo "not ok: kernel or module build ($flavor)"; }
+	# without its module the kverbs selftest skips; the others still run
+	[ $built = 0 ] || "$here/kmod.sh" "$flavor" || { fail=$((fail + 1)); echo "not ok: kverbs test module build ($flavor)"; }
+	if [ $built = 0 ]; then
+		failures+=("kernel, module or provider build ($flavor)")
+		plain_state=failed
+		return 0
+	fi
+	[ $debug_stage = 0 ] || args=(-x "${DEBUG_TESTS[@]}")
+	[ "$serial" = 1 ] || [[ $dbg_state != @(wait|running) ]] || cpus=(--cpus 1)
+	step "VM selftests ($flavor kernel${args:+, all but the robustness tests}), in the background from $(since)"
+	rm -f build/selftests.end
+	: >build/selftests.log
+	plain_t0=$(date +%s)
+	setsid bash -c '"$@" >build/selftests.log 2>&1; date +%s >build/selftests.end' _ \
+		env RROCE_KO="$RROCE_TOP/build/$flavor/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/$flavor/kmod/rroce_kverbs_test.ko" \
+		timeout --kill-after=30 "$(time_left)" "$here/vm" "${cpus[@]}" --kernel "$flavor" selftests/run.sh "${args[@]}" &
+	plain_vm_pid=$!
+	plain_state=running
+	done_step
+}
+# give_up_debug_build: true when the debug kernel cannot be ready in time
+# (the deadline passed, or its recent pace needs more than twice the time
+# left; objects still to build are counted against about 1,600, the debug
+# build's size on 2026-12-06, or the plain build's, if larger)
+dbg_prev_t=$(date +%s) dbg_prev_n=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
+give_up_debug_build() {
+	local now n total left rate_n rate_t
+	now=$(date +%s)
+	[ "$now" -lt "$wait_deadline" ] || return 0
+	n=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
+	total=$(find "$RROCE_CACHE/build-plain" -name '*.o' 2>/dev/null | wc -l)
+	[ "$total" -ge 1600 ] || total=1600
+	left=$((total > n ? total - n : 0))
+	rate_n=$((n - dbg_prev_n)) rate_t=$((now - dbg_prev_t))
+	[ "$rate_t" -ge 120 ] && [ $((2 * (wait_deadline - now) * rate_n)) -lt $((left * rate_t)) ] && return 0
+	if [ "$rate_t" -ge 300 ]; then dbg_prev_t=$now dbg_prev_n=$n; fi
+	return 1
+}
+
+on_debug=()
+finish_debug() { # wait for the debug VM (printing its log) and count it
+	local end
+	follow_vm "$dbg_vm_pid" build/selftests-debug.log "robustness tests on the debug kernel"
+	dbg_vm_pid=
+	count_cut build/selftests-debug.log "debug stage" ${#DEBUG_TESTS[@]}
+	mapfile -t on_debug < <(finished_scripts build/selftests-debug.log)
+	note_failures build/selftests-debug.log
+	end=$(cat build/selftests-debug.end 2>/dev/null || date +%s)
+	stages+=("robustness tests (debug) $(((end - dbg_t0) / 60))m$(((end - dbg_t0) % 60))s, done at $(since "$end")")
+	dbg_state=done
+}
+finish_plain() { # the same for the plain VM
+	local end
+	follow_vm "$plain_vm_pid" build/selftests.log "VM selftests ($flavor kernel)"
+	plain_vm_pid=
+	count build/selftests.log
+	note_failures build/selftests.log
+	end=$(cat build/selftests.end 2>/dev/null || date +%s)
+	stages+=("VM selftests ($flavor) $(((end - plain_t0) / 60))m$(((end - plain_t0) % 60))s, done at $(since "$end")")
+	plain_state=done
+}
+
+[ $debug_stage = 1 ] || dbg_state=skip
+# A cached kernel is "built" within seconds: then the debug VM starts
+# before the host tests, which run beside it.
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	[ $debug_stage = 1 ] && ! kernel_done debug || break
+	sleep 1
+done
+try_start_debug
+# The host tests run beside the kernel builds or the first VM.
+"$here/host-test.sh" 2>&1 | tee build/host-test.log
+count build/host-test.log
+grep -qE '^host: [0-9]+ passed, 0 failed' build/host-test.log || failures+=("host tests: $(grep -E 'passed, [0-9]+ failed' build/host-test.log | tail -1)")
+stages+=("host tests done at $(since)")
+[ $common = 1 ] || plain_state=failed
+while :; do
+	try_start_debug
+	try_start_plain
+	[ "$dbg_state" != wait ] && [ "$plain_state" != wait ] && break
+	# one after the other: the plain VM waits for the debug one to end
+	if [ "$serial" = 1 ] && [ "$dbg_state" = running ]; then
+		finish_debug
+		continue
+	fi
+	if [ "$dbg_state" = wait ] && ! kernel_done debug && give_up_debug_build; then
+		n=$(find "$RROCE_CACHE/build-debug" -name '*.o' 2>/dev/null | wc -l)
+		kill -TERM -- "-$dbg_kpid" 2>/dev/null
+		wait "$dbg_kpid" 2>/dev/null
+		dbg_kpid=
+		debug_skip "debug kernel build not finished in time ($n objects built, $(((($(date +%s)) - t0) / 60)) min into make check; it resumes on the next run)"
+	fi
+	if [ "$plain_state" = wait ] && [ "$(date +%s)" -ge $((budget_end - 120)) ]; then
+		kill -TERM -- "-$plain_kpid" 2>/dev/null
+		echo "not ok: $flavor kernel not built within the time limit"
+		fail=$((fail + 1)) built=0 plain_state=failed
+		failures+=("$flavor kernel not built within the time limit")
+	fi
+	sleep 5
+done
+
+[ "$dbg_state" != running ] || finish_debug
+[ $debug_stage = 0 ] || [ "$dbg_state" != skip ] || echo "ok - debug-kernel stage # SKIP $why"
+[ "$plain_state" != running ] || finish_plain
+
+fallback=() on_fallback=()
+ran_on_debug() { [[ " ${on_debug[*]} " == *" $1 "* ]]; }
+if [ $debug_stage = 1 ]; then
 	for t in "${DEBUG_TESTS[@]}"; do
 		ran_on_debug "$t" || [ "$t" = failslab ] || fallback+=("$t")
 	done
-	done_step
-	plain_done
-	if [ ${#fallback[@]} -gt 0 ]; then
+	if [ ${#fallback[@]} -gt 0 ] && [ "$plain_state" = done ]; then
 		step "robustness tests the debug stage did not run, on the plain kernel: ${fallback[*]}"
 		plain_vm selftests-fallback "$(time_left)" "${fallback[@]}"
 		count_cut build/selftests-fallback.log "fallback" ${#fallback[@]}
 		mapfile -t on_fallback < <(finished_scripts build/selftests-fallback.log)
 		note_failures build/selftests-fallback.log
-		stage_done "fallback on plain"
+		stages+=("fallback on plain done at $(since)")
 		done_step
 	fi
 fi
-plain_done
 echo "check took $(($(date +%s) - t0))s: ${stages[*]/%/,}"
 for f in "${failures[@]}"; do echo "FAILED $f"; done
 if [ $debug_stage = 1 ]; then
 	echo "robustness tests on the debug kernel: ${on_debug[*]:-none}"
 	echo "robustness tests on the plain kernel instead: ${fallback[*]:-none}"
 	for t in "${fallback[@]}"; do
-		[[ " ${on_fallback[*]} " == *" $t "* ]] || echo "not run: $t (the time limit cut the fallback) # SKIP"
+		[[ " ${on_fallback[*]} " == *" $t "* ]] || echo "not run: $t (no plain kernel, or the time limit cut the fallback) # SKIP"
 	done
 	for c in "${cut_notes[@]}"; do echo "$c"; done
 	ran_on_debug failslab || echo "not run: failslab (needs the debug kernel)"

@@ -203,6 +203,19 @@ has_line() {
 	return 1
 }
 
+# bg_logged FILE CMD...: run CMD in the background, stdout and stderr to
+# FILE, which is empty when this returns ($! is CMD's pid).  For a FILE
+# polled with has_line and used before: the background shell truncates it
+# only once it runs, so a poll right after `CMD >FILE &` can still read
+# the last run's lines (disassociate.sh's wait for "ready" did, on a
+# loaded host, and removed the device before the process had opened it).
+bg_logged() {
+	local f=$1
+	shift
+	: >"$f"
+	"$@" >>"$f" 2>&1 &
+}
+
 # --------------------------------------------------------------- dmesg check
 _dmesg_marker=
 

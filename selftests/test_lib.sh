@@ -64,13 +64,13 @@ s = socket.socket(fam)
 s.bind(("127.0.0.1" if sys.argv[1] == "4" else "::1", 0))
 c = socket.socket(fam)
 c.bind(("127.0.0.1" if sys.argv[1] == "4" else "::1", 0))
-print(s.getsockname()[1], c.getsockname()[1], flush=True)
 s.listen()
-time.sleep(5)' "$fam" >"$lf" 2>&1 &
+print(s.getsockname()[1], c.getsockname()[1], flush=True)
+time.sleep(120)' "$fam" >"$lf" 2>&1 &
 	lp=$!
-	wait_for 3 grep -q . "$lf"
+	# (generous: make check runs this beside two kernel builds)
+	wait_for 60 grep -q . "$lf"
 	read -r lport bport <"$lf"
-	wait_for 2 tcp_listening_in "$lp" "$lport"
 	check "tcp_listening_in: IPv$fam listener" "$(tcp_listening_in "$lp" "$lport" && echo yes)" yes
 	check "tcp_listening_in: IPv$fam port bound, not listening" "$(tcp_listening_in "$lp" "$bport" || echo no)" no
 	kill "$lp"
@@ -78,6 +78,18 @@ time.sleep(5)' "$fam" >"$lf" 2>&1 &
 	check "tcp_listening_in: a process that is gone" "$(tcp_listening_in "$lp" "$lport" || echo no)" no
 done
 rm -f "$lf"
+# bg_logged empties its file before the command starts: a has_line poll
+# right after it must not see the last run's lines
+bf=$(mktemp)
+echo ready >"$bf"
+bg_logged "$bf" sleep 0.3
+if has_line "$bf" '^ready'; then bs=stale; else bs=empty; fi
+check "bg_logged: the file is empty when it returns (no stale line)" "$bs" empty
+wait $!
+bg_logged "$bf" echo hello
+wait $!
+check "bg_logged: the command's output lands in the file" "$(cat "$bf")" hello
+rm -f "$bf"
 # The framing that every script and run.sh go through starts no program
 # where bash alone does (each costs ~0.3 s on the debug kernel under TCG).
 # ip_addrs parses `ip -o addr show` as the awk it replaced did.

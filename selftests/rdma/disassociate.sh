@@ -52,8 +52,8 @@ dx_setup() { # an extra device rroce_dx on the veth rrdx0 (10.79.0.1)
 cut_off() {
 	local dev=$1 idx=$2 what=$3 t rc l
 	shift 3
-	timeout $((240 * ${RROCE_TIMEOUT_SCALE:-1})) /usr/bin/python3 "$RROCE_REPO/selftests/py/disassociate.py" \
-		"$dev" "$idx" ${DX_MODE:+"$DX_MODE"} >"$out" 2>&1 &
+	bg_logged "$out" timeout $((240 * ${RROCE_TIMEOUT_SCALE:-1})) /usr/bin/python3 \
+		"$RROCE_REPO/selftests/py/disassociate.py" "$dev" "$idx" ${DX_MODE:+"$DX_MODE"}
 	pid=$!
 	if ! wait_for 60 has_line "$out" '^ready'; then
 		t_fail "the process did not get into traffic on $dev"

@@ -118,11 +118,14 @@ since() { # since [T]: "XmYs" from the start of make check to T (default now)
 # too: with sched_autogroup (on in Debian's kernels) each session is a
 # scheduling group and a nice value only ranks tasks within it, so nice
 # alone would leave the two builds sharing the CPU equally.  The plain
-# build takes what the debug build leaves idle, and once the debug VM
-# runs, an equal share (unnice_plain_build).  On a fresh machine (no
-# ~/.cache/rroce) the debug kernel is then ready after about the time it
-# takes alone (7.7 min of a fresh run on 2026-12-06, against 17-24 min
-# side by side); cached, both are ready at once.
+# build takes what the debug build and, later, the debug VM leave idle
+# (tried: the plain build back at nice 0 once the debug VM runs, as the
+# plain suite is then the longer chain of a fresh run; the plain kernel
+# was ready 50 s sooner, but the robustness tests beside the build took
+# up to twice as long: kill_reclaim 103 s against 47, limits 62 against
+# 29, hostile_packets 178 against 80).
+# On a fresh machine (no ~/.cache/rroce) the debug kernel is then ready
+# after about the time it takes alone; cached, both are ready at once.
 kbuild() { # kbuild FLAVOR NICE: scripts/kernel.sh FLAVOR in the background ($! is its session)
 	rm -f "build/kernel-$1.rc"
 	setsid bash -c 'echo "$3" >/proc/self/autogroup 2>/dev/null; nice -n "$3" "$1" "$2"; echo $? >"$4"' \
@@ -208,16 +211,11 @@ plain_vm() { # plain_vm LOGNAME TIMEOUT run.sh-ARGS...: in the foreground
 dbg_state=wait plain_state=wait # wait, running, done, skip (debug) / failed (plain)
 why=
 built=$common
-# unnice_plain_build: the plain kernel build stops yielding (lowering a
-# nice value needs privilege: without it, the build just stays slower)
-unnice_plain_build() {
-	[ -n "$plain_kpid" ] && ! kernel_done "$flavor" || return 0
-	echo 0 >"/proc/$plain_kpid/autogroup" 2>/dev/null
-	renice -n 0 -g "$plain_kpid" >/dev/null 2>&1
-}
 debug_skip() { # debug_skip WHY: no debug stage this run
 	dbg_state=skip why=$1
-	unnice_plain_build
+	# the plain build need not yield any more (lowering a nice value back
+	# needs privilege: without it, the plain build just stays slower)
+	[ -z "$plain_kpid" ] || echo 0 >"/proc/$plain_kpid/autogroup" 2>/dev/null
 	stages+=("debug stage skipped at $(since)")
 }
 try_start_debug() {
@@ -258,13 +256,6 @@ try_start_debug() {
 		timeout --kill-after=30 $((debug_end - now)) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" &
 	dbg_vm_pid=$!
 	dbg_t0=$now dbg_state=running
-	# A plain build still running now shares the CPU with the debug VM:
-	# the debug VM keeps only about one core busy, and the plain suite
-	# after the plain build is then the longer chain (fresh, 2026-12-06:
-	# debug kernel ready 7.7 min into the run, the debug stage done at
-	# 20.3 min, the plain build, niced all along, at 20.7, the plain suite
-	# 9 min after that)
-	unnice_plain_build
 	done_step
 }
 try_start_plain() {

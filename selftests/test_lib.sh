@@ -57,7 +57,10 @@ check "no 'ns ... &' in the scripts" "$(awk '{ l = l $0 } /\\$/ { sub(/\\$/, "",
 # tcp_listening_in reads /proc/PID/net/tcp and tcp6 (it replaced ss(8))
 lf=$(mktemp)
 for fam in 4 6; do
-	/usr/bin/python3 -c '
+	# (bg_logged: $lf still holds the IPv4 run's ports when the IPv6 one
+	# starts; read before the child had emptied it, they failed the check
+	# in make check runs beside two kernel builds)
+	bg_logged "$lf" /usr/bin/python3 -c '
 import socket, sys, time
 fam = socket.AF_INET if sys.argv[1] == "4" else socket.AF_INET6
 s = socket.socket(fam)
@@ -66,9 +69,8 @@ c = socket.socket(fam)
 c.bind(("127.0.0.1" if sys.argv[1] == "4" else "::1", 0))
 s.listen()
 print(s.getsockname()[1], c.getsockname()[1], flush=True)
-time.sleep(120)' "$fam" >"$lf" 2>&1 &
+time.sleep(120)' "$fam"
 	lp=$!
-	# (generous: make check runs this beside two kernel builds)
 	wait_for 60 grep -q . "$lf"
 	read -r lport bport <"$lf"
 	check "tcp_listening_in: IPv$fam listener" "$(tcp_listening_in "$lp" "$lport" && echo yes)" yes

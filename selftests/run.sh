@@ -22,7 +22,11 @@
 # RROCE_TIMEOUT_SCALE (multiplies timeouts), RROCE_KMEMLEAK (unset: one
 # kmemleak scan after all the scripts, a result of its own; 1: a scan at the
 # end of each script; 0: none), RROCE_RESULTS=DIR (per-test logs; default
-# build/selftests).
+# build/selftests), RROCE_CLAIMS=DIR (share the tests with other run.sh
+# instances given the same DIR, e.g. in other VMs over the host's file
+# system: each takes the next test no other instance has claimed yet --
+# an O_EXCL create of DIR/NAME -- so every test runs once in all; the TAP
+# plan then comes last and counts the tests this instance ran).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$here/rdma
@@ -97,13 +101,26 @@ if [ -z "${RROCE_KMEMLEAK:-}" ] && [ -w /sys/kernel/debug/kmemleak ]; then
 	echo clear >/sys/kernel/debug/kmemleak 2>/dev/null
 fi
 
+# claim NAME: true if this instance may run NAME (always, without RROCE_CLAIMS)
+claims=${RROCE_CLAIMS:-}
+claim() {
+	[ -n "$claims" ] || return 0
+	local rc
+	set -C
+	{ : >"$claims/$1"; } 2>/dev/null
+	rc=$?
+	set +C
+	return $rc
+}
+
 passed=0 failed=0 skipped=0
 echo "TAP version 13"
-echo "1..$((${#tests[@]} + leakscan))"
+[ -n "$claims" ] || echo "1..$((${#tests[@]} + leakscan))"
 i=0
 for t in "${tests[@]}"; do
-	i=$((i + 1))
 	name=$(test_name "$t")
+	claim "$name" || continue
+	i=$((i + 1))
 	log=$results/$name.tap
 	echo "# selftests: rdma: $name"
 	start=$EPOCHSECONDS
@@ -176,5 +193,6 @@ if [ $leakscan = 1 ]; then
 		echo "ok $i selftests: kmemleak (${took})"
 	fi
 fi
+[ -z "$claims" ] || echo "1..$i"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

@@ -147,6 +147,20 @@ check "run.sh: summary" "$(tail -1 <<<"$out")" "3 passed, 2 failed, 2 skipped"
 check "run.sh: verdicts" "$(grep -E '^(not )?ok [0-9]+ selftests' <<<"$out" | sed 's/ (.*//' | tr '\n' '|')" \
 	"not ok 1 selftests: rdma: t1 # exit=0|not ok 2 selftests: rdma: t2 # ran 1 of 3 planned subtests|ok 3 selftests: rdma: t3 # SKIP|"
 check "run.sh: the scripts' TAP indented, a last line without newline too" "$(grep -c '^# ok 4 - e$' <<<"$out")" 1
+# RROCE_CLAIMS: two run.sh at once share the scripts, each runs once in all
+mkdir "$d/claims"
+for k in 4 5 6 7 8 9; do printf '#!/bin/sh\necho "1..1"; sleep 0.2; echo "ok 1 - t%s"\n' "$k" >"$d/rdma/t$k.sh"; done
+chmod +x "$d"/rdma/*.sh
+RROCE_CLAIMS=$d/claims RROCE_RESULTS=$d/res "$d/run.sh" t4 t5 t6 t7 t8 t9 >"$d/a.out" 2>&1 &
+RROCE_CLAIMS=$d/claims RROCE_RESULTS=$d/res "$d/run.sh" t4 t5 t6 t7 t8 t9 >"$d/b.out" 2>&1
+wait $!
+check "run.sh claims: every script run once in all" \
+	"$(cat "$d/a.out" "$d/b.out" | grep -E '^ok [0-9]+ selftests' | sed -E 's/.*rdma: (t[0-9]).*/\1/' | sort | tr '\n' ' ')" "t4 t5 t6 t7 t8 t9 "
+na=$(grep -c '^ok ' "$d/a.out") nb=$(grep -c '^ok ' "$d/b.out")
+check "run.sh claims: both ran some" "$([ "$na" -ge 1 ] && [ "$nb" -ge 1 ] && echo yes)" yes
+check "run.sh claims: the counts add up" "$(tail -qn1 "$d/a.out" "$d/b.out" | awk '{p += $1} END {print p}')" 6
+check "run.sh claims: each plan counts its own scripts" \
+	"$(grep -h '^1\.\.' "$d/a.out" "$d/b.out" | sed 's/1\.\.//' | awk '{p += $1} END {print p}')" 6
 if command -v strace >/dev/null; then
 	execs=$(RROCE_RESULTS=$d/res strace -f -qq -e trace=execve -e signal=none "$d/run.sh" t3 2>&1 >/dev/null |
 		grep 'execve(.* = 0$' | grep -v -e '/run.sh"' -e '/t3.sh"' -e '"timeout"' | sed -E 's/.*execve\("([^"]*)".*/\1/' | tr '\n' ' ')

@@ -19,10 +19,22 @@ die() {
 	exit 1
 }
 
-# Run a long command, printing the elapsed time every minute.
+# Run a long command, printing the elapsed time every minute.  The ticker's
+# `sleep` dies with it: left over, it would keep the caller's open files --
+# kernel.sh's build lock among them -- for up to a minute after the command
+# (module.sh waited that long for the lock after every kernel build).
 with_ticker() {
 	local t0=$SECONDS ticker
-	(while sleep 60; do printf '    ... %s: %dm%02ds\n' "$_step_msg" $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60)) >&2; done) &
+	(
+		# $! is always this subshell's own sleep: the trap comes after the first
+		sleep 60 &
+		trap 'kill $! 2>/dev/null; exit 0' TERM
+		while :; do
+			wait $!
+			printf '    ... %s: %dm%02ds\n' "$_step_msg" $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60)) >&2
+			sleep 60 &
+		done
+	) &
 	ticker=$!
 	local rc=0
 	"$@" || rc=$?

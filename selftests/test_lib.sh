@@ -168,5 +168,21 @@ if command -v strace >/dev/null; then
 	check "run.sh: no program started per script but timeout and the script" "$execs" "/usr/bin/mkdir /usr/bin/getconf "
 fi
 rm -rf "$d"
+# scripts/lib.sh's with_ticker leaves nothing behind that holds the
+# caller's files: kernel.sh builds under a lock that module.sh then takes
+# (a leftover `sleep 60` of the ticker made it wait up to a minute)
+lk=$(mktemp)
+(
+	. "$RROCE_SELFTESTS/../scripts/lib.sh"
+	exec 9>"$lk"
+	flock 9
+	_step_msg=x
+	with_ticker sleep 0.5
+)
+t0=$(ms)
+flock -w 10 "$lk" true
+dt=$(($(ms) - t0))
+check "with_ticker: the lock is free when the command is done" "$([ $dt -lt 1000 ] && echo yes || echo "no: $dt ms")" yes
+rm -f "$lk"
 echo "1..$n"
 [ "$bad" = 0 ]

@@ -15,6 +15,17 @@ DEBS=(linux-source-6.12 clang lld llvm libclang-dev flex bison bc libelf-dev
 BINDGEN_VERSION=0.73.2
 VNG_VERSION=1.42
 
+# bindgen-cli compiles from crates.io for ~1.5 min and needs nothing apt
+# installs (it loads libclang at run time), so it builds beside apt-get.
+bindgen_pid= bindgen_log=
+if ! command -v bindgen >/dev/null || ! bindgen --version | grep -q "$BINDGEN_VERSION"; then
+	bindgen_log=$(mktemp)
+	echo "==> cargo install bindgen-cli $BINDGEN_VERSION, beside the rest" >&2
+	bindgen_t0=$(date +%s)
+	cargo install --quiet --locked bindgen-cli --version "$BINDGEN_VERSION" >"$bindgen_log" 2>&1 &
+	bindgen_pid=$!
+fi
+
 missing=()
 for p in "${DEBS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -41,16 +52,19 @@ if ! rustup component list --installed 2>/dev/null | grep -q '^clippy'; then
 	done_step
 fi
 
-if ! command -v bindgen >/dev/null || ! bindgen --version | grep -q "$BINDGEN_VERSION"; then
-	step "cargo install bindgen-cli $BINDGEN_VERSION"
-	cargo install --quiet --locked bindgen-cli --version "$BINDGEN_VERSION"
-	done_step
-fi
-
 if ! command -v vng >/dev/null || ! vng --version 2>/dev/null | grep -q "$VNG_VERSION"; then
 	step "pip install virtme-ng $VNG_VERSION"
 	# Into whatever python3 is first on PATH (pyenv or Debian's; the latter
 	# is "externally managed", hence the flag, harmless elsewhere).
 	python3 -m pip install --quiet --break-system-packages "virtme-ng==$VNG_VERSION"
 	done_step
+fi
+
+if [ -n "$bindgen_pid" ]; then
+	rc=0
+	wait "$bindgen_pid" || rc=$?
+	cat "$bindgen_log" >&2
+	rm -f "$bindgen_log"
+	[ $rc = 0 ] || die "cargo install bindgen-cli $BINDGEN_VERSION failed"
+	echo "==> cargo install bindgen-cli $BINDGEN_VERSION: done in $(($(date +%s) - bindgen_t0))s" >&2
 fi

@@ -56,6 +56,15 @@ flavor=${1:-plain}
 case $flavor in plain | debug) ;; *) die "flavor must be plain or debug, not '$flavor'" ;; esac
 export RROCE_KERNEL_FLAVOR=$flavor
 t0=$(date +%s)
+# host_cpu: "BUSY TOTAL" jiffies of all host CPUs so far (busy: not idle or
+# iowait), for the closing line's "host CPUs busy N %": how much of the
+# machine the run used, i.e. how far work, not waiting, bounds it
+host_cpu() {
+	local _c u n s i w q sq st
+	read -r _c u n s i w q sq st _ </proc/stat
+	echo "$((u + n + s + q + sq + st)) $((u + n + s + i + w + q + sq + st))"
+}
+read -r cpu_busy0 cpu_all0 < <(host_cpu)
 pass=0 fail=0
 count() { # parse "... N passed, N failed" from the last such line of a log
 	local line
@@ -423,6 +432,8 @@ if [ $debug_stage = 1 ]; then
 		done_step
 	fi
 fi
+read -r cpu_busy1 cpu_all1 < <(host_cpu)
+stages+=("host CPUs busy $((100 * (cpu_busy1 - cpu_busy0) / (cpu_all1 - cpu_all0 + 1))) %")
 echo "check took $(($(date +%s) - t0))s: ${stages[*]/%/,}"
 for f in "${failures[@]}"; do echo "FAILED $f"; done
 if [ $debug_stage = 1 ]; then

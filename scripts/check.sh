@@ -41,7 +41,8 @@
 # When the plain suite runs alone (a fresh run: its kernel, built at low
 # priority beside the debug build and stage, is ready only after the debug
 # stage; or with no debug stage), two VMs with one vCPU each share its
-# scripts (see try_start_plain).
+# scripts, and a second one joins when the debug stage ends first (see
+# try_start_plain).
 # RROCE_CHECK_SERIAL=1: one after the other (debug first), both with 2 vCPUs.
 #
 # `make check-debug` runs the whole suite on the debug kernel instead
@@ -274,8 +275,38 @@ try_start_debug() {
 	dbg_t0=$now dbg_state=running
 	done_step
 }
+# debug_vm_running: the debug VM has not ended (its job ends before
+# finish_debug marks the stage done)
+debug_vm_running() {
+	[ "$dbg_state" = wait ] || { [ "$dbg_state" = running ] && [ ! -f build/selftests-debug.end ]; }
+}
+plain_args=() plain_cpus=() plain_claims=
+plain_vm_add() { # one more plain VM in the background (build/selftests[-N].log)
+	local log=build/selftests.log
+	[ ${#plain_logs[@]} = 0 ] || log=build/selftests-$((${#plain_logs[@]} + 1)).log
+	plain_logs+=("$log")
+	rm -f "${log%.log}.end"
+	: >"$log"
+	setsid bash -c 'log=$1; shift; "$@" >"$log" 2>&1; date +%s >"${log%.log}.end"' _ "$log" \
+		env RROCE_KO="$RROCE_TOP/build/$flavor/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/$flavor/kmod/rroce_kverbs_test.ko" \
+		RROCE_CLAIMS="$plain_claims" \
+		timeout --kill-after=30 "$(time_left)" "$here/vm" "${plain_cpus[@]}" --kernel "$flavor" selftests/run.sh "${plain_args[@]}" &
+	plain_vm_pids+=($!)
+}
+# plain_vm_join: when the debug VM has ended and a lone plain VM still has
+# at least 4 scripts nobody took (a VM's boot is worth it), a second one
+# joins it
+plain_vm_join() {
+	local n
+	[ "$plain_state" = running ] && [ ${#plain_vm_pids[@]} = 1 ] && [ -n "$plain_claims" ] || return 0
+	[ ! -f build/selftests.end ] && ! debug_vm_running || return 0
+	n=$(selftests/run.sh -l | wc -l)
+	[ $debug_stage = 0 ] || n=$((n - ${#DEBUG_TESTS[@]}))
+	[ $((n - $(find "$plain_claims" -type f | wc -l))) -ge 4 ] || return 0
+	stages+=("a second plain VM joined at $(since)")
+	plain_vm_add
+}
 try_start_plain() {
-	local args=() cpus=()
 	[ "$plain_state" = wait ] && kernel_done "$flavor" || return 0
 	[ "$serial" = 1 ] && [[ $dbg_state == @(wait|running) ]] && return 0
 	wait "$plain_kpid" 2>/dev/null
@@ -293,38 +324,29 @@ try_start_plain() {
 		plain_state=failed
 		return 0
 	fi
-	[ $debug_stage = 0 ] || args=(-x "${DEBUG_TESTS[@]}")
+	[ $debug_stage = 0 ] || plain_args=(-x "${DEBUG_TESTS[@]}")
 	# Beside the debug stage: one VM with one vCPU.  Alone (the debug
 	# stage over, skipped, or not run): two VMs with one vCPU each share the
 	# scripts (RROCE_CLAIMS), as one VM keeps only ~1 core busy: the plain
 	# scripts mostly wait (peers, timers, TCG's slow clocks), they do not
 	# compute.  Measured 2026-12-06, one after the other: 249 s against
-	# 431 s in one VM with two vCPUs.  RROCE_CHECK_SERIAL: one VM, 2 vCPUs.
-	local vms=1 claims= k log
+	# 431 s in one VM with two vCPUs.  A second VM also joins when the
+	# debug stage ends before the plain suite (plain_vm_join).
+	# RROCE_CHECK_SERIAL: one VM with two vCPUs.
+	local vms=1
+	plain_claims=
 	if [ "$serial" != 1 ]; then
-		cpus=(--cpus 1)
-		[[ $dbg_state == @(wait|running) ]] || vms=2
+		plain_cpus=(--cpus 1)
+		plain_claims=$RROCE_TOP/build/selftests-claims
+		rm -rf "$plain_claims"
+		mkdir -p "$plain_claims"
+		debug_vm_running || vms=2
 	fi
-	if [ $vms = 2 ]; then
-		claims=$RROCE_TOP/build/selftests-claims
-		rm -rf "$claims"
-		mkdir -p "$claims"
-	fi
-	step "VM selftests ($flavor kernel${args:+, all but the robustness tests}${claims:+, shared by two VMs}), in the background from $(since)"
+	step "VM selftests ($flavor kernel${plain_args:+, all but the robustness tests}$([ $vms = 1 ] || echo ", shared by two VMs")), in the background from $(since)"
 	plain_t0=$(date +%s)
 	plain_logs=()
-	for k in $(seq $vms); do
-		log=build/selftests.log
-		[ "$k" = 1 ] || log=build/selftests-$k.log
-		plain_logs+=("$log")
-		rm -f "${log%.log}.end"
-		: >"$log"
-		setsid bash -c 'log=$1; shift; "$@" >"$log" 2>&1; date +%s >"${log%.log}.end"' _ "$log" \
-			env RROCE_KO="$RROCE_TOP/build/$flavor/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/$flavor/kmod/rroce_kverbs_test.ko" \
-			RROCE_CLAIMS="$claims" \
-			timeout --kill-after=30 "$(time_left)" "$here/vm" "${cpus[@]}" --kernel "$flavor" selftests/run.sh "${args[@]}" &
-		plain_vm_pids+=($!)
-	done
+	plain_vm_add
+	[ $vms = 1 ] || plain_vm_add
 	plain_state=running
 	done_step
 }
@@ -352,6 +374,7 @@ finish_debug() { # wait for the debug VM (printing its log) and count it
 	local end
 	follow_vm "$dbg_vm_pid" build/selftests-debug.log "robustness tests on the debug kernel"
 	dbg_vm_pid=
+	plain_vm_join
 	count_cut build/selftests-debug.log "debug stage" ${#DEBUG_TESTS[@]}
 	mapfile -t on_debug < <(finished_scripts build/selftests-debug.log)
 	note_failures build/selftests-debug.log

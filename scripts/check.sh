@@ -42,9 +42,7 @@
 # priority beside the debug build and stage, is ready only after the debug
 # stage; or with no debug stage), two VMs with one vCPU each share its
 # scripts, and a second one joins when the debug stage ends first (see
-# try_start_plain).  The mirror image for a cached run, where the plain
-# suite ends first: a second debug VM joins the first and takes half of
-# the robustness scripts it has not started (debug_vm_join).
+# try_start_plain).
 # RROCE_CHECK_SERIAL=1: one after the other (debug first), both with 2 vCPUs.
 #
 # `make check-debug` runs the whole suite on the debug kernel instead
@@ -149,7 +147,7 @@ kbuild() { # kbuild FLAVOR NICE: scripts/kernel.sh FLAVOR in the background ($! 
 	setsid bash -c 'echo "$3" >/proc/self/autogroup 2>/dev/null; nice -n "$3" "$1" "$2"; echo $? >"$4"' \
 		_ "$here/kernel.sh" "$1" "$2" "$RROCE_TOP/build/kernel-$1.rc" >"build/kernel-$1.log" 2>&1 &
 }
-dbg_kpid= plain_kpid=
+dbg_kpid= plain_kpid= dbg_vm_pid=
 plain_vm_pids=() plain_logs=()
 if [ $debug_stage = 1 ]; then
 	kbuild debug 0
@@ -161,7 +159,7 @@ fi
 plain_kpid=$!
 stop_all() {
 	local p
-	for p in "$dbg_kpid" "$plain_kpid" "${dbg_vm_pids[@]}" "${plain_vm_pids[@]}"; do
+	for p in "$dbg_kpid" "$plain_kpid" "$dbg_vm_pid" "${plain_vm_pids[@]}"; do
 		[ -z "$p" ] || kill -TERM -- "-$p" 2>/dev/null
 	done
 }
@@ -204,18 +202,10 @@ count_cut() {
 }
 cut_notes=()
 # follow_vm PID LOG WHAT: print LOG as it grows until the VM job PID ends
-# (its LOG.end written); every 5 s meanwhile, a VM may join (vm_joins)
 follow_vm() {
-	local tp
 	step "$3: its log"
-	tail -n +1 -f --pid="$1" "$2" &
-	tp=$!
-	while [ ! -f "${2%.log}.end" ] && kill -0 "$1" 2>/dev/null; do
-		vm_joins
-		sleep 5
-	done
+	tail -n +1 -f --pid="$1" "$2"
 	wait "$1"
-	wait "$tp"
 	done_step
 }
 time_left() { # seconds left until the budget's end, at least 60 (0 = no limit for make check-debug)
@@ -275,39 +265,20 @@ try_start_debug() {
 		return 0
 	fi
 	step "robustness tests on the debug kernel, in the background from $(since): ${DEBUG_TESTS[*]}"
-	# (claims: a second debug VM may join it, debug_vm_join)
-	dbg_claims=
-	if [ "$serial" != 1 ]; then
-		dbg_claims=$RROCE_TOP/build/selftests-debug-claims
-		rm -rf "$dbg_claims"
-		mkdir -p "$dbg_claims"
-	fi
-	dbg_t0=$now dbg_state=running
-	debug_vm_add
-	done_step
-}
-dbg_logs=() dbg_vm_pids=() dbg_claims=
-debug_vm_add() { # one more debug VM in the background (build/selftests-debug[-N].log)
-	local log=build/selftests-debug.log
-	[ ${#dbg_logs[@]} = 0 ] || log=build/selftests-debug-$((${#dbg_logs[@]} + 1)).log
-	dbg_logs+=("$log")
-	rm -f "${log%.log}.end"
-	: >"$log"
-	setsid bash -c 'log=$1; shift; "$@" >"$log" 2>&1; date +%s >"${log%.log}.end"' _ "$log" \
+	rm -f build/selftests-debug.end
+	: >build/selftests-debug.log
+	setsid bash -c '"$@" >build/selftests-debug.log 2>&1; date +%s >build/selftests-debug.end' _ \
 		env RROCE_KO="$RROCE_TOP/build/debug/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko" \
 		RROCE_TIMEOUT_SCALE="${RROCE_TIMEOUT_SCALE:-4}" RROCE_RESULTS="$RROCE_TOP/build/selftests-debug" \
-		RROCE_CLAIMS="$dbg_claims" \
-		timeout --kill-after=30 $((debug_end - $(date +%s))) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" &
-	dbg_vm_pids+=($!)
+		timeout --kill-after=30 $((debug_end - now)) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" &
+	dbg_vm_pid=$!
+	dbg_t0=$now dbg_state=running
+	done_step
 }
 # debug_vm_running: the debug VM has not ended (its job ends before
 # finish_debug marks the stage done)
 debug_vm_running() {
-	local l
-	[ "$dbg_state" = wait ] && return 0
-	[ "$dbg_state" = running ] || return 1
-	for l in "${dbg_logs[@]}"; do [ -f "${l%.log}.end" ] || return 0; done
-	return 1
+	[ "$dbg_state" = wait ] || { [ "$dbg_state" = running ] && [ ! -f build/selftests-debug.end ]; }
 }
 plain_args=() plain_cpus=() plain_claims=
 plain_vm_add() { # one more plain VM in the background (build/selftests[-N].log)
@@ -334,29 +305,6 @@ plain_vm_join() {
 	[ $((n - $(find "$plain_claims" -type f | wc -l))) -ge 4 ] || return 0
 	stages+=("a second plain VM joined at $(since)")
 	plain_vm_add
-}
-# plain_over: the plain suite has ended (every plain VM), or will not run
-plain_over() {
-	local l
-	[ "$plain_state" = wait ] && return 1
-	[ "$plain_state" = running ] || return 0
-	for l in "${plain_logs[@]}"; do [ -f "${l%.log}.end" ] || return 1; done
-}
-# debug_vm_join: the mirror image, for a cached run, where the plain suite
-# (8 min) ends long before the debug stage (14 min): when it has ended and
-# the lone debug VM still has at least 3 robustness scripts nobody took,
-# a second debug VM (also two vCPUs) shares them
-debug_vm_join() {
-	[ "$dbg_state" = running ] && [ ${#dbg_logs[@]} = 1 ] && [ -n "$dbg_claims" ] || return 0
-	debug_vm_running && plain_over || return 0
-	[ $((${#DEBUG_TESTS[@]} - $(find "$dbg_claims" -type f | wc -l))) -ge 3 ] || return 0
-	[ $((debug_end - $(date +%s))) -ge 300 ] || return 0
-	stages+=("a second debug VM joined at $(since)")
-	debug_vm_add
-}
-vm_joins() {
-	plain_vm_join
-	debug_vm_join
 }
 try_start_plain() {
 	[ "$plain_state" = wait ] && kernel_done "$flavor" || return 0
@@ -422,41 +370,29 @@ give_up_debug_build() {
 }
 
 on_debug=()
-finish_debug() { # wait for the debug VM(s) (printing the logs) and count them
-	local end=0 e i=0 log n
-	while [ $i -lt ${#dbg_logs[@]} ]; do
-		follow_vm "${dbg_vm_pids[$i]}" "${dbg_logs[$i]}" "robustness tests on the debug kernel$([ $i = 0 ] || echo ", VM $((i + 1))")"
-		i=$((i + 1))
-	done
-	dbg_vm_pids=()
+finish_debug() { # wait for the debug VM (printing its log) and count it
+	local end
+	follow_vm "$dbg_vm_pid" build/selftests-debug.log "robustness tests on the debug kernel"
+	dbg_vm_pid=
 	plain_vm_join
-	n=${#dbg_logs[@]}
-	for i in "${!dbg_logs[@]}"; do
-		log=${dbg_logs[$i]}
-		count_cut "$log" "debug stage$([ "$n" = 1 ] || echo " (VM $((i + 1)) of $n)")" ${#DEBUG_TESTS[@]}
-		mapfile -t -O "${#on_debug[@]}" on_debug < <(finished_scripts "$log")
-		note_failures "$log"
-		e=$(cat "${log%.log}.end" 2>/dev/null || date +%s)
-		[ "$e" -le "$end" ] || end=$e
-	done
-	stages+=("robustness tests (debug$([ "$n" = 1 ] || echo ", $n VMs")) $(((end - dbg_t0) / 60))m$(((end - dbg_t0) % 60))s, done at $(since "$end")")
+	count_cut build/selftests-debug.log "debug stage" ${#DEBUG_TESTS[@]}
+	mapfile -t on_debug < <(finished_scripts build/selftests-debug.log)
+	note_failures build/selftests-debug.log
+	end=$(cat build/selftests-debug.end 2>/dev/null || date +%s)
+	stages+=("robustness tests (debug) $(((end - dbg_t0) / 60))m$(((end - dbg_t0) % 60))s, done at $(since "$end")")
 	dbg_state=done
 }
 finish_plain() { # the same for the plain VM(s)
-	local end=0 e i=0
-	# (a VM may join while the first is followed: count them at the end)
-	while [ $i -lt ${#plain_logs[@]} ]; do
-		follow_vm "${plain_vm_pids[$i]}" "${plain_logs[$i]}" "VM selftests ($flavor kernel, VM $((i + 1)))"
-		i=$((i + 1))
-	done
+	local end=0 e i n=${#plain_logs[@]}
 	for i in "${!plain_logs[@]}"; do
+		follow_vm "${plain_vm_pids[$i]}" "${plain_logs[$i]}" "VM selftests ($flavor kernel$([ "$n" = 1 ] || echo ", VM $((i + 1)) of $n"))"
 		count "${plain_logs[$i]}"
 		note_failures "${plain_logs[$i]}"
 		e=$(cat "${plain_logs[$i]%.log}.end" 2>/dev/null || date +%s)
 		[ "$e" -le "$end" ] || end=$e
 	done
 	plain_vm_pids=()
-	stages+=("VM selftests ($flavor$([ ${#plain_logs[@]} = 1 ] || echo ", ${#plain_logs[@]} VMs")) $(((end - plain_t0) / 60))m$(((end - plain_t0) % 60))s, done at $(since "$end")")
+	stages+=("VM selftests ($flavor$([ "$n" = 1 ] || echo ", $n VMs")) $(((end - plain_t0) / 60))m$(((end - plain_t0) % 60))s, done at $(since "$end")")
 	plain_state=done
 }
 

@@ -22,9 +22,9 @@
 #   quick  write/read/send_bw 64 KiB, write_bw 64 B, write_lat 8 B.
 # Every run leaves in $BENCH_OUT: DRV.NAME.ROUND.log (the client's output,
 # what bench/report.py parses; its first line "# bench: CMD" is the
-# command) and DRV.NAME.ROUND.cpu ("kern_s user_s wall_s ncpu side": CPU
-# seconds of this guest in system+softirq+irq and in user+nice, from
-# /proc/stat, and wall seconds, around the run).
+# command) and DRV.NAME.ROUND.cpu ("kern_s user_s wall_s ncpu side idle_s":
+# CPU seconds of this guest in system+softirq+irq, in user+nice and in
+# idle+iowait, from /proc/stat, and wall seconds, around the run).
 
 # stamp WHAT: progress line on stderr, seconds since the start
 _bench_t0=$(date +%s)
@@ -208,23 +208,29 @@ bench_use() {
 	GIDX=$(gid_idx "$DEV" "$addr")
 }
 
-# cpu_jiffies: "kern user" jiffies of this guest so far, all CPUs, USER_HZ
-# units: kern = system+irq+softirq (the cost of the RDMA stack), user =
-# user+nice (perftest busy-polls its CQ: that is ~100% of a CPU whatever
-# the driver, so it is recorded but not what the report calls CPU cost)
-cpu_jiffies() { awk '$1 == "cpu" { print $4 + $7 + $8, $2 + $3; exit }' /proc/stat; }
+# cpu_jiffies: "kern user idle" jiffies of this guest so far, all CPUs,
+# USER_HZ units: kern = system+irq+softirq (the cost of the RDMA stack),
+# user = user+nice (perftest busy-polls its CQ: that is ~100% of a CPU
+# whatever the driver, so it is recorded but not what the report calls CPU
+# cost), idle = idle+iowait.  The three add up to the wall time only if
+# the kernel accounts its interrupt time (CONFIG_IRQ_TIME_ACCOUNTING):
+# with tick sampling, a softirq that runs on an idle CPU whose tick is
+# stopped (NO_HZ) is neither idle nor counted anywhere, and that is where
+# a receiver does most of its work.  The report checks the sum.
+cpu_jiffies() { awk '$1 == "cpu" { print $4 + $7 + $8, $2 + $3, $5 + $6; exit }' /proc/stat; }
 now_ns() { date +%s%N; }
-_cpu_k0=0 _cpu_u0=0 _cpu_t0=0
-cpu_mark() { read -r _cpu_k0 _cpu_u0 < <(cpu_jiffies); _cpu_t0=$(now_ns); }
-# cpu_write FILE SIDE: kernel and user CPU seconds and wall seconds since
-# cpu_mark
+_cpu_k0=0 _cpu_u0=0 _cpu_i0=0 _cpu_t0=0
+cpu_mark() { read -r _cpu_k0 _cpu_u0 _cpu_i0 < <(cpu_jiffies); _cpu_t0=$(now_ns); }
+# cpu_write FILE SIDE: kernel, user and idle CPU seconds and wall seconds
+# since cpu_mark
 cpu_write() {
-	local k1 u1 t1 hz
-	read -r k1 u1 < <(cpu_jiffies)
+	local k1 u1 i1 t1 hz
+	read -r k1 u1 i1 < <(cpu_jiffies)
 	t1=$(now_ns)
 	hz=$(getconf CLK_TCK)
-	awk -v k="$((k1 - _cpu_k0))" -v u="$((u1 - _cpu_u0))" -v hz="$hz" -v t="$((t1 - _cpu_t0))" \
-		-v n="$(nproc)" -v s="$2" 'BEGIN { printf "%.3f %.3f %.3f %d %s\n", k / hz, u / hz, t / 1e9, n, s }' >"$1"
+	awk -v k="$((k1 - _cpu_k0))" -v u="$((u1 - _cpu_u0))" -v i="$((i1 - _cpu_i0))" -v hz="$hz" \
+		-v t="$((t1 - _cpu_t0))" -v n="$(nproc)" -v s="$2" \
+		'BEGIN { printf "%.3f %.3f %.3f %d %s %.3f\n", k / hz, u / hz, t / 1e9, n, s, i / hz }' >"$1"
 }
 
 # gid_idx DEV ADDR: the RoCE v2 GID index of IPv4 ADDR on DEV (one grep

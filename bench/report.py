@@ -156,10 +156,30 @@ def parse_udp(path):
 
 
 def parse_cpu(path):
-    """system+softirq+irq seconds of a .cpu file ("kern_s user_s wall_s ncpu side")"""
+    """system+softirq+irq seconds of a .cpu file ("kern_s user_s wall_s ncpu side [idle_s]")"""
     try:
         t = open(path).read().split()
-        return float(t[0]) if len(t) == 5 else None
+        return float(t[0]) if len(t) in (5, 6) else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# A CPU record is only a measurement if the guest's CPU time adds up: with
+# tick-sampled accounting, interrupt and softirq work on an idle CPU whose
+# tick is stopped is neither idle nor system time (bench/lib.sh).
+UNACCOUNTED_MAX = 0.05
+
+
+def unaccounted(path):
+    """share of a .cpu file's CPU time (wall x ncpu) that is neither
+    kernel, user nor idle; None for a record without idle time"""
+    try:
+        t = open(path).read().split()
+        if len(t) != 6:
+            return None
+        kern, user, wall, ncpu, idle = float(t[0]), float(t[1]), float(t[2]), int(t[3]), float(t[5])
+        total = wall * ncpu
+        return (total - kern - user - idle) / total if total > 0 else None
     except (OSError, ValueError, IndexError):
         return None
 
@@ -242,8 +262,14 @@ def load(setup, setup_dir, duration, rounds=None):
         if "MBps" in good and ("bytes" in r or "iters" in r):
             moved = r["bytes"] if drv in LINK else moved_bytes(r, cmd, name, duration)
             cli, srv = parse_cpu(base + ".cpu"), parse_cpu(base + ".srv.cpu")
+            lost = [(side, u) for side, u in (("client", unaccounted(base + ".cpu")),
+                                              ("server", unaccounted(base + ".srv.cpu")))
+                    if u is not None and u > UNACCOUNTED_MAX]
             if cli is None or (setup == "pair" and srv is None) or bad(moved):
                 fail("no byte count" if bad(moved) else "no CPU record", ["cpu_s_per_GiB"])
+            elif lost:
+                fail("CPU time unaccounted (neither idle, user nor system+irq+softirq): "
+                     + ", ".join(f"{side} {u:.0%}" for side, u in lost), ["cpu_s_per_GiB"])
             else:
                 gib = moved / GIB
                 good["cpu_s_per_GiB"] = (cli + (srv or 0.0)) / gib

@@ -6,7 +6,8 @@
 
 A rate of 0.00 is a failure, listed, and not in the median; SEND's bytes come
 from perftest's counts (#iterations x #bytes), not MB/s x -D; a missing log
-is a failure; CPU is the system+softirq+irq field of the .cpu files.
+is a failure; CPU is the system+softirq+irq field of the .cpu files, and a
+record whose fields do not add up to its wall time is a failure.
 """
 import json
 import os
@@ -133,6 +134,26 @@ def test_duration_bytes_and_kernel_cpu():
     gib = 30.0 * 5 / 1024
     assert abs(rows["pair:write_bw_64K_cpu_s_per_GiB"]["values"]["rroce"][1] - 1.5 / gib) < 1e-6
     assert abs(rows["read_bw_64K_cpu_s_per_GiB"]["rroce"] - 2.0 / (22.0 * 5 / 1024)) < 1e-6
+
+
+def test_unaccounted_cpu_time_is_a_failure():
+    """a .cpu record with idle time whose fields do not add up to the wall
+    time (softirq work lost by tick sampling) gives no CPU figure, and says
+    why; one that adds up counts"""
+    with tempfile.TemporaryDirectory() as d:
+        cmd = "ib_write_bw -d rroce0 -x 3 -p 19001 -F -s 4096 -D 5 --margin 1 10.79.0.1"
+        for drv in report.DRIVERS:
+            write(d, f"{drv}.write_bw_4K.1.log", bw_log(cmd, 4096, 9000, 10.0, 0.00256))
+            # client: 1 + 4 + 0.9 of 6 s; server: rroce 0.2 + 0.1 + 3.0 of 6 s
+            write(d, f"{drv}.write_bw_4K.1.cpu", "1.000 4.000 6.000 1 client 0.900\n")
+            idle = 3.0 if drv == "rroce" else 5.7
+            write(d, f"{drv}.write_bw_4K.1.srv.cpu", f"0.200 0.100 6.000 1 server {idle:.3f}\n")
+        runs, failures, _ = report.load("pair", d, 5, rounds=1)
+        assert "cpu_s_per_GiB" not in runs[("rroce", "write_bw_4K")][1], runs
+        assert runs[("rroce", "write_bw_4K")][1]["MBps"] == 10.0
+        assert abs(runs[("rxe", "write_bw_4K")][1]["cpu_s_per_GiB"] - 1.2 / (50.0 / 1024)) < 1e-9, runs
+        assert [(f["driver"], f["why"]) for f in failures] == [
+            ("rroce", "CPU time unaccounted (neither idle, user nor system+irq+softirq): server 45%")], failures
 
 
 def test_small_message_rate_from_mpps():

@@ -77,3 +77,4 @@ for round in $(seq "$repeats"); do
 	while read -r name len; do tcp "$name" "$len"; done < <(tcp_tests)
 done
 bench_use rroce "$IF0" "$IP0"
+tsc_check "$out"

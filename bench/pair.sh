@@ -131,3 +131,4 @@ for round in $(seq "$repeats"); do
 	done < <(tcp_tests)
 done
 set_mtu "$nd" 1500
+tsc_check "$out"

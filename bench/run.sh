@@ -124,6 +124,11 @@ done
 kill $sampler 2>/dev/null || true
 /usr/bin/python3 "$here/host_state.py" $$ >"$logs/host-end.json"
 
+# The guests' CPU times add up only if the kernel accounts interrupt time
+# (bench/lib.sh); report.py fails CPU samples that do not add up otherwise.
+irqtime=False
+grep -qx CONFIG_IRQ_TIME_ACCOUNTING=y "$RROCE_CACHE/build-plain/.config" 2>/dev/null && irqtime=True
+
 # What the report needs to say how this was measured.
 /usr/bin/python3 - "$logs/meta.json" <<EOF
 import json, sys
@@ -136,6 +141,7 @@ json.dump({
     "seconds": {$(for s in $setups; do printf '"%s": %s, ' "$s" "${took[$s]}"; done) "total": $(($(date +%s) - t_start))},
     "host_cpus": $(nproc), "host": "$(uname -r)",
     "git": "$git_rev", "only": "${BENCH_ONLY:-}", "base": "${base_desc:-}",
+    "irq_time_accounting": $irqtime,
     "other_qemu_max": max(o) if o else 0,
     "other_qemu_mean": round(sum(o) / len(o), 2) if o else 0,
     "other_cpu_pct_max": max(c) if c else 0,

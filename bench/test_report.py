@@ -139,8 +139,12 @@ def test_duration_bytes_and_kernel_cpu():
 def test_unaccounted_cpu_time_is_a_failure():
     """a .cpu record with idle time whose fields do not add up to the wall
     time (softirq work lost by tick sampling) gives no CPU figure, and says
-    why; one that adds up counts"""
-    with tempfile.TemporaryDirectory() as d:
+    why; one that adds up counts.  With IRQ time accounting in the kernel
+    (meta) the rest is host steal: the figure counts and the summary says
+    how much was missing; a guest that marked its TSC unstable (which turns
+    the accounting off) makes it a failure again."""
+    with tempfile.TemporaryDirectory() as top:
+        d = os.path.join(top, "pair")
         cmd = "ib_write_bw -d rroce0 -x 3 -p 19001 -F -s 4096 -D 5 --margin 1 10.79.0.1"
         for drv in report.DRIVERS:
             write(d, f"{drv}.write_bw_4K.1.log", bw_log(cmd, 4096, 9000, 10.0, 0.00256))
@@ -154,6 +158,34 @@ def test_unaccounted_cpu_time_is_a_failure():
         assert abs(runs[("rxe", "write_bw_4K")][1]["cpu_s_per_GiB"] - 1.2 / (50.0 / 1024)) < 1e-9, runs
         assert [(f["driver"], f["why"]) for f in failures] == [
             ("rroce", "CPU time unaccounted (neither idle, user nor system+irq+softirq): server 45%")], failures
+        lost = []
+        runs, failures, _ = report.load("pair", d, 5, 1, lost)
+        assert failures == [] and lost == [("rroce", "write_bw_4K", 1, "server", 0.45)], (failures, lost)
+        assert abs(runs[("rroce", "write_bw_4K")][1]["cpu_server_s_per_GiB"] - 0.2 / (50.0 / 1024)) < 1e-9
+        meta = {"setups": ["pair"], "repeats": 1, "perftest_duration_s": 5, "irq_time_accounting": True}
+        _, failures, _ = report.report(top, meta)
+        assert failures == [] and meta["cpu_unaccounted"] == {"runs_over": 1, "max": 0.45, "median": 0.45}, meta
+        assert any("unaccounted: 1 (median 45%" in line for line in report.summary_lines(meta, failures))
+        write(d, "tsc-unstable", "b\n")
+        meta = {"setups": ["pair"], "repeats": 1, "perftest_duration_s": 5, "irq_time_accounting": True}
+        _, failures, _ = report.report(top, meta)
+        whys = sorted(f["why"] for f in failures)
+        assert len(whys) == 2 and whys[0].startswith("CPU time unaccounted") and "TSC unstable" in whys[1], whys
+
+
+def test_host_state_counts_a_process_started_in_the_window():
+    """bench/host_state.py: a process of ours that started between the two
+    samples (a VM booting) is ours, all of its CPU time; before, it counted
+    as 0, so the whole host's busy time minus ours called it other load."""
+    import host_state
+    hz = host_state.HZ
+    win = host_state.WINDOW
+    p0 = {100: (1, 0, "run.sh"), 200: (1, 50, "other")}
+    p1 = {100: (1, 0, "run.sh"), 101: (100, int(1.5 * hz), "qemu-system-x86"),
+          200: (1, 50 + int(0.5 * hz), "other"), 300: (1, int(0.2 * hz), "new-other")}
+    mine, other = host_state.shares(p0, p1, 100, 999)
+    assert abs(mine - 100.0 * 1.5 / win) < 1e-6, mine
+    assert set(other) == {200, 300} and abs(other[300][1] - 100.0 * 0.2 / win) < 1e-6, other
 
 
 def test_small_message_rate_from_mpps():

@@ -58,20 +58,28 @@ def cmdline(pid):
         return ""
 
 
-def state(root):
-    p0, b0 = procs(), host_busy()
-    time.sleep(WINDOW)
-    p1, b1 = procs(), host_busy()
-    me = os.getpid()
-    ncpu = os.cpu_count() or 1
-    host = 100.0 * ncpu * (b1[0] - b0[0]) / max(1, b1[1] - b0[1])  # % of one CPU
+def shares(p0, p1, root, me):
+    """(% of one CPU used by ours, {pid: (comm, %)} of the others) between
+    two procs() samples.  A process that started between them used all of
+    its CPU time in the window (counting it as 0 made a VM that boots in
+    the window look like another process's load)."""
     mine, other = 0.0, {}
     for pid, (ppid, t, comm) in p1.items():
-        c = 100.0 * (t - p0[pid][1]) / HZ / WINDOW if pid in p0 else 0.0
+        c = 100.0 * (t - (p0[pid][1] if pid in p0 else 0)) / HZ / WINDOW
         if pid == me or ours(pid, p1, root):
             mine += c
         else:
             other[pid] = (comm, c)
+    return mine, other
+
+
+def state(root):
+    p0, b0 = procs(), host_busy()
+    time.sleep(WINDOW)
+    p1, b1 = procs(), host_busy()
+    ncpu = os.cpu_count() or 1
+    host = 100.0 * ncpu * (b1[0] - b0[0]) / max(1, b1[1] - b0[1])  # % of one CPU
+    mine, other = shares(p0, p1, root, os.getpid())
     # the others' share: all that is not ours (short-lived processes such
     # as compilers are seen only this way)
     return {

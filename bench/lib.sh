@@ -219,13 +219,6 @@ bench_use() {
 # a receiver does most of its work.  The report checks the sum.
 cpu_jiffies() { awk '$1 == "cpu" { print $4 + $7 + $8, $2 + $3, $5 + $6; exit }' /proc/stat; }
 now_ns() { date +%s%N; }
-# tsc_check OUT: a kernel that marks its TSC unstable stops accounting
-# interrupt time (arch/x86/kernel/tsc.c); the file OUT/tsc-unstable tells
-# the report so
-tsc_check() {
-	dmesg | grep -q 'Marking TSC unstable' && echo "${RROCE_PAIR_ROLE:-vm}" >>"$1/tsc-unstable"
-	return 0
-}
 _cpu_k0=0 _cpu_u0=0 _cpu_i0=0 _cpu_t0=0
 cpu_mark() { read -r _cpu_k0 _cpu_u0 _cpu_i0 < <(cpu_jiffies); _cpu_t0=$(now_ns); }
 # cpu_write FILE SIDE: kernel, user and idle CPU seconds and wall seconds
@@ -238,6 +231,13 @@ cpu_write() {
 	awk -v k="$((k1 - _cpu_k0))" -v u="$((u1 - _cpu_u0))" -v i="$((i1 - _cpu_i0))" -v hz="$hz" \
 		-v t="$((t1 - _cpu_t0))" -v n="$(nproc)" -v s="$2" \
 		'BEGIN { printf "%.3f %.3f %.3f %d %s %.3f\n", k / hz, u / hz, t / 1e9, n, s, i / hz }' >"$1"
+}
+# tsc_check OUT: a kernel that marks its TSC unstable stops accounting
+# interrupt time (arch/x86/kernel/tsc.c); the file OUT/tsc-unstable tells
+# the report so
+tsc_check() {
+	dmesg | grep -q 'Marking TSC unstable' && echo "${RROCE_PAIR_ROLE:-vm}" >>"$1/tsc-unstable"
+	return 0
 }
 
 # gid_idx DEV ADDR: the RoCE v2 GID index of IPv4 ADDR on DEV (one grep

@@ -155,13 +155,30 @@ def parse_udp(path):
     return {}
 
 
-def parse_cpu(path):
-    """system+softirq+irq seconds of a .cpu file ("kern_s user_s wall_s ncpu side [idle_s]")"""
+def cpu_record(path):
+    """{"kern", "user", "wall", "ncpu"[, "idle"]} of a .cpu file
+    ("kern_s user_s wall_s ncpu side [idle_s]": seconds), None if unreadable"""
     try:
         t = open(path).read().split()
-        return float(t[0]) if len(t) in (5, 6) else None
-    except (OSError, ValueError, IndexError):
+        if len(t) not in (5, 6):
+            return None
+        r = {"kern": float(t[0]), "user": float(t[1]), "wall": float(t[2]), "ncpu": int(t[3])}
+        if len(t) == 6:
+            r["idle"] = float(t[5])
+        return r
+    except (OSError, ValueError):
         return None
+
+
+def parse_cpu(path):
+    """system+softirq+irq seconds of a .cpu file"""
+    r = cpu_record(path)
+    return r and r["kern"]
+
+
+def parse_wall(path):
+    r = cpu_record(path)
+    return r and r["wall"]
 
 
 # A CPU record is only a measurement if the guest's CPU time adds up: with
@@ -177,22 +194,11 @@ UNACCOUNTED_MAX = 0.05
 def unaccounted(path):
     """share of a .cpu file's CPU time (wall x ncpu) that is neither
     kernel, user nor idle; None for a record without idle time"""
-    try:
-        t = open(path).read().split()
-        if len(t) != 6:
-            return None
-        kern, user, wall, ncpu, idle = float(t[0]), float(t[1]), float(t[2]), int(t[3]), float(t[5])
-        total = wall * ncpu
-        return (total - kern - user - idle) / total if total > 0 else None
-    except (OSError, ValueError, IndexError):
+    r = cpu_record(path)
+    if not r or "idle" not in r or r["wall"] * r["ncpu"] <= 0:
         return None
-
-
-def parse_wall(path):
-    try:
-        return float(open(path).read().split()[2])
-    except (OSError, ValueError, IndexError):
-        return None
+    total = r["wall"] * r["ncpu"]
+    return (total - r["kern"] - r["user"] - r["idle"]) / total
 
 
 def arg(cmd, opt):
@@ -219,7 +225,7 @@ def load(setup, setup_dir, duration, rounds=None, cpu_lost=None):
     rounds: how many rounds there should be (else as many as seen).
     cpu_lost: None if CPU time a guest did not account means lost work (a
     failure of the CPU figure), else a list that gets each unaccounted share
-    above UNACCOUNTED_MAX (host steal) as (driver, test, round, side, share)."""
+    above UNACCOUNTED_MAX (host steal)."""
     runs, failures, wall = defaultdict(dict), [], defaultdict(list)
     if not os.path.isdir(setup_dir):
         return runs, failures, wall
@@ -279,7 +285,7 @@ def load(setup, setup_dir, duration, rounds=None, cpu_lost=None):
                      + ", ".join(f"{side} {u:.0%}" for side, u in lost), ["cpu_s_per_GiB"])
             else:
                 if cpu_lost is not None:
-                    cpu_lost += [(drv, name, rnd, side, u) for side, u in lost]
+                    cpu_lost += [u for _, u in lost]
                 gib = moved / GIB
                 good["cpu_s_per_GiB"] = (cli + (srv or 0.0)) / gib
                 if srv is not None:
@@ -737,7 +743,7 @@ def report(logdir, meta):
                              "metrics": []})
         lost = [] if exact else None
         runs, fails, w = load(s, d, duration, n, lost)
-        steal += [x[-1] for x in lost or []]
+        steal += lost or []
         setups_rows.append((s, rows_of(s, runs, fails)))
         failures += fails
         if w:

@@ -12,7 +12,7 @@
 #          ib_{write,send,read}_lat 8 B (-n BENCH_LAT_ITERS: p50 =
 #          t_typical, and p99); iperf3 TCP -l 64 KiB and 1 MiB and the UDP
 #          baseline (bench/udp_baseline.c: datagrams of a RoCE packet's size,
-#          1040 B) (BENCH_TCP=1).  Then the same link at MTU 9000 (RoCE
+#          1040 B, and a 40 B ping-pong for the latency) (BENCH_TCP=1).  Then the same link at MTU 9000 (RoCE
 #          MTU 4096; tests named *_mtu9000): ib_write_bw 64 KiB and 1 MiB,
 #          ib_read_bw and ib_send_bw 64 KiB, iperf3 TCP 64 KiB and the UDP
 #          baseline with 4112 B datagrams.
@@ -122,7 +122,8 @@ bw_cmd() {
 
 # tcp_tests: "NAME LEN" lines: the runs without RDMA, or nothing in quick
 # mode; NAME starts with the kind: tcp (iperf3 -l LEN) or udp (udp_baseline
-# with LEN-byte datagrams; two VMs only).
+# with LEN-byte datagrams, a flood for udp_bw_*, a ping-pong of
+# BENCH_LAT_ITERS round trips for udp_lat_*; two VMs only).
 _tcp_tests() {
 	local s
 	[ "$BENCH_SUITE" = quick ] && return
@@ -133,6 +134,9 @@ _tcp_tests() {
 	done
 	[ "${BENCH_SETUP:-}" = pair ] || return 0
 	echo "udp_bw_$(roce_frame 1500)B $(roce_frame 1500)"
+	# the link's latency: 40 B, the UDP payload of an 8-byte RDMA WRITE
+	# (BTH 12 + RETH 16 + 8 + ICRC 4), as ib_write_lat -s 8 sends
+	echo "udp_lat_40B 40"
 	echo "tcp_bw_64K_mtu9000 65536"
 	echo "udp_bw_$(roce_frame 9000)B_mtu9000 $(roce_frame 9000)"
 }
@@ -255,4 +259,4 @@ gid_idx() {
 
 # is_result FILE: FILE has a perftest result line (or an iperf3 JSON end,
 # or udp_baseline's report)
-is_result() { grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+|^udp_baseline: len ' "$1" || grep -q '"sum_received"' "$1"; }
+is_result() { grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+|^udp_baseline: (len|pingpong) ' "$1" || grep -q '"sum_received"' "$1"; }

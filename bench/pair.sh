@@ -4,7 +4,8 @@
 # both walk the same list of runs in the same order:
 #   for each round: rroce (all tests of bench/lib.sh), rdma_rxe (the same)
 #   and with --base the older rroce, in an order that turns each round
-#   (bench_drivers), then iperf3 TCP and the UDP baseline on the same link
+#   (bench_drivers), then iperf3 TCP and the UDP baseline (a flood and a
+#   ping-pong) on the same link
 #   (full suite); the tests named *_mtu9000 with the link at MTU 9000.
 # Each guest has one RDMA device at a time, on its link NIC pair0 (rroce0 or
 # rxe0: rdma_rxe lives in init_net, so this is fair to both).  Run number N
@@ -67,7 +68,16 @@ one() {
 	base=$out/$drv.$name.$round
 	set_mtu "$nd" "$(bench_mtu "$name")" || { echo "# $name: cannot set the MTU of $nd" >&2; return 0; }
 	stamp "$drv $name"
-	if [ "$drv" = udp ]; then
+	if [ "$drv" = udp ] && [ "${name#udp_lat_}" != "$name" ]; then
+		if [ "$role" = a ]; then
+			cpu_mark
+			timeout "$BENCH_TMO" "$udp_baseline" echo "$port" "$((BENCH_TMO - 5))" >"$base.srv.log" 2>&1
+			cpu_write "$base.srv.cpu" server
+		else
+			client "$base.log" "$udp_baseline" pingpong "$peer" "$port" "$1" "$BENCH_LAT_ITERS"
+			cpu_write "$base.cpu" client
+		fi
+	elif [ "$drv" = udp ]; then
 		if [ "$role" = a ]; then
 			cpu_mark
 			timeout "$BENCH_TMO" "$udp_baseline" sink "$port" "$((BENCH_TMO - 5))" >"$base.srv.log" 2>&1

@@ -142,14 +142,19 @@ def parse_iperf3(path):
 
 
 def parse_udp(path):
-    """{'MBps', 'bytes'} of udp_baseline's report: what the sink received,
-    over the time from its first to its last data datagram"""
+    """{'MBps', 'bytes'} of udp_baseline's flood report: what the sink
+    received, over the time from its first to its last data datagram;
+    {'us_typ', 'us_p99'} of its ping-pong report: half the round trip's p50
+    and p99, as ib_write_lat reports"""
     try:
         for line in open(path, errors="replace"):
             t = line.split()
             if len(t) == 13 and t[0] == "udp_baseline:" and t[1] == "len":
                 kv = dict(zip(t[1::2], t[2::2]))
                 return {"MBps": float(kv["MiBps"]), "bytes": float(kv["bytes"])}
+            if len(t) in (10, 12) and t[0] == "udp_baseline:" and t[1] == "pingpong":
+                kv = dict(zip(t[2::2], t[3::2]))
+                return {"us_typ": float(kv["rtt_p50_us"]) / 2, "us_p99": float(kv["rtt_p99_us"]) / 2}
     except (OSError, ValueError, KeyError):
         pass
     return {}
@@ -333,7 +338,7 @@ def rows_of(setup, runs, failures=()):
         name = f["test"].replace(f["driver"] + "_", "", 1) if f["driver"] in LINK else f["test"]
         ms = [name + "_" + k for k in KEYS if name + "_" + k in vals]
         if not ms:  # failed in every round: a row for its main metric
-            ms = [name + ("_us_typ" if "_lat_" in name else "_MBps")]
+            ms = [name + ("_us_typ" if "lat_" in name else "_MBps")]
             vals[ms[0]][f["driver"]]
         for m in ms:
             k = m[len(name) + 1:]
@@ -539,17 +544,35 @@ def tables(setup, rows, meta):
                     "(udp_baseline: a RoCE packet's size, sendmmsg/recvmmsg, what the receiver took)",
                     ["metric", "MiB/s", CPU_TITLE], t, CPU_SIDES.get(setup)))
     t = []
+    udp = g("lat_40B_us_typ")
     for op in LAT_OPS:
         for s in LAT_SIZES:
             a, b = g(f"{op}_lat_{s}_us_typ"), g(f"{op}_lat_{s}_us_p99")
             if not a:
                 continue
-            t.append([f"ib_{op}_lat {s}", cell(a, "rroce"), cell(a, "rxe"), ratio_s(a),
-                      cell(b, "rroce"), cell(b, "rxe"), ratio_s(b)])
+            r = [f"ib_{op}_lat {s}", cell(a, "rroce"), cell(a, "rxe"), ratio_s(a),
+                 cell(b, "rroce"), cell(b, "rxe"), ratio_s(b)]
+            if udp:
+                r.append(udp_latency(udp, op))
+            t.append(r)
     if t:
-        out.append(("latency, us (lower is better): p50 (perftest's t_typical) and p99",
-                    ["metric", "p50 rroce", "p50 rxe", "rroce/rxe", "p99 rroce", "p99 rxe", "rroce/rxe"], t, None))
+        hdr = ["metric", "p50 rroce", "p50 rxe", "rroce/rxe", "p99 rroce", "p99 rxe", "rroce/rxe"]
+        if udp:
+            hdr.append("UDP p50")
+        out.append(("latency, us (lower is better): p50 (perftest's t_typical) and p99"
+                    + ("; UDP: udp_baseline's 40 B ping-pong on the same link, half its round trip for "
+                       "write and send (as ib_write_lat reports), the whole round trip for read" if udp else ""),
+                    hdr, t, None))
     return out
+
+
+def udp_latency(row, op):
+    """the UDP ping-pong's p50 comparable to ib_OP_lat: ib_read_lat reports
+    a round trip, ib_write_lat and ib_send_lat half of one"""
+    v = row["values"].get("udp")
+    if not v:
+        return "failed" if row["failed"].get("udp") else "-"
+    return short(statistics.median(v) * (2 if op == "read" else 1))
 
 
 def setup_line(setup, meta):

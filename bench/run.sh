@@ -33,6 +33,7 @@
 # kernel) run as a third driver, "base", interleaved with the working
 # tree's and rdma_rxe; the report adds a table rroce/base.
 # BENCH_ONLY=REGEX runs only the tests whose names match (e.g. 'write_bw_.*').
+# BENCH_LAT_ITERS=N: round trips of each latency run (default 300).
 # The host is looked at (bench/host_state.py) at the start, every half
 # minute and at the end: other QEMU processes or CPU load not ours make the
 # report say "machine not idle".
@@ -95,7 +96,7 @@ sampler=$!
 trap 'kill $sampler 2>/dev/null || true' EXIT
 
 genv=(env BENCH_SUITE=$suite BENCH_REPEATS=$repeats BENCH_DURATION=$duration BENCH_MARGIN=$margin
-	BENCH_ONLY=${BENCH_ONLY:-} BENCH_TCP=${BENCH_TCP:-1} "${base_env[@]}")
+	BENCH_ONLY=${BENCH_ONLY:-} BENCH_TCP=${BENCH_TCP:-1} BENCH_LAT_ITERS=${BENCH_LAT_ITERS:-300} "${base_env[@]}")
 t_start=$(date +%s)
 # the tree measured (recorded now: it may change while the bench runs)
 git_rev=$(cd "$top" && git describe --always --dirty 2>/dev/null || echo unknown)
@@ -141,6 +142,7 @@ json.dump({
     "seconds": {$(for s in $setups; do printf '"%s": %s, ' "$s" "${took[$s]}"; done) "total": $(($(date +%s) - t_start))},
     "host_cpus": $(nproc), "host": "$(uname -r)",
     "git": "$git_rev", "only": "${BENCH_ONLY:-}", "base": "${base_desc:-}",
+    "lat_iters": ${BENCH_LAT_ITERS:-300},
     "irq_time_accounting": $irqtime,
     "other_qemu_max": max(o) if o else 0,
     "other_qemu_mean": round(sum(o) / len(o), 2) if o else 0,

@@ -274,6 +274,34 @@ def test_udp_baseline_and_mtu9000():
     assert report.size_bytes("64K_mtu9000") is None
 
 
+def test_udp_pingpong_latency():
+    """the UDP ping-pong's half round trip sits beside ib_write_lat and
+    ib_send_lat, its whole round trip beside ib_read_lat; a ping-pong
+    without a report is a failure of the udp row"""
+    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    d = os.path.join(top, "pair")
+    for rnd in (1, 2):
+        for drv, typ in (("rroce", "100.00"), ("rxe", "200.00")):
+            for op in ("write", "read"):
+                write(d, f"{drv}.{op}_lat_8B.{rnd}.log", lat_log(f"ib_{op}_lat -s 8 -n 300", typ, "400.00"))
+        text = ("# bench: udp_baseline pingpong 10.79.0.1 19070 40 300\n"
+                f"udp_baseline: pingpong len 40 iters 300 rtt_p50_us {60 + 20 * rnd:.2f} rtt_p99_us 300.00"
+                + (" lost 1" if rnd == 2 else "") + "\n# exit: 0\n")
+        write(d, f"udp.udp_lat_40B.{rnd}.log", text)
+    write(d, "udp.udp_lat_40B.3.log", "# bench: udp_baseline pingpong\nudp_baseline pingpong: no answer\n# exit: 1\n")
+    meta = dict(META, setups=["pair"], repeats=2)
+    write(top, "meta.json", json.dumps(meta))
+    setups_rows, failures, _ = report.report(top, meta)
+    rows = {r["name"]: r for _, rs in setups_rows for r in rs}
+    u = rows["lat_40B_us_typ"]
+    assert u["values"]["udp"] == [40.0, 50.0] and u["failed"] == {"udp": [3]}, u
+    assert rows["lat_40B_us_p99"]["values"]["udp"] == [150.0, 150.0]
+    assert [(f["driver"], f["test"], f["round"]) for f in failures] == [("udp", "udp_lat_40B", 3)], failures
+    tabs = {title: (hdr, t) for title, hdr, t, _ in report.tables("pair", list(rows.values()), meta)}
+    hdr, t = [v for title, v in tabs.items() if title.startswith("latency")][0]
+    assert hdr[-1] == "UDP p50" and {r[0]: r[-1] for r in t} == {"ib_write_lat 8B": "45", "ib_read_lat 8B": "90"}, t
+
+
 def test_clock_calibration_failure_named():
     """perftest prints rate 0 when its CPU clock calibration fails (under
     TCG now and then, with rxe as with rroce): a failure that says so"""

@@ -20,6 +20,20 @@
  *   udp_baseline: len L sent S received R bytes B seconds T MiBps M
  * where T runs from the first to the last data datagram the sink received.
  * Exit 0 with a report, 1 otherwise.
+ *
+ *   udp_baseline echo PORT [TIMEOUT_S]
+ *   udp_baseline pingpong HOST PORT LEN ITERS
+ *
+ * The latency of the same link: pingpong sends one LEN-byte datagram, waits
+ * for echo to send it back, and so on ITERS times (after 20 not counted, to
+ * warm up), both ends busy-polling their socket (recv with MSG_DONTWAIT), as
+ * perftest's ib_write_lat busy-polls its buffer and CQ.  It prints
+ *   udp_baseline: pingpong len L iters N rtt_p50_us A rtt_p99_us B
+ * (round trips, CLOCK_MONOTONIC); half a round trip is what ib_write_lat and
+ * ib_send_lat report.  A datagram not answered within a second is sent again
+ * and the line ends with "lost K".  One datagram each way against the RDMA
+ * ping-pong's four (each WRITE is ACKed), and a recv system call per poll:
+ * a reference for the link and the socket stack, not a bound.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -33,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { HELLO = 1, DATA = 2, END = 3, REPORT = 4 };
+enum { HELLO = 1, DATA = 2, END = 3, REPORT = 4, PING = 5 };
 #define MAGIC 0x75646263u /* "udbc" */
 #define BATCH 64
 #define MAXLEN 65000
@@ -233,12 +247,158 @@ static int flood(const char *host, int port, int len, double secs)
 	return 0;
 }
 
+/* answer each PING with itself until an END (or TIMEOUT), busy-polling */
+static int echo(int port, double timeout)
+{
+	static char buf[MAXLEN];
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	double end = now() + timeout;
+	unsigned long long pings = 0;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		perror("udp_baseline echo: socket/bind");
+		return 1;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &(int){ 1 }, sizeof(int)))
+		perror("udp_baseline echo: SO_NO_CHECK");
+	for (unsigned long spins = 0;; spins++) {
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+		struct hdr *h = (struct hdr *)buf;
+
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+				perror("udp_baseline echo: recvfrom");
+				return 1;
+			}
+			if (!(spins & 0xfff) && now() > end)
+				break;
+			continue;
+		}
+		if (n < (ssize_t)sizeof(*h) || h->magic != MAGIC)
+			continue;
+		if (h->type == HELLO || h->type == PING) {
+			pings += h->type == PING;
+			sendto(fd, buf, n, 0, (struct sockaddr *)&from, fl);
+		} else if (h->type == END) {
+			struct hdr r = { MAGIC, REPORT };
+
+			sendto(fd, &r, sizeof(r), 0, (struct sockaddr *)&from, fl);
+			printf("udp_baseline echo: answered %llu pings\n", pings);
+			close(fd);
+			return 0;
+		}
+	}
+	close(fd);
+	fprintf(stderr, "udp_baseline echo: no end marker within %.0f s (%llu pings)\n", timeout, pings);
+	return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* the p-th percentile (0..100) of N sorted values, nearest rank */
+static double percentile(const double *v, int n, double p)
+{
+	int i = (int)(p / 100 * n + 0.999999) - 1;
+
+	return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+static int pingpong(const char *host, int port, int len, int iters)
+{
+	enum { WARMUP = 20 };
+	static char buf[MAXLEN], rbuf[MAXLEN];
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *ai;
+	struct ping { struct hdr h; uint64_t seq; } *p = (struct ping *)buf, *q = (struct ping *)rbuf;
+	unsigned long long lost = 0;
+	struct report r;
+	double *rtt;
+	char ps[16];
+	int fd, i;
+
+	if (len < (int)sizeof(*p) || len > MAXLEN || iters < 1) {
+		fprintf(stderr, "udp_baseline: LEN %d not in %zu..%d or ITERS %d < 1\n", len, sizeof(*p), MAXLEN,
+			iters);
+		return 1;
+	}
+	rtt = calloc(iters, sizeof(*rtt));
+	snprintf(ps, sizeof(ps), "%d", port);
+	if (!rtt || getaddrinfo(host, ps, &hints, &ai)) {
+		fprintf(stderr, "udp_baseline: cannot resolve %s\n", host);
+		return 1;
+	}
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+		perror("udp_baseline pingpong: socket/connect");
+		return 1;
+	}
+	freeaddrinfo(ai);
+	if (setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &(int){ 1 }, sizeof(int)))
+		perror("udp_baseline pingpong: SO_NO_CHECK");
+	if (ask(fd, HELLO, HELLO, &r, sizeof(r), 60)) {
+		fprintf(stderr, "udp_baseline pingpong: unable to connect to server (no echo answers)\n");
+		return 1;
+	}
+	p->h = (struct hdr){ MAGIC, PING };
+	for (i = -WARMUP; i < iters; i++) {
+		double t0 = now(), sent = t0, t;
+
+		p->seq = (uint64_t)(i + WARMUP);
+		send(fd, buf, len, 0);
+		for (;;) {
+			ssize_t n = recv(fd, rbuf, sizeof(rbuf), MSG_DONTWAIT);
+
+			t = now();
+			if (n >= (ssize_t)sizeof(*q) && q->h.magic == MAGIC && q->h.type == PING && q->seq == p->seq)
+				break;
+			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			    errno != ECONNREFUSED) {
+				perror("udp_baseline pingpong: recv");
+				return 1;
+			}
+			if (t - sent > 1) { /* lost (or refused): again */
+				if (t - t0 > 30) {
+					fprintf(stderr, "udp_baseline pingpong: no answer to ping %d in 30 s\n", i);
+					return 1;
+				}
+				lost++;
+				send(fd, buf, len, 0);
+				sent = t;
+			}
+		}
+		if (i >= 0)
+			rtt[i] = (t - t0) * 1e6;
+	}
+	if (ask(fd, END, REPORT, &r, sizeof(r), 10))
+		fprintf(stderr, "udp_baseline pingpong: the echo did not confirm the end\n");
+	qsort(rtt, iters, sizeof(*rtt), cmp_double);
+	printf("udp_baseline: pingpong len %d iters %d rtt_p50_us %.2f rtt_p99_us %.2f", len, iters,
+	       percentile(rtt, iters, 50), percentile(rtt, iters, 99));
+	if (lost)
+		printf(" lost %llu", lost);
+	printf("\n");
+	free(rtt);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "sink"))
 		return sink(atoi(argv[2]), argc > 3 ? atof(argv[3]) : 120);
 	if (argc == 6 && !strcmp(argv[1], "flood"))
 		return flood(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
-	fprintf(stderr, "usage: udp_baseline sink PORT [TIMEOUT_S] | flood HOST PORT LEN SECONDS\n");
+	if (argc >= 3 && !strcmp(argv[1], "echo"))
+		return echo(atoi(argv[2]), argc > 3 ? atof(argv[3]) : 120);
+	if (argc == 6 && !strcmp(argv[1], "pingpong"))
+		return pingpong(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+	fprintf(stderr, "usage: udp_baseline sink PORT [TIMEOUT_S] | flood HOST PORT LEN SECONDS\n"
+			"       udp_baseline echo PORT [TIMEOUT_S] | pingpong HOST PORT LEN ITERS\n");
 	return 2;
 }

@@ -562,56 +562,91 @@ impl Ext {
 
     /// Parse the headers `hdrs` laid out in wire order from the start of `b`
     /// (the byte after the BTH).  `None` if `b` is too short.
+    ///
+    /// One test per header in wire order ([`ExtHdrs::ORDER`]; a test
+    /// checks the two agree), not a loop over that table: this runs for
+    /// every packet received, and the loop copied the table and matched
+    /// each entry again.
     pub fn parse(hdrs: ExtHdrs, b: &[u8]) -> Option<Ext> {
         let mut e = Ext::default();
-        let mut off = 0usize;
-        for (h, len) in ExtHdrs::ORDER {
-            if !hdrs.contains(h) {
-                continue;
-            }
-            let s = b.get(off..)?;
-            match h {
-                ExtHdrs::DETH => e.deth = Some(Deth::parse(s)?),
-                ExtHdrs::XRCETH => e.xrceth = Some(Xrceth::parse(s)?),
-                ExtHdrs::FETH => e.feth = Some(Feth::parse(s)?),
-                ExtHdrs::RETH => e.reth = Some(Reth::parse(s)?),
-                ExtHdrs::ATOMIC_ETH => e.atomic_eth = Some(AtomicEth::parse(s)?),
-                ExtHdrs::AETH => e.aeth = Some(Aeth::parse(s)?),
-                ExtHdrs::ATOMIC_ACK_ETH => e.atomic_ack_eth = Some(AtomicAckEth::parse(s)?),
-                ExtHdrs::IMMDT => e.immdt = Some(ImmDt::parse(s)?),
-                ExtHdrs::IETH => e.ieth = Some(Ieth::parse(s)?),
-                _ => return None,
-            }
-            off = off.checked_add(len)?;
+        let mut rest = b;
+        if hdrs.contains(ExtHdrs::DETH) {
+            e.deth = Some(Deth::parse(rest)?);
+            rest = rest.get(DETH_LEN..)?;
+        }
+        if hdrs.contains(ExtHdrs::XRCETH) {
+            e.xrceth = Some(Xrceth::parse(rest)?);
+            rest = rest.get(XRCETH_LEN..)?;
+        }
+        if hdrs.contains(ExtHdrs::FETH) {
+            e.feth = Some(Feth::parse(rest)?);
+            rest = rest.get(FETH_LEN..)?;
+        }
+        if hdrs.contains(ExtHdrs::RETH) {
+            e.reth = Some(Reth::parse(rest)?);
+            rest = rest.get(RETH_LEN..)?;
+        }
+        if hdrs.contains(ExtHdrs::ATOMIC_ETH) {
+            e.atomic_eth = Some(AtomicEth::parse(rest)?);
+            rest = rest.get(ATOMIC_ETH_LEN..)?;
+        }
+        if hdrs.contains(ExtHdrs::AETH) {
+            e.aeth = Some(Aeth::parse(rest)?);
+            rest = rest.get(AETH_LEN..)?;
+        }
+        if hdrs.contains(ExtHdrs::ATOMIC_ACK_ETH) {
+            e.atomic_ack_eth = Some(AtomicAckEth::parse(rest)?);
+            rest = rest.get(ATOMIC_ACK_ETH_LEN..)?;
+        }
+        if hdrs.contains(ExtHdrs::IMMDT) {
+            e.immdt = Some(ImmDt::parse(rest)?);
+            rest = rest.get(IMMDT_LEN..)?;
+        }
+        if hdrs.contains(ExtHdrs::IETH) {
+            e.ieth = Some(Ieth::parse(rest)?);
         }
         Some(e)
     }
 
     /// Write the present headers in wire order to the start of `b`; returns
-    /// the bytes written.
+    /// the bytes written.  (Like [`Ext::parse`], one step per header.)
     pub fn write(&self, b: &mut [u8]) -> Result<usize, BuildError> {
-        let need = self.present().len();
-        if b.len() < need {
-            return Err(BuildError::BufferTooShort);
+        fn put(
+            b: &mut [u8],
+            off: &mut usize,
+            w: impl FnOnce(&mut [u8]) -> Result<usize, BuildError>,
+        ) -> Result<(), BuildError> {
+            let n = w(b.get_mut(*off..).ok_or(BuildError::BufferTooShort)?)?;
+            *off = off.checked_add(n).ok_or(BuildError::BufferTooShort)?;
+            Ok(())
         }
         let mut off = 0usize;
-        for (h, _) in ExtHdrs::ORDER {
-            let s = b.get_mut(off..).ok_or(BuildError::BufferTooShort)?;
-            let n = match h {
-                ExtHdrs::DETH => self.deth.map(|x| x.write(s)),
-                ExtHdrs::XRCETH => self.xrceth.map(|x| x.write(s)),
-                ExtHdrs::FETH => self.feth.map(|x| x.write(s)),
-                ExtHdrs::RETH => self.reth.map(|x| x.write(s)),
-                ExtHdrs::ATOMIC_ETH => self.atomic_eth.map(|x| x.write(s)),
-                ExtHdrs::AETH => self.aeth.map(|x| x.write(s)),
-                ExtHdrs::ATOMIC_ACK_ETH => self.atomic_ack_eth.map(|x| x.write(s)),
-                ExtHdrs::IMMDT => self.immdt.map(|x| x.write(s)),
-                ExtHdrs::IETH => self.ieth.map(|x| x.write(s)),
-                _ => None,
-            };
-            if let Some(n) = n {
-                off = off.checked_add(n?).ok_or(BuildError::BufferTooShort)?;
-            }
+        if let Some(x) = self.deth {
+            put(b, &mut off, |s| x.write(s))?;
+        }
+        if let Some(x) = self.xrceth {
+            put(b, &mut off, |s| x.write(s))?;
+        }
+        if let Some(x) = self.feth {
+            put(b, &mut off, |s| x.write(s))?;
+        }
+        if let Some(x) = self.reth {
+            put(b, &mut off, |s| x.write(s))?;
+        }
+        if let Some(x) = self.atomic_eth {
+            put(b, &mut off, |s| x.write(s))?;
+        }
+        if let Some(x) = self.aeth {
+            put(b, &mut off, |s| x.write(s))?;
+        }
+        if let Some(x) = self.atomic_ack_eth {
+            put(b, &mut off, |s| x.write(s))?;
+        }
+        if let Some(x) = self.immdt {
+            put(b, &mut off, |s| x.write(s))?;
+        }
+        if let Some(x) = self.ieth {
+            put(b, &mut off, |s| x.write(s))?;
         }
         Ok(off)
     }
@@ -1468,6 +1503,87 @@ mod tests {
         assert_eq!(r.bth.psn, 0);
         assert_eq!(r.payload_len, CNP_RESERVED_LEN);
         assert_eq!(r.icrc.to_le_bytes(), [0x82, 0xfd, 0x00, 0x2a]);
+    }
+
+    /// [`Ext::write`] and [`Ext::parse`] lay the headers out as
+    /// [`ExtHdrs::ORDER`] says, for every set of headers.
+    #[test]
+    fn ext_layout_follows_order() {
+        let all = Ext {
+            deth: Some(Deth {
+                qkey: 0x1111_2222,
+                src_qpn: 0x33_4455,
+            }),
+            xrceth: Some(Xrceth { srqn: 0x66_7788 }),
+            feth: Some(Feth(0x0000_0013)),
+            reth: Some(Reth {
+                va: 0x0102_0304_0506_0708,
+                rkey: 0x99aa_bbcc,
+                len: 0xddee_ff00,
+            }),
+            atomic_eth: Some(AtomicEth {
+                va: 0x1112_1314_1516_1718,
+                rkey: 0x2122_2324,
+                swap_add: 0x3132_3334_3536_3738,
+                compare: 0x4142_4344_4546_4748,
+            }),
+            aeth: Some(Aeth {
+                syndrome: 0x1F,
+                msn: 0x12_3456,
+            }),
+            atomic_ack_eth: Some(AtomicAckEth {
+                orig: 0x5152_5354_5556_5758,
+            }),
+            immdt: Some(ImmDt { imm: 0x6162_6364 }),
+            ieth: Some(Ieth { rkey: 0x7172_7374 }),
+        };
+        for set in 0u16..1 << ExtHdrs::ORDER.len() {
+            let mut e = Ext::default();
+            let mut want = [0u8; 128];
+            let mut off = 0;
+            for (i, (h, len)) in ExtHdrs::ORDER.iter().enumerate() {
+                if set & (1 << i) == 0 {
+                    continue;
+                }
+                // Each header alone, written by its own `write`, at the
+                // offset ORDER gives it.
+                let mut one = Ext::default();
+                match *h {
+                    ExtHdrs::DETH => (e.deth, one.deth) = (all.deth, all.deth),
+                    ExtHdrs::XRCETH => (e.xrceth, one.xrceth) = (all.xrceth, all.xrceth),
+                    ExtHdrs::FETH => (e.feth, one.feth) = (all.feth, all.feth),
+                    ExtHdrs::RETH => (e.reth, one.reth) = (all.reth, all.reth),
+                    ExtHdrs::ATOMIC_ETH => {
+                        (e.atomic_eth, one.atomic_eth) = (all.atomic_eth, all.atomic_eth)
+                    }
+                    ExtHdrs::AETH => (e.aeth, one.aeth) = (all.aeth, all.aeth),
+                    ExtHdrs::ATOMIC_ACK_ETH => {
+                        (e.atomic_ack_eth, one.atomic_ack_eth) =
+                            (all.atomic_ack_eth, all.atomic_ack_eth)
+                    }
+                    ExtHdrs::IMMDT => (e.immdt, one.immdt) = (all.immdt, all.immdt),
+                    ExtHdrs::IETH => (e.ieth, one.ieth) = (all.ieth, all.ieth),
+                    _ => unreachable!(),
+                }
+                assert_eq!(one.write(&mut want[off..]), Ok(*len));
+                off += len;
+            }
+            let mut got = [0u8; 128];
+            assert_eq!(e.write(&mut got), Ok(off), "set {set:#x}");
+            assert_eq!(got, want, "set {set:#x}");
+            assert_eq!(
+                Ext::parse(e.present(), &got[..off]),
+                Some(e),
+                "set {set:#x}"
+            );
+            if off > 0 {
+                assert_eq!(Ext::parse(e.present(), &got[..off - 1]), None);
+                assert_eq!(
+                    e.write(&mut got[..off - 1]),
+                    Err(BuildError::BufferTooShort)
+                );
+            }
+        }
     }
 
     #[test]

@@ -68,22 +68,20 @@ one() {
 	base=$out/$drv.$name.$round
 	set_mtu "$nd" "$(bench_mtu "$name")" || { echo "# $name: cannot set the MTU of $nd" >&2; return 0; }
 	stamp "$drv $name"
-	if [ "$drv" = udp ] && [ "${name#udp_lat_}" != "$name" ]; then
-		if [ "$role" = a ]; then
-			cpu_mark
-			timeout "$BENCH_TMO" "$udp_baseline" echo "$port" "$((BENCH_TMO - 5))" >"$base.srv.log" 2>&1
-			cpu_write "$base.srv.cpu" server
-		else
-			client "$base.log" "$udp_baseline" pingpong "$peer" "$port" "$1" "$BENCH_LAT_ITERS"
-			cpu_write "$base.cpu" client
+	if [ "$drv" = udp ]; then
+		# udp_lat_*: the ping-pong; udp_bw_*: the flood
+		local srv=(sink "$port" "$((BENCH_TMO - 5))")
+		local cli=(flood "$peer" "$port" "$1" "$((BENCH_DURATION - 2 * BENCH_MARGIN))")
+		if [ "${name#udp_lat_}" != "$name" ]; then
+			srv=(echo "$port" "$((BENCH_TMO - 5))")
+			cli=(pingpong "$peer" "$port" "$1" "$BENCH_LAT_ITERS")
 		fi
-	elif [ "$drv" = udp ]; then
 		if [ "$role" = a ]; then
 			cpu_mark
-			timeout "$BENCH_TMO" "$udp_baseline" sink "$port" "$((BENCH_TMO - 5))" >"$base.srv.log" 2>&1
+			timeout "$BENCH_TMO" "$udp_baseline" "${srv[@]}" >"$base.srv.log" 2>&1
 			cpu_write "$base.srv.cpu" server
 		else
-			client "$base.log" "$udp_baseline" flood "$peer" "$port" "$1" "$((BENCH_DURATION - 2 * BENCH_MARGIN))"
+			client "$base.log" "$udp_baseline" "${cli[@]}"
 			cpu_write "$base.cpu" client
 		fi
 	elif [ "$drv" = tcp ]; then

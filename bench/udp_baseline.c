@@ -180,16 +180,48 @@ static int ask(int fd, int type, int want, void *reply, size_t len, double timeo
 	return -1;
 }
 
+/* A UDP socket connected to HOST:PORT once the server there answered a
+ * hello (it may start later: bench/pair.sh runs it in the other guest), with
+ * UDP checksum 0 as RoCEv2 sends (the ICRC covers the payload): no software
+ * checksum on either end, as for rroce and rdma_rxe.  -1 on failure. */
+static int connect_peer(const char *who, const char *host, int port)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *ai;
+	struct report r;
+	char ps[16];
+	int fd;
+
+	snprintf(ps, sizeof(ps), "%d", port);
+	if (getaddrinfo(host, ps, &hints, &ai)) {
+		fprintf(stderr, "udp_baseline: cannot resolve %s\n", host);
+		return -1;
+	}
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+		fprintf(stderr, "udp_baseline %s: socket/connect: %s\n", who, strerror(errno));
+		freeaddrinfo(ai);
+		return -1;
+	}
+	freeaddrinfo(ai);
+	big_buffers(fd);
+	if (setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &(int){ 1 }, sizeof(int)))
+		fprintf(stderr, "udp_baseline %s: SO_NO_CHECK: %s\n", who, strerror(errno));
+	if (ask(fd, HELLO, HELLO, &r, sizeof(r), 60)) {
+		fprintf(stderr, "udp_baseline %s: unable to connect to server (no answer)\n", who);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int flood(const char *host, int port, int len, double secs)
 {
 	static char buf[MAXLEN];
 	struct mmsghdr m[BATCH];
 	struct iovec iov = { buf, (size_t)len };
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *ai;
 	struct hdr *h = (struct hdr *)buf;
 	struct report r;
 	unsigned long long sent = 0;
-	char ps[16];
 	double end;
 	int fd, i;
 
@@ -197,27 +229,9 @@ static int flood(const char *host, int port, int len, double secs)
 		fprintf(stderr, "udp_baseline: LEN %d not in %zu..%d\n", len, sizeof(struct report), MAXLEN);
 		return 1;
 	}
-	snprintf(ps, sizeof(ps), "%d", port);
-	if (getaddrinfo(host, ps, &hints, &ai)) {
-		fprintf(stderr, "udp_baseline: cannot resolve %s\n", host);
+	fd = connect_peer("flood", host, port);
+	if (fd < 0)
 		return 1;
-	}
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen)) {
-		perror("udp_baseline flood: socket/connect");
-		return 1;
-	}
-	freeaddrinfo(ai);
-	big_buffers(fd);
-	/* UDP checksum 0, as RoCEv2 sends (the ICRC covers the payload): no
-	 * software checksum on either end, as for rroce and rdma_rxe */
-	if (setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &(int){ 1 }, sizeof(int)))
-		perror("udp_baseline flood: SO_NO_CHECK");
-	/* the sink may start later (bench/pair.sh: the other guest) */
-	if (ask(fd, HELLO, HELLO, &r, sizeof(r), 60)) {
-		fprintf(stderr, "udp_baseline flood: unable to connect to server (no sink answers)\n");
-		return 1;
-	}
 	*h = (struct hdr){ MAGIC, DATA };
 	for (i = 0; i < BATCH; i++)
 		m[i].msg_hdr = (struct msghdr){ .msg_iov = &iov, .msg_iovlen = 1 };
@@ -315,12 +329,10 @@ static int pingpong(const char *host, int port, int len, int iters)
 {
 	enum { WARMUP = 20 };
 	static char buf[MAXLEN], rbuf[MAXLEN];
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *ai;
 	struct ping { struct hdr h; uint64_t seq; } *p = (struct ping *)buf, *q = (struct ping *)rbuf;
 	unsigned long long lost = 0;
 	struct report r;
 	double *rtt;
-	char ps[16];
 	int fd, i;
 
 	if (len < (int)sizeof(*p) || len > MAXLEN || iters < 1) {
@@ -329,23 +341,13 @@ static int pingpong(const char *host, int port, int len, int iters)
 		return 1;
 	}
 	rtt = calloc(iters, sizeof(*rtt));
-	snprintf(ps, sizeof(ps), "%d", port);
-	if (!rtt || getaddrinfo(host, ps, &hints, &ai)) {
-		fprintf(stderr, "udp_baseline: cannot resolve %s\n", host);
+	if (!rtt) {
+		fprintf(stderr, "udp_baseline pingpong: no memory for %d round trips\n", iters);
 		return 1;
 	}
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen)) {
-		perror("udp_baseline pingpong: socket/connect");
+	fd = connect_peer("pingpong", host, port);
+	if (fd < 0)
 		return 1;
-	}
-	freeaddrinfo(ai);
-	if (setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &(int){ 1 }, sizeof(int)))
-		perror("udp_baseline pingpong: SO_NO_CHECK");
-	if (ask(fd, HELLO, HELLO, &r, sizeof(r), 60)) {
-		fprintf(stderr, "udp_baseline pingpong: unable to connect to server (no echo answers)\n");
-		return 1;
-	}
 	p->h = (struct hdr){ MAGIC, PING };
 	for (i = -WARMUP; i < iters; i++) {
 		double t0 = now(), sent = t0, t;

@@ -22,9 +22,12 @@
 #   quick  write/read/send_bw 64 KiB, write_bw 64 B, write_lat 8 B.
 # Every run leaves in $BENCH_OUT: DRV.NAME.ROUND.log (the client's output,
 # what bench/report.py parses; its first line "# bench: CMD" is the
-# command) and DRV.NAME.ROUND.cpu ("kern_s user_s wall_s ncpu side idle_s":
-# CPU seconds of this guest in system+softirq+irq, in user+nice and in
-# idle+iowait, from /proc/stat, and wall seconds, around the run).
+# command) and DRV.NAME.ROUND.cpu ("kern_s user_s wall_s ncpu side idle_s
+# [tx_bytes rx_bytes]": CPU seconds of this guest in system+softirq+irq, in
+# user+nice and in idle+iowait, from /proc/stat, and wall seconds, around
+# the run; with BENCH_NIC set (two VMs: the link NIC), the bytes that NIC
+# sent and received over the same interval, which is what the report
+# divides the CPU time by).
 
 # stamp WHAT: progress line on stderr, seconds since the start
 _bench_t0=$(date +%s)
@@ -223,18 +226,32 @@ bench_use() {
 # a receiver does most of its work.  The report checks the sum.
 cpu_jiffies() { awk '$1 == "cpu" { print $4 + $7 + $8, $2 + $3, $5 + $6; exit }' /proc/stat; }
 now_ns() { date +%s%N; }
-_cpu_k0=0 _cpu_u0=0 _cpu_i0=0 _cpu_t0=0
-cpu_mark() { read -r _cpu_k0 _cpu_u0 _cpu_i0 < <(cpu_jiffies); _cpu_t0=$(now_ns); }
+# link_bytes: "tx rx" byte counts of the NIC BENCH_NIC so far ("0 0" if unset)
+link_bytes() {
+	local d=/sys/class/net/${BENCH_NIC:-}/statistics tx=0 rx=0
+	if [ -n "${BENCH_NIC:-}" ]; then
+		read -r tx <"$d/tx_bytes" && read -r rx <"$d/rx_bytes" || { tx=0 rx=0; }
+	fi
+	echo "$tx $rx"
+}
+_cpu_k0=0 _cpu_u0=0 _cpu_i0=0 _cpu_t0=0 _cpu_tx0=0 _cpu_rx0=0
+cpu_mark() {
+	read -r _cpu_tx0 _cpu_rx0 < <(link_bytes)
+	read -r _cpu_k0 _cpu_u0 _cpu_i0 < <(cpu_jiffies)
+	_cpu_t0=$(now_ns)
+}
 # cpu_write FILE SIDE: kernel, user and idle CPU seconds and wall seconds
-# since cpu_mark
+# since cpu_mark, and with BENCH_NIC the bytes it sent and received since
 cpu_write() {
-	local k1 u1 i1 t1 hz
+	local k1 u1 i1 t1 hz tx1 rx1 link=
 	read -r k1 u1 i1 < <(cpu_jiffies)
 	t1=$(now_ns)
+	read -r tx1 rx1 < <(link_bytes)
+	[ -n "${BENCH_NIC:-}" ] && link=" $((tx1 - _cpu_tx0)) $((rx1 - _cpu_rx0))"
 	hz=$(getconf CLK_TCK)
 	awk -v k="$((k1 - _cpu_k0))" -v u="$((u1 - _cpu_u0))" -v i="$((i1 - _cpu_i0))" -v hz="$hz" \
-		-v t="$((t1 - _cpu_t0))" -v n="$(nproc)" -v s="$2" \
-		'BEGIN { printf "%.3f %.3f %.3f %d %s %.3f\n", k / hz, u / hz, t / 1e9, n, s, i / hz }' >"$1"
+		-v t="$((t1 - _cpu_t0))" -v n="$(nproc)" -v s="$2" -v l="$link" \
+		'BEGIN { printf "%.3f %.3f %.3f %d %s %.3f%s\n", k / hz, u / hz, t / 1e9, n, s, i / hz, l }' >"$1"
 }
 # tsc_check OUT: a kernel that marks its TSC unstable stops accounting
 # interrupt time (arch/x86/kernel/tsc.c); the file OUT/tsc-unstable tells

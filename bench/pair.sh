@@ -26,6 +26,8 @@ BENCH_SETUP=pair
 repeats=${BENCH_REPEATS:-5}
 role=${RROCE_PAIR_ROLE:?run me through scripts/vm-pair}
 nd=${RROCE_PAIR_IF:-pair0}
+# the CPU time of every run is divided by the bytes on this link (bench/lib.sh)
+BENCH_NIC=$nd
 me=$RROCE_PAIR_IP
 peer=$RROCE_PAIR_PEER_IP
 seq=0

@@ -14,11 +14,17 @@ A run without a result, with a rate of 0 or an infinite latency, or whose log
 is missing (from the rounds of meta.json) is a failure: it is listed with its
 test and round and left out of every median.
 
-Bytes moved (for the CPU cost) come from perftest's own counts: #iterations x
-#bytes for a fixed count (-n: SEND, and 4 MiB and more), its rate x -D for a
-duration run (always the client's report) (iperf3: its byte count, scaled from the measured seconds to the
-whole run with -O).  CPU is system+softirq+irq time of the guest(s) (not user
-time: perftest busy-polls), per GiB moved.
+CPU is system+softirq+irq time of the guest(s) (not user time: perftest
+busy-polls), per GiB moved over the same interval.  Bytes moved, two VMs: what
+the link NIC of that guest sent and received while its CPU time was counted
+(frames' bytes, each side on its own count), so work a driver does before or
+after perftest's measured window is set against the bytes it moved then (a
+perftest -D run leaves up to its TX depth of messages posted when its clock
+stops: 128 MiB at 1 MiB per message, which a driver may transmit or flush).
+Without link counts (loopback, older logs): perftest's own counts, #iterations
+x #bytes for a fixed count (-n: SEND, and 4 MiB and more), its rate x -D for a
+duration run (always the client's report) (iperf3: its byte count, scaled from
+the measured seconds to the whole run with -O).
 
 OUT.json is a list of rows, one per metric ("metric", "rroce", "rxe", "n",
 "rroce_advantage", "setup", "name", "unit", "better" ("higher" or "lower"),
@@ -161,15 +167,19 @@ def parse_udp(path):
 
 
 def cpu_record(path):
-    """{"kern", "user", "wall", "ncpu"[, "idle"]} of a .cpu file
-    ("kern_s user_s wall_s ncpu side [idle_s]": seconds), None if unreadable"""
+    """{"kern", "user", "wall", "ncpu"[, "idle"[, "link"]]} of a .cpu file
+    ("kern_s user_s wall_s ncpu side [idle_s [tx_bytes rx_bytes]]": seconds,
+    and "link" the bytes the link NIC sent plus received), None if
+    unreadable"""
     try:
         t = open(path).read().split()
-        if len(t) not in (5, 6):
+        if len(t) not in (5, 6, 8):
             return None
         r = {"kern": float(t[0]), "user": float(t[1]), "wall": float(t[2]), "ncpu": int(t[3])}
-        if len(t) == 6:
+        if len(t) >= 6:
             r["idle"] = float(t[5])
+        if len(t) == 8:
+            r["link"] = float(t[6]) + float(t[7])
         return r
     except (OSError, ValueError):
         return None
@@ -279,23 +289,32 @@ def load(setup, setup_dir, duration, rounds=None, cpu_lost=None):
             fail(", ".join(f"{k} = {r[k]}" for k in worse), worse)
         if "MBps" in good and ("bytes" in r or "iters" in r):
             moved = r["bytes"] if drv in LINK else moved_bytes(r, cmd, name, duration)
-            cli, srv = parse_cpu(base + ".cpu"), parse_cpu(base + ".srv.cpu")
+            crec, srec = cpu_record(base + ".cpu"), cpu_record(base + ".srv.cpu")
+            cli, srv = crec and crec["kern"], srec and srec["kern"]
+            # each side's CPU time against the bytes its link NIC moved
+            # meanwhile, when both sides counted them
+            on_link = crec is not None and "link" in crec and (srec is None or "link" in srec)
+            moved_cli = crec["link"] if on_link else moved
+            moved_srv = srec["link"] if on_link and srec else moved
             lost = [(side, u) for side, u in (("client", unaccounted(base + ".cpu")),
                                               ("server", unaccounted(base + ".srv.cpu")))
                     if u is not None and u > UNACCOUNTED_MAX]
-            if cli is None or (setup == "pair" and srv is None) or bad(moved):
-                fail("no byte count" if bad(moved) else "no CPU record", ["cpu_s_per_GiB"])
+            if cli is None or (setup == "pair" and srv is None) or bad(moved_cli) or bad(moved_srv):
+                no_rec = cli is None or (setup == "pair" and srv is None)
+                fail("no CPU record" if no_rec else "no byte count", ["cpu_s_per_GiB"])
             elif lost and cpu_lost is None:
                 fail("CPU time unaccounted (neither idle, user nor system+irq+softirq): "
                      + ", ".join(f"{side} {u:.0%}" for side, u in lost), ["cpu_s_per_GiB"])
             else:
                 if cpu_lost is not None:
                     cpu_lost += [u for _, u in lost]
-                gib = moved / GIB
-                good["cpu_s_per_GiB"] = (cli + (srv or 0.0)) / gib
+                per_cli = cli / (moved_cli / GIB)
+                good["cpu_s_per_GiB"] = per_cli
                 if srv is not None:
-                    good["cpu_client_s_per_GiB"] = cli / gib
-                    good["cpu_server_s_per_GiB"] = srv / gib
+                    per_srv = srv / (moved_srv / GIB)
+                    good["cpu_s_per_GiB"] = per_cli + per_srv
+                    good["cpu_client_s_per_GiB"] = per_cli
+                    good["cpu_server_s_per_GiB"] = per_srv
         runs[(drv, name)][rnd] = good
     # runs that should be there: every test seen for one RDMA driver for both,
     # the iperf3 and udp_baseline ones for tcp and udp, in every round
@@ -795,7 +814,8 @@ def main():
     rows.append({"metric": "meta", "rroce": None, "rxe": None, "n": {}, "rroce_advantage": None,
                  "meta": meta, "failures": failures, "failure_count": len(failures),
                  "machine_idle": not machine_notes(meta), "machine_notes": machine_notes(meta),
-                 "cpu": CPU_TITLE + " moved: system+softirq+irq time of the guest(s) around each run",
+                 "cpu": CPU_TITLE + " moved: system+softirq+irq time of the guest(s) around each run, "
+                        "two VMs: each side's against the bytes its link NIC sent and received meanwhile",
                  "wall_s_median": wall})
     json.dump(rows, open(a.out_json, "w"), indent=1)
     print(f"\nwrote {a.out_json}")

@@ -136,6 +136,34 @@ def test_duration_bytes_and_kernel_cpu():
     assert abs(rows["read_bw_64K_cpu_s_per_GiB"]["rroce"] - 2.0 / (22.0 * 5 / 1024)) < 1e-6
 
 
+def test_link_bytes_over_the_cpu_interval():
+    """with link counts in the .cpu records (two VMs), each side's CPU time
+    is set against the bytes its link NIC moved over the same interval, not
+    perftest's rate x -D: a driver that transmits the messages still posted
+    when perftest's clock stops is charged for those bytes and credited
+    with them; a record whose link moved nothing is a failure"""
+    with tempfile.TemporaryDirectory() as d:
+        pair = os.path.join(d, "pair")
+        wcmd = "ib_write_bw -d rroce0 -x 3 -p 19001 -F -s 1048576 -D 5 --margin 1 10.79.0.1"
+        for drv, (cli_link, srv_link) in {"rroce": ((300 << 20, 3 << 20), (2 << 20, 299 << 20)),
+                                          "rxe": ((0, 0), (1 << 20, 100 << 20))}.items():
+            write(pair, f"{drv}.write_bw_1M.1.log", bw_log(wcmd, 1048576, 120, 40.0, 0.00004))
+            write(pair, f"{drv}.write_bw_1M.1.cpu", "6.000 1.000 10.000 1 client 3.000 %d %d\n" % cli_link)
+            write(pair, f"{drv}.write_bw_1M.1.srv.cpu", "4.000 0.500 10.000 1 server 5.500 %d %d\n" % srv_link)
+        meta = dict(META, setups=["pair"], repeats=1)
+        setups_rows, failures, _ = report.report(d, meta)
+        rows = {r["metric"]: r for _, rs in setups_rows for r in rs}
+        cli, srv = 6.0 / (303 / 1024), 4.0 / (301 / 1024)  # not 40 MB/s x 5 s = 200 MiB
+        assert abs(rows["pair:write_bw_1M_cpu_client_s_per_GiB"]["rroce"] - cli) < 1e-9, rows
+        assert abs(rows["pair:write_bw_1M_cpu_server_s_per_GiB"]["rroce"] - srv) < 1e-9
+        assert abs(rows["pair:write_bw_1M_cpu_s_per_GiB"]["rroce"] - (cli + srv)) < 1e-9
+        assert rows["pair:write_bw_1M_MBps"]["rroce"] == 40.0
+        # rxe's client link counted nothing: its CPU figure failed, its rate stands
+        assert rows["pair:write_bw_1M_cpu_s_per_GiB"]["rxe"] is None
+        assert rows["pair:write_bw_1M_MBps"]["rxe"] == 40.0
+        assert [f for f in failures if f["driver"] == "rxe" and f["why"] == "no byte count"], failures
+
+
 def test_unaccounted_cpu_time_is_a_failure():
     """a .cpu record with idle time whose fields do not add up to the wall
     time (softirq work lost by tick sampling) gives no CPU figure, and says

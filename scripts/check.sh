@@ -42,10 +42,13 @@
 # priority beside the debug build and stage, is ready only after the debug
 # stage; or with no debug stage), two VMs with one vCPU each share its
 # scripts, and a second one joins when the debug stage ends first (see
-# try_start_plain).  The other way round, when the plain suite is over
-# first (a cached run: it was, by ~6 min), a second debug VM joins the
-# first and takes its share of the robustness scripts not started yet
-# (debug_vm_join).
+# try_start_plain).  Not the other way round: tried 2026-12-07 (cached
+# run), a second debug VM (2 vCPUs) joining once the plain suite was over
+# made the robustness scripts 3-8x slower in both debug VMs
+# (disassociate 231 s against 68, kill_reclaim still running after 12 min
+# against 88 s): four busy vCPU threads on two cores, likely guest
+# spinlocks whose holder the host descheduled (TCG has no paravirtual
+# remedy).  The plain VM beside the debug one has 1 vCPU and mostly waits.
 # RROCE_CHECK_SERIAL=1: one after the other (debug first), both with 2 vCPUs.
 #
 # `make check-debug` runs the whole suite on the debug kernel instead
@@ -151,7 +154,6 @@ kbuild() { # kbuild FLAVOR NICE: scripts/kernel.sh FLAVOR in the background ($! 
 		_ "$here/kernel.sh" "$1" "$2" "$RROCE_TOP/build/kernel-$1.rc" >"build/kernel-$1.log" 2>&1 &
 }
 dbg_kpid= plain_kpid= dbg_vm_pid=
-dbg_vm_pids=() dbg_logs=()
 plain_vm_pids=() plain_logs=()
 if [ $debug_stage = 1 ]; then
 	kbuild debug 0
@@ -163,7 +165,7 @@ fi
 plain_kpid=$!
 stop_all() {
 	local p
-	for p in "$dbg_kpid" "$plain_kpid" "${dbg_vm_pids[@]}" "${plain_vm_pids[@]}"; do
+	for p in "$dbg_kpid" "$plain_kpid" "$dbg_vm_pid" "${plain_vm_pids[@]}"; do
 		[ -z "$p" ] || kill -TERM -- "-$p" 2>/dev/null
 	done
 }
@@ -269,54 +271,20 @@ try_start_debug() {
 		return 0
 	fi
 	step "robustness tests on the debug kernel, in the background from $(since): ${DEBUG_TESTS[*]}"
-	rm -rf "$dbg_claims"
-	mkdir -p "$dbg_claims"
-	debug_vm_add
-	dbg_vm_pid=${dbg_vm_pids[0]}
-	dbg_t0=$now dbg_state=running
-	done_step
-}
-# The debug stage's scripts are claimed (RROCE_CLAIMS) so that a second
-# debug VM can take a share of those not started yet: it joins when the
-# plain suite is over first (debug_vm_join).  The logs are
-# build/selftests-debug.log and build/selftests-debug-2.log.
-dbg_claims=$RROCE_TOP/build/selftests-debug-claims
-debug_vm_add() { # one more debug VM in the background
-	local log=build/selftests-debug.log
-	[ ${#dbg_logs[@]} = 0 ] || log=build/selftests-debug-$((${#dbg_logs[@]} + 1)).log
-	dbg_logs+=("$log")
-	rm -f "${log%.log}.end"
-	: >"$log"
-	setsid bash -c 'log=$1; shift; "$@" >"$log" 2>&1; date +%s >"${log%.log}.end"' _ "$log" \
+	rm -f build/selftests-debug.end
+	: >build/selftests-debug.log
+	setsid bash -c '"$@" >build/selftests-debug.log 2>&1; date +%s >build/selftests-debug.end' _ \
 		env RROCE_KO="$RROCE_TOP/build/debug/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko" \
 		RROCE_TIMEOUT_SCALE="${RROCE_TIMEOUT_SCALE:-4}" RROCE_RESULTS="$RROCE_TOP/build/selftests-debug" \
-		RROCE_CLAIMS="$dbg_claims" \
-		timeout --kill-after=30 $((debug_end - $(date +%s))) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" &
-	dbg_vm_pids+=($!)
-}
-# debug_vm_join: when the plain suite is over (its VMs ended) while the
-# one debug VM still runs and at least 3 robustness scripts have not been
-# started (a debug VM's boot is worth that much), a second debug VM joins
-# and takes its share of them.  Not while a kernel still builds: on a
-# fresh machine that is the plain kernel, the longer chain there.
-debug_vm_join() {
-	local l
-	[ "$dbg_state" = running ] && [ ${#dbg_vm_pids[@]} = 1 ] && [ ! -f build/selftests-debug.end ] || return 0
-	[ "$serial" != 1 ] && [ -z "$plain_kpid" ] && [ "$plain_state" != wait ] || return 0
-	for l in "${plain_logs[@]}"; do [ -f "${l%.log}.end" ] || return 0; done
-	[ $(($(date +%s) + 300)) -lt "$debug_end" ] || return 0
-	[ $((${#DEBUG_TESTS[@]} - $(find "$dbg_claims" -type f | wc -l))) -ge 3 ] || return 0
-	stages+=("a second debug VM joined at $(since)")
-	debug_vm_add
+		timeout --kill-after=30 $((debug_end - now)) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" &
+	dbg_vm_pid=$!
+	dbg_t0=$now dbg_state=running
+	done_step
 }
 # debug_vm_running: the debug VM has not ended (its job ends before
 # finish_debug marks the stage done)
 debug_vm_running() {
-	local l
-	[ "$dbg_state" = wait ] && return 0
-	[ "$dbg_state" = running ] || return 1
-	for l in "${dbg_logs[@]}"; do [ -f "${l%.log}.end" ] || return 0; done
-	return 1
+	[ "$dbg_state" = wait ] || { [ "$dbg_state" = running ] && [ ! -f build/selftests-debug.end ]; }
 }
 plain_args=() plain_cpus=() plain_claims=
 plain_vm_add() { # one more plain VM in the background (build/selftests[-N].log)
@@ -408,32 +376,16 @@ give_up_debug_build() {
 }
 
 on_debug=()
-finish_debug() { # wait for the debug VM(s) (printing the logs) and count them
-	local end=0 e i n tpid
-	# the first VM's log as it grows; meanwhile a second VM may join
-	step "robustness tests on the debug kernel: the log of its first VM"
-	tail -n +1 -f --pid="$dbg_vm_pid" build/selftests-debug.log &
-	tpid=$!
-	while [ ! -f build/selftests-debug.end ] && kill -0 "$dbg_vm_pid" 2>/dev/null; do
-		debug_vm_join
-		sleep 5
-	done
-	wait "$dbg_vm_pid"
-	wait "$tpid"
-	done_step
+finish_debug() { # wait for the debug VM (printing its log) and count it
+	local end
+	follow_vm "$dbg_vm_pid" build/selftests-debug.log "robustness tests on the debug kernel"
 	dbg_vm_pid=
-	n=${#dbg_logs[@]}
-	for i in "${!dbg_logs[@]}"; do
-		[ "$i" = 0 ] || follow_vm "${dbg_vm_pids[$i]}" "${dbg_logs[$i]}" "robustness tests on the debug kernel, VM $((i + 1)) of $n"
-		count_cut "${dbg_logs[$i]}" "debug stage$([ "$n" = 1 ] || echo " (VM $((i + 1)))")" ${#DEBUG_TESTS[@]}
-		mapfile -t -O "${#on_debug[@]}" on_debug < <(finished_scripts "${dbg_logs[$i]}")
-		note_failures "${dbg_logs[$i]}"
-		e=$(cat "${dbg_logs[$i]%.log}.end" 2>/dev/null || date +%s)
-		[ "$e" -le "$end" ] || end=$e
-	done
-	dbg_vm_pids=()
 	plain_vm_join
-	stages+=("robustness tests (debug$([ "$n" = 1 ] || echo ", $n VMs")) $(((end - dbg_t0) / 60))m$(((end - dbg_t0) % 60))s, done at $(since "$end")")
+	count_cut build/selftests-debug.log "debug stage" ${#DEBUG_TESTS[@]}
+	mapfile -t on_debug < <(finished_scripts build/selftests-debug.log)
+	note_failures build/selftests-debug.log
+	end=$(cat build/selftests-debug.end 2>/dev/null || date +%s)
+	stages+=("robustness tests (debug) $(((end - dbg_t0) / 60))m$(((end - dbg_t0) % 60))s, done at $(since "$end")")
 	dbg_state=done
 }
 finish_plain() { # the same for the plain VM(s)

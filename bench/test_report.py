@@ -164,6 +164,33 @@ def test_link_bytes_over_the_cpu_interval():
         assert [f for f in failures if f["driver"] == "rxe" and f["why"] == "no byte count"], failures
 
 
+def test_events_table():
+    """*_events runs (perftest -e, a fixed count) get rows of their own,
+    beside the polling run's ratio, and stay out of the plain tables"""
+    with tempfile.TemporaryDirectory() as d:
+        pair = os.path.join(d, "pair")
+        for drv, (ev, poll) in {"rroce": (60.0, 60.0), "rxe": (40.0, 20.0)}.items():
+            cmd = "ib_read_bw -d rroce0 -x 3 -p 19001 -F -s 65536 -n 3000 -e 10.79.0.1"
+            write(pair, f"{drv}.read_bw_64K_events.1.log", bw_log(cmd, 65536, 3000, ev, ev / 64))
+            write(pair, f"{drv}.read_bw_64K_events.1.cpu", "2.000 0.500 4.000 1 client 1.500 1000 200000000\n")
+            write(pair, f"{drv}.read_bw_64K_events.1.srv.cpu", "2.000 0.100 4.000 1 server 1.900 200000000 1000\n")
+            cmd = "ib_read_bw -d rroce0 -x 3 -p 19002 -F -s 65536 -D 5 --margin 1 10.79.0.1"
+            write(pair, f"{drv}.read_bw_64K.1.log", bw_log(cmd, 65536, 3000, poll, poll / 64))
+            write(pair, f"{drv}.read_bw_64K.1.cpu", "2.000 2.000 5.000 1 client 1.000 1000 200000000\n")
+            write(pair, f"{drv}.read_bw_64K.1.srv.cpu", "2.000 0.100 5.000 1 server 2.900 200000000 1000\n")
+        meta = dict(META, setups=["pair"], repeats=1)
+        setups_rows, failures, _ = report.report(d, meta)
+        assert not failures, failures
+        rows = {r["metric"]: r for _, rs in setups_rows for r in rs}
+        assert rows["pair:read_bw_64K_events_MBps"]["ratio"] == 1.5
+        tabs = report.tables("pair", setups_rows[0][1], meta)
+        ev = [t for t in tabs if t[0].startswith("perftest waiting on completion events")]
+        assert len(ev) == 1 and ev[0][2][0][0] == "ib_read_bw 64K -e", tabs
+        assert ev[0][2][0][3].strip() == "1.50x" and ev[0][2][0][4].strip() == "3.00x", ev
+        bw = [t for t in tabs if t[0].startswith("bandwidth")][0]
+        assert [r[0] for r in bw[2]] == ["ib_read_bw 64K"], bw
+
+
 def test_unaccounted_cpu_time_is_a_failure():
     """a .cpu record with idle time whose fields do not add up to the wall
     time (softirq work lost by tick sampling) gives no CPU figure, and says

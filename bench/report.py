@@ -185,12 +185,6 @@ def cpu_record(path):
         return None
 
 
-def parse_cpu(path):
-    """system+softirq+irq seconds of a .cpu file"""
-    r = cpu_record(path)
-    return r and r["kern"]
-
-
 def parse_wall(path):
     r = cpu_record(path)
     return r and r["wall"]
@@ -299,9 +293,10 @@ def load(setup, setup_dir, duration, rounds=None, cpu_lost=None):
             lost = [(side, u) for side, u in (("client", unaccounted(base + ".cpu")),
                                               ("server", unaccounted(base + ".srv.cpu")))
                     if u is not None and u > UNACCOUNTED_MAX]
-            if cli is None or (setup == "pair" and srv is None) or bad(moved_cli) or bad(moved_srv):
-                no_rec = cli is None or (setup == "pair" and srv is None)
-                fail("no CPU record" if no_rec else "no byte count", ["cpu_s_per_GiB"])
+            if cli is None or (setup == "pair" and srv is None):
+                fail("no CPU record", ["cpu_s_per_GiB"])
+            elif bad(moved_cli) or bad(moved_srv):
+                fail("no byte count", ["cpu_s_per_GiB"])
             elif lost and cpu_lost is None:
                 fail("CPU time unaccounted (neither idle, user nor system+irq+softirq): "
                      + ", ".join(f"{side} {u:.0%}" for side, u in lost), ["cpu_s_per_GiB"])
@@ -309,10 +304,9 @@ def load(setup, setup_dir, duration, rounds=None, cpu_lost=None):
                 if cpu_lost is not None:
                     cpu_lost += [u for _, u in lost]
                 per_cli = cli / (moved_cli / GIB)
-                good["cpu_s_per_GiB"] = per_cli
+                per_srv = srv / (moved_srv / GIB) if srv is not None else 0.0
+                good["cpu_s_per_GiB"] = per_cli + per_srv
                 if srv is not None:
-                    per_srv = srv / (moved_srv / GIB)
-                    good["cpu_s_per_GiB"] = per_cli + per_srv
                     good["cpu_client_s_per_GiB"] = per_cli
                     good["cpu_server_s_per_GiB"] = per_srv
         runs[(drv, name)][rnd] = good

@@ -60,6 +60,8 @@ pub(crate) struct DevPriv {
     pub(crate) mcast: crate::mcast::McastTable,
     /// What receives the packets of [`Self::loopq`] (`recv::rx_local`).
     pub(crate) local_rx: LocalRx,
+    /// The CRC-32 of the ICRCs it sends and checks.
+    pub(crate) crc: crate::crc::Icrc,
 }
 
 /// Receives a packet a device sent to itself, inside the drain's RCU
@@ -138,6 +140,8 @@ pub(crate) struct Registration {
     rx: RxHandler,
     /// What the devices' loopback queues hand their packets to.
     local_rx: LocalRx,
+    /// The ICRC's CRC-32 for new devices (picked at module load).
+    icrc: crate::crc::Choice,
     #[pin]
     regs: Mutex<Regs>,
 }
@@ -154,6 +158,7 @@ impl Registration {
         rx: RxHandler,
         local_rx: LocalRx,
     ) -> Result<GlobalOwner<Self>> {
+        let icrc = crate::crc::pick()?;
         let reg = KBox::pin_init(
             try_pin_init!(Self {
                 state <- kernel::new_mutex!(State { devs: KVec::new(), gone: KVec::new(), socks: NetSocks::new() }),
@@ -161,6 +166,7 @@ impl Registration {
                 ops,
                 rx,
                 local_rx,
+                icrc,
                 regs <- kernel::new_mutex!(Regs { pernet: None, notifier: None, link: None }),
             }),
             GFP_KERNEL,
@@ -247,6 +253,7 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
     let ndev = nref.id();
     let loopq = crate::loopback::LoopQueue::new()?;
     let mcast = crate::mcast::McastTable::new()?;
+    let crc = crate::crc::Icrc::new(g.icrc);
     let mut st = g.state.lock();
     if st.devs.iter().any(|e| e.ndev == ndev) {
         return Err(EEXIST);
@@ -276,6 +283,7 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
         loopq,
         mcast,
         local_rx: g.local_rx,
+        crc,
     };
     // (No device may be dropped while the state is locked: its
     // `dealloc_driver` takes the lock.)

@@ -1950,10 +1950,6 @@ pub(crate) fn now() -> u64 {
     crate::sync::timer::ktime_ns()
 }
 
-/// `crc32_le` of the kernel, for the ICRC.
-pub(crate) fn crc32(crc: u32, data: &[u8]) -> u32 {
-    crate::net::route::crc32_le(crc, data)
-}
 
 /// Visits the pieces of `len` bytes at message offset `off` of the SGEs:
 /// `f(region, address, range in the message window)` after the key, PD,
@@ -2038,7 +2034,7 @@ fn send_pkt(
                 roce.get_mut(roce_len - 4..)?.fill(0);
                 return Some(());
             }
-            icrc::write_icrc_ip(crc32, buf).ok().map(|_| ())
+            icrc::write_icrc_ip(|c, d: &[u8]| ctx.dev.p.crc.update(c, d), buf).ok().map(|_| ())
         })()
         .is_some()
     });

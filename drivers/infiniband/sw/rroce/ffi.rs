@@ -17,6 +17,15 @@ pub(crate) const RROCE_ATOMIC_CAS: c_uint = 1;
 /// See [`RROCE_ATOMIC_ADD`].
 pub(crate) const RROCE_ATOMIC_WRITE: c_uint = 2;
 
+/// `struct crypto_shash` (`include/crypto/hash.h`, not among the kernel
+/// crate's bindings): only ever behind a pointer from
+/// `rroce_crc32_tfm_alloc`.
+#[repr(C)]
+pub(crate) struct CryptoShash {
+    _opaque: [u8; 0],
+    _not_send_sync: core::marker::PhantomData<*mut u8>,
+}
+
 // Only pointers to kernel structures cross this boundary; some of them embed
 // members that are empty in this configuration (`netdevice_tracker`,
 // `lockdep_map`), which the lint flags although no value is passed.
@@ -126,6 +135,11 @@ extern "C" {
     pub(crate) fn rroce_timer_arm(t: *mut bindings::timer_list, ns: u64);
     pub(crate) fn rroce_timer_shutdown(t: *mut bindings::timer_list);
     pub(crate) fn rroce_ktime_ns() -> u64;
+    pub(crate) fn rroce_crc32_tfm_alloc() -> *mut CryptoShash;
+    pub(crate) fn rroce_crc32_tfm_free(tfm: *mut CryptoShash);
+    pub(crate) fn rroce_crc32_tfm_driver(tfm: *mut CryptoShash) -> *const kernel::ffi::c_char;
+    pub(crate) fn rroce_crc32_shash(tfm: *mut CryptoShash, crc: u32, p: *const u8, len: c_uint) -> u32;
+    pub(crate) fn rroce_param_icrc() -> *const kernel::ffi::c_char;
     pub(crate) fn rroce_umem_pages(
         umem: *mut bindings::ib_umem,
         pages: *mut *mut bindings::page,

@@ -48,7 +48,7 @@ fn rx_on(dev: &RroceDev, rcu: &ReadGuard, pkt: &[u8], l: &icrc::IpLayout, check_
         s.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     };
-    if check_icrc && icrc::verify_at(crate::dp::crc32, pkt, l).is_err() {
+    if check_icrc && icrc::verify_at(|c, d: &[u8]| dev.p.crc.update(c, d), pkt, l).is_err() {
         s.inc(Counter::RxIcrcErrors);
         return Err(RxDrop::Icrc);
     }

@@ -7,6 +7,7 @@
  * for the route lookup, the multicast address of a GID) or walk
  * scatterlists with their macros.  No protocol logic lives here.
  */
+#include <crypto/hash.h>
 #include <linux/cpumask.h>
 #include <linux/crc32.h>
 #include <linux/highmem.h>
@@ -470,6 +471,63 @@ void rroce_timer_shutdown(struct timer_list *t)
 u64 rroce_ktime_ns(void)
 {
 	return ktime_get_ns();
+}
+
+/*
+ * The ICRC's CRC-32 through the crypto API: "crc32" is the fastest
+ * registered implementation (crc32-pclmul on x86 CPUs with PCLMULQDQ,
+ * else crc32-generic).  Its descriptor state is the bare CRC register,
+ * which is seeded and read back here as crc32_le() takes and returns it
+ * (a transform whose state is anything else is refused).
+ */
+struct crypto_shash *rroce_crc32_tfm_alloc(void)
+{
+	struct crypto_shash *tfm = crypto_alloc_shash("crc32", 0, 0);
+
+	if (IS_ERR(tfm))
+		return NULL;
+	if (crypto_shash_descsize(tfm) != sizeof(u32)) {
+		crypto_free_shash(tfm);
+		return NULL;
+	}
+	return tfm;
+}
+
+void rroce_crc32_tfm_free(struct crypto_shash *tfm)
+{
+	crypto_free_shash(tfm);
+}
+
+const char *rroce_crc32_tfm_driver(struct crypto_shash *tfm)
+{
+	return crypto_shash_driver_name(tfm);
+}
+
+u32 rroce_crc32_shash(struct crypto_shash *tfm, u32 crc, const u8 *p, unsigned int len)
+{
+	SHASH_DESC_ON_STACK(desc, tfm);
+	u32 *reg = shash_desc_ctx(desc);
+
+	desc->tfm = tfm;
+	*reg = crc;
+	/* crc32's update cannot fail; the table if one ever did */
+	if (crypto_shash_update(desc, p, len))
+		return crc32_le(crc, p, len);
+	return *reg;
+}
+
+/*
+ * Which CRC-32 computes the ICRC: "auto" (the faster of the two on this
+ * machine, timed at module load), "table" (crc32_le) or "crypto" (the
+ * crypto API's crc32).
+ */
+static char *icrc = "auto";
+module_param(icrc, charp, 0444);
+MODULE_PARM_DESC(icrc, "ICRC CRC-32: auto (the faster here, timed at load), table (crc32_le) or crypto (crypto API crc32, e.g. crc32-pclmul)");
+
+const char *rroce_param_icrc(void)
+{
+	return icrc ?: "auto";
 }
 
 /* Store up to @n pages of @umem in @pages; returns how many it has. */

@@ -87,6 +87,12 @@ void rroce_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *));
 void rroce_timer_arm(struct timer_list *t, u64 ns);
 void rroce_timer_shutdown(struct timer_list *t);
 u64 rroce_ktime_ns(void);
+struct crypto_shash;
+struct crypto_shash *rroce_crc32_tfm_alloc(void);
+void rroce_crc32_tfm_free(struct crypto_shash *tfm);
+const char *rroce_crc32_tfm_driver(struct crypto_shash *tfm);
+u32 rroce_crc32_shash(struct crypto_shash *tfm, u32 crc, const u8 *p, unsigned int len);
+const char *rroce_param_icrc(void);
 unsigned long rroce_umem_pages(struct ib_umem *umem, struct page **pages,
 			       unsigned long n);
 struct page *rroce_hmm_pfn_to_page(unsigned long hmm_pfn);

@@ -41,6 +41,7 @@ mod sync;
 mod ah;
 mod av;
 mod cq;
+mod crc;
 mod device;
 mod dp;
 mod keys;

@@ -61,9 +61,3 @@ impl SkBuff {
         unsafe { ffi::rroce_tx_send(ndev.as_ptr(), self.into_raw(), ipv6, cache) == 0 }
     }
 }
-
-/// The kernel's `crc32_le` (for the ICRC).
-pub(crate) fn crc32_le(crc: u32, data: &[u8]) -> u32 {
-    // SAFETY: reads `data.len()` bytes of a valid slice.
-    unsafe { bindings::crc32_le(crc, data.as_ptr(), data.len()) }
-}

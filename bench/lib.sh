@@ -188,7 +188,10 @@ bench_module() {
 		links_del_all
 		rmmod rroce || return 1
 	fi
-	[ -d /sys/module/rroce ] || { insmod "$ko" && _bench_ko=$ko; } || return 1
+	# (RROCE_KO_ARGS: module parameters, as drv_load passes them; a module
+	# that lacks one ignores it with a warning)
+	# shellcheck disable=SC2086
+	[ -d /sys/module/rroce ] || { insmod "$ko" ${RROCE_KO_ARGS:-} && _bench_ko=$ko; } || return 1
 	echo "driver ${prov%-rdmav34.so}" >/etc/libibverbs.d/rroce.driver
 }
 

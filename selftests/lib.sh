@@ -392,7 +392,9 @@ drv_load() {
 		[ -f "$RROCE_KO" ] || { echo "rroce.ko not built ($RROCE_KO)" >&2; return 1; }
 		# rxe binds UDP 4791 in init_net; it must not be around
 		[ -d /sys/module/rdma_rxe ] && rmmod rdma_rxe
-		insmod "$RROCE_KO"
+		# RROCE_KO_ARGS: module parameters (icrc=table, say), word-split
+		# shellcheck disable=SC2086
+		insmod "$RROCE_KO" ${RROCE_KO_ARGS:-}
 		;;
 	rxe)
 		modprobe rdma_rxe

@@ -114,6 +114,9 @@ note_failures() { # note_failures LOG: remember "script: not ok N - ..." lines
 # Robustness tests, run on the debug kernel (most telling first; failslab,
 # which runs only there, last).
 DEBUG_TESTS=(hostile_packets hostile_user memcg faults kill_reclaim disassociate limits kverbs rdma_cm ud_errors mw srq mcast xrc failslab)
+# rroce's module parameters in the debug stage (RROCE_DEBUG_KO_ARGS; see
+# try_start_debug)
+dbg_ko_args=${RROCE_DEBUG_KO_ARGS-icrc=crypto}
 budget_end=$((t0 + ${RROCE_CHECK_BUDGET:-5100}))
 debug_end=$((budget_end - ${RROCE_FALLBACK_SECS:-600}))
 wait_deadline=$((debug_end - ${RROCE_DEBUG_MIN_SECS:-600}))
@@ -270,12 +273,15 @@ try_start_debug() {
 		debug_skip "no time left for it ($(((now - t0) / 60)) min into make check)"
 		return 0
 	fi
-	step "robustness tests on the debug kernel, in the background from $(since): ${DEBUG_TESTS[*]}"
+	# rroce's ICRC there through the crypto API (crc32-pclmul, in softirq
+	# and wherever packets are built, under KASAN and lockdep); the plain
+	# suite has icrc=auto, the table under TCG: both run in every make check
+	step "robustness tests on the debug kernel (rroce ${dbg_ko_args:-without parameters}), in the background from $(since): ${DEBUG_TESTS[*]}"
 	rm -f build/selftests-debug.end
 	: >build/selftests-debug.log
 	setsid bash -c '"$@" >build/selftests-debug.log 2>&1; date +%s >build/selftests-debug.end' _ \
 		env RROCE_KO="$RROCE_TOP/build/debug/rroce.ko" RROCE_KVERBS_KO="$RROCE_TOP/build/debug/kmod/rroce_kverbs_test.ko" \
-		RROCE_TIMEOUT_SCALE="${RROCE_TIMEOUT_SCALE:-4}" RROCE_RESULTS="$RROCE_TOP/build/selftests-debug" \
+		RROCE_TIMEOUT_SCALE="${RROCE_TIMEOUT_SCALE:-4}" RROCE_RESULTS="$RROCE_TOP/build/selftests-debug" RROCE_KO_ARGS="$dbg_ko_args" \
 		timeout --kill-after=30 $((debug_end - now)) "$here/vm" --kernel debug selftests/run.sh "${DEBUG_TESTS[@]}" &
 	dbg_vm_pid=$!
 	dbg_t0=$now dbg_state=running

@@ -392,7 +392,12 @@ drv_load() {
 		[ -f "$RROCE_KO" ] || { echo "rroce.ko not built ($RROCE_KO)" >&2; return 1; }
 		# rxe binds UDP 4791 in init_net; it must not be around
 		[ -d /sys/module/rdma_rxe ] && rmmod rdma_rxe
-		# RROCE_KO_ARGS: module parameters (icrc=table, say), word-split
+		# RROCE_KO_ARGS: module parameters (icrc=table, say), word-split.
+		# With icrc=crypto, crc32-pclmul first where the CPU has PCLMULQDQ
+		# (scripts/vm keeps udev from loading it at boot).
+		case " ${RROCE_KO_ARGS:-} " in
+		*" icrc=crypto "*) grep -qw -m1 pclmulqdq /proc/cpuinfo && modprobe -q crc32_pclmul ;;
+		esac
 		# shellcheck disable=SC2086
 		insmod "$RROCE_KO" ${RROCE_KO_ARGS:-}
 		;;

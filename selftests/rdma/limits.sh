@@ -39,7 +39,9 @@ MAXOBJ=64
 reload() {
 	links_del_all
 	drv_unload || return 1
-	insmod "$RROCE_KO" "$@" || return 1
+	# (RROCE_KO_ARGS, as drv_load passes them, then ours)
+	# shellcheck disable=SC2086
+	insmod "$RROCE_KO" ${RROCE_KO_ARGS:-} "$@" || return 1
 	RROCE_NO_LINKS=0 topo_reset
 }
 

@@ -107,16 +107,16 @@ pub(crate) fn pick() -> Result<Choice> {
         b"table" => Some(Choice::Table),
         b"crypto" => Some(Choice::Crypto),
         _ => {
-            pr_err!("rroce: icrc={}: want auto, table or crypto\n", param);
+            pr_err!("icrc={}: want auto, table or crypto\n", param);
             return Err(EINVAL);
         }
     };
     let Some(tfm) = CryptoCrc32::new() else {
         if want == Some(Choice::Crypto) {
-            pr_err!("rroce: icrc=crypto: the crypto API has no usable crc32\n");
+            pr_err!("icrc=crypto: the crypto API has no usable crc32\n");
             return Err(ENOENT);
         }
-        pr_info!("rroce: ICRC CRC-32: crc32_le (the crypto API has no usable crc32)\n");
+        pr_info!("ICRC CRC-32: crc32_le (the crypto API has no usable crc32)\n");
         return Ok(Choice::Table);
     };
     let mut buf = KVec::with_capacity(TIMED_LEN, GFP_KERNEL)?;
@@ -124,7 +124,7 @@ pub(crate) fn pick() -> Result<Choice> {
         buf.push((i as u8).wrapping_mul(167).wrapping_add(13), GFP_KERNEL)?;
     }
     if !agrees(&tfm, &buf) {
-        pr_err!("rroce: ICRC CRC-32: {} disagrees with crc32_le; not used\n", tfm.driver());
+        pr_err!("ICRC CRC-32: {} disagrees with crc32_le; not used\n", tfm.driver());
         return if want == Some(Choice::Crypto) { Err(EIO) } else { Ok(Choice::Table) };
     }
     let table_ns = time_ns(crc32_le, &buf);
@@ -138,7 +138,7 @@ pub(crate) fn pick() -> Result<Choice> {
         (Choice::Crypto, Some(_)) => (tfm.driver(), c_str!("icrc=crypto")),
     };
     pr_info!(
-        "rroce: ICRC CRC-32 over {} bytes: crc32_le {} ns, {} {} ns; using {} ({})\n",
+        "ICRC CRC-32 over {} bytes: crc32_le {} ns, {} {} ns; using {} ({})\n",
         TIMED_LEN,
         table_ns,
         tfm.driver(),

@@ -159,7 +159,7 @@ pub(crate) fn drain() {
         crate::sync::msleep(10);
         waited += 1;
         if waited % 1000 == 0 {
-            pr_warn!("rroce: waiting for {} transmitted packets to be freed\n", CHARGED.load(Ordering::Relaxed));
+            pr_warn!("waiting for {} transmitted packets to be freed\n", CHARGED.load(Ordering::Relaxed));
         }
     }
     crate::sync::rcu::synchronize();

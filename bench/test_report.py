@@ -9,8 +9,10 @@ from perftest's counts (#iterations x #bytes), not MB/s x -D; a missing log
 is a failure; CPU is the system+softirq+irq field of the .cpu files, and a
 record whose fields do not add up to its wall time is a failure.
 """
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -96,8 +98,15 @@ def fixture(top):
     write(top, "meta.json", json.dumps(META))
 
 
+def scratch():
+    """A temporary directory, removed when the tests end."""
+    d = tempfile.mkdtemp(prefix="rroce-report-test-")
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
 def build():
-    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    top = scratch()
     fixture(top)
     setups_rows, failures, wall = report.report(top, json.load(open(os.path.join(top, "meta.json"))))
     rows = {r["metric"]: r for _, rs in setups_rows for r in rs}
@@ -284,7 +293,7 @@ def test_udp_baseline_and_mtu9000():
     """the UDP baseline's rows (bytes the sink received, CPU per GiB of
     them), a flood without a report is a failure, and the *_mtu9000 runs get
     their own table beside TCP at 9000 and the ratio at 1500"""
-    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    top = scratch()
     d = os.path.join(top, "pair")
     for rnd in (1, 2):
         for drv, r15, r90 in (("rroce", 60.0, 80.0), ("rxe", 30.0, 20.0)):
@@ -333,7 +342,7 @@ def test_udp_pingpong_latency():
     """the UDP ping-pong's half round trip sits beside ib_write_lat and
     ib_send_lat, its whole round trip beside ib_read_lat; a ping-pong
     without a report is a failure of the udp row"""
-    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    top = scratch()
     d = os.path.join(top, "pair")
     for rnd in (1, 2):
         for drv, typ in (("rroce", "100.00"), ("rxe", "200.00")):
@@ -360,7 +369,7 @@ def test_udp_pingpong_latency():
 def test_clock_calibration_failure_named():
     """perftest prints rate 0 when its CPU clock calibration fails (under
     TCG now and then, with rxe as with rroce): a failure that says so"""
-    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    top = scratch()
     d = os.path.join(top, "pair")
     cmd = "ib_write_bw -s 65536 -D 5 --margin 1"
     write(d, "rroce.write_bw_64K.1.log", bw_log(cmd, 65536, 1205, 0.0, 0.0).replace(
@@ -374,7 +383,7 @@ def test_clock_calibration_failure_named():
 
 
 def test_exit_status_in_failure():
-    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    top = scratch()
     d = os.path.join(top, "pair")
     write(d, "rroce.send_bw_64K.1.log", "# bench: ib_send_bw -s 65536 -n 192\n" + BW_HDR + "# exit: 124\n")
     write(d, "rroce.send_bw_64K.1.cpu", cpu(1.0, 1.0))
@@ -388,7 +397,7 @@ def test_base_before_after():
     """--base: a third driver "base" (an older rroce) in the same run gets its
     own medians, rroce/base, a missing base log is a failure, and the report
     prints the before/after table with the ranges compared"""
-    top = tempfile.mkdtemp(prefix="rroce-report-test-")
+    top = scratch()
     d = os.path.join(top, "loopback")
     cmd = "ib_write_bw -s 64 -D 3 --margin 1"
     rates = {"rroce": [2.0, 2.2, 2.4], "base": [1.0, 1.1, None], "rxe": [1.5, 1.6, 1.7]}

@@ -936,6 +936,41 @@ hwc_show() {
 # rc_xfer_setup: sets RC_WHY (why no traffic can run, or empty), RC_G0/RC_G1
 # (the RoCE v2 GID indexes of $IP0 on $DEV0 and $IP1 on $DEV1) and HWC_WHY
 # (why the hw_counters cannot be read, or empty).
+# Packet captures (tshark, icrc): capture_init NAME makes $TMPD (removed at
+# exit, with any capture still running stopped); capture_start FILE runs
+# dumpcap on $IF0 for UDP $ROCE_PORT into FILE (classic pcap, what
+# py/icrc_check.py reads) and returns once it captures, false (with a
+# t_fail) if it does not start; capture_stop ends it (dumpcap flushes).
+capture_init() {
+	TMPD=$(mktemp -d "/tmp/rroce-$1.XXXXXX")
+	CAP_PID=
+	trap capture_cleanup EXIT
+}
+# shellcheck disable=SC2317  # called by the trap
+capture_cleanup() {
+	[ -n "$CAP_PID" ] && kill "$CAP_PID" 2>/dev/null && wait "$CAP_PID" 2>/dev/null
+	rm -rf "$TMPD"
+}
+# shellcheck disable=SC2317  # called through wait_for
+_capture_started() { grep -q "File:" "$TMPD/dumpcap.log" || ! kill -0 "$CAP_PID" 2>/dev/null; }
+capture_start() {
+	dumpcap -q -P -i "$IF0" -f "udp port $ROCE_PORT" -B 64 -w "$1" >"$TMPD/dumpcap.log" 2>&1 &
+	CAP_PID=$!
+	# dumpcap has the interface once it names the file it writes
+	wait_for 60 _capture_started
+	grep -q "File:" "$TMPD/dumpcap.log" && return 0
+	t_fail "dumpcap did not start capturing on $IF0: $(tr '\n' ' ' <"$TMPD/dumpcap.log")"
+	capture_stop
+	return 1
+}
+capture_stop() {
+	[ -n "$CAP_PID" ] || return 0
+	kill -INT "$CAP_PID" 2>/dev/null
+	wait "$CAP_PID" 2>/dev/null
+	CAP_PID=
+	diag "dumpcap: $(grep -iE 'packets|dropped' "$TMPD/dumpcap.log" | tr '\n' ' ')"
+}
+
 rc_xfer_setup() {
 	RC_WHY=$(provider_unavailable)
 	[ -n "$RC_WHY" ] || RC_WHY=$(datapath_unavailable "$DEV0" "$IP0")

@@ -27,14 +27,7 @@ why=
 command -v dumpcap >/dev/null || why=${why:-dumpcap not installed}
 rc_xfer_setup
 [ -n "$why" ] || why=$RC_WHY
-TMPD=$(mktemp -d /tmp/rroce-icrc.XXXXXX)
-CAP_PID=
-# shellcheck disable=SC2317  # called by the trap
-cleanup() {
-	[ -n "$CAP_PID" ] && kill "$CAP_PID" 2>/dev/null && wait "$CAP_PID" 2>/dev/null
-	rm -rf "$TMPD"
-}
-trap cleanup EXIT
+capture_init icrc
 
 # reload ARGS...: rroce reloaded with ARGS, the standard devices back
 reload() {
@@ -91,9 +84,6 @@ fi
 drv_loaded && t_fail "rroce is loaded after a failed insmod"
 t_end
 
-# shellcheck disable=SC2317  # called through wait_for
-capture_started() { grep -q "File:" "$TMPD/dumpcap.log" || ! kill -0 "$CAP_PID" 2>/dev/null; }
-
 for mode in table crypto; do
 	cap=$TMPD/$mode.pcap
 	t_begin "icrc=$mode: SEND/WRITE/READ 256 KiB each, data verified, no ICRC errors"
@@ -105,20 +95,13 @@ for mode in table crypto; do
 		diag "crc32_le ${tns:-?} ns, ${drv:-?} ${cns:-?} ns; using ${used:-?} (${whyu:-?})"
 		expect_eq "reason" "$whyu" "icrc=$mode"
 		if [ "$mode" = table ]; then expect_eq "used" "$used" crc32_le; else expect_eq "used" "$used" "$drv"; fi
-		dumpcap -q -P -i "$IF0" -f "udp port $ROCE_PORT" -B 64 -w "$cap" >"$TMPD/dumpcap.log" 2>&1 &
-		CAP_PID=$!
-		wait_for 60 capture_started
-		if ! grep -q "File:" "$TMPD/dumpcap.log"; then
-			t_fail "dumpcap did not start: $(tr '\n' ' ' <"$TMPD/dumpcap.log")"
-		else
+		if capture_start "$cap"; then
 			rc_xfer 180 --ops send,write,read --total 256K --msg 64K >/dev/null && ok=1
 			expect_eq "rx_icrc_errors on $DEV0" "${XD0[rx_icrc_errors]:-0}" 0
 			expect_eq "rx_icrc_errors on $DEV1" "${XD1[rx_icrc_errors]:-0}" 0
 			sleep 1
+			capture_stop
 		fi
-		kill -INT "$CAP_PID" 2>/dev/null
-		wait "$CAP_PID" 2>/dev/null
-		CAP_PID=
 	fi
 	t_end
 	t_begin "icrc=$mode: every captured packet's ICRC recomputed by icrc_check.py is right"

@@ -22,14 +22,7 @@ test_init 8
 # 512 KiB per operation (64 KiB messages): some 2,800 packets per family;
 # tshark decodes them in minutes under TCG, so more would risk the limit.
 TSHARK_SIZE=${TSHARK_SIZE:-512K}
-TMPD=$(mktemp -d /tmp/rroce-tshark.XXXXXX)
-CAP_PID=
-# shellcheck disable=SC2317  # called by the trap
-cleanup() {
-	[ -n "$CAP_PID" ] && kill "$CAP_PID" 2>/dev/null && wait "$CAP_PID" 2>/dev/null
-	rm -rf "$TMPD"
-}
-trap cleanup EXIT
+capture_init tshark
 
 why=$(provider_unavailable)
 for t in tshark dumpcap; do
@@ -57,9 +50,6 @@ while IFS= read -r l; do diag "$l"; done <<<"$out"
 [ $rc = 0 ] || t_fail "icrc_check.py --selftest exited $rc"
 t_end
 
-# shellcheck disable=SC2317  # called through wait_for
-capture_started() { grep -q "File:" "$TMPD/dumpcap.log" || ! kill -0 "$CAP_PID" 2>/dev/null; }
-
 # capture FAMILY FILE: dumpcap on rr0 while rc_xfer.py runs between the
 # GIDs of FAMILY (4 or 6).  t_fail on any problem.
 capture() {
@@ -71,19 +61,7 @@ capture() {
 		t_fail "no RoCE v2 GID of $a0 on $DEV0 ('$g0') or of $a1 on $DEV1 ('$g1')"
 		return 1
 	fi
-	# -P: classic pcap (what icrc_check.py reads)
-	dumpcap -q -P -i "$IF0" -f "udp port $ROCE_PORT" -B 64 -w "$cap" >"$TMPD/dumpcap.log" 2>&1 &
-	CAP_PID=$!
-	# dumpcap has the interface once it names the file it writes
-	wait_for 60 capture_started
-	if ! grep -q "File:" "$TMPD/dumpcap.log"; then
-		t_fail "dumpcap did not start capturing on $IF0"
-		diag "dumpcap: $(tr '\n' ' ' <"$TMPD/dumpcap.log")"
-		kill "$CAP_PID" 2>/dev/null
-		wait "$CAP_PID" 2>/dev/null
-		CAP_PID=
-		return 1
-	fi
+	capture_start "$cap" || return 1
 	timeout $((300 * ${RROCE_TIMEOUT_SCALE:-1})) /usr/bin/python3 "$RROCE_REPO/selftests/py/rc_xfer.py" \
 		"$DEV0" "$g0" "$DEV1" "$g1" --timeout "$RC_ACK_TIMEOUT" --ops send,send_imm,write,write_imm,read \
 		--total "$TSHARK_SIZE" --msg 64K --deadline 240 >"$TMPD/xfer.log" 2>&1
@@ -92,10 +70,7 @@ capture() {
 	[ $rc = 0 ] || t_fail "rc_xfer.py over IPv$fam exited $rc"
 	# let the last ACKs reach the capture, then stop dumpcap (it flushes)
 	sleep 1
-	kill -INT "$CAP_PID" 2>/dev/null
-	wait "$CAP_PID"
-	CAP_PID=
-	diag "dumpcap: $(grep -iE 'packets|dropped' "$TMPD/dumpcap.log" | tr '\n' ' ')"
+	capture_stop
 	[ -s "$cap" ] || t_fail "no capture file written"
 	return $rc
 }

@@ -145,6 +145,12 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 	at_least "$DEV1 MRs while B lives" "$(res_count "$DEV1" mr)" 1
 	at_least "VmPin of A (kB)" "$(vmpin_kb "$pa")" $((HOG_MR * 1024))
 	at_least "VmPin of B (kB)" "$(vmpin_kb "$pb")" $((HOG_MR * 1024))
+	# no VmPin line: the process has exited (a zombie until waited for,
+	# which kill -0 still finds): say why
+	for h in "A $pa" "B $pb"; do
+		read -r hn hp <<<"$h"
+		[ -n "$(vmpin_kb "$hp")" ] || diag "$hn (pid $hp) has exited by itself: $(tail -5 "$HOG_DIR/$hn.out" | tr '\n' ' ')"
+	done
 	at_least "pinned pages (system)" "$(pinned_pages)" $((2 * HOG_MR * 256))
 	# traffic in flight both ways right now
 	t0=$(tx_of "$DEV0") t1=$(tx_of "$DEV1")

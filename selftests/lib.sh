@@ -384,7 +384,8 @@ nics_setup() {
 # --------------------------------------------------------------- the driver
 drv_loaded() { [ -d "/sys/module/$MOD" ]; }
 
-# Load the driver under test; false (with a message) if it cannot be.
+# drv_load [PARAM=VALUE...]: load the driver under test (rroce: with
+# RROCE_KO_ARGS, then PARAMs); false (with a message) if it cannot be.
 drv_load() {
 	drv_loaded && return 0
 	case $RROCE_TYPE in
@@ -395,11 +396,11 @@ drv_load() {
 		# RROCE_KO_ARGS: module parameters (icrc=table, say), word-split.
 		# With icrc=crypto, crc32-pclmul first where the CPU has PCLMULQDQ
 		# (scripts/vm keeps udev from loading it at boot).
-		case " ${RROCE_KO_ARGS:-} " in
+		case " ${RROCE_KO_ARGS:-} $* " in
 		*" icrc=crypto "*) grep -qw -m1 pclmulqdq /proc/cpuinfo && modprobe -q crc32_pclmul ;;
 		esac
 		# shellcheck disable=SC2086
-		insmod "$RROCE_KO" ${RROCE_KO_ARGS:-}
+		insmod "$RROCE_KO" ${RROCE_KO_ARGS:-} "$@"
 		;;
 	rxe)
 		modprobe rdma_rxe
@@ -410,6 +411,15 @@ drv_load() {
 drv_unload() {
 	drv_loaded || return 0
 	rmmod "$MOD"
+}
+
+# drv_reload [PARAM=VALUE...]: rroce reloaded (drv_load's parameters, then
+# PARAMs, the last of a name winning) and the standard devices back
+drv_reload() {
+	links_del_all
+	drv_unload || return 1
+	drv_load "$@" || return 1
+	RROCE_NO_LINKS=0 topo_reset
 }
 
 # Why the driver cannot be tested here, or nothing.
@@ -933,9 +943,6 @@ hwc_show() {
 # init_net) and $DEV1 (responder, netns peer), QP pairs connected directly
 # in one process, packets over the veth.
 
-# rc_xfer_setup: sets RC_WHY (why no traffic can run, or empty), RC_G0/RC_G1
-# (the RoCE v2 GID indexes of $IP0 on $DEV0 and $IP1 on $DEV1) and HWC_WHY
-# (why the hw_counters cannot be read, or empty).
 # Packet captures (tshark, icrc): capture_init NAME makes $TMPD (removed at
 # exit, with any capture still running stopped); capture_start FILE runs
 # dumpcap on $IF0 for UDP $ROCE_PORT into FILE (classic pcap, what
@@ -971,6 +978,9 @@ capture_stop() {
 	diag "dumpcap: $(grep -iE 'packets|dropped' "$TMPD/dumpcap.log" | tr '\n' ' ')"
 }
 
+# rc_xfer_setup: sets RC_WHY (why no traffic can run, or empty), RC_G0/RC_G1
+# (the RoCE v2 GID indexes of $IP0 on $DEV0 and $IP1 on $DEV1) and HWC_WHY
+# (why the hw_counters cannot be read, or empty).
 rc_xfer_setup() {
 	RC_WHY=$(provider_unavailable)
 	[ -n "$RC_WHY" ] || RC_WHY=$(datapath_unavailable "$DEV0" "$IP0")

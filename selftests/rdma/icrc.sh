@@ -29,13 +29,6 @@ rc_xfer_setup
 [ -n "$why" ] || why=$RC_WHY
 capture_init icrc
 
-# reload ARGS...: rroce reloaded with ARGS, the standard devices back
-reload() {
-	links_del_all
-	drv_unload || return 1
-	insmod "$RROCE_KO" "$@" || return 1
-	RROCE_NO_LINKS=0 topo_reset
-}
 
 # The last "ICRC CRC-32" line of the kernel log since the test began, as
 # "TABLE_NS DRIVER CRYPTO_NS USED WHY".
@@ -53,7 +46,7 @@ pclmul=$(grep -m1 -o -w pclmulqdq /proc/cpuinfo)
 [ -z "$pclmul" ] || modprobe crc32_pclmul || diag "modprobe crc32_pclmul failed"
 
 t_begin "icrc=auto (the default): both CRC-32s timed over 1024 bytes, the crypto API's used if 10 % faster"
-if reload; then
+if drv_reload; then
 	read -r tns drv cns used whyu <<<"$(icrc_line)"
 	diag "crc32_le ${tns:-?} ns, ${drv:-?} ${cns:-?} ns per 1024 bytes; using ${used:-?} (${whyu:-?}); CPU flag: ${pclmul:-no pclmulqdq}"
 	if [ -z "$used" ]; then
@@ -88,7 +81,7 @@ for mode in table crypto; do
 	cap=$TMPD/$mode.pcap
 	t_begin "icrc=$mode: SEND/WRITE/READ 256 KiB each, data verified, no ICRC errors"
 	ok=0
-	if ! reload icrc=$mode; then
+	if ! drv_reload icrc=$mode; then
 		t_fail "reload with icrc=$mode failed"
 	else
 		read -r tns drv cns used whyu <<<"$(icrc_line)"

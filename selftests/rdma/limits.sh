@@ -36,17 +36,9 @@ HU=$(c_prog hostile_user) || t_fail "cc failed: $HU"
 t_end
 
 MAXOBJ=64
-reload() {
-	links_del_all
-	drv_unload || return 1
-	# (RROCE_KO_ARGS, as drv_load passes them, then ours)
-	# shellcheck disable=SC2086
-	insmod "$RROCE_KO" ${RROCE_KO_ARGS:-} "$@" || return 1
-	RROCE_NO_LINKS=0 topo_reset
-}
 
 t_begin "reload rroce with max_objects=$MAXOBJ: ibv_devinfo shows the caps"
-if reload max_objects=$MAXOBJ; then
+if drv_reload max_objects=$MAXOBJ; then
 	expect_eq "parameter" "$(cat /sys/module/rroce/parameters/max_objects)" $MAXOBJ
 	info=$(ibv_devinfo -v -d "$DEV0" 2>&1)
 	for k in max_qp max_cq max_mr max_pd max_srq max_ah; do
@@ -82,7 +74,7 @@ run_case "memlock as nobody without CAP_IPC_LOCK, ulimit -l 1024: ENOMEM beyond 
 while read -r m n; do chmod "$m" "$n"; done <<<"$modes"
 
 t_begin "reload rroce without max_objects: built-in limits again"
-if reload; then
+if drv_reload; then
 	expect_eq "parameter" "$(cat /sys/module/rroce/parameters/max_objects)" 0
 	qp=$(ibv_devinfo -v -d "$DEV0" 2>&1 | awk '$1 == "max_qp:" {print $2; exit}')
 	[ "${qp:-0}" -gt $MAXOBJ ] || t_fail "max_qp is $qp"

@@ -1950,7 +1950,6 @@ pub(crate) fn now() -> u64 {
     crate::sync::timer::ktime_ns()
 }
 
-
 /// Visits the pieces of `len` bytes at message offset `off` of the SGEs:
 /// `f(region, address, range in the message window)` after the key, PD,
 /// access (`need`) and range checks.  Fails unless the SGEs cover it all.

@@ -56,7 +56,7 @@ if drv_reload; then
 		want=crc32_le
 		[ $((cns * 10)) -lt $((tns * 9)) ] && want=$drv
 		expect_eq "the one used" "$used" "$want"
-		expect_eq "reason" "$whyu" auto
+		expect_eq "reason" "$whyu" icrc=auto
 		[ -n "$pclmul" ] && expect_eq "crypto API driver on a CPU with PCLMULQDQ" "$drv" crc32-pclmul
 	fi
 else

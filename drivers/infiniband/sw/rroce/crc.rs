@@ -131,20 +131,18 @@ pub(crate) fn pick() -> Result<Choice> {
     let crypto_ns = time_ns(|c, d| tfm.update(c, d), &buf);
     let faster = crypto_ns.saturating_mul(10) < table_ns.saturating_mul(9);
     let choice = want.unwrap_or(if faster { Choice::Crypto } else { Choice::Table });
-    let (name, why) = match (choice, want) {
-        (Choice::Table, None) => (c_str!("crc32_le"), c_str!("auto")),
-        (Choice::Crypto, None) => (tfm.driver(), c_str!("auto")),
-        (Choice::Table, Some(_)) => (c_str!("crc32_le"), c_str!("icrc=table")),
-        (Choice::Crypto, Some(_)) => (tfm.driver(), c_str!("icrc=crypto")),
+    let name = match choice {
+        Choice::Table => c_str!("crc32_le"),
+        Choice::Crypto => tfm.driver(),
     };
     pr_info!(
-        "ICRC CRC-32 over {} bytes: crc32_le {} ns, {} {} ns; using {} ({})\n",
+        "ICRC CRC-32 over {} bytes: crc32_le {} ns, {} {} ns; using {} (icrc={})\n",
         TIMED_LEN,
         table_ns,
         tfm.driver(),
         crypto_ns,
         name,
-        why
+        param
     );
     Ok(choice)
 }

@@ -113,7 +113,7 @@ note_failures() { # note_failures LOG: remember "script: not ok N - ..." lines
 
 # Robustness tests, run on the debug kernel (most telling first; failslab,
 # which runs only there, last).
-DEBUG_TESTS=(hostile_packets hostile_user memcg faults kill_reclaim disassociate limits kverbs rdma_cm ud_errors mw srq mcast xrc failslab)
+DEBUG_TESTS=(hostile_packets rx_frags hostile_user memcg faults kill_reclaim disassociate limits kverbs rdma_cm ud_errors mw srq mcast xrc failslab)
 # rroce's module parameters in the debug stage (RROCE_DEBUG_KO_ARGS; see
 # try_start_debug)
 dbg_ko_args=${RROCE_DEBUG_KO_ARGS-icrc=crypto}

@@ -895,7 +895,7 @@ rc_pingpong_chk() {
 # ------------------------------------------------------------- hw counters
 # The port counters of rroce (sysfs .../ports/1/hw_counters/, also shown by
 # `rdma statistic`).
-HWC_NAMES="rx_packets tx_packets rx_dropped rx_icrc_errors tx_errors retransmits ack_timeouts seq_naks_rcvd rnr_naks_rcvd retry_exceeded rnr_retry_exceeded duplicate_requests out_of_sequence rnr_naks_sent completion_errors uc_dropped ignored_responses access_naks_sent invalid_naks_sent resp_backpressure odp_faults odp_stall_drops xrc_bad_srqn window_cuts tx_waits"
+HWC_NAMES="rx_packets tx_packets rx_dropped rx_icrc_errors tx_errors retransmits ack_timeouts seq_naks_rcvd rnr_naks_rcvd retry_exceeded rnr_retry_exceeded duplicate_requests out_of_sequence rnr_naks_sent completion_errors uc_dropped ignored_responses access_naks_sent invalid_naks_sent resp_backpressure odp_faults odp_stall_drops xrc_bad_srqn window_cuts tx_waits rx_linearized"
 hwc_dir() { echo "$SYS_IB/$1/ports/1/hw_counters"; }
 
 # hwc_missing DEV: why DEV's counters cannot be read (missing directory or

@@ -98,6 +98,8 @@ extern "C" {
     ) -> c_int;
     pub(crate) fn rroce_skb_dev(skb: *const bindings::sk_buff) -> *mut bindings::net_device;
     pub(crate) fn rroce_skb_linearize(skb: *mut bindings::sk_buff) -> c_int;
+    pub(crate) fn rroce_pskb_may_pull(skb: *mut bindings::sk_buff, len: c_uint) -> bool;
+    pub(crate) fn rroce_skb_frag_address_safe(frag: *const bindings::skb_frag_t) -> *mut c_void;
     pub(crate) fn rroce_skb_network_header(skb: *const bindings::sk_buff) -> *mut u8;
     pub(crate) fn rroce_skb_tail_pointer(skb: *const bindings::sk_buff) -> *mut u8;
     pub(crate) fn rroce_skb_shinfo(skb: *mut bindings::sk_buff) -> *mut bindings::skb_shared_info;

@@ -726,12 +726,11 @@ fn deliver_ud(p: &QpPriv, ctx: &Ctx<'_>, parsed: &crate::proto::hdr::Parsed, ip:
 
 /// A datagram to QP 0xFFFFFF: a copy for every UD QP attached to the group
 /// of its destination address.  Bottom halves disabled.
-fn deliver_mcast(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
+fn deliver_mcast(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hdr::Parsed, payload: &[u8], ip: &[u8]) -> bool {
     let mgid = crate::proto::net::ip_addrs(ip).map(|(_, dst)| dst.to_gid());
     let Some(mgid) = mgid else { return false };
     let mut qpns = [0u32; mcast::MAX_QP_PER_GROUP];
     let n = dev.p.mcast.members(&mgid, &mut qpns);
-    let payload = parsed.payload(roce);
     let mut taken = false;
     for &qpn in qpns.get(..n).unwrap_or(&[]) {
         let Some(q) = dev.p.qps.get(qpn, rcu) else { continue };
@@ -756,20 +755,19 @@ fn xrc_as_rc(parsed: &crate::proto::hdr::Parsed) -> Option<crate::proto::hdr::Pa
     Some(p)
 }
 
-/// Hands a received, validated RC packet to QP `qpn` of `dev`.  Returns
-/// `false` if no QP could take it.
+/// Hands a received, validated packet (its payload `payload`, its IP header
+/// `ip`) to QP `qpn` of `dev`.  Returns `false` if no QP could take it.
 ///
 /// Called in the receive softirq; the QP is borrowed for the receive
 /// path's RCU read-side section `rcu` (`destroy_qp` waits for a grace
 /// period after unpublishing it).
-pub(crate) fn deliver(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hdr::Parsed, roce: &[u8], ip: &[u8]) -> bool {
+pub(crate) fn deliver(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hdr::Parsed, payload: &[u8], ip: &[u8]) -> bool {
     if parsed.bth.dest_qpn == mcast::MCAST_QPN {
-        return deliver_mcast(dev, rcu, parsed, roce, ip);
+        return deliver_mcast(dev, rcu, parsed, payload, ip);
     }
     let Some(q) = dev.p.qps.get(parsed.bth.dest_qpn, rcu) else { return false };
     let p = q.p();
     let mut ctx = ctx(q, rcu);
-    let payload = parsed.payload(roce);
     if matches!(p.ty, QpType::Ud | QpType::Gsi) {
         return deliver_ud(p, &ctx, parsed, ip, payload);
     }

@@ -11,19 +11,24 @@ use crate::net::netdev::NetDevView;
 use crate::sync::rcu::ReadGuard;
 use crate::proto::hdr::{self, DEFAULT_PKEY};
 use crate::proto::icrc;
+use crate::proto::split::Split;
 use crate::stats::{Counter, RxDrop};
 
-/// Receives one RoCEv2 IP datagram (`pkt`: IP header to the end) that
-/// arrived on `in_dev`.  Softirq context.
-pub(crate) fn rx(in_dev: NetDevView<'_>, pkt: &[u8]) -> Result<(), RxDrop> {
+/// Receives one RoCEv2 IP datagram (`pkt`: IP header to the end, its
+/// headers in `pkt.head`; `copied` into one buffer first) that arrived on
+/// `in_dev`.  Softirq context.
+pub(crate) fn rx(in_dev: NetDevView<'_>, pkt: Split<'_>, copied: bool) -> Result<(), RxDrop> {
     // The UDP stack has validated the IP header: find the device first,
     // so that a datagram too short for a BTH and ICRC (which the layout
     // check refuses) is still counted as dropped on it.
-    let ipv6 = pkt.first().is_some_and(|b| b >> 4 == 6);
-    let dst = if ipv6 { pkt.get(24..40) } else { pkt.get(16..20) }.ok_or(RxDrop::Malformed)?;
+    let ipv6 = pkt.head.first().is_some_and(|b| b >> 4 == 6);
+    let dst = if ipv6 { pkt.head.get(24..40) } else { pkt.head.get(16..20) }.ok_or(RxDrop::Malformed)?;
     let rcu = ReadGuard::new();
     let dev = crate::device::rx_device(in_dev, dst, &rcu).ok_or(RxDrop::NoDevice)?;
-    let Ok(l) = icrc::ip_layout(pkt) else {
+    if copied {
+        dev.p.stats.inc(Counter::RxLinearized);
+    }
+    let Ok(l) = icrc::ip_layout_split(pkt) else {
         dev.p.stats.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     };
@@ -36,28 +41,31 @@ pub(crate) fn rx(in_dev: NetDevView<'_>, pkt: &[u8]) -> Result<(), RxDrop> {
 /// counted like one from the wire; the requester retransmits.)
 pub(crate) fn rx_local(dev: &RroceDev, rcu: &ReadGuard, pkt: &[u8]) {
     if let Ok(l) = icrc::ip_layout(pkt) {
-        let _ = rx_on(dev, rcu, pkt, &l, false);
+        let _ = rx_on(dev, rcu, Split::whole(pkt), &l, false);
     }
 }
 
 /// The part of [`rx`] after the device is known.
-fn rx_on(dev: &RroceDev, rcu: &ReadGuard, pkt: &[u8], l: &icrc::IpLayout, check_icrc: bool) -> Result<(), RxDrop> {
-    let roce = pkt.get(l.roce_off..l.end).ok_or(RxDrop::Malformed)?;
+fn rx_on(dev: &RroceDev, rcu: &ReadGuard, pkt: Split<'_>, l: &icrc::IpLayout, check_icrc: bool) -> Result<(), RxDrop> {
+    let roce = pkt.sub(l.roce_off, l.end).ok_or(RxDrop::Malformed)?;
     let s = &dev.p.stats;
-    let Ok(parsed) = hdr::parse_packet(roce) else {
+    let Ok(parsed) = hdr::parse_split(roce) else {
         s.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     };
-    if check_icrc && icrc::verify_at(|c, d: &[u8]| dev.p.crc.update(c, d), pkt, l).is_err() {
+    if check_icrc && icrc::verify_split(|c, d: &[u8]| dev.p.crc.update(c, d), pkt, l).is_err() {
         s.inc(Counter::RxIcrcErrors);
         return Err(RxDrop::Icrc);
     }
-    if parsed.bth.pkey & 0x7fff != DEFAULT_PKEY & 0x7fff {
+    // The receive path splits a datagram only at its headers' end, so the
+    // payload is in one piece.
+    let payload = parsed.payload_split(roce);
+    let Some(payload) = payload.filter(|_| parsed.bth.pkey & 0x7fff == DEFAULT_PKEY & 0x7fff) else {
         s.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
-    }
-    let ip = pkt.get(..l.roce_off.saturating_sub(8)).unwrap_or(&[]);
-    if crate::qp::deliver(dev, rcu, &parsed, roce, ip) {
+    };
+    let ip = pkt.head.get(..l.roce_off.saturating_sub(8)).unwrap_or(&[]);
+    if crate::qp::deliver(dev, rcu, &parsed, payload, ip) {
         s.inc(Counter::RxPackets);
         Ok(())
     } else {

@@ -280,6 +280,16 @@ int rroce_skb_linearize(struct sk_buff *skb)
 	return skb_linearize(skb);
 }
 
+bool rroce_pskb_may_pull(struct sk_buff *skb, unsigned int len)
+{
+	return pskb_may_pull(skb, len);
+}
+
+void *rroce_skb_frag_address_safe(const skb_frag_t *frag)
+{
+	return skb_frag_address_safe(frag);
+}
+
 u8 *rroce_skb_network_header(const struct sk_buff *skb)
 {
 	return skb_network_header(skb);

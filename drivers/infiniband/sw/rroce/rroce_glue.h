@@ -71,6 +71,8 @@ void rroce_bh_work_queue(struct work_struct *w);
 void rroce_work_cancel(struct work_struct *w);
 struct net_device *rroce_skb_dev(const struct sk_buff *skb);
 int rroce_skb_linearize(struct sk_buff *skb);
+bool rroce_pskb_may_pull(struct sk_buff *skb, unsigned int len);
+void *rroce_skb_frag_address_safe(const skb_frag_t *frag);
 u8 *rroce_skb_network_header(const struct sk_buff *skb);
 u8 *rroce_skb_tail_pointer(const struct sk_buff *skb);
 struct skb_shared_info *rroce_skb_shinfo(struct sk_buff *skb);

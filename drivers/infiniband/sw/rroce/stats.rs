@@ -13,6 +13,7 @@ use kernel::c_str;
 
 use crate::ib::stats::StatDescs;
 use crate::net::skb::SkBuff;
+use crate::proto::split::Split;
 use crate::net::udp::Receiver;
 
 /// The counters, in `hw_counters` order.
@@ -82,9 +83,16 @@ pub(crate) enum Counter {
     /// still in the network stack (`net::txgauge`); it goes on when they
     /// drain.
     TxWaits,
+    /// Received packets copied into one buffer before they were read: the
+    /// receive path reads a packet where the network driver put it when
+    /// its headers are followed by one page fragment (virtio-net and other
+    /// NAPI drivers) or it is linear, and copies any other shape (several
+    /// fragments, spliced pages, a fragment that starts inside the
+    /// payload).
+    RxLinearized,
 }
 
-const N: usize = Counter::TxWaits as usize + 1;
+const N: usize = Counter::RxLinearized as usize + 1;
 
 /// Descriptors, in [`Counter`] order.
 pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
@@ -113,6 +121,7 @@ pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
     c_str!("xrc_bad_srqn"),
     c_str!("window_cuts"),
     c_str!("tx_waits"),
+    c_str!("rx_linearized"),
 ]);
 
 /// A device's counters.
@@ -168,20 +177,30 @@ impl RxStats {
     }
 }
 
-/// Parses and delivers one datagram that arrived on a netdev (identity
-/// only): `Err` says why it was dropped.
-pub(crate) type RxHandler = fn(crate::net::netdev::NetDevView<'_>, &[u8]) -> Result<(), RxDrop>;
+/// Parses and delivers one datagram, given the netdev it arrived on
+/// (identity only), its bytes, and whether they were copied into one
+/// buffer first; `Err` says why it was dropped.
+pub(crate) type RxHandler = fn(crate::net::netdev::NetDevView<'_>, Split<'_>, bool) -> Result<(), RxDrop>;
 
 impl Receiver for RxStats {
-    fn receive(&self, skb: Option<SkBuff>) {
+    fn receive(&self, mut skb: SkBuff) {
         self.packets.fetch_add(1, Ordering::Relaxed);
-        let r = skb.as_ref().map(|skb| skb.in_dev().map_or(Err(RxDrop::NoDevice), |d| (self.handler)(d, skb.datagram())));
+        // Read where it lies: the headers in the linear area, the payload
+        // in place (a copy only for an skb of another shape).
+        let r = match skb.prepare_rx(crate::proto::icrc::headers_len) {
+            Some(copied) => match (skb.in_dev(), skb.pieces()) {
+                (Some(d), Some((head, tail))) => (self.handler)(d, Split { head, tail }, copied),
+                (None, _) => Err(RxDrop::NoDevice),
+                (_, None) => Err(RxDrop::Malformed),
+            },
+            None => Err(RxDrop::Malformed),
+        };
         let counter = match r {
-            Some(Ok(())) => return,
-            None | Some(Err(RxDrop::Malformed)) => &self.dropped_malformed,
-            Some(Err(RxDrop::Icrc)) => &self.dropped_icrc,
-            Some(Err(RxDrop::NoDevice)) => &self.dropped_no_dev,
-            Some(Err(RxDrop::NoQp)) => &self.dropped_no_qp,
+            Ok(()) => return,
+            Err(RxDrop::Malformed) => &self.dropped_malformed,
+            Err(RxDrop::Icrc) => &self.dropped_icrc,
+            Err(RxDrop::NoDevice) => &self.dropped_no_dev,
+            Err(RxDrop::NoQp) => &self.dropped_no_qp,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }

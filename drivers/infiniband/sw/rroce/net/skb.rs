@@ -3,12 +3,14 @@
 //!
 //! C header: [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h)
 //!
-//! rroce builds every packet in the linear area of a fresh skb and makes
-//! every received skb linear before parsing it, so an [`SkBuff`] is always
-//! linear: its datagram (from the network header to the tail) is one byte
-//! slice.  Received skbs may share their data with clones (packet taps),
-//! so the datagram is only readable once the skb exists; a transmit skb is
-//! written by the closure that builds it, before anyone else can see it.
+//! rroce builds every packet in the linear area of a fresh skb, so a
+//! transmit skb's datagram (from the network header to the tail) is one
+//! byte slice, written by the closure that builds it before anyone else can
+//! see it.  A received skb is read where it lies: its first bytes in the
+//! linear area and, as virtio-net and other NAPI drivers deliver most
+//! packets, the rest in one page fragment ([`SkBuff::rx_pieces`]); an skb
+//! of any other shape is made linear first.  Received skbs may share their
+//! data with clones (packet taps), which only read it.
 
 use core::ptr::NonNull;
 use kernel::bindings;
@@ -16,13 +18,13 @@ use kernel::bindings;
 use crate::ffi;
 use crate::net::netdev::NetDevRef;
 
-/// An owned, linear `struct sk_buff`.
+/// An owned `struct sk_buff`.
 ///
 /// # Invariants
 ///
 /// `self.0` points to an skb owned by this object (freed on drop unless
-/// given away with [`SkBuff::into_raw`]); its data is linear and its
-/// network header set.
+/// given away with [`SkBuff::into_raw`]); its network header is set and
+/// lies in its linear area.  One built by [`SkBuff::build_tx`] is linear.
 pub(crate) struct SkBuff(NonNull<bindings::sk_buff>);
 
 // SAFETY: an owned skb may be freed or handed on from any context.
@@ -55,28 +57,30 @@ impl SkBuff {
         build(buf).then_some(s)
     }
 
-    /// Takes ownership of a received skb and makes it linear.  `None` (the
-    /// skb freed) if linearising fails.
+    /// Takes ownership of a received skb, as it is (see
+    /// [`SkBuff::rx_pieces`]).
     ///
     /// # Safety
     ///
     /// `skb` must be a valid skb owned by the caller, its network header
     /// set (as it is on the receive path above IP).
-    pub(crate) unsafe fn from_rx(skb: NonNull<bindings::sk_buff>) -> Option<Self> {
-        // INVARIANT: ours per the requirements; linear once the call below
-        // succeeded (dropped, so freed, if not).
-        let s = Self(skb);
-        // SAFETY: the skb is valid and ours.
-        (unsafe { ffi::rroce_skb_linearize(skb.as_ptr()) } == 0).then_some(s)
+    pub(crate) unsafe fn from_rx(skb: NonNull<bindings::sk_buff>) -> Self {
+        // INVARIANT: ours per the requirements; the IP layer has made the
+        // network header linear.
+        Self(skb)
     }
 
-    /// The datagram: IP header, UDP header, RoCE packet (network header to
-    /// tail).
+    /// The datagram's bytes in the linear area, from the network header to
+    /// the tail: the whole datagram for an skb built by
+    /// [`SkBuff::build_tx`].
     pub(crate) fn datagram(&self) -> &[u8] {
         let skb = self.0.as_ptr();
-        // SAFETY: the skb is valid and linear by the type invariant, so the
-        // bytes from its network header to its tail are one readable area
-        // that lives as long as the skb; nothing writes it any more.
+        // SAFETY: the skb is valid and ours by the type invariant, its
+        // network header inside the linear area, so the bytes from there to
+        // the tail are one readable area that lives as long as the skb (and
+        // is not moved while `self` is borrowed: only `&mut self` methods
+        // pull or linearise); a transmit skb is no longer written once
+        // built, and the clones of a received one only read.
         unsafe {
             let start = ffi::rroce_skb_network_header(skb);
             let end = ffi::rroce_skb_tail_pointer(skb);
@@ -86,6 +90,118 @@ impl SkBuff {
             }
             core::slice::from_raw_parts(start, len)
         }
+    }
+
+    /// Readies a received datagram (network header to the end) to be read
+    /// where it lies, in at most two pieces ([`SkBuff::pieces`]): `hdrs`
+    /// tells, from the bytes in the linear area, how many first bytes must
+    /// be there (`Ok(n)`), or that it needs `n` bytes to tell (`Err(n)`);
+    /// either way they are pulled into the linear area (at most four
+    /// pulls).  If the
+    /// linear area then holds exactly those `n` bytes and the rest is one
+    /// page fragment the skb alone may write (not spliced from user space
+    /// or the page cache, not zero-copy, mapped in the kernel), the skb
+    /// stays so; otherwise it is made linear.  `Some(true)` if that took a
+    /// copy (the skb was not linear), `None` if the copy failed (no
+    /// memory): drop the skb.
+    pub(crate) fn prepare_rx(&mut self, hdrs: impl Fn(&[u8]) -> Result<usize, usize>) -> Option<bool> {
+        let mut want = None;
+        for _ in 0..4 {
+            let have = self.datagram().len();
+            let (n, known) = match hdrs(self.datagram()) {
+                Ok(n) => (n, true),
+                Err(n) => (n, false),
+            };
+            if n > have && !self.pull(n) {
+                // Shorter than its headers: copied whole, and refused.
+                break;
+            }
+            if known {
+                want = Some(n);
+                break;
+            }
+            if n <= have {
+                break;
+            }
+        }
+        // SAFETY: `data_len` is a plain field of the valid skb.
+        if unsafe { (*self.0.as_ptr()).data_len } == 0 {
+            return Some(false);
+        }
+        if want.is_some_and(|n| n == self.datagram().len()) && self.lone_frag().is_some() {
+            return Some(false);
+        }
+        self.linearize().then_some(true)
+    }
+
+    /// The whole datagram: its bytes in the linear area and those of its
+    /// one page fragment (empty if linear); `None` if the skb has another
+    /// shape (see [`SkBuff::prepare_rx`]).
+    pub(crate) fn pieces(&self) -> Option<(&[u8], &[u8])> {
+        // SAFETY: `data_len` is a plain field of the valid skb.
+        if unsafe { (*self.0.as_ptr()).data_len } == 0 {
+            return Some((self.datagram(), &[]));
+        }
+        self.lone_frag().map(|tail| (self.datagram(), tail))
+    }
+
+    /// Makes the first `n` bytes of the datagram linear (`pskb_may_pull`);
+    /// `false` if the datagram is shorter or memory ran out.
+    fn pull(&mut self, n: usize) -> bool {
+        let skb = self.0.as_ptr();
+        // SAFETY: the skb is valid and ours; `data` and the network header
+        // are pointers into its linear area, only compared as addresses.
+        let (data, nh) = unsafe { ((*skb).data as usize, ffi::rroce_skb_network_header(skb) as usize) };
+        // Bytes needed from `data` on: `n` less the network header's
+        // distance before `data`.
+        let Some(len) = n.checked_add(nh).and_then(|x| x.checked_sub(data)) else { return true };
+        let Ok(len) = u32::try_from(len) else { return false };
+        // SAFETY: the skb is valid and ours, exclusively through `&mut
+        // self`: pulling may reallocate its head, which no borrow of `self`
+        // outlives.
+        unsafe { ffi::rroce_pskb_may_pull(skb, len) }
+    }
+
+    /// Makes the skb linear; `false` if memory ran out.
+    fn linearize(&mut self) -> bool {
+        // SAFETY: the skb is valid and ours, exclusively through `&mut
+        // self` (the head may be reallocated).
+        unsafe { ffi::rroce_skb_linearize(self.0.as_ptr()) == 0 }
+    }
+
+    /// The bytes of the skb's only page fragment if everything after the
+    /// linear area is that one fragment, which no one else may write and
+    /// which is mapped in the kernel; `None` otherwise (or if the skb is
+    /// linear).
+    fn lone_frag(&self) -> Option<&[u8]> {
+        let skb = self.0.as_ptr();
+        // SAFETY: the skb is valid and ours; its shared info follows its
+        // head, readable while it lives.
+        let shinfo = unsafe { &*ffi::rroce_skb_shinfo(skb) };
+        let not_ours = (bindings::SKBFL_SHARED_FRAG | bindings::SKBFL_ZEROCOPY_ENABLE) as u8;
+        if shinfo.nr_frags != 1 || !shinfo.frag_list.is_null() || shinfo.flags & not_ours != 0 {
+            return None;
+        }
+        let frag = shinfo.frags.first()?;
+        // SAFETY: `data_len` is a plain field of the valid skb.
+        let data_len = unsafe { (*skb).data_len };
+        if frag.len != data_len || data_len == 0 {
+            return None;
+        }
+        // SAFETY: `frag` is the skb's valid fragment descriptor.
+        let addr = unsafe { ffi::rroce_skb_frag_address_safe(frag) }.cast::<u8>();
+        if addr.is_null() {
+            return None;
+        }
+        // SAFETY: the fragment's `len` bytes at its kernel address are
+        // one mapped area (a page, or part of a compound page, of the
+        // direct map) held by the skb while it lives.  It is neither
+        // spliced from user space or the page cache (SKBFL_SHARED_FRAG)
+        // nor a zero-copy user buffer (SKBFL_ZEROCOPY_ENABLE), so nothing
+        // writes it: the driver that filled it handed it over with the skb,
+        // and clones only read.  Nothing frees or moves it while `self` is
+        // borrowed.
+        Some(unsafe { core::slice::from_raw_parts(addr, data_len as usize) })
     }
 
     /// The device a received skb arrived on (`None` for a transmit skb),

@@ -31,10 +31,9 @@ const EAFNOSUPPORT: c_int = 97;
 
 /// What a namespace's sockets hand their datagrams to.
 pub(crate) trait Receiver: Send + Sync + 'static {
-    /// One datagram (IP header to the end, linear), or `None` if the skb
-    /// could not be made linear (it was freed).  Softirq context, under
-    /// RCU; the skb is freed when dropped.
-    fn receive(&self, skb: Option<SkBuff>);
+    /// One datagram (IP header to the end; see [`SkBuff::rx_pieces`]).
+    /// Softirq context, under RCU; the skb is freed when dropped.
+    fn receive(&self, skb: SkBuff);
 }
 
 /// The sockets of one namespace.
@@ -196,12 +195,12 @@ unsafe extern "C" fn rx_callback<R: Receiver>(sk: *mut bindings::sock, skb: *mut
     // SAFETY: `sk` is valid per the function's contract.
     let rx = unsafe { ffi::rroce_sk_user_data(sk) }.cast::<R>().cast_const();
     // SAFETY: the UDP stack hands us an skb we own, its network header set.
-    let skb = NonNull::new(skb).and_then(|skb| unsafe { SkBuff::from_rx(skb) });
+    let skb = NonNull::new(skb).map(|skb| unsafe { SkBuff::from_rx(skb) });
     // SAFETY: `sk_user_data` is the `rx` of a `NetSock<R>` (the callback
     // was registered with the same `R`), freed only after the socket was
     // released and an RCU grace period passed; we are in an RCU read-side
     // section.
-    if let Some(rx) = unsafe { rx.as_ref() } {
+    if let (Some(rx), Some(skb)) = (unsafe { rx.as_ref() }, skb) {
         rx.receive(skb);
     }
     0

@@ -29,6 +29,7 @@ use super::bytes::{
     be16 as rd16, be24 as rd24, be32 as rd32, be64 as rd64, put as wr, put_be24 as wr24,
     u8_at as rd8,
 };
+use super::split::Split;
 
 /// Pad bytes needed after a payload of `len` bytes: `(-len) & 3`.
 #[inline]
@@ -745,6 +746,13 @@ impl Parsed {
             .and_then(|end| pkt.get(self.payload_off..end))
             .unwrap_or(&[])
     }
+
+    /// The payload within `pkt` (the packet given to [`parse_split`]) if it
+    /// lies in one of its pieces; `None` if it straddles them.
+    pub fn payload_split<'a>(&self, pkt: Split<'a>) -> Option<&'a [u8]> {
+        let end = self.payload_off.checked_add(self.payload_len)?;
+        pkt.contiguous(self.payload_off, end)
+    }
 }
 
 /// Parse and validate a RoCEv2 UDP payload: BTH, extension headers, payload,
@@ -755,11 +763,18 @@ impl Parsed {
 /// multiple of 4, pad count consistent, no data for opcodes without payload.
 /// MigReq, reserved bits, FECN/BECN and the ICRC value are not checked.
 pub fn parse_packet(pkt: &[u8]) -> Result<Parsed, ParseError> {
+    parse_split(Split::whole(pkt))
+}
+
+/// [`parse_packet`] of a packet in two pieces, its BTH and extension
+/// headers in `pkt.head` (else [`ParseError::Truncated`] or
+/// [`ParseError::TooShort`]).
+pub fn parse_split(pkt: Split<'_>) -> Result<Parsed, ParseError> {
     let min = BTH_LEN + ICRC_LEN;
     if pkt.len() < min {
         return Err(ParseError::TooShort);
     }
-    let bth = Bth::parse(pkt).ok_or(ParseError::TooShort)?;
+    let bth = Bth::parse(pkt.head).ok_or(ParseError::TooShort)?;
     if bth.tver != 0 {
         return Err(ParseError::BadTVer);
     }
@@ -786,13 +801,13 @@ pub fn parse_packet(pkt: &[u8]) -> Result<Parsed, ParseError> {
         return Err(ParseError::BadPad);
     }
     let ext = pkt
+        .head
         .get(BTH_LEN..)
         .and_then(|s| Ext::parse(info.hdrs, s))
         .ok_or(ParseError::Truncated)?;
     let icrc = pkt
-        .get(icrc_off..)
-        .and_then(|s| s.first_chunk::<ICRC_LEN>())
-        .map(|a| u32::from_le_bytes(*a))
+        .array::<ICRC_LEN>(icrc_off)
+        .map(u32::from_le_bytes)
         .ok_or(ParseError::TooShort)?;
     Ok(Parsed {
         bth,

@@ -40,6 +40,7 @@
 //! table-driven implementation for host tests and as a fallback.
 
 use super::opcode::{BTH_LEN, ICRC_LEN};
+use super::split::Split;
 
 /// Length of the masked pseudo-LRH that starts the CRC.
 pub const PSEUDO_LRH_LEN: usize = 8;
@@ -377,6 +378,41 @@ pub struct IpLayout {
 /// padding) are ignored.  IPv6 extension headers are not supported (the next
 /// header must be UDP).
 pub fn ip_layout(pkt: &[u8]) -> Result<IpLayout, IcrcError> {
+    layout(pkt, pkt.len())
+}
+
+/// How many first bytes of a RoCEv2 IP datagram its headers take (IP, UDP,
+/// BTH and the extension headers of its opcode), read from `head`, the
+/// bytes at hand: `Err(n)` if `head` must hold `n` bytes to tell.  For a
+/// datagram the parsers refuse anyway (not IPv4 or IPv6, a short IPv4
+/// header length, an unknown opcode) it is `head.len()`: nothing more is
+/// needed to refuse it.
+pub fn headers_len(head: &[u8]) -> Result<usize, usize> {
+    let ip = match head.first().map(|b| (b >> 4, b & 0x0F)) {
+        None => return Err(1),
+        Some((4, ihl)) if usize::from(ihl) * 4 >= IPV4_HDR_LEN => usize::from(ihl) * 4,
+        Some((6, _)) => IPV6_HDR_LEN,
+        Some(_) => return Ok(head.len()),
+    };
+    let roce = ip + UDP_HDR_LEN;
+    let Some(&opcode) = head.get(roce) else {
+        return Err(roce + BTH_LEN);
+    };
+    let Some(info) = super::opcode::lookup(opcode) else {
+        return Ok(head.len());
+    };
+    Ok(roce + info.hdr_len())
+}
+
+/// [`ip_layout`] of a datagram in two pieces, its IP and UDP headers in
+/// `pkt.head`.
+pub fn ip_layout_split(pkt: Split<'_>) -> Result<IpLayout, IcrcError> {
+    layout(pkt.head, pkt.len())
+}
+
+/// [`ip_layout`] of a datagram of `total` bytes whose first bytes are `pkt`
+/// (at least the IP and UDP headers).
+fn layout(pkt: &[u8], total: usize) -> Result<IpLayout, IcrcError> {
     let (ip_hdr_len, proto) = match pkt.first().map(|b| b >> 4) {
         Some(4) => {
             let v_ihl = pkt.first().copied().unwrap_or(0);
@@ -404,7 +440,7 @@ pub fn ip_layout(pkt: &[u8]) -> Result<IpLayout, IcrcError> {
     }
     let end = udp_off
         .checked_add(udp_len)
-        .filter(|&e| e <= pkt.len())
+        .filter(|&e| e <= total)
         .ok_or(IcrcError::BadUdpLength)?;
     Ok(IpLayout {
         ip_hdr_len,
@@ -447,6 +483,40 @@ pub fn verify_at<C: Crc32>(crc: C, pkt: &[u8], l: &IpLayout) -> Result<(), IcrcE
     let want = icrc_at(crc, pkt, l)?;
     let roce = pkt.get(l.roce_off..l.end).ok_or(IcrcError::TooShort)?;
     if stored_icrc(roce) == Some(want) {
+        Ok(())
+    } else {
+        Err(IcrcError::Mismatch)
+    }
+}
+
+/// [`icrc_at`] of a datagram in two pieces: the IP, UDP and BTH headers in
+/// `pkt.head`, the rest anywhere.
+pub fn icrc_split<C: Crc32>(crc: C, pkt: Split<'_>, l: &IpLayout) -> Result<u32, IcrcError> {
+    let ip = pkt.head.get(..l.ip_hdr_len).ok_or(IcrcError::TooShort)?;
+    let udp = pkt
+        .head
+        .get(l.ip_hdr_len..l.roce_off)
+        .ok_or(IcrcError::TooShort)?;
+    let bth = pkt.head.get(l.roce_off..).ok_or(IcrcError::TooShort)?;
+    let covered = l.roce_off.checked_add(BTH_LEN).ok_or(IcrcError::TooShort)?;
+    let end = l
+        .end
+        .checked_sub(ICRC_LEN)
+        .filter(|&e| e >= covered)
+        .ok_or(IcrcError::TooShort)?;
+    let mut s = Icrc::new(crc);
+    s.headers(ip, udp, bth)?;
+    pkt.for_each(covered, end, |p| s.update(p))
+        .ok_or(IcrcError::TooShort)?;
+    Ok(s.finish())
+}
+
+/// [`verify_at`] of a datagram in two pieces (see [`icrc_split`]).
+pub fn verify_split<C: Crc32>(crc: C, pkt: Split<'_>, l: &IpLayout) -> Result<(), IcrcError> {
+    let want = icrc_split(crc, pkt, l)?;
+    let at = l.end.checked_sub(ICRC_LEN).ok_or(IcrcError::TooShort)?;
+    let stored = pkt.array::<ICRC_LEN>(at).ok_or(IcrcError::TooShort)?;
+    if u32::from_le_bytes(stored) == want {
         Ok(())
     } else {
         Err(IcrcError::Mismatch)
@@ -640,6 +710,70 @@ mod tests {
             write_icrc_ip(SoftCrc32, &mut q).unwrap();
             assert_eq!(q, p, "{name}");
         }
+    }
+
+    /// The known answers in two pieces, split anywhere from the headers'
+    /// end on (as the receive path reads a socket buffer with its payload
+    /// in a page fragment): same layout and verdict, and a wrong ICRC byte
+    /// in either piece is found.
+    #[test]
+    fn vectors_split_after_the_headers() {
+        let mut all: Vec<(&str, Vec<u8>)> =
+            SCAPY_VECTORS.iter().map(|(n, h)| (*n, hex(h))).collect();
+        all.push(("cnp", hex(KAT_CNP_FRAME)[14..].to_vec()));
+        all.push(("uc send only", kat_uc_send_only()));
+        for (name, p) in all {
+            let l = ip_layout(&p).unwrap();
+            let hl = headers_len(&p).unwrap();
+            let roce = super::super::hdr::parse_packet(&p[l.roce_off..l.end]).unwrap();
+            assert_eq!(hl, l.roce_off + roce.payload_off, "{name}");
+            // Short heads ask for what they lack.
+            assert_eq!(headers_len(&[]), Err(1));
+            assert_eq!(
+                headers_len(&p[..l.roce_off]),
+                Err(l.roce_off + BTH_LEN),
+                "{name}"
+            );
+            for at in hl..=p.len() {
+                let s = Split {
+                    head: &p[..at],
+                    tail: &p[at..],
+                };
+                assert_eq!(ip_layout_split(s), Ok(l), "{name} {at}");
+                assert_eq!(verify_split(SoftCrc32, s, &l), Ok(()), "{name} {at}");
+                for bad in [hl, p.len() - 4, p.len() - 1] {
+                    let mut q = p.clone();
+                    q[bad] ^= 0x10;
+                    let s = Split {
+                        head: &q[..at],
+                        tail: &q[at..],
+                    };
+                    assert_eq!(
+                        verify_split(SoftCrc32, s, &l),
+                        Err(IcrcError::Mismatch),
+                        "{name} {at} {bad}"
+                    );
+                }
+            }
+            // The headers must be in the head.
+            let s = Split {
+                head: &p[..l.roce_off + 4],
+                tail: &p[l.roce_off + 4..],
+            };
+            assert_eq!(
+                verify_split(SoftCrc32, s, &l),
+                Err(IcrcError::TooShort),
+                "{name}"
+            );
+        }
+        // Not a RoCEv2 datagram: nothing more to read to refuse it.
+        assert_eq!(headers_len(&[0x45; 3][..1]), Err(28 + BTH_LEN));
+        assert_eq!(headers_len(&[0x55; 30]), Ok(30));
+        assert_eq!(headers_len(&[0x41; 30]), Ok(30));
+        let mut unknown = [0u8; 40];
+        unknown[0] = 0x45;
+        unknown[28] = 0xFF;
+        assert_eq!(headers_len(&unknown), Ok(40));
     }
 
     /// Python/zlib-style reference built directly from the definition.

@@ -25,6 +25,7 @@ pub mod psn;
 pub mod qp;
 pub mod rc;
 pub mod ring;
+pub mod split;
 pub mod srq;
 pub mod ud;
 pub mod wqe;

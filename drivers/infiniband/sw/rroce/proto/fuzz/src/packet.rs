@@ -7,12 +7,15 @@
 //! as `dp::rx_on` does.  Checked: the layout `parse_packet` reports lies
 //! inside the input and adds up; every accepted packet rebuilds with
 //! `build_headers` into a packet that parses to the same result; an ICRC
-//! written with `write_icrc_ip` verifies.
+//! written with `write_icrc_ip` verifies; split in two anywhere after its
+//! headers, the datagram gives the same layout, parse, payload and ICRC
+//! verdict.
 
-use rroce_proto::hdr::{build_headers, parse_packet, Parsed};
+use rroce_proto::hdr::{build_headers, parse_packet, parse_split, Parsed};
 use rroce_proto::icrc::{self, SoftCrc32, IPV6_HDR_LEN};
 use rroce_proto::opcode::{self, ICRC_LEN};
 use rroce_proto::rc::{is_rc_request, is_rc_response, InRequest, InResponse};
+use rroce_proto::split::Split;
 use rroce_proto::ud;
 
 /// Check a successful parse of `pkt` and its round trip.
@@ -67,6 +70,49 @@ pub fn check_parsed(pkt: &[u8], p: &Parsed) {
     assert!(ud::accept(&p.bth, &p.ext, qkey ^ 1).is_err());
 }
 
+/// The receive path on the datagram `data` (layout `l`, ICRC `verified` or
+/// not) in two pieces, split anywhere at or after its headers as
+/// `icrc::headers_len` gives them: the same layout, parse, payload and ICRC
+/// verdict as in one piece.
+fn check_splits(data: &[u8], l: &icrc::IpLayout, verified: bool) {
+    let whole = parse_packet(&data[l.roce_off..l.end]);
+    let hdrs = match icrc::headers_len(data) {
+        Ok(n) => n,
+        Err(n) => {
+            // More bytes needed than the datagram has: the packet is too
+            // short for its headers, and the parser refuses it.
+            assert!(n > data.len() || whole.is_err());
+            return;
+        }
+    };
+    if let Ok(p) = &whole {
+        assert_eq!(hdrs, l.roce_off + p.payload_off);
+    }
+    for at in hdrs.min(data.len())..=data.len() {
+        let s = Split {
+            head: &data[..at],
+            tail: &data[at..],
+        };
+        assert_eq!(icrc::ip_layout_split(s).as_ref(), Ok(l));
+        assert_eq!(icrc::verify_split(SoftCrc32, s, l).is_ok(), verified);
+        let roce = s.sub(l.roce_off, l.end).unwrap();
+        let split = parse_split(roce);
+        assert_eq!(split, whole);
+        if let Ok(p) = split {
+            // In one piece unless the split point falls inside it (the
+            // receive path splits at the headers' end or not at all).
+            let (start, end) = (
+                l.roce_off + p.payload_off,
+                l.roce_off + p.payload_off + p.payload_len,
+            );
+            match p.payload_split(roce) {
+                Some(payload) => assert_eq!(payload, p.payload(&data[l.roce_off..l.end])),
+                None => assert!(start < at && at < end, "{start} {at} {end}"),
+            }
+        }
+    }
+}
+
 /// The harness.
 pub fn run(data: &[u8]) {
     // As a UDP payload.
@@ -88,6 +134,7 @@ pub fn run(data: &[u8]) {
     let verified = icrc::verify_ip(SoftCrc32, data).is_ok();
     let want = icrc::icrc_ip(SoftCrc32, data);
     assert_eq!(verified, want.ok() == icrc::stored_icrc(roce));
+    check_splits(data, &l, verified);
     // Writing the ICRC makes it verify.
     let mut copy = data.to_vec();
     if icrc::write_icrc_ip(SoftCrc32, &mut copy).is_ok() {

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+//! A received datagram in two pieces, read where it lies.
+//!
+//! A network driver may hand over a packet whose first bytes sit in one
+//! buffer and the rest in another: a socket buffer's linear area, then one
+//! page fragment.  [`Split`] is such a byte sequence, `head` followed by
+//! `tail`, so that the receive path can check and place a packet without
+//! first copying it into one buffer.  The parsers that take a [`Split`]
+//! (`icrc::ip_layout_split`, `icrc::verify_split`, `hdr::parse_split`)
+//! need every header (IP, UDP, BTH, extension headers) in `head`; the
+//! payload, pad and ICRC may be anywhere.
+
+/// The bytes of `head` followed by those of `tail`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Split<'a> {
+    /// The first bytes.
+    pub head: &'a [u8],
+    /// The rest.
+    pub tail: &'a [u8],
+}
+
+impl<'a> Split<'a> {
+    /// One contiguous buffer.
+    pub const fn whole(b: &'a [u8]) -> Self {
+        Split { head: b, tail: &[] }
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.head.len().saturating_add(self.tail.len())
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.tail.is_empty()
+    }
+
+    /// Bytes `start..end` as the part in `head` and the part in `tail`
+    /// (either may be empty); `None` if the range is not inside.
+    pub fn range(&self, start: usize, end: usize) -> Option<(&'a [u8], &'a [u8])> {
+        if start > end || end > self.len() {
+            return None;
+        }
+        let h = self.head.len();
+        let a = self.head.get(start.min(h)..end.min(h))?;
+        let b = self
+            .tail
+            .get(start.saturating_sub(h)..end.saturating_sub(h))?;
+        Some((a, b))
+    }
+
+    /// Bytes `start..end` if they lie in one piece (an empty range always
+    /// does); `None` if they straddle the split or are not inside.
+    pub fn contiguous(&self, start: usize, end: usize) -> Option<&'a [u8]> {
+        match self.range(start, end)? {
+            (a, []) => Some(a),
+            ([], b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// `N` bytes at `off`, gathered across the split.
+    pub fn array<const N: usize>(&self, off: usize) -> Option<[u8; N]> {
+        let (a, b) = self.range(off, off.checked_add(N)?)?;
+        let mut out = [0u8; N];
+        for (o, v) in out.iter_mut().zip(a.iter().chain(b)) {
+            *o = *v;
+        }
+        Some(out)
+    }
+
+    /// Bytes `start..end` as a [`Split`] of their own.
+    pub fn sub(&self, start: usize, end: usize) -> Option<Split<'a>> {
+        self.range(start, end)
+            .map(|(head, tail)| Split { head, tail })
+    }
+
+    /// Feeds the bytes `start..end` to `f`, one piece at a time (empty
+    /// pieces skipped); `None` if the range is not inside.
+    pub fn for_each(&self, start: usize, end: usize, mut f: impl FnMut(&'a [u8])) -> Option<()> {
+        let (a, b) = self.range(start, end)?;
+        for p in [a, b] {
+            if !p.is_empty() {
+                f(p);
+            }
+        }
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn every_split_reads_the_same_bytes() {
+        let data: [u8; 23] = core::array::from_fn(|i| i as u8 * 7 + 1);
+        for at in 0..=data.len() {
+            let s = Split {
+                head: &data[..at],
+                tail: &data[at..],
+            };
+            assert_eq!(s.len(), data.len());
+            for start in 0..=data.len() {
+                for end in start..=data.len() {
+                    let (a, b) = s.range(start, end).unwrap();
+                    let mut joined = a.to_vec();
+                    joined.extend_from_slice(b);
+                    assert_eq!(joined, &data[start..end]);
+                    let c = s.contiguous(start, end);
+                    let one_piece = end <= at || start >= at || start == end;
+                    assert_eq!(c.is_some(), one_piece, "{at} {start} {end}");
+                    if let Some(c) = c {
+                        assert_eq!(c, &data[start..end]);
+                    }
+                    let sub = s.sub(start, end).unwrap();
+                    assert_eq!(sub.len(), end - start);
+                    let mut fed = Vec::new();
+                    s.for_each(start, end, |p| {
+                        assert!(!p.is_empty());
+                        fed.extend_from_slice(p);
+                    })
+                    .unwrap();
+                    assert_eq!(fed, &data[start..end]);
+                }
+                if let Some(a) = s.array::<4>(start) {
+                    assert_eq!(a, data[start..start + 4]);
+                } else {
+                    assert!(start + 4 > data.len());
+                }
+            }
+            assert!(s.range(0, data.len() + 1).is_none());
+            assert!(s.range(5, 4).is_none());
+            assert!(s.array::<4>(usize::MAX - 1).is_none());
+        }
+    }
+
+    #[test]
+    fn whole_is_one_piece() {
+        let s = Split::whole(b"abc");
+        assert_eq!(s.contiguous(0, 3), Some(&b"abc"[..]));
+        assert!(Split::default().is_empty());
+        assert!(!s.is_empty());
+    }
+}

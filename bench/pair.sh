@@ -98,6 +98,7 @@ one() {
 		fi
 	else
 		idx=$GIDX
+		hwc_mark
 		if [ "$role" = a ]; then
 			cpu_mark
 			{
@@ -110,10 +111,22 @@ one() {
 			client "$base.log" "$tool" -d "$DEV" -x "$idx" -p "$port" -F "$@" "$peer"
 			cpu_write "$base.cpu" client
 		fi
+		hwc_write "$base.$role.hwc"
 	fi
 	[ "$role" = b ] && ! is_result "$base.log" &&
 		{ echo "# $drv $name round $round: no result" >&2; tail -3 "$base.log" >&2; }
 	return 0
+}
+
+# hwc_mark, hwc_write FILE: the changes of $DEV's hw_counters (rroce's; the
+# names rdma_rxe has, for rxe0) between the two calls, one "NAME DELTA"
+# per line into FILE: retransmissions, drops, copies on receive behind a
+# figure (not read by the report)
+hwc_mark() { _hwc0=$(grep -H . "$SYS_IB/$DEV"/ports/1/hw_counters/* 2>/dev/null); }
+hwc_write() {
+	grep -H . "$SYS_IB/$DEV"/ports/1/hw_counters/* 2>/dev/null |
+		awk -F: 'NR == FNR {a[$1] = $2; next} {n = $1; sub(".*/", "", n); if ($2 != a[$1]) print n, $2 - a[$1]}' \
+			<(printf '%s\n' "$_hwc0") - >"$1"
 }
 
 suite() {

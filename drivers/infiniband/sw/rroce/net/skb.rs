@@ -105,6 +105,9 @@ impl SkBuff {
     /// copy (the skb was not linear), `None` if the copy failed (no
     /// memory): drop the skb.
     pub(crate) fn prepare_rx(&mut self, hdrs: impl Fn(&[u8]) -> Result<usize, usize>) -> Option<bool> {
+        if self.is_linear() {
+            return Some(false);
+        }
         let mut want = None;
         for _ in 0..4 {
             let have = self.datagram().len();
@@ -124,10 +127,6 @@ impl SkBuff {
                 break;
             }
         }
-        // SAFETY: `data_len` is a plain field of the valid skb.
-        if unsafe { (*self.0.as_ptr()).data_len } == 0 {
-            return Some(false);
-        }
         if want.is_some_and(|n| n == self.datagram().len()) && self.lone_frag().is_some() {
             return Some(false);
         }
@@ -138,11 +137,16 @@ impl SkBuff {
     /// one page fragment (empty if linear); `None` if the skb has another
     /// shape (see [`SkBuff::prepare_rx`]).
     pub(crate) fn pieces(&self) -> Option<(&[u8], &[u8])> {
-        // SAFETY: `data_len` is a plain field of the valid skb.
-        if unsafe { (*self.0.as_ptr()).data_len } == 0 {
+        if self.is_linear() {
             return Some((self.datagram(), &[]));
         }
         self.lone_frag().map(|tail| (self.datagram(), tail))
+    }
+
+    /// Whether all of the skb's data is in its linear area.
+    fn is_linear(&self) -> bool {
+        // SAFETY: `data_len` is a plain field of the valid skb.
+        unsafe { (*self.0.as_ptr()).data_len == 0 }
     }
 
     /// Makes the first `n` bytes of the datagram linear (`pskb_may_pull`);

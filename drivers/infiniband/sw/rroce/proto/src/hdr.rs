@@ -800,15 +800,17 @@ pub fn parse_split(pkt: Split<'_>) -> Result<Parsed, ParseError> {
     } else if pad > data || (pad != 0 && !info.position.is_end()) {
         return Err(ParseError::BadPad);
     }
+    // The ICRC before the extension headers: then the large `Ext` is built
+    // where it ends up, not kept aside across the read.
+    let icrc = pkt
+        .array::<ICRC_LEN>(icrc_off)
+        .map(u32::from_le_bytes)
+        .ok_or(ParseError::TooShort)?;
     let ext = pkt
         .head
         .get(BTH_LEN..)
         .and_then(|s| Ext::parse(info.hdrs, s))
         .ok_or(ParseError::Truncated)?;
-    let icrc = pkt
-        .array::<ICRC_LEN>(icrc_off)
-        .map(u32::from_le_bytes)
-        .ok_or(ParseError::TooShort)?;
     Ok(Parsed {
         bth,
         info,

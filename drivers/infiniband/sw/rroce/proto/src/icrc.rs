@@ -504,10 +504,13 @@ pub fn icrc_split<C: Crc32>(crc: C, pkt: Split<'_>, l: &IpLayout) -> Result<u32,
         .checked_sub(ICRC_LEN)
         .filter(|&e| e >= covered)
         .ok_or(IcrcError::TooShort)?;
+    let (a, b) = pkt.range(covered, end).ok_or(IcrcError::TooShort)?;
     let mut s = Icrc::new(crc);
     s.headers(ip, udp, bth)?;
-    pkt.for_each(covered, end, |p| s.update(p))
-        .ok_or(IcrcError::TooShort)?;
+    s.update(a);
+    if !b.is_empty() {
+        s.update(b);
+    }
     Ok(s.finish())
 }
 

@@ -21,23 +21,31 @@ pub struct Split<'a> {
 
 impl<'a> Split<'a> {
     /// One contiguous buffer.
+    #[inline]
     pub const fn whole(b: &'a [u8]) -> Self {
         Split { head: b, tail: &[] }
     }
 
     /// Number of bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.head.len().saturating_add(self.tail.len())
     }
 
     /// Whether there are no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.head.is_empty() && self.tail.is_empty()
     }
 
     /// Bytes `start..end` as the part in `head` and the part in `tail`
     /// (either may be empty); `None` if the range is not inside.
+    #[inline]
     pub fn range(&self, start: usize, end: usize) -> Option<(&'a [u8], &'a [u8])> {
+        if self.tail.is_empty() {
+            // One piece (the common case): one bounds check.
+            return Some((self.head.get(start..end)?, &[]));
+        }
         if start > end || end > self.len() {
             return None;
         }
@@ -51,7 +59,11 @@ impl<'a> Split<'a> {
 
     /// Bytes `start..end` if they lie in one piece (an empty range always
     /// does); `None` if they straddle the split or are not inside.
+    #[inline]
     pub fn contiguous(&self, start: usize, end: usize) -> Option<&'a [u8]> {
+        if self.tail.is_empty() {
+            return self.head.get(start..end);
+        }
         match self.range(start, end)? {
             (a, []) => Some(a),
             ([], b) => Some(b),
@@ -60,8 +72,20 @@ impl<'a> Split<'a> {
     }
 
     /// `N` bytes at `off`, gathered across the split.
+    #[inline]
     pub fn array<const N: usize>(&self, off: usize) -> Option<[u8; N]> {
-        let (a, b) = self.range(off, off.checked_add(N)?)?;
+        let end = off.checked_add(N)?;
+        match self.contiguous(off, end) {
+            Some(c) => c.first_chunk::<N>().copied(),
+            None => self.gather(off, end),
+        }
+    }
+
+    /// [`Split::array`] of bytes that straddle the split (or are not
+    /// inside).
+    #[cold]
+    fn gather<const N: usize>(&self, off: usize, end: usize) -> Option<[u8; N]> {
+        let (a, b) = self.range(off, end)?;
         let mut out = [0u8; N];
         for (o, v) in out.iter_mut().zip(a.iter().chain(b)) {
             *o = *v;
@@ -70,21 +94,10 @@ impl<'a> Split<'a> {
     }
 
     /// Bytes `start..end` as a [`Split`] of their own.
+    #[inline]
     pub fn sub(&self, start: usize, end: usize) -> Option<Split<'a>> {
         self.range(start, end)
             .map(|(head, tail)| Split { head, tail })
-    }
-
-    /// Feeds the bytes `start..end` to `f`, one piece at a time (empty
-    /// pieces skipped); `None` if the range is not inside.
-    pub fn for_each(&self, start: usize, end: usize, mut f: impl FnMut(&'a [u8])) -> Option<()> {
-        let (a, b) = self.range(start, end)?;
-        for p in [a, b] {
-            if !p.is_empty() {
-                f(p);
-            }
-        }
-        Some(())
     }
 }
 
@@ -93,7 +106,6 @@ mod tests {
     extern crate std;
 
     use super::*;
-    use std::vec::Vec;
 
     #[test]
     fn every_split_reads_the_same_bytes() {
@@ -118,13 +130,6 @@ mod tests {
                     }
                     let sub = s.sub(start, end).unwrap();
                     assert_eq!(sub.len(), end - start);
-                    let mut fed = Vec::new();
-                    s.for_each(start, end, |p| {
-                        assert!(!p.is_empty());
-                        fed.extend_from_slice(p);
-                    })
-                    .unwrap();
-                    assert_eq!(fed, &data[start..end]);
                 }
                 if let Some(a) = s.array::<4>(start) {
                     assert_eq!(a, data[start..start + 4]);

@@ -655,8 +655,54 @@ def summary_lines(meta, failures):
     return lines
 
 
-def print_terminal(all_tables, meta, failures):
+# hw_counters that say a run was not clean: loss and its repair, drops,
+# copies on receive (rroce's names, then rdma_rxe's)
+HEALTH = ("retransmits", "ack_timeouts", "seq_naks_rcvd", "rnr_naks_rcvd", "out_of_sequence",
+          "duplicate_requests", "rx_dropped", "rx_icrc_errors", "tx_errors", "window_cuts", "rx_linearized",
+          "rcvd_seq_err", "out_of_seq_request", "duplicate_request", "rcvd_rnr_err", "send_rnr_err",
+          "retry_exceeded_err", "retry_rnr_exceeded_err", "completer_retry_err", "send_err")
+
+
+def health(setup_dir):
+    """{driver: {counter: total}} over the DRV.NAME.ROUND.SIDE.hwc files of
+    setup_dir (each run's hw_counters deltas on one side, bench/pair.sh),
+    the packets received and the HEALTH counters, zeros included."""
+    out = {}
+    if not os.path.isdir(setup_dir):
+        return out
+    for f in sorted(os.listdir(setup_dir)):
+        p = f.split(".")
+        if len(p) != 5 or p[4] != "hwc":
+            continue
+        tot = out.setdefault(p[0], {"packets": 0, **{k: 0 for k in HEALTH}})
+        for line in open(os.path.join(setup_dir, f)):
+            w = line.split()
+            if len(w) != 2 or not w[1].lstrip("-").isdigit():
+                continue
+            if w[0] in ("rx_packets", "rcvd_pkts"):
+                tot["packets"] += int(w[1])
+            elif w[0] in HEALTH:
+                tot[w[0]] += int(w[1])
+    return out
+
+
+def health_lines(h):
+    """One line per driver: packets received, then the counters that moved
+    (of those the driver has), or "clean"."""
+    lines = []
+    for drv, tot in sorted(h.items()):
+        moved = [f"{k} {v:,}" for k, v in tot.items() if k != "packets" and v]
+        lines.append(f"  {drv}: {tot['packets']:,} packets received; " + (", ".join(moved) if moved else
+                     "no retransmission or drop counted"))
+    return lines
+
+
+def print_terminal(all_tables, meta, failures, healths=()):
     print("\n".join(summary_lines(meta, failures)))
+    for setup, h in healths:
+        if h:
+            print(f"hw_counters over all runs ({setup}, both sides):")
+            print("\n".join(health_lines(h)))
     for setup, tabs in all_tables:
         print(f"\n== {setup_line(setup, meta)} ==")
         for title, hdr, t, note in tabs:
@@ -816,14 +862,15 @@ def main():
         meta = json.load(open(mp))
     setups_rows, failures, wall = report(a.logdir, meta)
     all_tables = [(s, tables(s, rows, meta)) for s, rows in setups_rows if rows]
-    print_terminal(all_tables, meta, failures)
+    healths = [(s, health(os.path.join(a.logdir, s))) for s in ("pair", "loopback")]
+    print_terminal(all_tables, meta, failures, healths)
     rows = [r for _, rs in setups_rows for r in rs]
     rows.append({"metric": "meta", "rroce": None, "rxe": None, "n": {}, "rroce_advantage": None,
                  "meta": meta, "failures": failures, "failure_count": len(failures),
                  "machine_idle": not machine_notes(meta), "machine_notes": machine_notes(meta),
                  "cpu": CPU_TITLE + " moved: system+softirq+irq time of the guest(s) around each run, "
                         "two VMs: each side's against the bytes its link NIC sent and received meanwhile",
-                 "wall_s_median": wall})
+                 "wall_s_median": wall, "hw_counters": {s: h for s, h in healths if h}})
     json.dump(rows, open(a.out_json, "w"), indent=1)
     print(f"\nwrote {a.out_json}")
     if a.markdown:

@@ -447,6 +447,33 @@ def test_end_to_end():
     assert med["rroce"] == statistics.median([10.0, 30.0])
 
 
+def test_hw_counter_health():
+    """Each run's hw_counters deltas (bench/pair.sh's .hwc files) add up per
+    driver; counters that moved are named, a clean driver says so, and the
+    meta row carries the totals."""
+    top, _, _ = build()
+    pair = os.path.join(top, "pair")
+    for name, text in (("rroce.write_bw_64K.1.a.hwc", "rx_packets 1000\ntx_packets 20\n"),
+                       ("rroce.write_bw_64K.1.b.hwc", "rx_packets 20\nretransmits 3\nrx_linearized 2\n"),
+                       ("rroce.write_bw_64K.2.b.hwc", "retransmits 4\nbogus line here\n"),
+                       ("rxe.write_bw_64K.1.a.hwc", "rcvd_pkts 500\nack_deferred 9\n")):
+        open(os.path.join(pair, name), "w").write(text)
+    h = report.health(pair)
+    assert h["rroce"]["packets"] == 1020 and h["rroce"]["retransmits"] == 7
+    assert h["rroce"]["rx_linearized"] == 2 and h["rroce"]["ack_timeouts"] == 0
+    assert h["rxe"]["packets"] == 500 and "ack_deferred" not in h["rxe"]
+    lines = report.health_lines(h)
+    assert lines[0] == "  rroce: 1,020 packets received; retransmits 7, rx_linearized 2", lines
+    assert lines[1] == "  rxe: 500 packets received; no retransmission or drop counted", lines
+    out = os.path.join(top, "out.json")
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run([sys.executable, os.path.join(here, "report.py"), top, out],
+                       capture_output=True, text=True, check=True)
+    assert "hw_counters over all runs (pair, both sides):\n  rroce: 1,020" in p.stdout, p.stdout
+    meta = json.load(open(out))[-1]
+    assert meta["hw_counters"]["pair"]["rroce"]["retransmits"] == 7
+
+
 def test_icount_kernel_report():
     """bench/icount/kernel_report.py: instructions per message from the BW
     average (MiB per guest second), new/old, and a rate of 0 or no result

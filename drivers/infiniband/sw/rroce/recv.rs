@@ -11,7 +11,7 @@ use crate::net::netdev::NetDevView;
 use crate::sync::rcu::ReadGuard;
 use crate::proto::hdr::{self, DEFAULT_PKEY};
 use crate::proto::icrc;
-use crate::proto::split::Split;
+use crate::proto::split::{Pieces, Split};
 use crate::stats::{Counter, RxDrop};
 
 /// Receives one RoCEv2 IP datagram (`pkt`: IP header to the end, its
@@ -28,11 +28,23 @@ pub(crate) fn rx(in_dev: NetDevView<'_>, pkt: Split<'_>, copied: bool) -> Result
     if copied {
         dev.p.stats.inc(Counter::RxLinearized);
     }
-    let Ok(l) = icrc::ip_layout_split(pkt) else {
+    // One piece (a linear skb) takes the slice versions of the parsers,
+    // two pieces their split versions.
+    if pkt.tail.is_empty() {
+        rx_checked(dev, &rcu, pkt.head)
+    } else {
+        rx_checked(dev, &rcu, pkt)
+    }
+}
+
+/// The part of [`rx`] after the device is known: layout, then [`rx_on`]
+/// with the ICRC checked.
+fn rx_checked<'a>(dev: &RroceDev, rcu: &ReadGuard, pkt: impl Pieces<'a>) -> Result<(), RxDrop> {
+    let Ok(l) = icrc::ip_layout_of(pkt) else {
         dev.p.stats.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     };
-    rx_on(dev, &rcu, pkt, &l, true)
+    rx_on(dev, rcu, pkt, &l, true)
 }
 
 /// Receives a packet `dev` sent to itself (`loopback`): no ICRC.
@@ -41,30 +53,30 @@ pub(crate) fn rx(in_dev: NetDevView<'_>, pkt: Split<'_>, copied: bool) -> Result
 /// counted like one from the wire; the requester retransmits.)
 pub(crate) fn rx_local(dev: &RroceDev, rcu: &ReadGuard, pkt: &[u8]) {
     if let Ok(l) = icrc::ip_layout(pkt) {
-        let _ = rx_on(dev, rcu, Split::whole(pkt), &l, false);
+        let _ = rx_on(dev, rcu, pkt, &l, false);
     }
 }
 
-/// The part of [`rx`] after the device is known.
-fn rx_on(dev: &RroceDev, rcu: &ReadGuard, pkt: Split<'_>, l: &icrc::IpLayout, check_icrc: bool) -> Result<(), RxDrop> {
-    let roce = pkt.sub(l.roce_off, l.end).ok_or(RxDrop::Malformed)?;
+/// Parses, checks and delivers a datagram of layout `l` on `dev`.
+fn rx_on<'a>(dev: &RroceDev, rcu: &ReadGuard, pkt: impl Pieces<'a>, l: &icrc::IpLayout, check_icrc: bool) -> Result<(), RxDrop> {
+    let roce = pkt.part(l.roce_off, l.end).ok_or(RxDrop::Malformed)?;
     let s = &dev.p.stats;
-    let Ok(parsed) = hdr::parse_split(roce) else {
+    let Ok(parsed) = hdr::parse_of(roce) else {
         s.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     };
-    if check_icrc && icrc::verify_split(|c, d: &[u8]| dev.p.crc.update(c, d), pkt, l).is_err() {
+    if check_icrc && icrc::verify_of(|c, d: &[u8]| dev.p.crc.update(c, d), pkt, l).is_err() {
         s.inc(Counter::RxIcrcErrors);
         return Err(RxDrop::Icrc);
     }
     // The receive path splits a datagram only at its headers' end, so the
     // payload is in one piece.
-    let payload = parsed.payload_split(roce);
+    let payload = parsed.payload_of(roce);
     let Some(payload) = payload.filter(|_| parsed.bth.pkey & 0x7fff == DEFAULT_PKEY & 0x7fff) else {
         s.inc(Counter::RxDropped);
         return Err(RxDrop::Malformed);
     };
-    let ip = pkt.head.get(..l.roce_off.saturating_sub(8)).unwrap_or(&[]);
+    let ip = pkt.first().get(..l.roce_off.saturating_sub(8)).unwrap_or(&[]);
     if crate::qp::deliver(dev, rcu, &parsed, payload, ip) {
         s.inc(Counter::RxPackets);
         Ok(())

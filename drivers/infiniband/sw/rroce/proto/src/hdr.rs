@@ -29,7 +29,7 @@ use super::bytes::{
     be16 as rd16, be24 as rd24, be32 as rd32, be64 as rd64, put as wr, put_be24 as wr24,
     u8_at as rd8,
 };
-use super::split::Split;
+use super::split::{Pieces, Split};
 
 /// Pad bytes needed after a payload of `len` bytes: `(-len) & 3`.
 #[inline]
@@ -750,8 +750,15 @@ impl Parsed {
     /// The payload within `pkt` (the packet given to [`parse_split`]) if it
     /// lies in one of its pieces; `None` if it straddles them.
     pub fn payload_split<'a>(&self, pkt: Split<'a>) -> Option<&'a [u8]> {
+        self.payload_of(pkt)
+    }
+
+    /// The payload within `pkt` (one piece or two, see [`Pieces`]) if it
+    /// lies in one piece.
+    #[inline]
+    pub fn payload_of<'a>(&self, pkt: impl Pieces<'a>) -> Option<&'a [u8]> {
         let end = self.payload_off.checked_add(self.payload_len)?;
-        pkt.contiguous(self.payload_off, end)
+        pkt.piece(self.payload_off, end)
     }
 }
 
@@ -763,30 +770,36 @@ impl Parsed {
 /// multiple of 4, pad count consistent, no data for opcodes without payload.
 /// MigReq, reserved bits, FECN/BECN and the ICRC value are not checked.
 pub fn parse_packet(pkt: &[u8]) -> Result<Parsed, ParseError> {
-    parse_split(Split::whole(pkt))
+    parse_of(pkt)
 }
 
 /// [`parse_packet`] of a packet in two pieces, its BTH and extension
 /// headers in `pkt.head` (else [`ParseError::Truncated`] or
 /// [`ParseError::TooShort`]).
 pub fn parse_split(pkt: Split<'_>) -> Result<Parsed, ParseError> {
+    parse_of(pkt)
+}
+
+/// [`parse_packet`] of a packet in one piece or two (see [`Pieces`]).
+#[inline]
+pub fn parse_of<'a>(pkt: impl Pieces<'a>) -> Result<Parsed, ParseError> {
     let min = BTH_LEN + ICRC_LEN;
-    if pkt.len() < min {
+    if pkt.total() < min {
         return Err(ParseError::TooShort);
     }
-    let bth = Bth::parse(pkt.head).ok_or(ParseError::TooShort)?;
+    let bth = Bth::parse(pkt.first()).ok_or(ParseError::TooShort)?;
     if bth.tver != 0 {
         return Err(ParseError::BadTVer);
     }
     let info = opcode::lookup(bth.opcode).ok_or(ParseError::UnknownOpcode)?;
     let hdr_len = info.hdr_len();
     let icrc_off = pkt
-        .len()
+        .total()
         .checked_sub(ICRC_LEN)
         .ok_or(ParseError::TooShort)?;
     // Data after the headers: payload + pad.
     let data = icrc_off.checked_sub(hdr_len).ok_or(ParseError::Truncated)?;
-    if pkt.len() & 3 != 0 {
+    if pkt.total() & 3 != 0 {
         return Err(ParseError::Misaligned);
     }
     let pad = usize::from(bth.pad);
@@ -803,11 +816,11 @@ pub fn parse_split(pkt: Split<'_>) -> Result<Parsed, ParseError> {
     // The ICRC before the extension headers: then the large `Ext` is built
     // where it ends up, not kept aside across the read.
     let icrc = pkt
-        .array::<ICRC_LEN>(icrc_off)
+        .four(icrc_off)
         .map(u32::from_le_bytes)
         .ok_or(ParseError::TooShort)?;
     let ext = pkt
-        .head
+        .first()
         .get(BTH_LEN..)
         .and_then(|s| Ext::parse(info.hdrs, s))
         .ok_or(ParseError::Truncated)?;

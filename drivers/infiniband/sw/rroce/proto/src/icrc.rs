@@ -40,7 +40,7 @@
 //! table-driven implementation for host tests and as a fallback.
 
 use super::opcode::{BTH_LEN, ICRC_LEN};
-use super::split::Split;
+use super::split::{Pieces, Split};
 
 /// Length of the masked pseudo-LRH that starts the CRC.
 pub const PSEUDO_LRH_LEN: usize = 8;
@@ -407,7 +407,13 @@ pub fn headers_len(head: &[u8]) -> Result<usize, usize> {
 /// [`ip_layout`] of a datagram in two pieces, its IP and UDP headers in
 /// `pkt.head`.
 pub fn ip_layout_split(pkt: Split<'_>) -> Result<IpLayout, IcrcError> {
-    layout(pkt.head, pkt.len())
+    ip_layout_of(pkt)
+}
+
+/// [`ip_layout`] of a datagram in one piece or two (see [`Pieces`]).
+#[inline]
+pub fn ip_layout_of<'a>(pkt: impl Pieces<'a>) -> Result<IpLayout, IcrcError> {
+    layout(pkt.first(), pkt.total())
 }
 
 /// [`ip_layout`] of a datagram of `total` bytes whose first bytes are `pkt`
@@ -492,19 +498,25 @@ pub fn verify_at<C: Crc32>(crc: C, pkt: &[u8], l: &IpLayout) -> Result<(), IcrcE
 /// [`icrc_at`] of a datagram in two pieces: the IP, UDP and BTH headers in
 /// `pkt.head`, the rest anywhere.
 pub fn icrc_split<C: Crc32>(crc: C, pkt: Split<'_>, l: &IpLayout) -> Result<u32, IcrcError> {
-    let ip = pkt.head.get(..l.ip_hdr_len).ok_or(IcrcError::TooShort)?;
-    let udp = pkt
-        .head
+    icrc_of(crc, pkt, l)
+}
+
+/// [`icrc_at`] of a datagram in one piece or two (see [`Pieces`]).
+#[inline]
+pub fn icrc_of<'a, C: Crc32>(crc: C, pkt: impl Pieces<'a>, l: &IpLayout) -> Result<u32, IcrcError> {
+    let head = pkt.first();
+    let ip = head.get(..l.ip_hdr_len).ok_or(IcrcError::TooShort)?;
+    let udp = head
         .get(l.ip_hdr_len..l.roce_off)
         .ok_or(IcrcError::TooShort)?;
-    let bth = pkt.head.get(l.roce_off..).ok_or(IcrcError::TooShort)?;
+    let bth = head.get(l.roce_off..).ok_or(IcrcError::TooShort)?;
     let covered = l.roce_off.checked_add(BTH_LEN).ok_or(IcrcError::TooShort)?;
     let end = l
         .end
         .checked_sub(ICRC_LEN)
         .filter(|&e| e >= covered)
         .ok_or(IcrcError::TooShort)?;
-    let (a, b) = pkt.range(covered, end).ok_or(IcrcError::TooShort)?;
+    let (a, b) = pkt.span(covered, end).ok_or(IcrcError::TooShort)?;
     let mut s = Icrc::new(crc);
     s.headers(ip, udp, bth)?;
     s.update(a);
@@ -516,9 +528,19 @@ pub fn icrc_split<C: Crc32>(crc: C, pkt: Split<'_>, l: &IpLayout) -> Result<u32,
 
 /// [`verify_at`] of a datagram in two pieces (see [`icrc_split`]).
 pub fn verify_split<C: Crc32>(crc: C, pkt: Split<'_>, l: &IpLayout) -> Result<(), IcrcError> {
-    let want = icrc_split(crc, pkt, l)?;
+    verify_of(crc, pkt, l)
+}
+
+/// [`verify_at`] of a datagram in one piece or two (see [`Pieces`]).
+#[inline]
+pub fn verify_of<'a, C: Crc32>(
+    crc: C,
+    pkt: impl Pieces<'a>,
+    l: &IpLayout,
+) -> Result<(), IcrcError> {
+    let want = icrc_of(crc, pkt, l)?;
     let at = l.end.checked_sub(ICRC_LEN).ok_or(IcrcError::TooShort)?;
-    let stored = pkt.array::<ICRC_LEN>(at).ok_or(IcrcError::TooShort)?;
+    let stored = pkt.four(at).ok_or(IcrcError::TooShort)?;
     if u32::from_le_bytes(stored) == want {
         Ok(())
     } else {

@@ -9,6 +9,10 @@
 //! (`icrc::ip_layout_split`, `icrc::verify_split`, `hdr::parse_split`)
 //! need every header (IP, UDP, BTH, extension headers) in `head`; the
 //! payload, pad and ICRC may be anywhere.
+//!
+//! They are written once, over [`Pieces`], which a plain slice implements
+//! too: the receive path picks the slice version for a linear packet, so
+//! the common case pays nothing for the split one.
 
 /// The bytes of `head` followed by those of `tail`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -98,6 +102,78 @@ impl<'a> Split<'a> {
     pub fn sub(&self, start: usize, end: usize) -> Option<Split<'a>> {
         self.range(start, end)
             .map(|(head, tail)| Split { head, tail })
+    }
+}
+
+/// Bytes in one piece or two, as the receive path's parsers read them.
+/// The parsers need every header in [`Pieces::first`].
+pub trait Pieces<'a>: Copy {
+    /// Number of bytes.
+    fn total(self) -> usize;
+    /// The first piece.
+    fn first(self) -> &'a [u8];
+    /// Bytes `start..end` as the part in the first piece and the part in
+    /// the second; `None` if not inside.
+    fn span(self, start: usize, end: usize) -> Option<(&'a [u8], &'a [u8])>;
+    /// Bytes `start..end` if they lie in one piece.
+    fn piece(self, start: usize, end: usize) -> Option<&'a [u8]>;
+    /// 4 bytes at `off`.
+    fn four(self, off: usize) -> Option<[u8; 4]>;
+    /// Bytes `start..end`, of the same kind.
+    fn part(self, start: usize, end: usize) -> Option<Self>;
+}
+
+impl<'a> Pieces<'a> for &'a [u8] {
+    #[inline]
+    fn total(self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn first(self) -> &'a [u8] {
+        self
+    }
+    #[inline]
+    fn span(self, start: usize, end: usize) -> Option<(&'a [u8], &'a [u8])> {
+        Some((self.get(start..end)?, &[]))
+    }
+    #[inline]
+    fn piece(self, start: usize, end: usize) -> Option<&'a [u8]> {
+        self.get(start..end)
+    }
+    #[inline]
+    fn four(self, off: usize) -> Option<[u8; 4]> {
+        self.get(off..)?.first_chunk::<4>().copied()
+    }
+    #[inline]
+    fn part(self, start: usize, end: usize) -> Option<Self> {
+        self.get(start..end)
+    }
+}
+
+impl<'a> Pieces<'a> for Split<'a> {
+    #[inline]
+    fn total(self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn first(self) -> &'a [u8] {
+        self.head
+    }
+    #[inline]
+    fn span(self, start: usize, end: usize) -> Option<(&'a [u8], &'a [u8])> {
+        self.range(start, end)
+    }
+    #[inline]
+    fn piece(self, start: usize, end: usize) -> Option<&'a [u8]> {
+        self.contiguous(start, end)
+    }
+    #[inline]
+    fn four(self, off: usize) -> Option<[u8; 4]> {
+        self.array::<4>(off)
+    }
+    #[inline]
+    fn part(self, start: usize, end: usize) -> Option<Self> {
+        self.sub(start, end)
     }
 }
 

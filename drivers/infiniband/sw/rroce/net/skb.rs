@@ -8,7 +8,7 @@
 //! byte slice, written by the closure that builds it before anyone else can
 //! see it.  A received skb is read where it lies: its first bytes in the
 //! linear area and, as virtio-net and other NAPI drivers deliver most
-//! packets, the rest in one page fragment ([`SkBuff::rx_pieces`]); an skb
+//! packets, the rest in one page fragment ([`SkBuff::prepare_rx`]); an skb
 //! of any other shape is made linear first.  Received skbs may share their
 //! data with clones (packet taps), which only read it.
 
@@ -58,7 +58,7 @@ impl SkBuff {
     }
 
     /// Takes ownership of a received skb, as it is (see
-    /// [`SkBuff::rx_pieces`]).
+    /// [`SkBuff::prepare_rx`]).
     ///
     /// # Safety
     ///

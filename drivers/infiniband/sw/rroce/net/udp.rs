@@ -31,7 +31,7 @@ const EAFNOSUPPORT: c_int = 97;
 
 /// What a namespace's sockets hand their datagrams to.
 pub(crate) trait Receiver: Send + Sync + 'static {
-    /// One datagram (IP header to the end; see [`SkBuff::rx_pieces`]).
+    /// One datagram (IP header to the end; see [`SkBuff::prepare_rx`]).
     /// Softirq context, under RCU; the skb is freed when dropped.
     fn receive(&self, skb: SkBuff);
 }

@@ -29,7 +29,7 @@ use super::bytes::{
     be16 as rd16, be24 as rd24, be32 as rd32, be64 as rd64, put as wr, put_be24 as wr24,
     u8_at as rd8,
 };
-use super::split::{Pieces, Split};
+use super::split::Pieces;
 
 /// Pad bytes needed after a payload of `len` bytes: `(-len) & 3`.
 #[inline]
@@ -747,14 +747,8 @@ impl Parsed {
             .unwrap_or(&[])
     }
 
-    /// The payload within `pkt` (the packet given to [`parse_split`]) if it
-    /// lies in one of its pieces; `None` if it straddles them.
-    pub fn payload_split<'a>(&self, pkt: Split<'a>) -> Option<&'a [u8]> {
-        self.payload_of(pkt)
-    }
-
-    /// The payload within `pkt` (one piece or two, see [`Pieces`]) if it
-    /// lies in one piece.
+    /// The payload within `pkt` (the packet given to [`parse_of`], in one
+    /// piece or two) if it lies in one piece; `None` if it straddles them.
     #[inline]
     pub fn payload_of<'a>(&self, pkt: impl Pieces<'a>) -> Option<&'a [u8]> {
         let end = self.payload_off.checked_add(self.payload_len)?;
@@ -773,14 +767,9 @@ pub fn parse_packet(pkt: &[u8]) -> Result<Parsed, ParseError> {
     parse_of(pkt)
 }
 
-/// [`parse_packet`] of a packet in two pieces, its BTH and extension
-/// headers in `pkt.head` (else [`ParseError::Truncated`] or
-/// [`ParseError::TooShort`]).
-pub fn parse_split(pkt: Split<'_>) -> Result<Parsed, ParseError> {
-    parse_of(pkt)
-}
-
-/// [`parse_packet`] of a packet in one piece or two (see [`Pieces`]).
+/// [`parse_packet`] of a packet in one piece or two (see [`Pieces`]), its
+/// BTH and extension headers in the first (else [`ParseError::Truncated`]
+/// or [`ParseError::TooShort`]).
 #[inline]
 pub fn parse_of<'a>(pkt: impl Pieces<'a>) -> Result<Parsed, ParseError> {
     let min = BTH_LEN + ICRC_LEN;

@@ -40,7 +40,7 @@
 //! table-driven implementation for host tests and as a fallback.
 
 use super::opcode::{BTH_LEN, ICRC_LEN};
-use super::split::{Pieces, Split};
+use super::split::Pieces;
 
 /// Length of the masked pseudo-LRH that starts the CRC.
 pub const PSEUDO_LRH_LEN: usize = 8;
@@ -404,13 +404,8 @@ pub fn headers_len(head: &[u8]) -> Result<usize, usize> {
     Ok(roce + info.hdr_len())
 }
 
-/// [`ip_layout`] of a datagram in two pieces, its IP and UDP headers in
-/// `pkt.head`.
-pub fn ip_layout_split(pkt: Split<'_>) -> Result<IpLayout, IcrcError> {
-    ip_layout_of(pkt)
-}
-
-/// [`ip_layout`] of a datagram in one piece or two (see [`Pieces`]).
+/// [`ip_layout`] of a datagram in one piece or two (see [`Pieces`]), its
+/// IP and UDP headers in the first.
 #[inline]
 pub fn ip_layout_of<'a>(pkt: impl Pieces<'a>) -> Result<IpLayout, IcrcError> {
     layout(pkt.first(), pkt.total())
@@ -495,13 +490,8 @@ pub fn verify_at<C: Crc32>(crc: C, pkt: &[u8], l: &IpLayout) -> Result<(), IcrcE
     }
 }
 
-/// [`icrc_at`] of a datagram in two pieces: the IP, UDP and BTH headers in
-/// `pkt.head`, the rest anywhere.
-pub fn icrc_split<C: Crc32>(crc: C, pkt: Split<'_>, l: &IpLayout) -> Result<u32, IcrcError> {
-    icrc_of(crc, pkt, l)
-}
-
-/// [`icrc_at`] of a datagram in one piece or two (see [`Pieces`]).
+/// [`icrc_at`] of a datagram in one piece or two (see [`Pieces`]): the IP,
+/// UDP and BTH headers in the first, the rest anywhere.
 #[inline]
 pub fn icrc_of<'a, C: Crc32>(crc: C, pkt: impl Pieces<'a>, l: &IpLayout) -> Result<u32, IcrcError> {
     let head = pkt.first();
@@ -526,12 +516,7 @@ pub fn icrc_of<'a, C: Crc32>(crc: C, pkt: impl Pieces<'a>, l: &IpLayout) -> Resu
     Ok(s.finish())
 }
 
-/// [`verify_at`] of a datagram in two pieces (see [`icrc_split`]).
-pub fn verify_split<C: Crc32>(crc: C, pkt: Split<'_>, l: &IpLayout) -> Result<(), IcrcError> {
-    verify_of(crc, pkt, l)
-}
-
-/// [`verify_at`] of a datagram in one piece or two (see [`Pieces`]).
+/// [`verify_at`] of a datagram in one piece or two (see [`icrc_of`]).
 #[inline]
 pub fn verify_of<'a, C: Crc32>(
     crc: C,
@@ -580,6 +565,7 @@ pub fn write_icrc_ip<C: Crc32>(crc: C, pkt: &mut [u8]) -> Result<u32, IcrcError>
 #[cfg(test)]
 mod tests {
     extern crate std;
+    use super::super::split::Split;
     use super::*;
     use std::vec::Vec;
 
@@ -764,8 +750,8 @@ mod tests {
                     head: &p[..at],
                     tail: &p[at..],
                 };
-                assert_eq!(ip_layout_split(s), Ok(l), "{name} {at}");
-                assert_eq!(verify_split(SoftCrc32, s, &l), Ok(()), "{name} {at}");
+                assert_eq!(ip_layout_of(s), Ok(l), "{name} {at}");
+                assert_eq!(verify_of(SoftCrc32, s, &l), Ok(()), "{name} {at}");
                 for bad in [hl, p.len() - 4, p.len() - 1] {
                     let mut q = p.clone();
                     q[bad] ^= 0x10;
@@ -774,7 +760,7 @@ mod tests {
                         tail: &q[at..],
                     };
                     assert_eq!(
-                        verify_split(SoftCrc32, s, &l),
+                        verify_of(SoftCrc32, s, &l),
                         Err(IcrcError::Mismatch),
                         "{name} {at} {bad}"
                     );
@@ -786,7 +772,7 @@ mod tests {
                 tail: &p[l.roce_off + 4..],
             };
             assert_eq!(
-                verify_split(SoftCrc32, s, &l),
+                verify_of(SoftCrc32, s, &l),
                 Err(IcrcError::TooShort),
                 "{name}"
             );

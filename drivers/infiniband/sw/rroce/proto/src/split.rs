@@ -5,14 +5,12 @@
 //! buffer and the rest in another: a socket buffer's linear area, then one
 //! page fragment.  [`Split`] is such a byte sequence, `head` followed by
 //! `tail`, so that the receive path can check and place a packet without
-//! first copying it into one buffer.  The parsers that take a [`Split`]
-//! (`icrc::ip_layout_split`, `icrc::verify_split`, `hdr::parse_split`)
-//! need every header (IP, UDP, BTH, extension headers) in `head`; the
-//! payload, pad and ICRC may be anywhere.
-//!
-//! They are written once, over [`Pieces`], which a plain slice implements
-//! too: the receive path picks the slice version for a linear packet, so
-//! the common case pays nothing for the split one.
+//! first copying it into one buffer.  The parsers (`icrc::ip_layout_of`,
+//! `icrc::verify_of`, `hdr::parse_of`, `Parsed::payload_of`) take any
+//! [`Pieces`]: a [`Split`], or a plain slice, whose instances the receive
+//! path picks for a linear packet, so the common case pays nothing for the
+//! split one.  They need every header (IP, UDP, BTH, extension headers) in
+//! the first piece; the payload, pad and ICRC may be anywhere.
 
 /// The bytes of `head` followed by those of `tail`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -24,12 +22,6 @@ pub struct Split<'a> {
 }
 
 impl<'a> Split<'a> {
-    /// One contiguous buffer.
-    #[inline]
-    pub const fn whole(b: &'a [u8]) -> Self {
-        Split { head: b, tail: &[] }
-    }
-
     /// Number of bytes.
     #[inline]
     pub fn len(&self) -> usize {
@@ -220,9 +212,14 @@ mod tests {
     }
 
     #[test]
-    fn whole_is_one_piece() {
-        let s = Split::whole(b"abc");
+    fn one_piece() {
+        let s = Split {
+            head: b"abc",
+            tail: &[],
+        };
         assert_eq!(s.contiguous(0, 3), Some(&b"abc"[..]));
+        assert_eq!(Pieces::four(&b"abcdef"[..], 2), Some(*b"cdef"));
+        assert_eq!(Pieces::span(&b"abc"[..], 1, 3), Some((&b"bc"[..], &[][..])));
         assert!(Split::default().is_empty());
         assert!(!s.is_empty());
     }

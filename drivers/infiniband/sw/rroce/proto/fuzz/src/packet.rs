@@ -11,7 +11,7 @@
 //! headers, the datagram gives the same layout, parse, payload and ICRC
 //! verdict.
 
-use rroce_proto::hdr::{build_headers, parse_packet, parse_split, Parsed};
+use rroce_proto::hdr::{build_headers, parse_of, parse_packet, Parsed};
 use rroce_proto::icrc::{self, SoftCrc32, IPV6_HDR_LEN};
 use rroce_proto::opcode::{self, ICRC_LEN};
 use rroce_proto::rc::{is_rc_request, is_rc_response, InRequest, InResponse};
@@ -93,10 +93,10 @@ fn check_splits(data: &[u8], l: &icrc::IpLayout, verified: bool) {
             head: &data[..at],
             tail: &data[at..],
         };
-        assert_eq!(icrc::ip_layout_split(s).as_ref(), Ok(l));
-        assert_eq!(icrc::verify_split(SoftCrc32, s, l).is_ok(), verified);
+        assert_eq!(icrc::ip_layout_of(s).as_ref(), Ok(l));
+        assert_eq!(icrc::verify_of(SoftCrc32, s, l).is_ok(), verified);
         let roce = s.sub(l.roce_off, l.end).unwrap();
-        let split = parse_split(roce);
+        let split = parse_of(roce);
         assert_eq!(split, whole);
         if let Ok(p) = split {
             // In one piece unless the split point falls inside it (the
@@ -105,7 +105,7 @@ fn check_splits(data: &[u8], l: &icrc::IpLayout, verified: bool) {
                 l.roce_off + p.payload_off,
                 l.roce_off + p.payload_off + p.payload_len,
             );
-            match p.payload_split(roce) {
+            match p.payload_of(roce) {
                 Some(payload) => assert_eq!(payload, p.payload(&data[l.roce_off..l.end])),
                 None => assert!(start < at && at < end, "{start} {at} {end}"),
             }

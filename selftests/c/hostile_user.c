@@ -2178,6 +2178,155 @@ static void case_index_mover(struct dev *d)
 }
 
 /*
+ * The responder's atomics against the process's own.  A thread adds 1 to a
+ * word of b's region with __atomic_fetch_add, as fast as it can, while a
+ * runs FETCH_AND_ADDs of 2^32 on the same word through the device: none of
+ * either kind may be lost, so the i-th FETCH_AND_ADD returns i in the high
+ * half and the word ends as (n << 32) + the thread's count.  (Atomics that
+ * are atomic only among the device's own, a lock around a load and a
+ * store, lose the thread's adds that fall between the two; with two CPUs
+ * that shows.)  Then a region at an I/O address other than its own
+ * (ibv_reg_mr_iova): the atomic lands at the word the I/O address names.
+ */
+static int g_spin_stop;
+static uint64_t g_spin_n;
+
+static void *spin_adder(void *arg)
+{
+	uint64_t *w = arg, n = 0;
+
+	while (!__atomic_load_n(&g_spin_stop, __ATOMIC_RELAXED)) {
+		__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
+		n++;
+	}
+	g_spin_n = n;
+	return NULL;
+}
+
+static int post_fetch_add(struct ibv_qp *qp, uint64_t wr_id, void *laddr, uint32_t lkey, uint64_t raddr,
+			  uint32_t rkey, uint64_t add)
+{
+	struct ibv_sge sge = { (uintptr_t)laddr, 8, lkey };
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.compare_add = add;
+	wr.wr.atomic.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static void case_atomics(struct dev *d)
+{
+	const int n = g_debug ? 1000 : 4000, batch = 8;
+	struct pair p;
+	struct ibv_wc wc[8];
+	pthread_t t;
+	struct ibv_mr *ali = NULL, *mis = NULL;
+	uint64_t *word, *res, last_low = 0, final;
+	int done = 0, wrong = 0, interleaved = 0, failed = 0;
+
+	if (pair_create(&p, d, 65536, 0, 7, g_to, 7, 0)) {
+		check(0, "atomics", "cannot create the pair");
+		return;
+	}
+	word = (uint64_t *)(p.bufb + 64);
+	res = (uint64_t *)p.bufa;
+	g_spin_stop = 0;
+	if (pthread_create(&t, NULL, spin_adder, word)) {
+		check(0, "atomics", "pthread_create: %s", strerror(errno));
+		pair_destroy(&p);
+		return;
+	}
+	double t0 = now_s();
+
+	while (done < n && !failed) {
+		int k = n - done < batch ? n - done : batch;
+
+		for (int j = 0; j < k; j++)
+			if (post_fetch_add(p.a, done + j, res + j, p.mra->lkey, (uintptr_t)word, p.mrb->rkey, 1ull << 32)) {
+				diag("post_send: %s", strerror(errno));
+				failed = 1;
+			}
+		if (failed || poll_n(p.cqa, wc, k, 10) != k) {
+			failed = 1;
+			break;
+		}
+		for (int j = 0; j < k; j++) {
+			int i = done + j;
+
+			if (wc[j].status != IBV_WC_SUCCESS || wc[j].wr_id != (uint64_t)i) {
+				diag("FETCH_AND_ADD %d: %s, wr_id %" PRIu64, i, st(wc[j].status), wc[j].wr_id);
+				failed = 1;
+				break;
+			}
+			uint64_t orig = res[j], low = orig & 0xffffffffu;
+
+			if (orig >> 32 != (uint64_t)i || low < last_low) {
+				if (wrong++ < 3)
+					diag("FETCH_AND_ADD %d returned %#" PRIx64 " after low half %#" PRIx64, i, orig,
+					     last_low);
+			}
+			interleaved += low != last_low;
+			last_low = low;
+		}
+		done += k;
+	}
+	__atomic_store_n(&g_spin_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	final = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+	diag("%d FETCH_AND_ADDs in %.1f s beside %" PRIu64 " CPU adds; %d saw new CPU adds since the one before", done,
+	     now_s() - t0, g_spin_n, interleaved);
+	check(!failed && done == n, "atomics: every FETCH_AND_ADD completes", "%d of %d", done, n);
+	check(!wrong, "atomics: each returns the count of those before it and never a smaller CPU count",
+	      "%d wrong", wrong);
+	check(final == ((uint64_t)done << 32) + g_spin_n, "atomics: no add lost, the device's or the CPU's",
+	      "word %#" PRIx64 ", want %#" PRIx64, final, ((uint64_t)done << 32) + g_spin_n);
+
+	/*
+	 * A region at an I/O address of its own over b's third page: aligned
+	 * alike, so an atomic lands where the address says.  One whose I/O
+	 * address is 4 bytes off the region's offset in its page, where an
+	 * aligned I/O address would be a misaligned word, cannot exist: ib_core
+	 * refuses it (EINVAL).
+	 */
+	uint8_t *ali_mem = p.bufb + 8192;
+
+	errno = 0;
+	mis = ibv_reg_mr_iova(d->pd, p.bufb + 4096 + 4, 1024, 0x100000, ALL_ACCESS);
+	check(!mis && errno == EINVAL, "atomics: a region whose I/O address is misaligned against its memory: EINVAL",
+	      "%s", mis ? "registered" : strerror(errno));
+	ali = ibv_reg_mr_iova(d->pd, ali_mem, 1024, 0x200000, ALL_ACCESS);
+	if (!ali) {
+		check(0, "atomics: ibv_reg_mr_iova", "%s", strerror(errno));
+		goto out;
+	}
+	memset(ali_mem, 0, 64);
+	ali_mem[16] = 7;
+	res[0] = ~0ull;
+	int ok = !post_fetch_add(p.a, 1, res, p.mra->lkey, 0x200000 + 16, ali->rkey, 5) &&
+		 poll_n(p.cqa, wc, 1, 10) == 1 && wc[0].status == IBV_WC_SUCCESS;
+	uint64_t v;
+
+	memcpy(&v, ali_mem + 16, 8);
+	check(ok && res[0] == 7 && v == 12,
+	      "atomics: a region at another I/O address: FETCH_AND_ADD at I/O address + 16 lands at its memory + 16",
+	      "%s, returned %#" PRIx64 ", word %#" PRIx64, ok ? "completed" : st(wc[0].status), res[0], v);
+out:
+	if (ali)
+		ibv_dereg_mr(ali);
+	if (mis)
+		ibv_dereg_mr(mis);
+	pair_destroy(&p);
+	device_still_works(d, "atomics");
+}
+
+/*
  * More signaled completions than the CQ holds, none polled, on a QP in
  * RTS: the CQ overflows, raises IBV_EVENT_CQ_ERR once (not once per lost
  * completion) and the QP completing into it enters the error state (IBA:
@@ -2235,7 +2384,7 @@ int main(int argc, char **argv)
 	if (argc != 4) {
 		fprintf(stderr,
 			"usage: %s DEV GID_INDEX CASE\n  CASE: sq_garbage sq_index rq srq cq_index ud uverbs "
-			"destroy_inflight exit fork limits memlock index_mover cq_overflow\n",
+			"destroy_inflight exit fork limits memlock index_mover cq_overflow atomics\n",
 			argv[0]);
 		return 2;
 	}
@@ -2279,6 +2428,8 @@ int main(int argc, char **argv)
 		case_index_mover(&d);
 	else if (!strcmp(c, "cq_overflow"))
 		case_cq_overflow(&d);
+	else if (!strcmp(c, "atomics"))
+		case_atomics(&d);
 	else {
 		fprintf(stderr, "unknown case %s\n", c);
 		return 2;

@@ -18,6 +18,11 @@
 #                     SEND fails; wild RQ/SRQ producer indices -> QP in ERR
 #   cq_index          CQ consumer index beyond the producer, backwards, +2^31
 #                     -> IBV_EVENT_CQ_ERR, the transfer itself unaffected
+#   atomics           a thread's __atomic_fetch_add on the word the device's
+#                     FETCH_AND_ADDs target: neither kind lost, each result
+#                     exact; a FETCH_AND_ADD into a region registered at
+#                     another I/O address (ibv_reg_mr_iova) lands at the
+#                     right word; one misaligned against its memory -> EINVAL
 #   ud                UD WQEs with bad AH numbers, a QPN above 24 bits, RDMA
 #                     opcodes, random bytes -> error completion, QP in ERR
 #   uverbs            raw write()/ioctl()/mmap() garbage on the uverbs fd:
@@ -42,7 +47,7 @@
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
-CASES=(sq_garbage sq_index rq srq cq_index index_mover cq_overflow ud uverbs destroy_inflight exit fork)
+CASES=(sq_garbage sq_index rq srq cq_index index_mover cq_overflow atomics ud uverbs destroy_inflight exit fork)
 test_init $((${#CASES[@]} + 4))
 
 why=$(provider_unavailable)

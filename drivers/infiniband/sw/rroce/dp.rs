@@ -2063,6 +2063,7 @@ fn access_error(e: MrError) -> AccessError {
     match e {
         MrError::BadKey => AccessError::InvalidKey,
         MrError::Range => AccessError::OutOfRange,
+        MrError::Misaligned => AccessError::Misaligned,
         // A missing on-demand page here: the stall's last try failed.
         MrError::Access | MrError::NotInvalidatable | MrError::NotPresent => AccessError::NoPermission,
     }

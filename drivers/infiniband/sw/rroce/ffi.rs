@@ -10,13 +10,6 @@
 use kernel::bindings;
 use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
 
-/// `op` of `rroce_page_atomic` (the `RROCE_ATOMIC_*` of rroce_glue.h).
-pub(crate) const RROCE_ATOMIC_ADD: c_uint = 0;
-/// See [`RROCE_ATOMIC_ADD`].
-pub(crate) const RROCE_ATOMIC_CAS: c_uint = 1;
-/// See [`RROCE_ATOMIC_ADD`].
-pub(crate) const RROCE_ATOMIC_WRITE: c_uint = 2;
-
 /// `struct crypto_shash` (`include/crypto/hash.h`, not among the kernel
 /// crate's bindings): only ever behind a pointer from
 /// `rroce_crc32_tfm_alloc`.
@@ -157,7 +150,8 @@ extern "C" {
     pub(crate) fn rroce_local_bh_disable();
     pub(crate) fn rroce_local_bh_enable();
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;
-    pub(crate) fn rroce_page_atomic(page: *mut bindings::page, off: c_uint, op: c_uint, a: u64, b: u64) -> u64;
+    pub(crate) fn rroce_kmap_local_page(page: *mut bindings::page) -> *mut c_void;
+    pub(crate) fn rroce_kunmap_local(addr: *mut c_void);
     pub(crate) fn rroce_hmm_pfn_to_page(hmm_pfn: c_ulong) -> *mut bindings::page;
     pub(crate) fn rroce_mmu_notifier_range_blockable(range: *const bindings::mmu_notifier_range) -> bool;
     pub(crate) fn rroce_mmu_interval_set_seq(mni: *mut bindings::mmu_interval_notifier, cur_seq: c_ulong);

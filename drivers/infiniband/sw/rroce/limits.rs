@@ -89,15 +89,17 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
     }
     a.max_pkeys = 1;
     a.local_ca_ack_delay = ACK_DELAY;
-    // One module-wide lock serialises the responder's atomics (rroce_page_atomic),
-    // so they are atomic across all QPs of the device: IB_ATOMIC_HCA.
+    // The responder's atomics are the CPU's atomic instructions on the word
+    // (`PageRef::atomic`), so they are atomic across all QPs of the device:
+    // IB_ATOMIC_HCA (and with the CPUs' own atomics, which GLOB would also
+    // promise for other HCAs' atomics, which are not ours to vouch for).
     a.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
     // Completion timestamps (CQs created with
     // IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION): CLOCK_MONOTONIC in ns, a
     // 64-bit "device clock" at 1 GHz.
     a.timestamp_mask = u64::MAX;
     a.hca_core_clock = 1_000_000; // kHz
-    // IBTA 1.5 ATOMIC WRITE (RC user QPs), under the same lock.
+    // IBTA 1.5 ATOMIC WRITE (RC user QPs), one atomic 8-byte store.
     a.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
     // IBTA 1.5 FLUSH with the global placement type, as a responder (and
     // a requester of WQEs written to the ring: libibverbs 44 has no

@@ -724,34 +724,12 @@ void rroce_work_cancel(struct work_struct *w)
 	cancel_work_sync(w);
 }
 
-static DEFINE_SPINLOCK(rroce_atomic_lock);
-
-/*
- * The 8-byte atomics of the responder on the aligned word at @off of
- * @page (@op): fetch-and-add of @a, compare-and-swap (@a compared, @b
- * stored) or an ATOMIC WRITE of @a (one 8-byte store).  Returns the
- * original value.  One lock serialises all responder atomics of the
- * module.
- */
-u64 rroce_page_atomic(struct page *page, unsigned int off, unsigned int op,
-		      u64 a, u64 b)
+void *rroce_kmap_local_page(struct page *page)
 {
-	u8 *va = kmap_local_page(page);
-	u64 *p = (u64 *)(va + off);
-	unsigned long flags;
-	u64 orig;
+	return kmap_local_page(page);
+}
 
-	spin_lock_irqsave(&rroce_atomic_lock, flags);
-	orig = READ_ONCE(*p);
-	if (op == RROCE_ATOMIC_CAS) {
-		if (orig == a)
-			WRITE_ONCE(*p, b);
-	} else if (op == RROCE_ATOMIC_WRITE) {
-		WRITE_ONCE(*p, a);
-	} else {
-		WRITE_ONCE(*p, orig + a);
-	}
-	spin_unlock_irqrestore(&rroce_atomic_lock, flags);
-	kunmap_local(va);
-	return orig;
+void rroce_kunmap_local(void *addr)
+{
+	kunmap_local(addr);
 }

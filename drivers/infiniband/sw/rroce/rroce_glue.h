@@ -119,11 +119,7 @@ void rroce_local_bh_disable(void);
 void rroce_local_bh_enable(void);
 void rroce_page_copy(struct page *page, unsigned int off, void *buf,
 		     unsigned int len, bool to_page);
-/* rroce_page_atomic's @op */
-#define RROCE_ATOMIC_ADD 0
-#define RROCE_ATOMIC_CAS 1
-#define RROCE_ATOMIC_WRITE 2
-u64 rroce_page_atomic(struct page *page, unsigned int off, unsigned int op,
-		      u64 a, u64 b);
+void *rroce_kmap_local_page(struct page *page);
+void rroce_kunmap_local(void *addr);
 
 #endif

@@ -11,9 +11,11 @@
 //! it, and the driver stops using a region before deregistration
 //! returns).  Bytes are copied in and out by the kernel's `memcpy` under
 //! `kmap_local_page`: user space may change them at any time, so no Rust
-//! reference to page contents is ever formed.
+//! reference to page contents is ever formed but the `AtomicU64` of a
+//! responder's atomic (whose type allows writers beside it).
 
 use core::marker::PhantomData;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::sync::Arc;
 use core::ptr::NonNull;
 use kernel::bindings;
@@ -62,24 +64,45 @@ impl PageRef<'_> {
         true
     }
 
-    /// An 8-byte atomic `op` at offset `off` of the page: compare-and-swap,
-    /// fetch-and-add or ATOMIC WRITE (one 8-byte store of the value),
-    /// atomic with respect to every other one of the module (one lock).
-    /// The original value; `None` if the word is not inside the page.  The
-    /// target address is 8-byte aligned in the region's I/O address space
-    /// (the caller checks); its offset in the page need not be (a region
-    /// may start anywhere in a page).
+    /// An 8-byte atomic `op` on the aligned word at offset `off` of the
+    /// page: compare-and-swap, fetch-and-add or ATOMIC WRITE (one 8-byte
+    /// store of the value), done by the CPU's own atomic instructions, so
+    /// it is atomic with respect to every other atomic access to the word:
+    /// the responder's on any QP or device, and the CPUs' (a process's own
+    /// `__atomic` operations on its memory included).  Sequentially
+    /// consistent: the data the responder placed before it is visible
+    /// before its result.  Returns the original value; `None` if `off` is
+    /// not a multiple of 8 or the word not inside the page.
     pub(crate) fn atomic(&self, off: u32, op: AtomicOp) -> Option<u64> {
-        if off as usize + 8 > PAGE_SIZE {
+        let off = off as usize;
+        if off % 8 != 0 || off + 8 > PAGE_SIZE {
             return None;
         }
-        let (code, a, b) = match op {
-            AtomicOp::FetchAdd { add } => (ffi::RROCE_ATOMIC_ADD, add, 0),
-            AtomicOp::CompareSwap { compare, swap } => (ffi::RROCE_ATOMIC_CAS, compare, swap),
-            AtomicOp::Write { value } => (ffi::RROCE_ATOMIC_WRITE, value, 0),
+        // SAFETY: the page is valid (type invariant); it stays mapped until
+        // the `rroce_kunmap_local` below.
+        let va = unsafe { ffi::rroce_kmap_local_page(self.0.as_ptr()) };
+        let orig = {
+            // SAFETY: `va + off` is inside the mapped page and 8-byte
+            // aligned (a mapping is page aligned, `off` a multiple of 8),
+            // and `word` is not used after this block, before the unmap.
+            // Concurrent accesses by this driver to the word are atomic
+            // (this function); user space and plain copies of payloads may
+            // access it at any time, as for futexes: they change which value
+            // an operation sees or leaves, not the validity of the access.
+            let word = unsafe { AtomicU64::from_ptr(va.cast::<u8>().add(off).cast::<u64>()) };
+            match op {
+                AtomicOp::FetchAdd { add } => word.fetch_add(add, Ordering::SeqCst),
+                AtomicOp::CompareSwap { compare, swap } => {
+                    match word.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
+                        Ok(v) | Err(v) => v,
+                    }
+                }
+                AtomicOp::Write { value } => word.swap(value, Ordering::SeqCst),
+            }
         };
-        // SAFETY: the page is valid and the word inside it.
-        Some(unsafe { ffi::rroce_page_atomic(self.0.as_ptr(), off, code, a, b) })
+        // SAFETY: `va` is the mapping made above, unmapped once.
+        unsafe { ffi::rroce_kunmap_local(va) };
+        Some(orig)
     }
 }
 

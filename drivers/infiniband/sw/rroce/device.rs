@@ -23,7 +23,7 @@ use crate::net::netdev::{NetDevEvents, NetDevId, NetDevNotifier, NetDevRef, NetD
 use crate::net::pernet::{NetExit, Pernet};
 use crate::net::udp::{NetSockRef, NetSocks};
 use crate::proto::link;
-use crate::stats::{RxHandler, RxStats, Stats};
+use crate::stats::{RxHandler, RxDispatch, Stats};
 use crate::sync::global::{Global, GlobalOwner, Teardown};
 use crate::sync::idtable::RcuTable;
 use crate::sync::rcu::ReadGuard;
@@ -33,7 +33,7 @@ pub(crate) struct DevPriv {
     /// The Ethernet device the port runs on.
     pub(crate) ndev: NetDevRef,
     /// Our reference to the namespace's UDP sockets, given back on dealloc.
-    sock: Option<NetSockRef<RxStats>>,
+    sock: Option<NetSockRef<RxDispatch>>,
     /// Last port state reported to ib_core, to send each change once.
     port_active: AtomicBool,
     /// Protection domains in use, bounded by `attrs.max_pd`.
@@ -118,7 +118,7 @@ struct State {
     /// them ([`DevWeak::wait_unregistration`]); `newlink` prunes the ones
     /// done.
     gone: KVec<DevWeak<DevPriv>>,
-    socks: NetSocks<RxStats>,
+    socks: NetSocks<RxDispatch>,
 }
 
 /// The kernel registrations, dropped in order by [`Teardown::teardown`].
@@ -266,7 +266,8 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
     }
     st.devs.reserve(1, GFP_KERNEL)?;
     let active = nref.is_active();
-    let sock = st.socks.get(net, || RxStats::new(g.rx))?;
+    let stats = Stats::new()?;
+    let sock = st.socks.get(net, || RxDispatch::new(g.rx))?;
     let p = move || DevPriv {
         ndev: nref,
         sock: None,
@@ -279,7 +280,7 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
         qps: crate::ib::qp::QpTable::new(),
         srqs: crate::ib::srq::SrqTable::new(),
         ahs: RcuTable::new(),
-        stats: crate::stats::Stats::new(),
+        stats,
         loopq,
         mcast,
         local_rx: g.local_rx,
@@ -443,8 +444,6 @@ impl HwStats for Stats {
     const DESCS: &'static [kernel::bindings::rdma_stat_desc] = crate::stats::DESCS.as_slice();
 
     fn read(dev: &RroceDev, values: &mut [u64]) {
-        for (v, a) in values.iter_mut().zip(dev.p.stats.0.iter()) {
-            *v = a.load(Ordering::Relaxed);
-        }
+        dev.p.stats.read(values);
     }
 }

@@ -152,6 +152,10 @@ extern "C" {
     pub(crate) fn rroce_virt_to_page(addr: u64) -> *mut bindings::page;
     pub(crate) fn rroce_kmap_local_page(page: *mut bindings::page) -> *mut c_void;
     pub(crate) fn rroce_kunmap_local(addr: *mut c_void);
+    pub(crate) fn rroce_alloc_percpu_u64(n: c_uint, gfp: bindings::gfp_t) -> *mut u64;
+    pub(crate) fn rroce_this_cpu_add_u64(p: *mut u64, n: u64);
+    pub(crate) fn rroce_per_cpu_ptr_u64(p: *mut u64, cpu: c_int) -> *mut u64;
+    pub(crate) fn rroce_next_possible_cpu(cpu: c_int) -> c_int;
     pub(crate) fn rroce_hmm_pfn_to_page(hmm_pfn: c_ulong) -> *mut bindings::page;
     pub(crate) fn rroce_mmu_notifier_range_blockable(range: *const bindings::mmu_notifier_range) -> bool;
     pub(crate) fn rroce_mmu_interval_set_seq(mni: *mut bindings::mmu_interval_notifier, cur_seq: c_ulong);

@@ -733,3 +733,23 @@ void rroce_kunmap_local(void *addr)
 {
 	kunmap_local(addr);
 }
+
+u64 __percpu *rroce_alloc_percpu_u64(unsigned int n, gfp_t gfp)
+{
+	return __alloc_percpu_gfp(n * sizeof(u64), sizeof(u64), gfp);
+}
+
+void rroce_this_cpu_add_u64(u64 __percpu *p, u64 n)
+{
+	this_cpu_add(*p, n);
+}
+
+u64 *rroce_per_cpu_ptr_u64(u64 __percpu *p, int cpu)
+{
+	return per_cpu_ptr(p, cpu);
+}
+
+int rroce_next_possible_cpu(int cpu)
+{
+	return cpumask_next(cpu, cpu_possible_mask);
+}

@@ -121,5 +121,9 @@ void rroce_page_copy(struct page *page, unsigned int off, void *buf,
 		     unsigned int len, bool to_page);
 void *rroce_kmap_local_page(struct page *page);
 void rroce_kunmap_local(void *addr);
+u64 __percpu *rroce_alloc_percpu_u64(unsigned int n, gfp_t gfp);
+void rroce_this_cpu_add_u64(u64 __percpu *p, u64 n);
+u64 *rroce_per_cpu_ptr_u64(u64 __percpu *p, int cpu);
+int rroce_next_possible_cpu(int cpu);
 
 #endif

@@ -2,19 +2,20 @@
 //! Device counters, exported as the port's `hw_counters` (sysfs
 //! `/sys/class/infiniband/DEV/ports/1/hw_counters/` and `rdma statistic`).
 //!
-//! The data path adds to relaxed atomics; ib_core reads them through
-//! `get_hw_stats`.  Protocol-engine counters are per QP inside `proto::rc`
+//! The data path adds to per-CPU counters; ib_core reads their sums
+//! through `get_hw_stats`.  Protocol-engine counters are per QP inside `proto::rc`
 //! and are folded in as deltas after each engine call (see `dp`).
 
 #![forbid(unsafe_code)]
 
-use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::c_str;
 
 use crate::ib::stats::StatDescs;
 use crate::net::skb::SkBuff;
 use crate::proto::split::Split;
 use crate::net::udp::Receiver;
+use crate::sync::percpu::PerCpuCounters;
+use kernel::prelude::*;
 
 /// The counters, in `hw_counters` order.
 #[derive(Clone, Copy)]
@@ -124,56 +125,46 @@ pub(crate) static DESCS: StatDescs<N> = StatDescs::new([
     c_str!("rx_linearized"),
 ]);
 
-/// A device's counters.
-pub(crate) struct Stats(pub(crate) [AtomicU64; N]);
+/// A device's counters: per CPU, so that the packets of one device
+/// received or sent on several CPUs share no counter cache line.
+pub(crate) struct Stats(PerCpuCounters<N>);
 
 impl Stats {
-    pub(crate) const fn new() -> Self {
-        Stats([const { AtomicU64::new(0) }; N])
+    /// Zeroed counters.  Process context.
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Stats(PerCpuCounters::new()?))
     }
 
     /// Adds `n` to `c`.
     pub(crate) fn add(&self, c: Counter, n: u64) {
         if n != 0 {
-            if let Some(a) = self.0.get(c as usize) {
-                a.fetch_add(n, Ordering::Relaxed);
-            }
+            self.0.add(c as usize, n);
         }
     }
 
     /// Adds one to `c`.
     pub(crate) fn inc(&self, c: Counter) {
-        self.add(c, 1);
+        self.0.add(c as usize, 1);
+    }
+
+    /// The counters in [`Counter`] order (as many as `values` holds).
+    pub(crate) fn read(&self, values: &mut [u64]) {
+        self.0.read(values);
     }
 }
 
-/// Receive counters of one namespace's sockets, and their receiver.
-pub(crate) struct RxStats {
+/// The receiver of one namespace's sockets: what parses and delivers each
+/// datagram.  (Drops are counted by the device a packet is for, in
+/// [`Stats`]; a packet for no device has no counter to go to.)
+pub(crate) struct RxDispatch {
     /// What parses and delivers each datagram (`dp::rx`).
     handler: RxHandler,
-    /// Packets delivered to the sockets.
-    packets: AtomicU64,
-    /// Packets dropped because no queue pair could take them.
-    dropped_no_qp: AtomicU64,
-    /// Packets dropped because they are malformed (IP/UDP/BTH layout).
-    dropped_malformed: AtomicU64,
-    /// Packets dropped for a wrong ICRC.
-    dropped_icrc: AtomicU64,
-    /// Packets for which no rroce device was found.
-    dropped_no_dev: AtomicU64,
 }
 
-impl RxStats {
-    /// Counters of new sockets whose datagrams go to `handler`.
+impl RxDispatch {
+    /// The receiver of new sockets whose datagrams go to `handler`.
     pub(crate) fn new(handler: RxHandler) -> Self {
-        Self {
-            handler,
-            packets: AtomicU64::new(0),
-            dropped_no_qp: AtomicU64::new(0),
-            dropped_malformed: AtomicU64::new(0),
-            dropped_icrc: AtomicU64::new(0),
-            dropped_no_dev: AtomicU64::new(0),
-        }
+        Self { handler }
     }
 }
 
@@ -182,27 +173,16 @@ impl RxStats {
 /// buffer first; `Err` says why it was dropped.
 pub(crate) type RxHandler = fn(crate::net::netdev::NetDevView<'_>, Split<'_>, bool) -> Result<(), RxDrop>;
 
-impl Receiver for RxStats {
+impl Receiver for RxDispatch {
     fn receive(&self, mut skb: SkBuff) {
-        self.packets.fetch_add(1, Ordering::Relaxed);
         // Read where it lies: the headers in the linear area, the payload
-        // in place (a copy only for an skb of another shape).
-        let r = match skb.prepare_rx(crate::proto::icrc::headers_len) {
-            Some(copied) => match (skb.in_dev(), skb.pieces()) {
-                (Some(d), Some((head, tail))) => (self.handler)(d, Split { head, tail }, copied),
-                (None, _) => Err(RxDrop::NoDevice),
-                (_, None) => Err(RxDrop::Malformed),
-            },
-            None => Err(RxDrop::Malformed),
-        };
-        let counter = match r {
-            Ok(()) => return,
-            Err(RxDrop::Malformed) => &self.dropped_malformed,
-            Err(RxDrop::Icrc) => &self.dropped_icrc,
-            Err(RxDrop::NoDevice) => &self.dropped_no_dev,
-            Err(RxDrop::NoQp) => &self.dropped_no_qp,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        // in place (a copy only for an skb of another shape).  The handler
+        // counts what it drops in its device's counters.
+        if let Some(copied) = skb.prepare_rx(crate::proto::icrc::headers_len) {
+            if let (Some(d), Some((head, tail))) = (skb.in_dev(), skb.pieces()) {
+                let _ = (self.handler)(d, Split { head, tail }, copied);
+            }
+        }
     }
 }
 

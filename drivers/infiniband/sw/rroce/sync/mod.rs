@@ -13,6 +13,7 @@ pub(crate) mod global;
 pub(crate) mod idtable;
 pub(crate) mod kvec;
 pub(crate) mod lock;
+pub(crate) mod percpu;
 pub(crate) mod rcu;
 pub(crate) mod timer;
 

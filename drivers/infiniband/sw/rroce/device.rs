@@ -254,6 +254,7 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
     let loopq = crate::loopback::LoopQueue::new()?;
     let mcast = crate::mcast::McastTable::new()?;
     let crc = crate::crc::Icrc::new(g.icrc);
+    let stats = Stats::new()?;
     let mut st = g.state.lock();
     if st.devs.iter().any(|e| e.ndev == ndev) {
         return Err(EEXIST);
@@ -266,7 +267,6 @@ fn alloc_device(g: &Registration, nref: NetDevRef) -> Result<NewDevice<DevPriv>>
     }
     st.devs.reserve(1, GFP_KERNEL)?;
     let active = nref.is_active();
-    let stats = Stats::new()?;
     let sock = st.socks.get(net, || RxDispatch::new(g.rx))?;
     let p = move || DevPriv {
         ndev: nref,

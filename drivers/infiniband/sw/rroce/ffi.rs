@@ -156,6 +156,7 @@ extern "C" {
     pub(crate) fn rroce_this_cpu_add_u64(p: *mut u64, n: u64);
     pub(crate) fn rroce_per_cpu_ptr_u64(p: *mut u64, cpu: c_int) -> *mut u64;
     pub(crate) fn rroce_next_possible_cpu(cpu: c_int) -> c_int;
+    pub(crate) fn rroce_nr_cpu_ids() -> c_uint;
     pub(crate) fn rroce_hmm_pfn_to_page(hmm_pfn: c_ulong) -> *mut bindings::page;
     pub(crate) fn rroce_mmu_notifier_range_blockable(range: *const bindings::mmu_notifier_range) -> bool;
     pub(crate) fn rroce_mmu_interval_set_seq(mni: *mut bindings::mmu_interval_notifier, cur_seq: c_ulong);

@@ -753,3 +753,8 @@ int rroce_next_possible_cpu(int cpu)
 {
 	return cpumask_next(cpu, cpu_possible_mask);
 }
+
+unsigned int rroce_nr_cpu_ids(void)
+{
+	return nr_cpu_ids;
+}

@@ -125,5 +125,6 @@ u64 __percpu *rroce_alloc_percpu_u64(unsigned int n, gfp_t gfp);
 void rroce_this_cpu_add_u64(u64 __percpu *p, u64 n);
 u64 *rroce_per_cpu_ptr_u64(u64 __percpu *p, int cpu);
 int rroce_next_possible_cpu(int cpu);
+unsigned int rroce_nr_cpu_ids(void);
 
 #endif

@@ -8,9 +8,9 @@
 //! atomic read-modify-write and no cache line shared between CPUs, so a
 //! counter bumped for every packet costs the same however many CPUs
 //! receive for the device (device-wide atomics bounce one line between
-//! them).  Reading sums the copies of every possible CPU; a sum read while
-//! CPUs add is a value the counter had or passes through, each copy
-//! being read whole.
+//! them).  Reading sums the copies of every possible CPU, each read whole
+//! (one aligned 8-byte load: this type is for 64-bit kernels); a sum read
+//! while CPUs add counts some of the concurrent additions and not others.
 
 use core::ptr::NonNull;
 use kernel::bindings;
@@ -66,9 +66,8 @@ impl<const N: usize> PerCpuCounters<N> {
         loop {
             // SAFETY: walks `cpu_possible_mask`, no side effect.
             cpu = unsafe { ffi::rroce_next_possible_cpu(cpu) };
-            // SAFETY: `nr_cpu_ids` is set before modules load, never
-            // written after.
-            if cpu < 0 || cpu as u32 >= unsafe { bindings::nr_cpu_ids } {
+            // SAFETY: reads `nr_cpu_ids`, fixed before modules load.
+            if cpu < 0 || cpu as u32 >= unsafe { ffi::rroce_nr_cpu_ids() } {
                 break;
             }
             // SAFETY: `cpu` is a possible CPU, so this is the address of its

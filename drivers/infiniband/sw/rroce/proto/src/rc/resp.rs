@@ -104,10 +104,11 @@ pub enum AccessError {
     OutOfRange,
     /// The region or the QP does not allow the access.
     NoPermission,
-    /// An atomic whose address in the region is not 8-byte aligned,
-    /// although the requested address was: a zero-based window bound at
-    /// an unaligned offset (the target is what must be aligned, IBA
-    /// 9.4.5; answered like any misaligned atomic: invalid request).
+    /// An atomic whose target is not 8-byte aligned although the
+    /// requested address was: through a zero-based window bound at an
+    /// unaligned offset (the target is what must be aligned, IBA 9.4.5),
+    /// or a word the memory holds misaligned.  Answered like any
+    /// misaligned atomic: invalid request.
     Misaligned,
 }
 
@@ -1102,7 +1103,7 @@ impl<S: Store<ResSlot>> Responder<S> {
     }
 
     /// ATOMIC WRITE: 8 bytes at an 8-byte aligned VA, written as one unit
-    /// under the device's atomics; answered by an empty READ response.
+    /// (an atomic store); answered by an empty READ response.
     /// It keeps no responder resource: a duplicate gets the same empty
     /// response again and is not re-executed (a later write to the same
     /// word is not undone).

@@ -47,7 +47,7 @@ use crate::proto::wqe::{
 use crate::proto::rc::{Outcome, RecvCompletion, ReqCounters, RespCounters};
 use crate::ib::shm::{PrivVec, SharedBuf};
 use crate::net::route::DstCache;
-use crate::net::skb::SkBuff;
+use crate::net::skb::{SkBuff, TxFill};
 use crate::net::txgauge::TxGauge;
 use crate::sync::timer::{TimerRef, WorkRef};
 use crate::ib::qp::QpEvents;
@@ -1821,20 +1821,20 @@ fn atomic_missing(ctx: &Ctx<'_>, r: &crate::proto::rc::InRequest) -> bool {
     mr.is_odp() && mr.probe(at, 8, true).inspect_err(|e| noted(ctx, mr, *e, at, 8, true)) == Err(MrError::NotPresent)
 }
 
-/// Copies `buf.len()` bytes at message offset `off` of the WQE `view`
-/// into `buf`: from its inline data, its ATOMIC WRITE value or its SGEs.
-/// A missing on-demand page is [`TxError::NotPresent`] unless `hard`.
-fn copy_source(ctx: &Ctx<'_>, view: &wqe::SendWqeView<'_>, off: u32, buf: &mut [u8], hard: bool) -> Result<(), TxError> {
-    let direct = |src: &[u8], buf: &mut [u8]| {
+/// Appends `dst.remaining()` bytes at message offset `off` of the WQE
+/// `view` to `dst`: from its inline data, its ATOMIC WRITE value or its
+/// SGEs.  A missing on-demand page is [`TxError::NotPresent`] unless `hard`.
+fn copy_source(ctx: &Ctx<'_>, view: &wqe::SendWqeView<'_>, off: u32, dst: &mut TxFill<'_>, hard: bool) -> Result<(), TxError> {
+    let len = dst.remaining();
+    let direct = |src: &[u8], dst: &mut TxFill<'_>| {
         let o = off as usize;
-        let s = src.get(o..o.saturating_add(buf.len())).ok_or(TxError::Status(WcStatus::LocLenErr))?;
-        buf.copy_from_slice(s);
-        Ok(())
+        let s = src.get(o..o.saturating_add(len)).ok_or(TxError::Status(WcStatus::LocLenErr))?;
+        if dst.put(s) { Ok(()) } else { Err(TxError::Status(WcStatus::LocLenErr)) }
     };
     match view.source() {
-        MsgSource::Inline(d) => direct(d, buf),
-        MsgSource::Value(v) => direct(&v, buf),
-        MsgSource::Sges(s) => gather(ctx, s, off, buf).map_err(|e| match e {
+        MsgSource::Inline(d) => direct(d, dst),
+        MsgSource::Value(v) => direct(&v, dst),
+        MsgSource::Sges(s) => gather(ctx, s, off, dst).map_err(|e| match e {
             MrError::NotPresent if !hard => TxError::NotPresent,
             _ => TxError::Status(WcStatus::LocProtErr),
         }),
@@ -1978,10 +1978,15 @@ fn walk_sges(
     }
 }
 
-/// Copies `buf.len()` bytes at message offset `off` of the SGEs into `buf`.
-fn gather(ctx: &Ctx<'_>, sges: SgeIter<'_>, off: u32, buf: &mut [u8]) -> Result<(), MrError> {
-    walk_sges(ctx, sges, off, buf.len(), Need::LocalRead, |mr, va, r| {
-        mr.read(va, buf.get_mut(r).ok_or(MrError::Range)?)
+/// Appends `dst.remaining()` bytes at message offset `off` of the SGEs to
+/// `dst`.
+fn gather(ctx: &Ctx<'_>, sges: SgeIter<'_>, off: u32, dst: &mut TxFill<'_>) -> Result<(), MrError> {
+    walk_sges(ctx, sges, off, dst.remaining(), Need::LocalRead, |mr, va, r| {
+        // The pieces come in order, each right after the one before.
+        if r.start != dst.filled() {
+            return Err(MrError::Range);
+        }
+        mr.read_into(va, r.len() as u32, dst)
     })
 }
 
@@ -1993,7 +1998,8 @@ fn scatter(ctx: &Ctx<'_>, sges: SgeIter<'_>, off: u32, data: &[u8]) -> Result<()
 }
 
 /// Builds and transmits one packet: IP/UDP from `path`, `bth`/`ext`,
-/// `payload_len` bytes written by `fill`, pad, ICRC.  Returns whether it
+/// `payload_len` bytes appended by `fill` (straight into the skb), pad,
+/// ICRC.  Returns whether it
 /// was handed to the IP stack (`fill` returning `false` aborts).
 fn send_pkt(
     ctx: &Ctx<'_>,
@@ -2001,7 +2007,7 @@ fn send_pkt(
     bth: &Bth,
     ext: &Ext,
     payload_len: u32,
-    fill: impl FnOnce(&mut [u8]) -> bool,
+    fill: impl FnOnce(&mut TxFill<'_>) -> bool,
 ) -> bool {
     let xbth;
     let bth = if path.xrc {
@@ -2012,25 +2018,32 @@ fn send_pkt(
         bth
     };
     let Some(roce_len) = hdr::packet_len(bth.opcode, payload_len as usize) else { return false };
-    let total = path.ip.hdr_len() + roce_len;
+    let Some(info) = crate::proto::opcode::lookup(bth.opcode) else { return false };
+    let hl = path.ip.hdr_len();
+    let total = hl + roce_len;
     let Ok(total32) = u32::try_from(total) else { return false };
+    // The payload's place: after the IP/UDP, BTH and extension headers.
+    let pl = hl + info.hdr_len()..hl + info.hdr_len() + payload_len as usize;
     // `fill` refusing is the WQE's error (its completion says so), not the
     // network's.
     let mut refused = false;
-    let built = SkBuff::build_tx(&ctx.dev.p.ndev, total32, |buf| {
+    let filler = |dst: &mut TxFill<'_>| {
+        refused = !fill(dst);
+        !refused
+    };
+    let built = SkBuff::build_tx(&ctx.dev.p.ndev, total32, pl.clone(), filler, |buf| {
         (|| {
-            let hl = path.ip.write(buf, roce_len).ok()?;
-            let roce = buf.get_mut(hl..)?;
-            let n = hdr::build_headers(roce, bth, ext).ok()?;
-            let pl_end = n.checked_add(payload_len as usize)?;
-            if !fill(roce.get_mut(n..pl_end)?) {
-                refused = true;
+            if path.ip.write(buf, roce_len).ok()? != hl {
                 return None;
             }
-            roce.get_mut(pl_end..roce_len - 4)?.fill(0);
+            let roce = buf.get_mut(hl..)?;
+            let n = hdr::build_headers(roce, bth, ext).ok()?;
+            if hl + n != pl.start {
+                return None;
+            }
+            // Pad (and the ICRC's place) were zeroed by `build_tx`.
             if path.local {
                 // Never on a wire: no ICRC (see `loopback`).
-                roce.get_mut(roce_len - 4..)?.fill(0);
                 return Some(());
             }
             icrc::write_icrc_ip(|c, d: &[u8]| ctx.dev.p.crc.update(c, d), buf).ok().map(|_| ())
@@ -2105,15 +2118,16 @@ fn noted(ctx: &Ctx<'_>, mr: &Region, e: MrError, va: u64, len: u32, write: bool)
     }
 }
 
-/// Reads a READ response's payload from `va` under `rkey` into `buf`; as
-/// [`remote_write`], a zero-length READ checks no key (IBA 9.4.5).
-fn remote_read(ctx: &Ctx<'_>, rkey: u32, va: u64, buf: &mut [u8]) -> Result<(), MrError> {
-    if buf.is_empty() {
+/// Appends a READ response's payload, `dst.remaining()` bytes from `va`
+/// under `rkey`, to `dst`; as [`remote_write`], a zero-length READ checks
+/// no key (IBA 9.4.5).
+fn remote_read(ctx: &Ctx<'_>, rkey: u32, va: u64, dst: &mut TxFill<'_>) -> Result<(), MrError> {
+    if dst.remaining() == 0 {
         return Ok(());
     }
-    let n = u32::try_from(buf.len()).map_err(|_| MrError::Range)?;
+    let n = u32::try_from(dst.remaining()).map_err(|_| MrError::Range)?;
     let (mr, at) = remote(ctx, rkey, va, n, bindings::ib_access_flags_IB_ACCESS_REMOTE_READ)?;
-    mr.read(at, buf).inspect_err(|e| noted(ctx, mr, *e, at, n, false))
+    mr.read_into(at, n, dst).inspect_err(|e| noted(ctx, mr, *e, at, n, false))
 }
 
 impl MemCheck for Mem<'_, '_> {

@@ -39,6 +39,7 @@ use crate::ib::mr::{MrInit, MrOps, MrRef, Prefetch, Rereg, UserRange};
 use crate::ib::umem::{direct_map_page, ImplicitOdp, OdpMem, OdpMiss, OdpUmem, PageRef, Umem};
 use crate::proto::rc::AtomicOp;
 use crate::ib::PdId;
+use crate::net::skb::TxFill;
 use crate::keys::{Fr, Region};
 use crate::proto::mr::{self as rules, FrState, MrKind, RegRequest, RegionInfo};
 use crate::proto::wqe::WcStatus;
@@ -541,12 +542,10 @@ impl Region {
         Ok(())
     }
 
-    /// Copies `dst.len()` bytes at `va` out of the region.
-    pub(crate) fn read(&self, va: u64, dst: &mut [u8]) -> Result<(), MrError> {
-        let len = u32::try_from(dst.len()).map_err(|_| MrError::Range)?;
-        self.walk(va, len, false, |page, poff, at, n| {
-            dst.get_mut(at..at + n as usize).is_some_and(|d| page.read(poff, d))
-        })
+    /// Appends the `len` bytes at `va` of the region to `dst`.
+    pub(crate) fn read_into(&self, va: u64, len: u32, dst: &mut TxFill<'_>) -> Result<(), MrError> {
+        // The walk visits the pieces in order, so each one appends.
+        self.walk(va, len, false, |page, poff, _, n| page.read_into(poff, n, dst))
     }
 
     /// Copies `src` into the region at `va`.

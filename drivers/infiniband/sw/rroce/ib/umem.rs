@@ -23,6 +23,7 @@ use kernel::error::from_err_ptr;
 use kernel::prelude::*;
 
 use crate::ffi;
+use crate::net::skb::TxFill;
 use crate::proto::rc::AtomicOp;
 use crate::ib::device::Device;
 use crate::sync::lock::{new_spinlock_bh, SpinLockBh};
@@ -38,17 +39,19 @@ const PAGE_SIZE: usize = bindings::PAGE_SIZE;
 pub(crate) struct PageRef<'a>(NonNull<bindings::page>, PhantomData<&'a bindings::page>);
 
 impl PageRef<'_> {
-    /// Copies `dst.len()` bytes at offset `off` of the page into `dst`;
-    /// `false` if that range is not inside the page.
-    pub(crate) fn read(&self, off: u32, dst: &mut [u8]) -> bool {
-        let Ok(len) = u32::try_from(dst.len()) else { return false };
-        if (off as usize).saturating_add(dst.len()) > PAGE_SIZE {
+    /// Appends the `len` bytes at offset `off` of the page to `dst`;
+    /// `false` (nothing copied) if that range is not inside the page or
+    /// does not fit.
+    pub(crate) fn read_into(&self, off: u32, len: u32, dst: &mut TxFill<'_>) -> bool {
+        if (off as usize).saturating_add(len as usize) > PAGE_SIZE {
             return false;
         }
-        // SAFETY: the page is valid (type invariant) and the range inside
-        // it; `dst` is writable for `len` bytes.
-        unsafe { ffi::rroce_page_copy(self.0.as_ptr(), off, dst.as_mut_ptr().cast(), len, false) };
-        true
+        // SAFETY: `put_with` hands over `len` writable bytes, which the copy
+        // initialises and nothing else; the page is valid (type invariant)
+        // and the range inside it.
+        unsafe {
+            dst.put_with(len as usize, |p| ffi::rroce_page_copy(self.0.as_ptr(), off, p.cast(), len, false))
+        }
     }
 
     /// Copies `src` to offset `off` of the page; `false` if that range is
@@ -58,8 +61,9 @@ impl PageRef<'_> {
         if (off as usize).saturating_add(src.len()) > PAGE_SIZE {
             return false;
         }
-        // SAFETY: as in `read`; the helper only reads `src` when copying to
-        // the page.
+        // SAFETY: the page is valid (type invariant) and the range inside
+        // it; the helper only reads `src`'s `len` bytes when copying to the
+        // page.
         unsafe { ffi::rroce_page_copy(self.0.as_ptr(), off, src.as_ptr().cast_mut().cast(), len, true) };
         true
     }
@@ -85,10 +89,14 @@ impl PageRef<'_> {
             // SAFETY: `va + off` is inside the mapped page and 8-byte
             // aligned (a mapping is page aligned, `off` a multiple of 8),
             // and `word` is not used after this block, before the unmap.
-            // Concurrent accesses by this driver to the word are atomic
-            // (this function); user space and plain copies of payloads may
-            // access it at any time, as for futexes: they change which value
-            // an operation sees or leaves, not the validity of the access.
+            // Every access this function makes is atomic.  Others may
+            // access the word at the same time without atomics -- user
+            // space, and this driver's payload copies (`rroce_page_copy`) --
+            // which Rust's model does not cover: as for the C code that
+            // shares memory with user space, the kernel memory model
+            // applies, where an aligned 8-byte locked instruction or store
+            // is never torn, and a racing plain access only changes which
+            // value the operation sees or leaves.
             let word = unsafe { AtomicU64::from_ptr(va.cast::<u8>().add(off).cast::<u64>()) };
             match op {
                 AtomicOp::FetchAdd { add } => word.fetch_add(add, Ordering::SeqCst),

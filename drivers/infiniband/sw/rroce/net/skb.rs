@@ -5,8 +5,9 @@
 //!
 //! rroce builds every packet in the linear area of a fresh skb, so a
 //! transmit skb's datagram (from the network header to the tail) is one
-//! byte slice, written by the closure that builds it before anyone else can
-//! see it.  A received skb is read where it lies: its first bytes in the
+//! byte slice, written before anyone else can see it: its payload copied
+//! straight in through a [`TxFill`], then the rest by the closure that
+//! builds it.  A received skb is read where it lies: its first bytes in the
 //! linear area and, as virtio-net and other NAPI drivers deliver most
 //! packets, the rest in one page fragment ([`SkBuff::prepare_rx`]); an skb
 //! of any other shape is made linear first.  Received skbs may share their
@@ -34,25 +35,51 @@ unsafe impl Sync for SkBuff {}
 
 impl SkBuff {
     /// Allocates (GFP_ATOMIC) an skb for a datagram of `len` bytes to be
-    /// sent on `ndev`, with the link layer's headroom in front, and lets
-    /// `build` write the datagram (zeroed first).  `None` if the allocation
-    /// fails or `build` returns `false` (the skb is then freed).
-    pub(crate) fn build_tx(ndev: &NetDevRef, len: u32, build: impl FnOnce(&mut [u8]) -> bool) -> Option<Self> {
+    /// sent on `ndev`, with the link layer's headroom in front.  First
+    /// `fill` appends the bytes of `payload` (a range of the datagram)
+    /// through a [`TxFill`], straight into the skb; then `build` gets the
+    /// whole datagram to write the rest (headers, pad, checksums).  The
+    /// payload is not zeroed first (every other byte is, and payload bytes
+    /// `fill` leaves unwritten too).  `None` if the allocation fails, the
+    /// range is not inside the datagram, or `fill` or `build` returns
+    /// `false` (the skb is then freed).
+    pub(crate) fn build_tx(
+        ndev: &NetDevRef,
+        len: u32,
+        payload: core::ops::Range<usize>,
+        fill: impl FnOnce(&mut TxFill<'_>) -> bool,
+        build: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Option<Self> {
+        let total = len as usize;
+        if payload.start > payload.end || payload.end > total {
+            return None;
+        }
         let mut data: *mut u8 = core::ptr::null_mut();
         // SAFETY: `ndev` is a held device.
         let skb = NonNull::new(unsafe { ffi::rroce_tx_alloc(ndev.as_ptr(), len, &mut data) })?;
         // INVARIANT: `rroce_tx_alloc` made a linear skb and set its network
         // header; it is ours.
         let s = Self(skb);
-        if data.is_null() {
-            return None;
-        }
+        let data = NonNull::new(data)?;
+        // SAFETY: `payload.start <= len`: inside the area or at its end.
+        let at = NonNull::new(unsafe { data.as_ptr().add(payload.start) })?;
         // SAFETY: `data` is the `len` bytes from the network header to the
         // tail of an skb nobody else can see yet, so they are exclusively
-        // ours; they are initialised before the slice is formed.
+        // ours until `s` is dropped or handed on, after this function's
+        // writes; `payload` lies inside them (checked above).
+        let mut f = unsafe { TxFill::new(at, payload.len()) };
+        if !fill(&mut f) {
+            return None;
+        }
+        let filled = payload.start + f.filled;
+        // SAFETY: as above; the bytes outside `payload.start..filled` are
+        // zeroed here, those inside were written through `f` (its
+        // invariant), so the whole area is initialised before the slice is
+        // formed, and it is the only reference to it.
         let buf = unsafe {
-            core::ptr::write_bytes(data, 0, len as usize);
-            core::slice::from_raw_parts_mut(data, len as usize)
+            core::ptr::write_bytes(data.as_ptr(), 0, payload.start);
+            core::ptr::write_bytes(data.as_ptr().add(filled), 0, total - filled);
+            core::slice::from_raw_parts_mut(data.as_ptr(), total)
         };
         build(buf).then_some(s)
     }
@@ -312,5 +339,67 @@ impl SkbList {
 impl Drop for SkbList {
     fn drop(&mut self) {
         while self.pop_front().is_some() {}
+    }
+}
+
+/// The payload of a transmit skb being built ([`SkBuff::build_tx`]): an
+/// area not yet written, filled from its start by appending, so that no
+/// byte is read or zeroed before it is written.
+///
+/// # Invariants
+///
+/// `ptr` is valid for writes of `len` bytes, exclusively ours for `'a`;
+/// its first `filled <= len` bytes are initialised.
+pub(crate) struct TxFill<'a> {
+    ptr: NonNull<u8>,
+    len: usize,
+    filled: usize,
+    _area: core::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl TxFill<'_> {
+    /// # Safety
+    ///
+    /// `ptr` must be valid for writes of `len` bytes and nothing else may
+    /// access them while the result lives.
+    unsafe fn new(ptr: NonNull<u8>, len: usize) -> Self {
+        // INVARIANT: per the requirements; nothing is initialised yet.
+        Self { ptr, len, filled: 0, _area: core::marker::PhantomData }
+    }
+
+    /// How many bytes were appended.
+    pub(crate) fn filled(&self) -> usize {
+        self.filled
+    }
+
+    /// How many bytes are still to be appended.
+    pub(crate) fn remaining(&self) -> usize {
+        self.len - self.filled
+    }
+
+    /// Appends `src`; `false` (nothing written) if it does not fit.
+    pub(crate) fn put(&mut self, src: &[u8]) -> bool {
+        // SAFETY: `put_with` writes exactly `src.len()` bytes at the
+        // pointer, from `src`, which cannot overlap the area (it is ours
+        // alone).
+        unsafe { self.put_with(src.len(), |dst| core::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len())) }
+    }
+
+    /// Appends `n` bytes that `write` stores at the pointer it is given;
+    /// `false` (`write` not called) if they do not fit.
+    ///
+    /// # Safety
+    ///
+    /// `write` must initialise all `n` bytes at its argument and write
+    /// nothing else.
+    pub(crate) unsafe fn put_with(&mut self, n: usize, write: impl FnOnce(*mut u8)) -> bool {
+        if n > self.len - self.filled {
+            return false;
+        }
+        // `filled + n <= len`: inside the area (type invariant).
+        write(self.ptr.as_ptr().wrapping_add(self.filled));
+        // INVARIANT: `write` initialised the next `n` bytes.
+        self.filled += n;
+        true
     }
 }

@@ -22,6 +22,7 @@ tests() {
 		read_bw_64B ib_read_bw -s 64 -n 5000
 		read_bw_64K ib_read_bw -s 65536 -n 300
 		send_bw_64K ib_send_bw -s 65536 -n 300
+		atomic_bw_8B ib_atomic_bw -n 5000
 	T
 }
 

@@ -447,18 +447,24 @@ static struct ibv_qp *mkqp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq 
 	return ibv_create_qp(pd, &ia);
 }
 
+/* A signaled send WR of opcode op with the one SGE sge. */
+static void wr_init(struct ibv_send_wr *wr, struct ibv_sge *sge, uint64_t wr_id, enum ibv_wr_opcode op)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = wr_id;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = op;
+	wr->send_flags = IBV_SEND_SIGNALED;
+}
+
 static int post_write(struct ibv_qp *qp, uint64_t wr_id, void *laddr, uint32_t len, uint32_t lkey, void *raddr,
 		      uint32_t rkey, enum ibv_wr_opcode op)
 {
 	struct ibv_sge sge = { (uintptr_t)laddr, len, lkey };
 	struct ibv_send_wr wr, *bad;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = op;
-	wr.send_flags = IBV_SEND_SIGNALED;
+	wr_init(&wr, &sge, wr_id, op);
 	wr.wr.rdma.remote_addr = (uintptr_t)raddr;
 	wr.wr.rdma.rkey = rkey;
 	return ibv_post_send(qp, &wr, &bad);
@@ -2209,12 +2215,7 @@ static int post_fetch_add(struct ibv_qp *qp, uint64_t wr_id, void *laddr, uint32
 	struct ibv_sge sge = { (uintptr_t)laddr, 8, lkey };
 	struct ibv_send_wr wr, *bad;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-	wr.send_flags = IBV_SEND_SIGNALED;
+	wr_init(&wr, &sge, wr_id, IBV_WR_ATOMIC_FETCH_AND_ADD);
 	wr.wr.atomic.remote_addr = raddr;
 	wr.wr.atomic.compare_add = add;
 	wr.wr.atomic.rkey = rkey;

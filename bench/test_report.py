@@ -476,8 +476,9 @@ def test_hw_counter_health():
 
 def test_icount_kernel_report():
     """bench/icount/kernel_report.py: instructions per message from the BW
-    average (MiB per guest second), new/old, and a rate of 0 or no result
-    line is a failure (exit 1), never in the median."""
+    average (MiB per guest second) or the message rate, whichever has more
+    digits, new/old, and a rate of 0 or no result line is a failure (exit
+    1), never in the median."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "icount"))
     import kernel_report
     with tempfile.TemporaryDirectory() as d:
@@ -490,7 +491,10 @@ def test_icount_kernel_report():
         put("base.write_bw_64K.1.log", bw_log("ib_write_bw -s 65536 -n 300", 65536, 300, 31.25, 0.0005))
         put("base.write_bw_64K.2.log", bw_log("ib_write_bw -s 65536 -n 300", 65536, 300, 0.0, 0.0))
         put("rroce.read_bw_64B.1.log", "# bench: ib_read_bw -s 64\n# exit: 1\n")
+        # 64 B: "3.07" MiB/s is 0.3 % coarse, "0.050282" Mpps finer: the rate
+        put("rroce.write_bw_64B.1.log", bw_log("ib_write_bw -s 64 -n 5000", 64, 5000, 3.07, 0.050282))
         runs, failed = kernel_report.load(d)
+        assert abs(runs[("rroce", "write_bw_64B")][0] - 1e3 / 0.050282) < 1e-6, runs
         assert runs[("rroce", "write_bw_64K")] == [1e6, 1e6], runs
         assert runs[("base", "write_bw_64K")] == [2e6], runs
         assert failed == ["base.write_bw_64K.2.log", "rroce.read_bw_64B.1.log"], failed

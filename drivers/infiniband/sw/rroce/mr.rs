@@ -558,17 +558,13 @@ impl Region {
 
     /// Executes an 8-byte atomic at `va` (checked) and returns the
     /// original value.  `MrError::Misaligned` unless the word is 8-byte
-    /// aligned both at `va` and in memory.
+    /// aligned in memory (which [`PageRef::atomic`] checks; a misaligned
+    /// word may even span two pages, whose pieces leave the error).
     pub(crate) fn atomic(&self, va: u64, op: AtomicOp) -> Result<u64, MrError> {
-        if va & 7 != 0 {
-            return Err(MrError::Misaligned);
-        }
         let mut orig = Err(MrError::Misaligned);
         self.walk(va, 8, true, |page, poff, _, n| {
-            // A word that is misaligned in memory may even span two pages:
-            // each piece leaves the error.
-            if n == 8 && poff % 8 == 0 {
-                orig = page.atomic(poff, op).ok_or(MrError::Range);
+            if n == 8 {
+                orig = page.atomic(poff, op).ok_or(MrError::Misaligned);
             }
             true
         })?;

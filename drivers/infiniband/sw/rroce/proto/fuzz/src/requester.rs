@@ -17,6 +17,9 @@
 //! * completions come in posting order, each WQE exactly once, with the
 //!   right `wr_id`; a successful READ got all its data first, a successful
 //!   atomic its original value;
+//! * local operations (REG_MR, BIND_MW, LOCAL_INV, fenced or not) send
+//!   nothing, wait only when they must, and complete with the glue's
+//!   result or a flush, never with success after an error completion;
 //! * after a final `flush` every posted WQE has completed.
 
 use crate::responder::{check_reply, Mem, Mr, Rq};
@@ -48,6 +51,8 @@ struct Posted {
     /// The packet that ends the message (or the READ/atomic request) was
     /// sent at least once.
     sent_last: bool,
+    /// A local operation, with the result the glue recorded.
+    local: Option<WcStatus>,
 }
 
 struct H {
@@ -65,6 +70,8 @@ struct H {
     to_req: VecDeque<InResponse>,
     /// The last packet sent asked for an acknowledgement.
     last_ack_req: bool,
+    /// A completion with an error status was polled.
+    error_polled: bool,
     /// `restart_from` moved the send position forward past packets not
     /// sent again (the glue may; the engine itself only goes back), until
     /// everything is acknowledged.
@@ -128,6 +135,10 @@ impl H {
         w.compare_add = r.u64();
         w.swap = r.u64();
         let before = self.req.outstanding();
+        if op.is_local() {
+            self.post_local(w, r);
+            return;
+        }
         match self.req.post(w, len) {
             Ok(idx) => {
                 assert_eq!(idx, self.next_idx, "WQE indices are assigned in order");
@@ -139,10 +150,11 @@ impl H {
                     got: 0,
                     atomic_done: false,
                     sent_last: false,
+                    local: None,
                 });
             }
             Err(PostError::Full) => assert_eq!(before as usize, SLOTS),
-            Err(PostError::Unsupported) => assert!(op.is_local()),
+            Err(PostError::Unsupported) => panic!("post refused {op:?} as a local operation"),
             Err(PostError::TooLong) => assert!(
                 len > MAX_MSG_SIZE
                     || (op == SendOpcode::AtomicWrite && len != 8)
@@ -160,6 +172,43 @@ impl H {
         assert_eq!(self.req.outstanding() as usize, self.posted.len());
     }
 
+    /// A local operation the glue executed with some result: REG_MR and
+    /// BIND_MW may be recorded behind WQEs still outstanding, LOCAL_INV
+    /// and fenced ones only once everything before them has completed.
+    fn post_local(&mut self, w: SendWqe, r: &mut Reader<'_>) {
+        let status = match r.u8() % 4 {
+            // (the glue does not execute it then)
+            _ if self.req.will_flush() => WcStatus::WrFlushErr,
+            0 => WcStatus::LocProtErr,
+            1 => WcStatus::MwBindErr,
+            _ => WcStatus::Success,
+        };
+        let before = self.req.outstanding();
+        let must_wait = Requester::<[Slot; SLOTS]>::local_must_wait(&w);
+        assert_eq!(
+            self.req.local_may_run(&w),
+            self.req.is_error() || !must_wait || self.req.all_completed()
+        );
+        match self.req.post_local(w, status) {
+            Ok(idx) => {
+                assert_eq!(idx, self.next_idx, "WQE indices are assigned in order");
+                self.next_idx = idx.wrapping_add(1);
+                self.posted.push_back(Posted {
+                    idx,
+                    wqe: w,
+                    len: 0,
+                    got: 0,
+                    atomic_done: false,
+                    sent_last: true,
+                    local: Some(status),
+                });
+            }
+            Err(PostError::Full) => assert_eq!(before as usize, SLOTS),
+            Err(PostError::Busy) => assert!(!self.req.local_may_run(&w)),
+            Err(e) => panic!("post_local: {e:?}"),
+        }
+    }
+
     fn send(&mut self, max: u32) {
         for _ in 0..max {
             let Some(d) = self.req.next_packet(self.now) else {
@@ -170,6 +219,7 @@ impl H {
             let p = self
                 .posted_mut(d.wqe)
                 .expect("packet for a WQE not outstanding");
+            assert!(p.local.is_none(), "a packet for a local operation");
             p.sent_last |= ends;
             if let Some((off, len)) = d.payload {
                 let end = u64::from(off) + u64::from(len);
@@ -369,6 +419,22 @@ impl H {
             assert_eq!(c.wqe, p.idx, "completion out of order");
             assert_eq!(c.wr_id, p.wqe.wr_id);
             assert_eq!(c.opcode, p.wqe.opcode.wc_opcode());
+            if let Some(st) = p.local {
+                // Its own result, or a flush after an error.
+                assert!(
+                    c.status == st || c.status == WcStatus::WrFlushErr,
+                    "local {:?} posted {st:?} completed {:?}",
+                    p.wqe.opcode,
+                    c.status
+                );
+                assert!(
+                    c.status != WcStatus::Success || !self.error_polled,
+                    "a local operation succeeded after an error completion"
+                );
+            }
+            if c.status != WcStatus::Success {
+                self.error_polled = true;
+            }
             if c.status == WcStatus::Success {
                 assert!(p.sent_last, "completed before its last packet was sent");
                 match p.wqe.opcode {
@@ -450,6 +516,7 @@ pub fn run(data: &[u8]) {
         to_resp: VecDeque::new(),
         to_req: VecDeque::new(),
         last_ack_req: false,
+        error_polled: false,
         skipped_forward: false,
     };
     let mut steps = 0;
@@ -520,10 +587,17 @@ pub fn run(data: &[u8]) {
                 0 => h.req.flush(),
                 1 => {
                     let idx = h.posted.front().map_or(0, |p| p.idx);
-                    h.req.local_error(
-                        idx.wrapping_add(u32::from(r.u8() % 4)),
-                        WcStatus::LocProtErr,
-                    );
+                    let idx = idx.wrapping_add(u32::from(r.u8() % 4));
+                    let was_error = h.req.is_error();
+                    h.req.local_error(idx, WcStatus::LocProtErr);
+                    // (The glue never does this to a local operation; the
+                    // requester then reports the error instead of its
+                    // success, as for any other WQE.)
+                    if let Some(p) = h.posted_mut(idx).filter(|_| !was_error) {
+                        if p.local == Some(WcStatus::Success) {
+                            p.local = Some(WcStatus::LocProtErr);
+                        }
+                    }
                 }
                 _ => {}
             },

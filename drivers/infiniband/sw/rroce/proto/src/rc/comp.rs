@@ -160,14 +160,22 @@ impl<S: Store<Slot>> Requester<S> {
                 };
                 match aeth.decoded() {
                     Syndrome::Ack { .. } => {
-                        if !self.ack_before(p.next(), now) {
+                        let ok = self.ack_before(p.next(), now);
+                        if self.error {
+                            return self.reached_pending_error();
+                        }
+                        if !ok {
                             return self.implied_nak(now);
                         }
                         RespVerdict::Ack
                     }
                     Syndrome::RnrNak { timer } => {
                         self.counters.rnr_naks = self.counters.rnr_naks.wrapping_add(1);
-                        if !self.ack_before(p, now) {
+                        let ok = self.ack_before(p, now);
+                        if self.error {
+                            return self.reached_pending_error();
+                        }
+                        if !ok {
                             return self.implied_nak(now);
                         }
                         if self.rnr_until.is_some() {
@@ -185,7 +193,11 @@ impl<S: Store<Slot>> Requester<S> {
                     }
                     Syndrome::Nak { code } if code == NAK_PSN_SEQ_ERROR => {
                         self.counters.seq_naks = self.counters.seq_naks.wrapping_add(1);
-                        if !self.ack_before(p, now) {
+                        let ok = self.ack_before(p, now);
+                        if self.error {
+                            return self.reached_pending_error();
+                        }
+                        if !ok {
                             return self.implied_nak(now);
                         }
                         if self.retry_psn == Some(self.una) {
@@ -199,6 +211,9 @@ impl<S: Store<Slot>> Requester<S> {
                         self.counters.fatal_naks = self.counters.fatal_naks.wrapping_add(1);
                         // The PSNs before the failing request were executed.
                         let _ = self.ack_before(p, now);
+                        if self.error {
+                            return self.reached_pending_error();
+                        }
                         let status = match code {
                             NAK_INVALID_REQUEST => WcStatus::RemInvReqErr,
                             NAK_REMOTE_ACCESS_ERROR => WcStatus::RemAccessErr,
@@ -217,7 +232,11 @@ impl<S: Store<Slot>> Requester<S> {
                 {
                     return self.ignore(IgnoreReason::Malformed);
                 }
-                if !self.ack_before(p, now) {
+                let ok = self.ack_before(p, now);
+                if self.error {
+                    return self.reached_pending_error();
+                }
+                if !ok {
                     return self.implied_nak(now);
                 }
                 let idx = self.done_upto;
@@ -264,7 +283,11 @@ impl<S: Store<Slot>> Requester<S> {
                     (Some(Syndrome::Ack { .. }), Some(o)) => o,
                     _ => return self.ignore(IgnoreReason::Malformed),
                 };
-                if !self.ack_before(p, now) {
+                let ok = self.ack_before(p, now);
+                if self.error {
+                    return self.reached_pending_error();
+                }
+                if !ok {
                     return self.implied_nak(now);
                 }
                 let idx = self.done_upto;
@@ -284,6 +307,15 @@ impl<S: Store<Slot>> Requester<S> {
         }
     }
 
+    /// `ack_before` completed every WQE before one that failed locally
+    /// (`local_error`, a failed local operation): the QP entered the error
+    /// state with that WQE's status, and the rest of the response is not
+    /// looked at.
+    fn reached_pending_error(&self) -> RespVerdict {
+        let status = self.slot(self.done_upto).and_then(|s| s.done);
+        RespVerdict::Fatal(status.unwrap_or(WcStatus::WrFlushErr))
+    }
+
     fn ignore(&mut self, why: IgnoreReason) -> RespVerdict {
         self.counters.ignored_responses = self.counters.ignored_responses.wrapping_add(1);
         RespVerdict::Ignored(why)
@@ -296,7 +328,9 @@ impl<S: Store<Slot>> Requester<S> {
     fn ack_before(&mut self, limit: Psn, now: u64) -> bool {
         let mut progressed = false;
         let mut ok = true;
-        while self.done_upto != self.hi {
+        // (Completing the WQE before a failed one waiting to be reported
+        // enters the error state: nothing after it completes.)
+        while self.done_upto != self.hi && !self.error {
             let left = limit.distance_from(self.una);
             if left == 0 {
                 break;
@@ -317,7 +351,7 @@ impl<S: Store<Slot>> Requester<S> {
             }
             progressed = true;
         }
-        if progressed {
+        if progressed && !self.error {
             self.progress(now);
         }
         ok
@@ -345,6 +379,8 @@ impl<S: Store<Slot>> Requester<S> {
         if self.pending_error == Some(self.done_upto) {
             // Everything before the failed WQE has completed.
             self.flush();
+        } else {
+            self.pass_locals();
         }
     }
 
@@ -412,14 +448,37 @@ impl<S: Store<Slot>> Requester<S> {
     /// Enter the error state (e.g. `modify_qp` to ERR): nothing more is sent
     /// and every WQE without a status completes with `WR_FLUSH_ERR`.
     pub fn flush(&mut self) {
-        if let Some(e) = self.pending_error.take() {
-            // An earlier WQE failed first (or the QP is moved to ERR):
-            // the local error is not the one reported, the WQE flushes.
-            if e != self.done_upto {
-                if let Some(s) = self.slot_mut(e) {
-                    s.done = None;
+        if self.error {
+            return;
+        }
+        // A local error pending behind earlier WQEs is the one reported
+        // only if they all completed; if one of them failed first, or the
+        // QP is moved to ERR, that WQE flushes.  So do local operations
+        // not completed yet, whatever they did, and completed ones not
+        // polled yet behind a WQE whose success a local error replaced
+        // (`local_error`): as on hardware, every completion after the
+        // first error is a flush.  Other statuses already decided stay
+        // (the WQE a fatal NAK names).  At most one pass over the ring.
+        let pending = self.pending_error.take();
+        let reported = pending.filter(|&e| e == self.done_upto);
+        let mut after_error = false;
+        let mut i = self.head;
+        while i != self.tail {
+            let completed = i.wrapping_sub(self.head) < self.done_upto.wrapping_sub(self.head);
+            if Some(i) != reported {
+                if let Some(s) = self.slot_mut(i) {
+                    let local = s.wqe.opcode.is_local();
+                    if completed {
+                        if local && after_error {
+                            s.done = None;
+                        }
+                        after_error |= s.done.is_some_and(|d| d != WcStatus::Success);
+                    } else if Some(i) == pending || local {
+                        s.done = None;
+                    }
                 }
             }
+            i = i.wrapping_add(1);
         }
         self.error = true;
         self.deadline = None;

@@ -34,6 +34,18 @@
 //! NAK, implied NAK, timeout), and grows again by one PSN per
 //! [`WINDOW_GROWTH`] PSNs acknowledged.  With a large window and a lossy
 //! path, each loss would otherwise resend up to `max_unacked` packets.
+//!
+//! Local operations (REG_MR, BIND_MW, LOCAL_INV) are executed by the glue
+//! and recorded with [`Requester::post_local`]: they take a slot and no
+//! PSN, and complete in WQE order like the others.  REG_MR and BIND_MW
+//! need not wait for the WQEs before them (an earlier WQE cannot use the
+//! region or window they make valid: it was invalid when that WQE was
+//! posted), so a registration chained before a SEND, as NVMe-oF, iSER and
+//! NFS post them, does not cost a round trip when other messages are in
+//! flight.  LOCAL_INV and any local operation with `SEND_FENCE` wait until
+//! every earlier WQE has completed ([`Requester::local_must_wait`]): an
+//! earlier message may still need the region it invalidates (a
+//! retransmission reads its data again, a READ response lands in it).
 
 use super::super::hdr::{pad_count, AtomicEth, Feth, Ieth, Reth};
 use super::super::opcode::{request_opcode, Position, RequestOp, Transport};
@@ -137,7 +149,9 @@ pub enum PostError {
     /// An operation the transport does not have (READ, atomics and SEND
     /// with invalidate on UC).
     NotOnTransport,
-    /// [`Requester::post_local`] while earlier WQEs are not complete.
+    /// [`Requester::post_local`] of an operation that must wait
+    /// ([`Requester::local_must_wait`]) while earlier WQEs are not
+    /// complete.
     Busy,
 }
 
@@ -180,11 +194,12 @@ pub struct ReqCounters {
 pub struct Slot {
     pub(super) wqe: SendWqe,
     pub(super) len: u32,
-    /// PSNs the message uses (≥ 1).
+    /// PSNs the message uses (≥ 1; 0 for a local operation).
     pub(super) npkts: u32,
     /// Valid once the requester has reached the WQE.
     pub(super) first_psn: Psn,
-    /// Completion status once decided.
+    /// Completion status once decided (a local operation's from the
+    /// start).
     pub(super) done: Option<WcStatus>,
 }
 
@@ -256,6 +271,10 @@ pub struct Requester<S: Store<Slot>> {
     pub(super) hi: u32,
     /// One past the last posted WQE.
     pub(super) tail: u32,
+    /// One past the last posted WQE that is not a local operation: its
+    /// last packet asks for an ACK (the local operations after it send
+    /// nothing that would).
+    pub(super) end_remote: u32,
     /// WQE being sent and the packet index in it.
     pub(super) cursor: u32,
     pub(super) pkt: u32,
@@ -318,6 +337,7 @@ impl<S: Store<Slot>> Requester<S> {
             done_upto: 0,
             hi: 0,
             tail: 0,
+            end_remote: 0,
             cursor: 0,
             pkt: 0,
             psn: cfg.sq_psn,
@@ -387,8 +407,16 @@ impl<S: Store<Slot>> Requester<S> {
     /// them.  Nothing more is sent from `idx` on, retransmissions of the
     /// earlier WQEs go on, and once they have completed (with success or
     /// their own error) the QP enters the error state, `idx` completing
-    /// with `status` and the rest flushed.
+    /// with `status` and the rest flushed.  In the error state it changes
+    /// nothing.
     pub fn local_error(&mut self, idx: u32, status: WcStatus) {
+        if self.error {
+            // Every WQE not completed yet flushes, and the statuses of the
+            // completed ones, errors before any flush, stay as they are
+            // (a success turned into an error now would follow a local
+            // operation's success).
+            return;
+        }
         let unpolled = idx.wrapping_sub(self.head) < self.tail.wrapping_sub(self.head);
         if let Some(s) = self.slot_mut(idx) {
             if unpolled && matches!(s.done, None | Some(WcStatus::Success)) {
@@ -410,19 +438,43 @@ impl<S: Store<Slot>> Requester<S> {
         self.flush();
     }
 
-    /// Whether every posted WQE has completed (a local operation may
-    /// execute now, see [`Requester::post_local`]).
+    /// Whether a WQE posted now can only complete with a flush: the QP is
+    /// in the error state, or will be once the WQEs before a failed one
+    /// have completed.  The glue flushes a local operation then instead of
+    /// executing it.
+    pub fn will_flush(&self) -> bool {
+        self.error || self.pending_error.is_some()
+    }
+
+    /// Whether every posted WQE has completed.
     pub fn all_completed(&self) -> bool {
         self.done_upto == self.tail
     }
 
+    /// Whether local operation `wqe` must wait until every earlier WQE has
+    /// completed before the glue executes it: LOCAL_INV (an earlier message
+    /// may still read or receive data through the region it invalidates)
+    /// and anything with `SEND_FENCE`.  REG_MR and BIND_MW run as soon as
+    /// they are reached.
+    pub fn local_must_wait(wqe: &SendWqe) -> bool {
+        wqe.opcode == SendOpcode::LocalInv || wqe.flags & SEND_FENCE != 0
+    }
+
+    /// Whether the glue may execute local operation `wqe` now and record
+    /// it with [`Requester::post_local`] (in the error state it is
+    /// flushed, not executed).
+    pub fn local_may_run(&self, wqe: &SendWqe) -> bool {
+        self.error || !Self::local_must_wait(wqe) || self.all_completed()
+    }
+
     /// Records a local operation (LOCAL_INV, REG_MR, BIND_MW) that the glue
-    /// executed with result `status` once every earlier WQE had completed
-    /// ([`Requester::all_completed`]): local operations are ordered after
-    /// everything posted before them (an implicit fence), and complete in
-    /// order.  It uses no PSN.  A failure moves the QP to the error state;
-    /// in the error state the glue must not execute it and it completes
-    /// with `WR_FLUSH_ERR` whatever `status` says.
+    /// executed with result `status` ([`Requester::local_may_run`] said it
+    /// could).  It uses no PSN and sends nothing, and completes in WQE
+    /// order: once every earlier WQE has.  A failure moves the QP to the
+    /// error state, after the earlier WQEs have completed (as
+    /// [`Requester::local_error`]); in the error state the glue must not
+    /// execute it and it completes with `WR_FLUSH_ERR` whatever `status`
+    /// says.
     pub fn post_local(&mut self, wqe: SendWqe, status: WcStatus) -> Result<u32, PostError> {
         let used = usize::try_from(self.tail.wrapping_sub(self.head)).unwrap_or(usize::MAX);
         if used >= self.capacity() {
@@ -431,7 +483,7 @@ impl<S: Store<Slot>> Requester<S> {
         if !wqe.opcode.is_local() {
             return Err(PostError::Unsupported);
         }
-        if !self.error && !self.all_completed() {
+        if !self.local_may_run(&wqe) {
             return Err(PostError::Busy);
         }
         let idx = self.tail;
@@ -446,17 +498,67 @@ impl<S: Store<Slot>> Requester<S> {
             done: Some(if error { WcStatus::WrFlushErr } else { status }),
         };
         self.tail = idx.wrapping_add(1);
-        if !error {
-            // Nothing is outstanding: every index moves past it.
+        if error {
+            return Ok(idx);
+        }
+        if status == WcStatus::Success {
+            self.pass_locals();
+        } else if self.done_upto == idx {
+            // Nothing before it is outstanding: every index moves past it.
             self.done_upto = self.tail;
             self.hi = self.tail;
             self.cursor = self.tail;
             self.pkt = 0;
-            if status != WcStatus::Success {
+            self.flush();
+        } else if self.pending_error.is_none() {
+            // Earlier WQEs first; nothing after it is sent.
+            self.pending_error = Some(idx);
+        }
+        // (With an earlier local error pending, this one flushes with the
+        // rest: `flush` clears the status of local operations after the
+        // one reported.)
+        Ok(idx)
+    }
+
+    /// Moves the send position past local operations (they have no
+    /// packets) and the completion position past the ones whose earlier
+    /// WQEs have all completed.  Stops at a failed one waiting to be
+    /// reported (`pending_error`).  Called after anything that moves
+    /// `cursor`, `done_upto` or `tail`, so that neither rests on a local
+    /// operation that could pass.
+    pub(super) fn pass_locals(&mut self) {
+        if self.error {
+            return;
+        }
+        while self.pkt == 0 && self.cursor != self.tail && Some(self.cursor) != self.pending_error {
+            let (cursor, at_hi, psn) = (self.cursor, self.cursor == self.hi, self.psn);
+            match self.slot_mut(cursor) {
+                Some(s) if s.wqe.opcode.is_local() => {
+                    if at_hi {
+                        s.first_psn = psn;
+                    }
+                }
+                _ => break,
+            }
+            if at_hi {
+                self.hi = cursor.wrapping_add(1);
+            }
+            self.cursor = cursor.wrapping_add(1);
+        }
+        while self.done_upto != self.hi && Some(self.done_upto) != self.pending_error {
+            if !self
+                .slot(self.done_upto)
+                .is_some_and(|s| s.wqe.opcode.is_local())
+            {
+                break;
+            }
+            self.done_upto = self.done_upto.wrapping_add(1);
+            if self.pending_error == Some(self.done_upto) {
+                // Everything before the failed WQE has completed.
                 self.flush();
+                return;
             }
         }
-        Ok(idx)
     }
 
     /// Give back the WQE storage (e.g. to reuse it after a reset).
@@ -546,6 +648,7 @@ impl<S: Store<Slot>> Requester<S> {
             },
         };
         self.tail = idx.wrapping_add(1);
+        self.end_remote = self.tail;
         Ok(idx)
     }
 
@@ -724,15 +827,19 @@ impl<S: Store<Slot>> Requester<S> {
                         );
                 }
                 // A message's last packet asks for an ACK if its WQE is
-                // signaled or nothing is queued behind it: an unsignaled
-                // message followed by another is acknowledged by that
-                // one's ACK (ACKs are cumulative), so a burst of small
-                // unsignaled messages costs one ACK, not one each.  The
-                // chain always ends in an AckReq: the last WQE the
-                // requester holds asks, and a local operation is only
-                // taken once everything before it has completed.
+                // signaled or no other message is queued behind it (local
+                // operations send nothing): an unsignaled message followed
+                // by another is acknowledged by that one's ACK (ACKs are
+                // cumulative), so a burst of small unsignaled messages
+                // costs one ACK, not one each.  The chain always ends in
+                // an AckReq: the last message the requester holds asks
+                // (and a local operation waiting for it to complete is not
+                // taken before); with a failed WQE waiting to be reported,
+                // after which nothing is sent, every message asks.
                 d.ack_req = pos.is_end()
-                    && (w.flags & SEND_SIGNALED != 0 || idx.wrapping_add(1) == self.tail);
+                    && (w.flags & SEND_SIGNALED != 0
+                        || idx.wrapping_add(1) == self.end_remote
+                        || self.pending_error.is_some());
                 used = 1;
                 finished = pos.is_end();
             }
@@ -779,6 +886,7 @@ impl<S: Store<Slot>> Requester<S> {
             if s.wqe.opcode == SendOpcode::RdmaRead {
                 self.rd_psns = self.rd_psns.saturating_add(s.npkts);
             }
+            self.pass_locals();
         } else {
             self.pkt = k.wrapping_add(1);
         }
@@ -848,6 +956,7 @@ impl<S: Store<Slot>> Requester<S> {
         }
         self.rd_inflight = n;
         self.rd_psns = rd_psns;
+        self.pass_locals();
     }
 
     /// Reset the flow-control window and AckReq period (e.g. for tests).
@@ -1566,6 +1675,280 @@ mod tests {
             ]
         );
         assert!(r.is_idle());
+    }
+
+    /// The completions polled so far: (wr_id, status).
+    fn polled<const N: usize>(r: &mut Requester<[Slot; N]>) -> Vec<(u64, WcStatus)> {
+        core::iter::from_fn(|| r.poll_completion())
+            .map(|c| (c.wr_id, c.status))
+            .collect()
+    }
+
+    fn wqe_id(op: SendOpcode, id: u64) -> SendWqe {
+        let mut w = wqe(op);
+        w.wr_id = id;
+        w
+    }
+
+    /// REG_MR and BIND_MW do not wait for the messages before them (a
+    /// registration chained before a SEND, with other SENDs in flight, as
+    /// nvme-rdma posts them): they send nothing, take no PSN and complete
+    /// once everything before them has, in order.
+    #[test]
+    fn registration_does_not_wait() {
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe_id(SendOpcode::Send, 1), 600).unwrap(); // 3 packets
+        let a = drain(&mut r);
+        assert_eq!(a.len(), 3);
+        assert!(!r.all_completed());
+        let reg = wqe_id(SendOpcode::RegMr, 2);
+        assert!(r.local_may_run(&reg));
+        r.post_local(reg, WcStatus::Success).unwrap();
+        r.post_local(wqe_id(SendOpcode::BindMw, 3), WcStatus::Success)
+            .unwrap();
+        r.post(wqe_id(SendOpcode::RdmaWrite, 4), 10).unwrap();
+        let b = drain(&mut r);
+        assert_eq!(b.len(), 1);
+        assert_eq!((b[0].wqe, b[0].psn), (3, a[2].psn.next()));
+        // Nothing completes before the SEND is acknowledged.
+        assert!(polled(&mut r).is_empty());
+        r.on_response(&ack(a[2].psn, 1), 0);
+        assert_eq!(
+            polled(&mut r),
+            [
+                (1, WcStatus::Success),
+                (2, WcStatus::Success),
+                (3, WcStatus::Success)
+            ]
+        );
+        r.on_response(&ack(b[0].psn, 2), 0);
+        assert_eq!(polled(&mut r), [(4, WcStatus::Success)]);
+        assert!(r.is_idle());
+        // Posted with nothing outstanding, it completes at once.
+        r.post_local(wqe_id(SendOpcode::RegMr, 5), WcStatus::Success)
+            .unwrap();
+        assert_eq!(polled(&mut r), [(5, WcStatus::Success)]);
+        assert_eq!(r.blocked(), Some(Blocked::Empty));
+    }
+
+    /// LOCAL_INV and fenced local operations still wait for every earlier
+    /// WQE to complete.
+    #[test]
+    fn invalidation_and_fence_wait() {
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe_id(SendOpcode::Send, 1), 10).unwrap();
+        let a = drain(&mut r);
+        let mut fenced = wqe_id(SendOpcode::RegMr, 2);
+        fenced.flags = SEND_FENCE;
+        for w in [wqe_id(SendOpcode::LocalInv, 2), fenced] {
+            assert!(Requester::<[Slot; 8]>::local_must_wait(&w));
+            assert!(!r.local_may_run(&w));
+            assert_eq!(r.post_local(w, WcStatus::Success), Err(PostError::Busy));
+        }
+        r.on_response(&ack(a[0].psn, 1), 0);
+        assert!(r.local_may_run(&fenced));
+        r.post_local(fenced, WcStatus::Success).unwrap();
+        assert_eq!(
+            polled(&mut r),
+            [(1, WcStatus::Success), (2, WcStatus::Success)]
+        );
+    }
+
+    /// An unsignaled message followed only by local operations still asks
+    /// for an ACK: without it the local operations would never complete.
+    #[test]
+    fn ack_req_before_trailing_local_operations() {
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe_id(SendOpcode::Send, 1), 10).unwrap();
+        r.post(wqe_id(SendOpcode::Send, 2), 10).unwrap();
+        r.post_local(wqe_id(SendOpcode::RegMr, 3), WcStatus::Success)
+            .unwrap();
+        r.post_local(wqe_id(SendOpcode::BindMw, 4), WcStatus::Success)
+            .unwrap();
+        let p = drain(&mut r);
+        assert_eq!(
+            p.iter().map(|p| p.ack_req).collect::<Vec<_>>(),
+            [false, true]
+        );
+        r.on_response(&ack(p[1].psn, 2), 0);
+        assert_eq!(polled(&mut r).len(), 4);
+        assert!(r.is_idle());
+    }
+
+    /// Go-back-N across a local operation resends the messages around it
+    /// with the same PSNs and nothing for it.
+    #[test]
+    fn go_back_n_across_a_local_operation() {
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe_id(SendOpcode::Send, 1), 600).unwrap(); // 3 packets
+        r.post_local(wqe_id(SendOpcode::RegMr, 2), WcStatus::Success)
+            .unwrap();
+        r.post(wqe_id(SendOpcode::RdmaWrite, 3), 300).unwrap(); // 2 packets
+        let first = drain(&mut r);
+        assert_eq!(first.len(), 5);
+        // The first packet is lost: a timeout sends all five again.
+        let t = r.next_deadline().unwrap();
+        assert!(r.on_timer(t));
+        let again = drain(&mut r);
+        let key = |v: &[PacketDesc]| {
+            v.iter()
+                .map(|p| (p.wqe, p.psn, p.opcode))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(key(&again), key(&first));
+        assert!(again.iter().all(|p| p.retransmit));
+        // A sequence NAK at the WRITE's first PSN: only the WRITE again.
+        use super::super::super::hdr::{Aeth, Syndrome};
+        let nak = super::super::InResponse {
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Nak { code: 0 }.encode(),
+                msn: 1,
+            }),
+            ..ack(first[3].psn, 1)
+        };
+        r.on_response(&nak, t);
+        assert_eq!(
+            polled(&mut r),
+            [(1, WcStatus::Success), (2, WcStatus::Success)]
+        );
+        let w = drain(&mut r);
+        assert_eq!(key(&w), key(&first[3..]));
+        r.on_response(&ack(first[4].psn, 2), t);
+        assert_eq!(polled(&mut r), [(3, WcStatus::Success)]);
+    }
+
+    /// A failed REG_MR behind messages in flight: they are sent and
+    /// complete first, then it completes with its error, and what follows
+    /// is neither sent nor completed with anything but a flush.  A
+    /// successful one behind a message that fails flushes.
+    #[test]
+    fn local_operation_errors_in_order() {
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe_id(SendOpcode::Send, 1), 10).unwrap();
+        r.post_local(wqe_id(SendOpcode::RegMr, 2), WcStatus::LocProtErr)
+            .unwrap();
+        r.post(wqe_id(SendOpcode::Send, 3), 10).unwrap();
+        r.post_local(wqe_id(SendOpcode::BindMw, 4), WcStatus::Success)
+            .unwrap();
+        let p = drain(&mut r);
+        assert_eq!(p.len(), 1);
+        assert!(
+            p[0].ack_req,
+            "the message before the failed one asks for its ACK"
+        );
+        assert!(!r.is_error());
+        assert!(r.will_flush());
+        assert_eq!(r.blocked(), Some(Blocked::Error));
+        assert!(polled(&mut r).is_empty());
+        r.on_response(&ack(p[0].psn, 1), 0);
+        assert!(r.is_error());
+        assert_eq!(
+            polled(&mut r),
+            [
+                (1, WcStatus::Success),
+                (2, WcStatus::LocProtErr),
+                (3, WcStatus::WrFlushErr),
+                (4, WcStatus::WrFlushErr)
+            ]
+        );
+
+        use super::super::super::hdr::{Aeth, Syndrome};
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe_id(SendOpcode::RdmaWrite, 1), 10).unwrap();
+        r.post_local(wqe_id(SendOpcode::RegMr, 2), WcStatus::Success)
+            .unwrap();
+        let p = drain(&mut r);
+        let nak = super::super::InResponse {
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Nak { code: 2 }.encode(), // remote access error
+                msn: 0,
+            }),
+            ..ack(p[0].psn, 0)
+        };
+        r.on_response(&nak, 0);
+        assert!(r.is_error());
+        assert_eq!(
+            polled(&mut r),
+            [(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
+        );
+
+        // A READ whose data cannot be placed: its last response completed
+        // it and the REG_MR behind it, then the glue reports the local
+        // error; the REG_MR flushes.
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe_id(SendOpcode::RdmaRead, 1), 16).unwrap();
+        r.post_local(wqe_id(SendOpcode::RegMr, 2), WcStatus::Success)
+            .unwrap();
+        let p = drain(&mut r);
+        let resp = super::super::InResponse {
+            opcode: RC_RDMA_READ_RESPONSE_ONLY,
+            payload_len: 16,
+            ..ack(p[0].psn, 1)
+        };
+        assert!(matches!(
+            r.on_response(&resp, 0),
+            super::super::RespVerdict::ReadData { .. }
+        ));
+        r.local_error(0, WcStatus::LocProtErr);
+        assert_eq!(
+            polled(&mut r),
+            [(1, WcStatus::LocProtErr), (2, WcStatus::WrFlushErr)]
+        );
+    }
+
+    /// A response that acknowledges everything before a WQE that failed
+    /// locally enters the error state there: the rest of it (here READ
+    /// data for the failed WQE) is not looked at.
+    #[test]
+    fn response_reaching_a_pending_local_error() {
+        use super::super::RespVerdict;
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe_id(SendOpcode::Send, 1), 10).unwrap();
+        r.post(wqe_id(SendOpcode::RdmaRead, 2), 600).unwrap(); // 3 responses
+        let p = drain(&mut r);
+        assert_eq!(p.len(), 2);
+        r.local_error(1, WcStatus::LocProtErr);
+        assert!(!r.is_error());
+        // The READ's second response implies the SEND's ACK.
+        let resp = super::super::InResponse {
+            opcode: RC_RDMA_READ_RESPONSE_MIDDLE,
+            psn: p[1].psn.next(),
+            aeth: None,
+            payload_len: 256,
+            ..Default::default()
+        };
+        assert!(matches!(
+            r.on_response(&resp, 0),
+            RespVerdict::Fatal(WcStatus::LocProtErr)
+        ));
+        assert!(r.is_error());
+        assert_eq!(
+            polled(&mut r),
+            [(1, WcStatus::Success), (2, WcStatus::LocProtErr)]
+        );
+    }
+
+    /// UC: a local operation between messages completes in order as the
+    /// messages before it are sent.
+    #[test]
+    fn uc_local_operation_in_order() {
+        let mut c = cfg(PathMtu::Mtu256);
+        c.unreliable = true;
+        let mut r: Requester<[Slot; 8]> = Requester::new(c);
+        r.post(wqe_id(SendOpcode::Send, 1), 600).unwrap();
+        r.post_local(wqe_id(SendOpcode::RegMr, 2), WcStatus::Success)
+            .unwrap();
+        r.post(wqe_id(SendOpcode::RdmaWrite, 3), 10).unwrap();
+        assert!(polled(&mut r).is_empty());
+        for _ in 0..3 {
+            r.next_packet(0).unwrap();
+        }
+        assert_eq!(
+            polled(&mut r),
+            [(1, WcStatus::Success), (2, WcStatus::Success)]
+        );
+        assert_eq!(r.next_packet(0).unwrap().wqe, 2);
+        assert_eq!(polled(&mut r), [(3, WcStatus::Success)]);
     }
 
     /// A WQE that fails locally while earlier ones wait for their ACKs:

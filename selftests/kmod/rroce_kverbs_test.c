@@ -1827,6 +1827,53 @@ static void kv_fr_refused(struct kv_pair *p, struct kv_fr *fr, bool read, u32 rk
 	kv_check_rx(&kv_b, what);
 }
 
+/*
+ * REG_MR behind a SEND that cannot complete yet (A has no receive: RNR NAKs,
+ * rnr_retry 7 = forever) runs at once, as on hardware, instead of waiting for
+ * the SEND (nvme-rdma, iSER and NFS chain REG_MR before a SEND with other
+ * messages in flight; waiting cost each a round trip): A's WRITE through the
+ * new rkey lands while the SEND still waits.  Its completion comes after the
+ * SEND's, in order, once A posts a receive.
+ */
+static void kv_t_fr_no_wait(void)
+{
+	struct kv_pair *p = kv_pair_open(&kv_direct);
+	struct ib_sge ss = kv_sge(&kv_b, &kv_b.tx, 0, 64);
+	struct ib_sge rs = kv_sge(&kv_a, &kv_a.rx, 0, 64);
+	struct ib_send_wr swr = { .wr_id = 0xf60, .sg_list = &ss, .num_sge = 1,
+				  .opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED };
+	struct ib_recv_wr rwr = { .wr_id = 0xf62, .sg_list = &rs, .num_sge = 1 };
+	struct kv_fr fr = {};
+
+	if (!p)
+		return;
+	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+		goto out;
+	kv_fr_newkey(&fr);
+	kv_fill_tx(&kv_b);
+	if (kv_post_send(&p->b, &swr, "B's SEND (A has no receive)") ||
+	    kv_fr_post_reg(&p->b, &fr, KV_FR_ACCESS, 0xf61))
+		goto out;
+	if (!kv_fr_write_ok(p, &fr, fr.mr->rkey, 0, 512, 0xf63,
+			    "RDMA WRITE A->B through the rkey of the REG_MR behind the waiting SEND"))
+		goto out;
+	kv_cq_empty(&p->b, "B, the SEND still waiting for a receive");
+	kv_clear_rx(&kv_a);
+	kv_img_put(0, kv_b.tx.va, 64);
+	if (kv_post_recv(&p->a, &rwr, "A's receive"))
+		goto out;
+	kv_expect(&p->a, "A's receive of B's SEND", KV_OK(0xf62, IB_WC_RECV, 64));
+	kv_expect(&p->b, "B's SEND, first", KV_OK(0xf60, IB_WC_SEND, KV_ANY));
+	kv_expect(&p->b, "the REG_MR, after the SEND", KV_OK(0xf61, IB_WC_REG_MR, KV_ANY));
+	if (!kv_err)
+		kv_check_rx(&kv_a, "B's SEND");
+	kv_cq_empty(&p->a, "FR no wait");
+	kv_cq_empty(&p->b, "FR no wait");
+out:
+	kv_pair_close(p);
+	kv_fr_free(&fr);
+}
+
 /* 20: FR MR, 3 pieces over 3 pages, WRITE/READ through it from the peer. */
 static void kv_t_fr_rdma(void)
 {
@@ -2139,9 +2186,10 @@ static const struct kv_test kv_tests[] = {
 	{ "FRWR: re-registration with a new key byte: the new rkey works, the old one -> REM_ACCESS_ERR", kv_t_fr_rekey },
 	{ "FRWR: SEND_WITH_INV A->B: IB_WC_WITH_INVALIDATE, invalidate_rkey; then A's WRITE -> REM_ACCESS_ERR", kv_t_fr_send_inv },
 	{ "FRWR bad cases: alloc_mr limits, map beyond max_num_sg, LOCAL_INV/SEND_WITH_INV of unknown keys, REG_MR of a valid MR or bad access; then a good one", kv_t_fr_bad },
+	{ "FRWR: REG_MR behind a SEND waiting in RNR runs at once (A WRITEs through its rkey meanwhile) and completes after the SEND", kv_t_fr_no_wait },
 };
 
-#define KV_NTESTS 26
+#define KV_NTESTS 27
 static_assert(ARRAY_SIZE(kv_tests) == KV_NTESTS);
 /* selftests/rdma/kverbs.sh reads the plan with modinfo -F ktap_plan */
 MODULE_INFO(ktap_plan, __stringify(KV_NTESTS));

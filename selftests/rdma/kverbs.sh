@@ -26,6 +26,8 @@
 #          IB_WR_REG_MR): WRITE/READ through the FR rkey; LOCAL_INV then
 #          REM_ACCESS_ERR; a new key byte (old key refused); SEND_WITH_INV
 #          (IB_WC_WITH_INVALIDATE); bad cases
+#   27     REG_MR behind a SEND waiting in RNR runs at once (A WRITEs
+#          through its rkey meanwhile) and completes after the SEND
 # then: the module reported all of them and its summary line, and rmmod
 # worked; and the usual dmesg check.  Every byte and completion is checked
 # by the module (see the comments there).

@@ -423,9 +423,10 @@ pub(crate) struct Dp {
     ud_psn: u32,
     /// `IB_EVENT_COMM_EST` raised since the last RESET.
     comm_est: bool,
-    /// A local operation (LOCAL_INV, REG_MR) taken from the SQ and waiting
-    /// for every earlier WQE to complete ([`Dp::run_held`]); no later WQE
-    /// is taken meanwhile.
+    /// A local operation taken from the SQ that must wait for every
+    /// earlier WQE to complete (LOCAL_INV, or fenced:
+    /// `Requester::local_must_wait`; [`Dp::run_held`]); no later WQE is
+    /// taken meanwhile.  REG_MR and BIND_MW run when they are taken.
     held: Option<SendWqe>,
     /// The work item runs the doorbell path ([`Dp::defer`]): a ring loop
     /// stopped at [`RING_BUDGET`], or the retransmission timer fired.
@@ -1041,7 +1042,10 @@ impl Dp {
             // A local operation held back by sends that `pump` just
             // completed (UC completes them as they are sent) runs now;
             // each round consumes one.
-            let ready = self.held.is_some() && self.req.as_ref().is_some_and(|r| r.all_completed() && !r.is_error());
+            let ready = match (self.held.as_ref(), self.req.as_ref()) {
+                (Some(w), Some(r)) => r.local_may_run(w) && !r.is_error(),
+                _ => false,
+            };
             if !ready || *st == QpState::Err {
                 return;
             }
@@ -1077,8 +1081,17 @@ impl Dp {
                         w.flags |= SEND_SIGNALED;
                     }
                     if w.opcode.is_local() {
-                        // Executed once everything before it completed.
-                        self.held = Some(w);
+                        if !req.local_may_run(&w) {
+                            // Executed once everything before it completed.
+                            self.held = Some(w);
+                            continue;
+                        }
+                        // In order, without waiting for earlier messages:
+                        // executed now, completed after them.
+                        let status = if req.will_flush() { WcStatus::WrFlushErr } else { exec_local(ctx, &w) };
+                        if req.post_local(w, status).is_err() {
+                            bad_wqe(req, w.wr_id, WcStatus::LocQpOpErr);
+                        }
                         continue;
                     }
                     match req.post(w, len) {
@@ -1098,7 +1111,7 @@ impl Dp {
         let (Some(w), Some(req)) = (self.held, self.req.as_ref()) else { return false };
         let status = if req.is_error() {
             WcStatus::WrFlushErr
-        } else if req.all_completed() {
+        } else if req.local_may_run(&w) {
             exec_local(ctx, &w)
         } else {
             return false;

@@ -14,6 +14,8 @@
 #   make bench-kernel   guest instructions per message of the kernel data
 #                 path under QEMU -icount, rroce0 -> rroce1 over veth
 #                 (deterministic; BASE=rev: new/old; bench/icount/kernel.sh)
+#   make bench-nvmeof   NVMe-oF (nvme-rdma, fio) between two VMs, rroce vs
+#                 rdma_rxe (ROUNDS=3; BASE=rev; bench/nvmeof/run.sh)
 #   make check-debug   the whole suite on the debug kernel (KASAN, lockdep,
 #                 ...; several times slower: hours)
 #   make fuzz     cargo fuzz every protocol-core target for FUZZ_SECONDS
@@ -33,7 +35,7 @@ TOP := $(CURDIR)
 BUILD := $(TOP)/build
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: bench bench-provider bench-kernel all deps kernel module provider host-test lint vm run check check-debug fuzz clean
+.PHONY: bench bench-provider bench-kernel bench-nvmeof all deps kernel module provider host-test lint vm run check check-debug fuzz clean
 
 all: module provider
 
@@ -84,6 +86,12 @@ bench-provider: deps
 bench-kernel: deps
 	@$(MAKE) --no-print-directory FLAVOR=plain module provider
 	@RROCE_KO=$(BUILD)/plain/rroce.ko bench/icount/kernel.sh $(BASE)
+
+# NVMe over Fabrics (RDMA) between two VMs, rroce vs rdma_rxe: fio IOPS at
+# queue depths 1 and 16 (ROUNDS=3; BASE=rev adds rroce.ko of commit rev).
+bench-nvmeof: deps
+	@$(MAKE) --no-print-directory FLAVOR=plain module
+	@RROCE_KO=$(BUILD)/plain/rroce.ko bench/nvmeof/run.sh --rounds $(or $(ROUNDS),3) $(if $(BASE),--base $(BASE))
 
 check: deps
 	@scripts/check.sh plain

@@ -11,7 +11,7 @@ DEBS=(linux-source-6.12 clang lld llvm libclang-dev flex bison bc libelf-dev
       iproute2 tshark kmod cpio busybox-static xz-utils python3-matplotlib iperf3
       ethtool procps python3-pip binutils perl ucx-utils
       openmpi-bin libopenmpi-dev libfabric-bin valgrind nfs-kernel-server
-      ksmbd-tools cifs-utils targetcli-fb open-iscsi srptools)
+      ksmbd-tools cifs-utils targetcli-fb open-iscsi srptools fio)
 BINDGEN_VERSION=0.73.2
 VNG_VERSION=1.42
 

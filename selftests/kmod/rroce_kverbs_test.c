@@ -1726,6 +1726,15 @@ static void kv_fr_newkey(struct kv_fr *fr)
 	ib_update_fast_reg_key(fr->mr, ib_inc_rkey(fr->mr->rkey) & 0xff);
 }
 
+/* An FR MR on B over the 3 pieces, with the next key byte. */
+static int kv_fr_new(struct kv_fr *fr)
+{
+	if (kv_fr_alloc(&kv_b, fr, KV_FR_PAGES) || kv_fr_map(fr, KV_FR_PIECES))
+		return -EINVAL;
+	kv_fr_newkey(fr);
+	return 0;
+}
+
 #define KV_FR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE)
 
 static int kv_fr_post_reg(struct kv_end *e, struct kv_fr *fr, int access, u64 wr_id)
@@ -1847,9 +1856,8 @@ static void kv_t_fr_no_wait(void)
 
 	if (!p)
 		return;
-	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+	if (kv_fr_new(&fr))
 		goto out;
-	kv_fr_newkey(&fr);
 	kv_fill_tx(&kv_b);
 	if (kv_post_send(&p->b, &swr, "B's SEND (A has no receive)") ||
 	    kv_fr_post_reg(&p->b, &fr, KV_FR_ACCESS, 0xf61))
@@ -1889,9 +1897,8 @@ static void kv_t_fr_rdma(void)
 			kv_b.dev->attrs.max_fast_reg_page_list_len);
 		goto out;
 	}
-	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+	if (kv_fr_new(&fr))
 		goto out;
-	kv_fr_newkey(&fr);
 	kv_diag("FR MR on B: iova %#llx length %llu page_size %u rkey %#x", fr.mr->iova,
 		fr.mr->length, fr.mr->page_size, fr.mr->rkey);
 	if (!kv_fr_reg(&p->b, &fr, 0xf10) ||
@@ -1923,9 +1930,8 @@ static void kv_t_fr_inv(void)
 
 	if (!p)
 		return;
-	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+	if (kv_fr_new(&fr))
 		goto out;
-	kv_fr_newkey(&fr);
 	if (!kv_fr_reg(&p->b, &fr, 0xf20) ||
 	    !kv_fr_write_ok(p, &fr, fr.mr->rkey, 100, 64, 0xf21, "RDMA WRITE A->B before LOCAL_INV"))
 		goto out;
@@ -1947,9 +1953,8 @@ static void kv_t_fr_rekey(void)
 
 	if (!p)
 		return;
-	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+	if (kv_fr_new(&fr))
 		goto out;
-	kv_fr_newkey(&fr);
 	old = fr.mr->rkey;
 	if (!kv_fr_reg(&p->b, &fr, 0xf30) ||
 	    !kv_fr_write_ok(p, &fr, old, 0, 256, 0xf31, "RDMA WRITE A->B, first key") ||
@@ -2006,9 +2011,8 @@ static void kv_t_fr_send_inv(void)
 
 	if (!p)
 		return;
-	if (kv_fr_alloc(&kv_b, &fr, KV_FR_PAGES) || kv_fr_map(&fr, KV_FR_PIECES))
+	if (kv_fr_new(&fr))
 		goto out;
-	kv_fr_newkey(&fr);
 	if (!kv_fr_reg(&p->b, &fr, 0xf40) ||
 	    !kv_fr_write_ok(p, &fr, fr.mr->rkey, 0, 128, 0xf41, "RDMA WRITE A->B before SEND_WITH_INV"))
 		goto out;

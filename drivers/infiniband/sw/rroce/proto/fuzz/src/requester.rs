@@ -140,19 +140,7 @@ impl H {
             return;
         }
         match self.req.post(w, len) {
-            Ok(idx) => {
-                assert_eq!(idx, self.next_idx, "WQE indices are assigned in order");
-                self.next_idx = idx.wrapping_add(1);
-                self.posted.push_back(Posted {
-                    idx,
-                    wqe: w,
-                    len,
-                    got: 0,
-                    atomic_done: false,
-                    sent_last: false,
-                    local: None,
-                });
-            }
+            Ok(idx) => self.record(idx, w, len, None),
             Err(PostError::Full) => assert_eq!(before as usize, SLOTS),
             Err(PostError::Unsupported) => panic!("post refused {op:?} as a local operation"),
             Err(PostError::TooLong) => assert!(
@@ -170,6 +158,22 @@ impl H {
         }
         assert!(self.req.outstanding() as usize <= SLOTS);
         assert_eq!(self.req.outstanding() as usize, self.posted.len());
+    }
+
+    /// Keeps WQE `idx` as posted (`local`: a local operation's result).
+    fn record(&mut self, idx: u32, wqe: SendWqe, len: u32, local: Option<WcStatus>) {
+        assert_eq!(idx, self.next_idx, "WQE indices are assigned in order");
+        self.next_idx = idx.wrapping_add(1);
+        self.posted.push_back(Posted {
+            idx,
+            wqe,
+            len,
+            got: 0,
+            atomic_done: false,
+            // (a local operation has no packet to send)
+            sent_last: local.is_some(),
+            local,
+        });
     }
 
     /// A local operation the glue executed with some result: REG_MR and
@@ -190,19 +194,7 @@ impl H {
             self.req.is_error() || !must_wait || self.req.all_completed()
         );
         match self.req.post_local(w, status) {
-            Ok(idx) => {
-                assert_eq!(idx, self.next_idx, "WQE indices are assigned in order");
-                self.next_idx = idx.wrapping_add(1);
-                self.posted.push_back(Posted {
-                    idx,
-                    wqe: w,
-                    len: 0,
-                    got: 0,
-                    atomic_done: false,
-                    sent_last: true,
-                    local: Some(status),
-                });
-            }
+            Ok(idx) => self.record(idx, w, 0, Some(status)),
             Err(PostError::Full) => assert_eq!(before as usize, SLOTS),
             Err(PostError::Busy) => assert!(!self.req.local_may_run(&w)),
             Err(e) => panic!("post_local: {e:?}"),

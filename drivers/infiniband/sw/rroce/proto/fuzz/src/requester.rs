@@ -53,6 +53,8 @@ struct Posted {
     sent_last: bool,
     /// A local operation, with the result the glue recorded.
     local: Option<WcStatus>,
+    /// `local_error` was called for it.
+    hit: bool,
 }
 
 struct H {
@@ -72,6 +74,8 @@ struct H {
     last_ack_req: bool,
     /// A completion with an error status was polled.
     error_polled: bool,
+    /// A completion with an error status other than a flush was polled.
+    real_error_polled: bool,
     /// `restart_from` moved the send position forward past packets not
     /// sent again (the glue may; the engine itself only goes back), until
     /// everything is acknowledged.
@@ -173,6 +177,7 @@ impl H {
             // (a local operation has no packet to send)
             sent_last: local.is_some(),
             local,
+            hit: false,
         });
     }
 
@@ -414,18 +419,30 @@ impl H {
             if let Some(st) = p.local {
                 // Its own result, or a flush after an error.
                 assert!(
-                    c.status == st || c.status == WcStatus::WrFlushErr,
-                    "local {:?} posted {st:?} completed {:?}",
+                    c.status == st
+                        || c.status == WcStatus::WrFlushErr
+                        || (p.hit && c.status == WcStatus::LocProtErr),
+                    "local {:?}: {st:?} recorded, completed {:?}",
                     p.wqe.opcode,
                     c.status
                 );
-                assert!(
-                    c.status != WcStatus::Success || !self.error_polled,
-                    "a local operation succeeded after an error completion"
-                );
             }
+            // After the first completion that is not a success, none is;
+            // after the first error (other than a flush), only flushes.
+            assert!(
+                c.status != WcStatus::Success || !self.error_polled,
+                "a success after an error completion"
+            );
+            assert!(
+                c.status == WcStatus::WrFlushErr || !self.real_error_polled,
+                "a second error after an error completion: {:?}",
+                c.status
+            );
             if c.status != WcStatus::Success {
                 self.error_polled = true;
+            }
+            if !matches!(c.status, WcStatus::Success | WcStatus::WrFlushErr) {
+                self.real_error_polled = true;
             }
             if c.status == WcStatus::Success {
                 assert!(p.sent_last, "completed before its last packet was sent");
@@ -456,12 +473,16 @@ pub fn run(data: &[u8]) {
         1 => MAX_24 - u32::from(r.u8()),
         _ => r.u32(),
     });
+    let max_rd_atomic = r.u8() % 17;
+    // The timeout byte's top values make the QP a UC one (no responses,
+    // completion as sent), keeping older inputs' byte layout.
+    let t = r.u8();
     let cfg = ReqConfig {
-        unreliable: false,
+        unreliable: t >= 224,
         sq_psn,
         pmtu,
-        max_rd_atomic: r.u8() % 17,
-        timeout: r.u8() % 32,
+        max_rd_atomic,
+        timeout: t % 32,
         retry_cnt: r.u8() % 8,
         rnr_retry: r.u8() % 8,
         max_unacked: match r.u8() % 3 {
@@ -509,6 +530,7 @@ pub fn run(data: &[u8]) {
         to_req: VecDeque::new(),
         last_ack_req: false,
         error_polled: false,
+        real_error_polled: false,
         skipped_forward: false,
     };
     let mut steps = 0;
@@ -580,15 +602,12 @@ pub fn run(data: &[u8]) {
                 1 => {
                     let idx = h.posted.front().map_or(0, |p| p.idx);
                     let idx = idx.wrapping_add(u32::from(r.u8() % 4));
-                    let was_error = h.req.is_error();
                     h.req.local_error(idx, WcStatus::LocProtErr);
                     // (The glue never does this to a local operation; the
-                    // requester then reports the error instead of its
-                    // success, as for any other WQE.)
-                    if let Some(p) = h.posted_mut(idx).filter(|_| !was_error) {
-                        if p.local == Some(WcStatus::Success) {
-                            p.local = Some(WcStatus::LocProtErr);
-                        }
+                    // requester may then report the error instead of its
+                    // result, as for any other WQE.)
+                    if let Some(p) = h.posted_mut(idx) {
+                        p.hit = true;
                     }
                 }
                 _ => {}

@@ -251,6 +251,9 @@ impl<S: Store<Slot>> Requester<S> {
                     }
                     self.una = p.next();
                     self.complete_next(WcStatus::Success);
+                    if self.error {
+                        return self.reached_pending_error();
+                    }
                     self.progress(now);
                     return RespVerdict::Ack;
                 }
@@ -269,9 +272,13 @@ impl<S: Store<Slot>> Requester<S> {
                 }
                 self.una = p.next();
                 if last {
+                    // (May reach a failed WQE and enter the error state:
+                    // the data is still placed, this READ completed.)
                     self.complete_next(WcStatus::Success);
                 }
-                self.progress(now);
+                if !self.error {
+                    self.progress(now);
+                }
                 RespVerdict::ReadData {
                     wqe: idx,
                     offset,
@@ -300,7 +307,9 @@ impl<S: Store<Slot>> Requester<S> {
                 }
                 self.una = p.next();
                 self.complete_next(WcStatus::Success);
-                self.progress(now);
+                if !self.error {
+                    self.progress(now);
+                }
                 RespVerdict::AtomicData { wqe: idx, orig }
             }
             _ => self.ignore(IgnoreReason::NotResponse),

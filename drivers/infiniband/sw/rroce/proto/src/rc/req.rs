@@ -38,11 +38,12 @@
 //! Local operations (REG_MR, BIND_MW, LOCAL_INV) are executed by the glue
 //! and recorded with [`Requester::post_local`]: they take a slot and no
 //! PSN, and complete in WQE order like the others.  REG_MR and BIND_MW
-//! need not wait for the WQEs before them (an earlier WQE cannot use the
-//! region or window they make valid: it was invalid when that WQE was
-//! posted), so a registration chained before a SEND, as NVMe-oF, iSER and
-//! NFS post them, does not cost a round trip when other messages are in
-//! flight.  LOCAL_INV and any local operation with `SEND_FENCE` wait until
+//! need not wait for the WQEs before them: a region being registered was
+//! invalid when those were posted, so none of them can use it, and no
+//! local access goes through a memory window (a bind changes what the
+//! peer may reach, as it would once the earlier messages were sent).  So
+//! a registration chained before a SEND, as NVMe-oF, iSER and NFS post
+//! them, does not cost a round trip when other messages are in flight.  LOCAL_INV and any local operation with `SEND_FENCE` wait until
 //! every earlier WQE has completed ([`Requester::local_must_wait`]): an
 //! earlier message may still need the region it invalidates (a
 //! retransmission reads its data again, a READ response lands in it).
@@ -407,32 +408,59 @@ impl<S: Store<Slot>> Requester<S> {
     /// them.  Nothing more is sent from `idx` on, retransmissions of the
     /// earlier WQEs go on, and once they have completed (with success or
     /// their own error) the QP enters the error state, `idx` completing
-    /// with `status` and the rest flushed.  In the error state it changes
-    /// nothing.
+    /// with `status` and the rest flushed.
+    ///
+    /// A WQE that completed but was not polled yet (a READ or atomic whose
+    /// data could not be placed) takes the error even in the error state,
+    /// and everything after it not polled yet then flushes, whatever it
+    /// completed with: no success and no second error follows the first
+    /// error.  In the error state nothing else changes (a WQE not
+    /// completed yet, or flushed by an earlier error, flushes anyway).
     pub fn local_error(&mut self, idx: u32, status: WcStatus) {
-        if self.error {
-            // Every WQE not completed yet flushes, and the statuses of the
-            // completed ones, errors before any flush, stay as they are
-            // (a success turned into an error now would follow a local
-            // operation's success).
+        let pos = idx.wrapping_sub(self.head);
+        let unpolled = pos < self.tail.wrapping_sub(self.head);
+        let completed = pos < self.done_upto.wrapping_sub(self.head);
+        let succeeded = self
+            .slot(idx)
+            .is_some_and(|s| s.done == Some(WcStatus::Success));
+        if !unpolled || (self.error && !(completed && succeeded)) {
             return;
         }
-        let unpolled = idx.wrapping_sub(self.head) < self.tail.wrapping_sub(self.head);
         if let Some(s) = self.slot_mut(idx) {
-            if unpolled && matches!(s.done, None | Some(WcStatus::Success)) {
+            if matches!(s.done, None | Some(WcStatus::Success)) {
                 s.done = Some(status);
             }
         }
-        let earlier_pending =
-            unpolled && idx.wrapping_sub(self.head) > self.done_upto.wrapping_sub(self.head);
-        if earlier_pending && !self.error {
-            // The oldest local error counts.
-            let older = self
-                .pending_error
-                .is_some_and(|e| e.wrapping_sub(self.head) < idx.wrapping_sub(self.head));
-            if !older {
-                self.pending_error = Some(idx);
+        if completed {
+            let mut i = idx.wrapping_add(1);
+            while i != self.tail {
+                if let Some(s) = self.slot_mut(i) {
+                    s.done = None;
+                }
+                i = i.wrapping_add(1);
             }
+            // (A pending error after it is not reported now: `flush`
+            // leaves it flushed.)
+            self.flush();
+            return;
+        }
+        if self.error {
+            return;
+        }
+        if pos > self.done_upto.wrapping_sub(self.head) {
+            // Earlier WQEs first; the oldest local error counts, and the
+            // other one flushes with the rest (no second error).
+            let (keep, drop) = match self.pending_error {
+                Some(e) if e.wrapping_sub(self.head) < pos => (e, idx),
+                Some(e) => (idx, e),
+                None => (idx, idx),
+            };
+            if drop != keep {
+                if let Some(s) = self.slot_mut(drop) {
+                    s.done = None;
+                }
+            }
+            self.pending_error = Some(keep);
             return;
         }
         self.flush();
@@ -1926,6 +1954,86 @@ mod tests {
             polled(&mut r),
             [(1, WcStatus::Success), (2, WcStatus::LocProtErr)]
         );
+    }
+
+    /// A failed REG_MR behind a READ: the READ's last response completes
+    /// it and reaches the failed REG_MR (the QP enters the error state),
+    /// then the READ's data cannot be placed.  The READ reports the error
+    /// and the REG_MR flushes: one error, not a success before it.  The
+    /// same for an atomic.
+    #[test]
+    fn placement_error_after_reaching_a_pending_local_error() {
+        use super::super::super::hdr::{Aeth, Syndrome};
+        use super::super::{InResponse, RespVerdict};
+        let aeth = Some(Aeth {
+            syndrome: Syndrome::Ack { credits: 0x1F }.encode(),
+            msn: 1,
+        });
+        for (op, resp) in [
+            (SendOpcode::RdmaRead, RC_RDMA_READ_RESPONSE_ONLY),
+            (SendOpcode::AtomicFetchAndAdd, RC_ATOMIC_ACKNOWLEDGE),
+        ] {
+            let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+            let len = if op == SendOpcode::RdmaRead { 16 } else { 8 };
+            r.post(wqe_id(op, 1), len).unwrap();
+            r.post_local(wqe_id(SendOpcode::RegMr, 2), WcStatus::LocProtErr)
+                .unwrap();
+            r.post(wqe_id(SendOpcode::Send, 3), 1).unwrap();
+            let p = drain(&mut r);
+            assert_eq!(p.len(), 1);
+            let x = InResponse {
+                opcode: resp,
+                psn: p[0].psn,
+                aeth,
+                atomic_orig: (resp == RC_ATOMIC_ACKNOWLEDGE).then_some(5),
+                payload_len: if resp == RC_ATOMIC_ACKNOWLEDGE { 0 } else { 16 },
+            };
+            // The data is still to be placed: the WQE completed before
+            // the failed one.
+            assert!(matches!(
+                r.on_response(&x, 0),
+                RespVerdict::ReadData { .. } | RespVerdict::AtomicData { .. }
+            ));
+            assert!(r.is_error());
+            r.local_error(0, WcStatus::LocProtErr);
+            assert_eq!(
+                polled(&mut r),
+                [
+                    (1, WcStatus::LocProtErr),
+                    (2, WcStatus::WrFlushErr),
+                    (3, WcStatus::WrFlushErr)
+                ],
+                "{op:?}"
+            );
+        }
+    }
+
+    /// Two WQEs that fail locally behind one in flight (two garbage
+    /// entries in a ring, in either order of discovery): the older one's
+    /// error is reported, the younger one flushes.
+    #[test]
+    fn two_pending_local_errors_one_reported() {
+        for order in [[1u32, 2], [2, 1]] {
+            let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+            for id in 1..=3u64 {
+                r.post(wqe_id(SendOpcode::RdmaWrite, id), 10).unwrap();
+            }
+            let p = r.next_packet(0).unwrap();
+            for i in order {
+                r.local_error(i, WcStatus::LocProtErr);
+            }
+            assert!(!r.is_error());
+            r.on_response(&ack(p.psn, 1), 0);
+            assert_eq!(
+                polled(&mut r),
+                [
+                    (1, WcStatus::Success),
+                    (2, WcStatus::LocProtErr),
+                    (3, WcStatus::WrFlushErr)
+                ],
+                "{order:?}"
+            );
+        }
     }
 
     /// UC: a local operation between messages completes in order as the

@@ -779,6 +779,10 @@ pub fn decode_send<'a>(entry: &'a [u8], lim: &SendLimits) -> Result<SendWqeView<
             if wqe.remote_addr & 7 != 0 {
                 return Err(WqeError::BadAtomic);
             }
+            // (A limit below 8 bytes refuses it like any longer message.)
+            if max_msg < 8 {
+                return Err(WqeError::LengthOverflow);
+            }
             8
         } else if op == SendOpcode::Flush {
             // No local data: the range is in the header.

@@ -13,8 +13,9 @@ use rroce_proto::abi;
 use rroce_proto::net::chunks;
 use rroce_proto::wqe::{
     decode_recv, decode_send, recv_entry_size, recv_max_sge, send_caps, send_entry_size,
-    write_recv_wqe, write_send_wqe, Cqe, OpcodeSet, RecvLimits, SendLimits, SendPayload, Sge,
-    CQE_BYTES, MAX_MSG_SIZE, RECV_HDR_BYTES, SEND_FLAGS_ALL, SEND_HDR_BYTES, SEND_INLINE,
+    write_recv_wqe, write_send_wqe, Cqe, OpcodeSet, RecvLimits, SendLimits, SendOpcode,
+    SendPayload, Sge, CQE_BYTES, MAX_MSG_SIZE, RECV_HDR_BYTES, SEND_FLAGS_ALL, SEND_HDR_BYTES,
+    SEND_INLINE,
 };
 
 fn limits(r: &mut Reader<'_>) -> (SendLimits, RecvLimits) {
@@ -62,7 +63,8 @@ pub fn run(data: &[u8]) {
         assert!(sl.opcodes.contains(w.opcode));
         assert_eq!(w.flags & !SEND_FLAGS_ALL, 0);
         assert!(v.length <= sl.max_msg_size.min(MAX_MSG_SIZE));
-        assert!(!sl.ud || w.remote_qpn <= 0x00FF_FFFF);
+        // (A local operation's field there is something else: BIND_MW's lkey.)
+        assert!(!sl.ud || w.opcode.is_local() || w.remote_qpn <= 0x00FF_FFFF);
         let mut out = vec![0u8; entry.len().max(SEND_HDR_BYTES)];
         if w.flags & SEND_INLINE != 0 {
             let d = v.inline_data().expect("inline WQE without inline data");
@@ -85,7 +87,14 @@ pub fn run(data: &[u8]) {
             }
             assert_eq!(v.sge(sges.len()), None);
             let sum: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
-            assert_eq!(sum, u64::from(v.length));
+            // (ATOMIC WRITE's 8 bytes are in the header, with no SGE.)
+            let want = if w.opcode == SendOpcode::AtomicWrite {
+                assert!(sges.is_empty());
+                8
+            } else {
+                sum
+            };
+            assert_eq!(want, u64::from(v.length));
             if w.opcode.is_atomic() {
                 assert!(sges.len() == 1 && v.length == 8);
             }

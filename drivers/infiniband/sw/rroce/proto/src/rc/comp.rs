@@ -160,23 +160,15 @@ impl<S: Store<Slot>> Requester<S> {
                 };
                 match aeth.decoded() {
                     Syndrome::Ack { .. } => {
-                        let ok = self.ack_before(p.next(), now);
-                        if self.error {
-                            return self.reached_pending_error();
-                        }
-                        if !ok {
-                            return self.implied_nak(now);
+                        if let Some(v) = self.ack_checked(p.next(), now) {
+                            return v;
                         }
                         RespVerdict::Ack
                     }
                     Syndrome::RnrNak { timer } => {
                         self.counters.rnr_naks = self.counters.rnr_naks.wrapping_add(1);
-                        let ok = self.ack_before(p, now);
-                        if self.error {
-                            return self.reached_pending_error();
-                        }
-                        if !ok {
-                            return self.implied_nak(now);
+                        if let Some(v) = self.ack_checked(p, now) {
+                            return v;
                         }
                         if self.rnr_until.is_some() {
                             return self.ignore(IgnoreReason::RetryPending);
@@ -193,12 +185,8 @@ impl<S: Store<Slot>> Requester<S> {
                     }
                     Syndrome::Nak { code } if code == NAK_PSN_SEQ_ERROR => {
                         self.counters.seq_naks = self.counters.seq_naks.wrapping_add(1);
-                        let ok = self.ack_before(p, now);
-                        if self.error {
-                            return self.reached_pending_error();
-                        }
-                        if !ok {
-                            return self.implied_nak(now);
+                        if let Some(v) = self.ack_checked(p, now) {
+                            return v;
                         }
                         if self.retry_psn == Some(self.una) {
                             return self.ignore(IgnoreReason::RetryPending);
@@ -232,12 +220,8 @@ impl<S: Store<Slot>> Requester<S> {
                 {
                     return self.ignore(IgnoreReason::Malformed);
                 }
-                let ok = self.ack_before(p, now);
-                if self.error {
-                    return self.reached_pending_error();
-                }
-                if !ok {
-                    return self.implied_nak(now);
+                if let Some(v) = self.ack_checked(p, now) {
+                    return v;
                 }
                 let idx = self.done_upto;
                 let Some(s) = self.slot(idx).copied().filter(|_| idx != self.hi) else {
@@ -290,12 +274,8 @@ impl<S: Store<Slot>> Requester<S> {
                     (Some(Syndrome::Ack { .. }), Some(o)) => o,
                     _ => return self.ignore(IgnoreReason::Malformed),
                 };
-                let ok = self.ack_before(p, now);
-                if self.error {
-                    return self.reached_pending_error();
-                }
-                if !ok {
-                    return self.implied_nak(now);
+                if let Some(v) = self.ack_checked(p, now) {
+                    return v;
                 }
                 let idx = self.done_upto;
                 let ok = idx != self.hi
@@ -314,6 +294,17 @@ impl<S: Store<Slot>> Requester<S> {
             }
             _ => self.ignore(IgnoreReason::NotResponse),
         }
+    }
+
+    /// [`Self::ack_before`], then what to answer instead of looking at the
+    /// rest of the response: the error state if it reached a WQE that
+    /// failed locally, an implied NAK if a READ/atomic lies before `limit`.
+    fn ack_checked(&mut self, limit: Psn, now: u64) -> Option<RespVerdict> {
+        let ok = self.ack_before(limit, now);
+        if self.error {
+            return Some(self.reached_pending_error());
+        }
+        (!ok).then(|| self.implied_nak(now))
     }
 
     /// `ack_before` completed every WQE before one that failed locally
@@ -463,26 +454,18 @@ impl<S: Store<Slot>> Requester<S> {
         // A local error pending behind earlier WQEs is the one reported
         // only if they all completed; if one of them failed first, or the
         // QP is moved to ERR, that WQE flushes.  So do local operations
-        // not completed yet, whatever they did, and completed ones not
-        // polled yet behind a WQE whose success a local error replaced
-        // (`local_error`): as on hardware, every completion after the
-        // first error is a flush.  Other statuses already decided stay
-        // (the WQE a fatal NAK names).  At most one pass over the ring.
+        // not completed yet, whatever they did (as on hardware, every
+        // completion after the first error is a flush).  Other statuses
+        // already decided stay (the WQE a fatal NAK names).  Completed
+        // WQEs are not touched: `local_error` flushes what follows one it
+        // turns into an error.  At most one pass over the ring.
         let pending = self.pending_error.take();
         let reported = pending.filter(|&e| e == self.done_upto);
-        let mut after_error = false;
-        let mut i = self.head;
+        let mut i = self.done_upto;
         while i != self.tail {
-            let completed = i.wrapping_sub(self.head) < self.done_upto.wrapping_sub(self.head);
             if Some(i) != reported {
                 if let Some(s) = self.slot_mut(i) {
-                    let local = s.wqe.opcode.is_local();
-                    if completed {
-                        if local && after_error {
-                            s.done = None;
-                        }
-                        after_error |= s.done.is_some_and(|d| d != WcStatus::Success);
-                    } else if Some(i) == pending || local {
+                    if Some(i) == pending || s.wqe.opcode.is_local() {
                         s.done = None;
                     }
                 }

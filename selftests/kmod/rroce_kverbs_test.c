@@ -1882,6 +1882,59 @@ out:
 	kv_fr_free(&fr);
 }
 
+/*
+ * LOCAL_INV behind a SEND that cannot complete yet (A has no receive: RNR
+ * NAKs forever) runs once the SEND was sent, as on hardware and rdma_rxe,
+ * not once it completed: a WRITE through the rkey from another QP of A is
+ * refused meanwhile.  (NFS over RDMA invalidates a reply's MRs with RPCs in
+ * flight; waiting held every WR behind the LOCAL_INV for a round trip.)  Its
+ * completion comes after the SEND's, in order, once A posts a receive.
+ */
+static void kv_t_inv_no_wait(void)
+{
+	struct kv_pair *p = kv_pair_open(&kv_direct);
+	struct kv_pair *q = p ? kv_pair_open(&kv_direct) : NULL;
+	struct ib_sge ss = kv_sge(&kv_b, &kv_b.tx, 0, 64);
+	struct ib_sge rs = kv_sge(&kv_a, &kv_a.rx, 0, 64);
+	struct ib_send_wr swr = { .wr_id = 0xf80, .sg_list = &ss, .num_sge = 1,
+				  .opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED };
+	struct ib_recv_wr rwr = { .wr_id = 0xf82, .sg_list = &rs, .num_sge = 1 };
+	struct kv_fr fr = {};
+
+	if (!q)
+		goto out;
+	if (kv_fr_new(&fr))
+		goto out;
+	if (!kv_fr_reg(&p->b, &fr, 0xf83) ||
+	    !kv_fr_write_ok(q, &fr, fr.mr->rkey, 0, 256, 0xf84,
+			    "RDMA WRITE A->B (second pair) before LOCAL_INV"))
+		goto out;
+	kv_fill_tx(&kv_b);
+	if (kv_post_send(&p->b, &swr, "B's SEND (A has no receive)") ||
+	    kv_post_inv(&p->b, fr.mr->rkey, 0xf81))
+		goto out;
+	kv_fr_refused(q, &fr, false, fr.mr->rkey,
+		      "RDMA WRITE A->B (second pair) after a LOCAL_INV behind the waiting SEND");
+	if (kv_err)
+		goto out;
+	kv_cq_empty(&p->b, "B, the SEND still waiting for a receive");
+	kv_clear_rx(&kv_a);
+	kv_img_put(0, kv_b.tx.va, 64);
+	if (kv_post_recv(&p->a, &rwr, "A's receive"))
+		goto out;
+	kv_expect(&p->a, "A's receive of B's SEND", KV_OK(0xf82, IB_WC_RECV, 64));
+	kv_expect(&p->b, "B's SEND, first", KV_OK(0xf80, IB_WC_SEND, KV_ANY));
+	kv_expect(&p->b, "the LOCAL_INV, after the SEND", KV_OK(0xf81, IB_WC_LOCAL_INV, KV_ANY));
+	if (!kv_err)
+		kv_check_rx(&kv_a, "B's SEND");
+	kv_cq_empty(&p->a, "LOCAL_INV no wait");
+	kv_cq_empty(&p->b, "LOCAL_INV no wait");
+out:
+	kv_pair_close(q);
+	kv_pair_close(p);
+	kv_fr_free(&fr);
+}
+
 /* 20: FR MR, 3 pieces over 3 pages, WRITE/READ through it from the peer. */
 static void kv_t_fr_rdma(void)
 {
@@ -2191,9 +2244,10 @@ static const struct kv_test kv_tests[] = {
 	{ "FRWR: SEND_WITH_INV A->B: IB_WC_WITH_INVALIDATE, invalidate_rkey; then A's WRITE -> REM_ACCESS_ERR", kv_t_fr_send_inv },
 	{ "FRWR bad cases: alloc_mr limits, map beyond max_num_sg, LOCAL_INV/SEND_WITH_INV of unknown keys, REG_MR of a valid MR or bad access; then a good one", kv_t_fr_bad },
 	{ "FRWR: REG_MR behind a SEND waiting in RNR runs at once (A WRITEs through its rkey meanwhile) and completes after the SEND", kv_t_fr_no_wait },
+	{ "FRWR: LOCAL_INV behind a SEND waiting in RNR runs once the SEND was sent (a WRITE through its rkey is refused meanwhile) and completes after the SEND", kv_t_inv_no_wait },
 };
 
-#define KV_NTESTS 27
+#define KV_NTESTS 28
 static_assert(ARRAY_SIZE(kv_tests) == KV_NTESTS);
 /* selftests/rdma/kverbs.sh reads the plan with modinfo -F ktap_plan */
 MODULE_INFO(ktap_plan, __stringify(KV_NTESTS));

@@ -423,10 +423,11 @@ pub(crate) struct Dp {
     ud_psn: u32,
     /// `IB_EVENT_COMM_EST` raised since the last RESET.
     comm_est: bool,
-    /// A local operation taken from the SQ that must wait for every
-    /// earlier WQE to complete (LOCAL_INV, or fenced:
-    /// `Requester::local_must_wait`; [`Dp::run_held`]); no later WQE is
-    /// taken meanwhile.  REG_MR and BIND_MW run when they are taken.
+    /// A local operation taken from the SQ that must wait: LOCAL_INV
+    /// until every earlier message was sent, a fenced one until every
+    /// earlier WQE completed (`Requester::local_may_run`; [`Dp::run_held`]);
+    /// no later WQE is taken meanwhile.  REG_MR and BIND_MW run when they
+    /// are taken.
     held: Option<SendWqe>,
     /// The work item runs the doorbell path ([`Dp::defer`]): a ring loop
     /// stopped at [`RING_BUDGET`], or the retransmission timer fired.
@@ -537,6 +538,11 @@ impl Dp {
     pub(crate) fn receive_from(&mut self, lim: RecvLimits, esz: u32) {
         self.recv_lim = lim;
         self.recv_esz = (esz as usize).min(self.rq_scratch.len());
+    }
+
+    /// Whether a multi-packet SEND holds a receive WQE it is filling.
+    pub(crate) fn holds_recv(&self) -> bool {
+        self.has_cur
     }
 
     /// An XRC target: whether a request may name another XRC SRQ than the
@@ -1040,8 +1046,9 @@ impl Dp {
                 return;
             }
             // A local operation held back by sends that `pump` just
-            // completed (UC completes them as they are sent) runs now;
-            // each round consumes one.
+            // finished sending (LOCAL_INV) or completed (fenced; UC
+            // completes them as they are sent) runs now; each round
+            // consumes one.
             let ready = match (self.held.as_ref(), self.req.as_ref()) {
                 (Some(w), Some(r)) => r.local_may_run(w) && !r.is_error(),
                 _ => false,
@@ -1082,7 +1089,8 @@ impl Dp {
                     }
                     if w.opcode.is_local() {
                         if !req.local_may_run(&w) {
-                            // Executed once everything before it completed.
+                            // Executed once everything before it was sent
+                            // (LOCAL_INV) or completed (fenced).
                             self.held = Some(w);
                             continue;
                         }
@@ -1104,12 +1112,11 @@ impl Dp {
         }
     }
 
-    /// Executes the held local operation if every earlier WQE has
-    /// completed (or flushes it in the error state); returns whether it is
-    /// done.
+    /// Executes the held local operation if it may run now (or flushes
+    /// it in the error state); returns whether it is done.
     fn run_held(&mut self, ctx: &Ctx<'_>) -> bool {
         let (Some(w), Some(req)) = (self.held, self.req.as_ref()) else { return false };
-        let status = if req.is_error() {
+        let status = if req.will_flush() {
             WcStatus::WrFlushErr
         } else if req.local_may_run(&w) {
             exec_local(ctx, &w)

@@ -18,7 +18,9 @@
 //!   right `wr_id`; a successful READ got all its data first, a successful
 //!   atomic its original value;
 //! * local operations (REG_MR, BIND_MW, LOCAL_INV, fenced or not) send
-//!   nothing, wait only when they must, and complete with the glue's
+//!   nothing, wait only when they must (LOCAL_INV until every earlier
+//!   message was sent whole, a fenced one until every earlier WQE
+//!   completed), and complete with the glue's
 //!   result or a flush, never with success after an error completion;
 //! * after a final `flush` every posted WQE has completed.
 
@@ -194,9 +196,27 @@ impl H {
         };
         let before = self.req.outstanding();
         let must_wait = Requester::<[Slot; SLOTS]>::local_must_wait(&w);
+        let waits_for_sends = Requester::<[Slot; SLOTS]>::local_waits_for_sends(&w);
+        let all_sent = self.posted.iter().all(|p| p.sent_last);
+        if !self.req.will_flush() {
+            // (In the error state, or behind a failed WQE, nothing more is
+            // sent.)
+            assert_eq!(
+                self.req.all_sent(),
+                all_sent || self.req.all_completed(),
+                "{:?} {:?}",
+                self.req,
+                self.posted
+                    .iter()
+                    .map(|p| (p.idx, p.wqe.opcode, p.len, p.sent_last, p.local))
+                    .collect::<Vec<_>>()
+            );
+        }
         assert_eq!(
             self.req.local_may_run(&w),
-            self.req.is_error() || !must_wait || self.req.all_completed()
+            self.req.will_flush()
+                || self.req.all_completed()
+                || (!must_wait && (!waits_for_sends || all_sent))
         );
         match self.req.post_local(w, status) {
             Ok(idx) => self.record(idx, w, 0, Some(status)),

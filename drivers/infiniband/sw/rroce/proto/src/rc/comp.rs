@@ -534,6 +534,12 @@ impl<S: Store<Slot>> Requester<S> {
             _ => 0,
         };
         self.head = idx.wrapping_add(1);
+        if self.end_remote == idx {
+            // No message left after `head`: keep it inside [head, tail]
+            // too, so that it never looks like a message again after the
+            // indices wrapped.
+            self.end_remote = self.head;
+        }
         if self.error {
             // Keep the other indices inside [head, tail].
             for i in [&mut self.done_upto, &mut self.hi, &mut self.cursor] {

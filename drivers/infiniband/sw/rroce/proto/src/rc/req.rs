@@ -43,10 +43,16 @@
 //! local access goes through a memory window (a bind changes what the
 //! peer may reach, as it would once the earlier messages were sent).  So
 //! a registration chained before a SEND, as NVMe-oF, iSER and NFS post
-//! them, does not cost a round trip when other messages are in flight.  LOCAL_INV and any local operation with `SEND_FENCE` wait until
-//! every earlier WQE has completed ([`Requester::local_must_wait`]): an
-//! earlier message may still need the region it invalidates (a
-//! retransmission reads its data again, a READ response lands in it).
+//! them, does not cost a round trip when other messages are in flight.
+//! LOCAL_INV runs once every earlier message has been sent whole (its
+//! place in the send order, as on hardware and rdma_rxe), not once it has
+//! been acknowledged: an NFS client invalidating a reply's regions does
+//! not stall the requests queued behind it for a round trip.  An earlier
+//! message that still needs the region (a retransmission reads its data
+//! again, a READ response lands in it) then fails with a local protection
+//! error; the IBA leaves that ordering to the fence.  Any local operation
+//! with `SEND_FENCE` waits until every earlier WQE has completed
+//! ([`Requester::local_may_run`]).
 
 use super::super::hdr::{pad_count, AtomicEth, Feth, Ieth, Reth};
 use super::super::opcode::{request_opcode, Position, RequestOp, Transport};
@@ -151,8 +157,8 @@ pub enum PostError {
     /// with invalidate on UC).
     NotOnTransport,
     /// [`Requester::post_local`] of an operation that must wait
-    /// ([`Requester::local_must_wait`]) while earlier WQEs are not
-    /// complete.
+    /// ([`Requester::local_may_run`]): earlier WQEs not complete, or not
+    /// sent yet.
     Busy,
 }
 
@@ -479,20 +485,53 @@ impl<S: Store<Slot>> Requester<S> {
         self.done_upto == self.tail
     }
 
+    /// Whether every packet of every message posted has been sent at
+    /// least once (a go-back-N may be resending some of them again).
+    pub fn all_sent(&self) -> bool {
+        if self.cursor == self.tail && self.pkt == 0 {
+            return true;
+        }
+        // The last message posted decides (local operations after it have
+        // no packets).  It is whole once `hi` passed it (its first packet
+        // went out, after every packet of the messages before it) and the
+        // highest PSN sent reached its end.
+        let pos = |i: u32| i.wrapping_sub(self.head);
+        let end = pos(self.end_remote);
+        if end > pos(self.tail) || end <= pos(self.done_upto) {
+            // Polled or completed already.
+            return true;
+        }
+        pos(self.hi) >= end
+            && self.slot(self.end_remote.wrapping_sub(1)).is_some_and(|s| {
+                s.end_psn().distance_from(self.una) <= self.hi_psn.distance_from(self.una)
+            })
+    }
+
     /// Whether local operation `wqe` must wait until every earlier WQE has
-    /// completed before the glue executes it: LOCAL_INV (an earlier message
-    /// may still read or receive data through the region it invalidates)
-    /// and anything with `SEND_FENCE`.  REG_MR and BIND_MW run as soon as
-    /// they are reached.
+    /// completed before the glue executes it: anything with `SEND_FENCE`.
     pub fn local_must_wait(wqe: &SendWqe) -> bool {
-        wqe.opcode == SendOpcode::LocalInv || wqe.flags & SEND_FENCE != 0
+        wqe.flags & SEND_FENCE != 0
+    }
+
+    /// Whether local operation `wqe` must wait until every earlier WQE has
+    /// been sent whole ([`Requester::all_sent`]) before the glue executes
+    /// it: LOCAL_INV, so that no earlier message starts after the region
+    /// it names became invalid.
+    pub fn local_waits_for_sends(wqe: &SendWqe) -> bool {
+        wqe.opcode == SendOpcode::LocalInv
     }
 
     /// Whether the glue may execute local operation `wqe` now and record
-    /// it with [`Requester::post_local`] (in the error state it is
-    /// flushed, not executed).
+    /// it with [`Requester::post_local`]: REG_MR and BIND_MW at once,
+    /// LOCAL_INV once every earlier message was sent, fenced ones once
+    /// every earlier WQE completed.  Also whenever it can only be flushed
+    /// ([`Requester::will_flush`]: the glue records it flushed, without
+    /// executing it).
     pub fn local_may_run(&self, wqe: &SendWqe) -> bool {
-        self.error || !Self::local_must_wait(wqe) || self.all_completed()
+        if self.will_flush() || self.all_completed() {
+            return true;
+        }
+        !Self::local_must_wait(wqe) && (!Self::local_waits_for_sends(wqe) || self.all_sent())
     }
 
     /// Records a local operation (LOCAL_INV, REG_MR, BIND_MW) that the glue
@@ -861,8 +900,8 @@ impl<S: Store<Slot>> Requester<S> {
                 // cumulative), so a burst of small unsignaled messages
                 // costs one ACK, not one each.  The chain always ends in
                 // an AckReq: the last message the requester holds asks
-                // (and a local operation waiting for it to complete is not
-                // taken before); with a failed WQE waiting to be reported,
+                // (a local operation waiting for it to be sent or to
+                // complete is not taken before); with a failed WQE waiting to be reported,
                 // after which nothing is sent, every message asks.
                 d.ack_req = pos.is_end()
                     && (w.flags & SEND_SIGNALED != 0
@@ -1641,8 +1680,9 @@ mod tests {
         assert!(r.is_idle());
     }
 
-    /// Local operations wait for every earlier WQE to complete, use no
-    /// PSN, complete in order, and a failed one flushes the QP.
+    /// LOCAL_INV waits until every earlier message was sent; local
+    /// operations use no PSN, complete in order, and a failed one flushes
+    /// the QP.
     #[test]
     fn local_operations() {
         use super::super::InResponse;
@@ -1650,18 +1690,22 @@ mod tests {
         let mut s = wqe(SendOpcode::Send);
         s.wr_id = 1;
         r.post(s, 10).unwrap();
+        let mut inv = wqe(SendOpcode::LocalInv);
+        inv.wr_id = 2;
+        assert!(!r.all_sent());
+        assert_eq!(r.post_local(inv, WcStatus::Success), Err(PostError::Busy));
         let p = drain(&mut r);
         assert_eq!(p.len(), 1);
         assert!(!r.all_completed());
-        let mut inv = wqe(SendOpcode::LocalInv);
-        inv.wr_id = 2;
-        assert_eq!(r.post_local(inv, WcStatus::Success), Err(PostError::Busy));
+        assert!(r.all_sent());
+        r.post_local(inv, WcStatus::Success).unwrap();
+        // It completes after the SEND, with the SEND's ACK.
+        assert!(r.poll_completion().is_none());
         let ack = ack(p[0].psn, 1);
         r.on_response(&ack, 0);
         assert!(r.all_completed());
         let mut reg = wqe(SendOpcode::RegMr);
         reg.wr_id = 3;
-        r.post_local(inv, WcStatus::Success).unwrap();
         r.post_local(reg, WcStatus::Success).unwrap();
         // The next message takes the next PSN.
         r.post(s, 10).unwrap();
@@ -1759,26 +1803,60 @@ mod tests {
         assert_eq!(r.blocked(), Some(Blocked::Empty));
     }
 
-    /// LOCAL_INV and fenced local operations still wait for every earlier
-    /// WQE to complete.
+    /// LOCAL_INV waits until every earlier message was sent whole (a
+    /// go-back-N after that does not matter), fenced local operations
+    /// until every earlier WQE completed.
     #[test]
     fn invalidation_and_fence_wait() {
         let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
-        r.post(wqe_id(SendOpcode::Send, 1), 10).unwrap();
+        r.set_window(2, 1 << 20);
+        // Three packets, a window of two: the last one waits for an ACK.
+        r.post(wqe_id(SendOpcode::RdmaWrite, 1), 600).unwrap();
         let a = drain(&mut r);
-        let mut fenced = wqe_id(SendOpcode::RegMr, 2);
+        assert_eq!(a.len(), 2);
+        let inv = wqe_id(SendOpcode::LocalInv, 2);
+        let mut fenced = wqe_id(SendOpcode::RegMr, 3);
         fenced.flags = SEND_FENCE;
-        for w in [wqe_id(SendOpcode::LocalInv, 2), fenced] {
-            assert!(Requester::<[Slot; 8]>::local_must_wait(&w));
+        let mut fenced_inv = inv;
+        fenced_inv.flags = SEND_FENCE;
+        for w in [inv, fenced, fenced_inv] {
             assert!(!r.local_may_run(&w));
             assert_eq!(r.post_local(w, WcStatus::Success), Err(PostError::Busy));
         }
+        assert!(Requester::<[Slot; 8]>::local_waits_for_sends(&inv));
+        assert!(!Requester::<[Slot; 8]>::local_must_wait(&inv));
+        assert!(Requester::<[Slot; 8]>::local_must_wait(&fenced));
+        // The first packet's ACK opens the window for the last one: now
+        // the whole WRITE was sent, and LOCAL_INV may run, not the fenced
+        // ones.
         r.on_response(&ack(a[0].psn, 1), 0);
+        let b = drain(&mut r);
+        assert_eq!(b.len(), 1);
+        assert!(r.all_sent() && !r.all_completed());
+        assert!(r.local_may_run(&inv));
+        assert!(!r.local_may_run(&fenced) && !r.local_may_run(&fenced_inv));
+        // A timeout rewinds to the second packet: everything was sent once
+        // all the same.
+        let t = r.next_deadline().unwrap();
+        assert!(r.on_timer(t));
+        assert!(r.all_sent());
+        r.post_local(inv, WcStatus::Success).unwrap();
+        assert_eq!(
+            r.post_local(fenced, WcStatus::Success),
+            Err(PostError::Busy)
+        );
+        let c = drain(&mut r);
+        assert_eq!(c.len(), 2);
+        r.on_response(&ack(c[1].psn, 1), 0);
         assert!(r.local_may_run(&fenced));
         r.post_local(fenced, WcStatus::Success).unwrap();
         assert_eq!(
             polled(&mut r),
-            [(1, WcStatus::Success), (2, WcStatus::Success)]
+            [
+                (1, WcStatus::Success),
+                (2, WcStatus::Success),
+                (3, WcStatus::Success)
+            ]
         );
     }
 

@@ -188,7 +188,13 @@ impl<S: Store<Slot>> Requester<S> {
                         if let Some(v) = self.ack_checked(p, now) {
                             return v;
                         }
-                        if self.retry_psn == Some(self.una) {
+                        // During an RNR wait the requester resends from
+                        // the NAKed PSN when the wait ends anyway: a
+                        // sequence NAK for the messages pipelined behind
+                        // it (the responder's answer to the next PSN)
+                        // must not spend `retry_cnt` or restart the ACK
+                        // timer meanwhile.
+                        if self.retry_psn == Some(self.una) || self.rnr_until.is_some() {
                             return self.ignore(IgnoreReason::RetryPending);
                         }
                         self.counters.seq_nak_retries =
@@ -401,7 +407,7 @@ impl<S: Store<Slot>> Requester<S> {
     }
 
     fn implied_nak(&mut self, now: u64) -> RespVerdict {
-        if self.retry_psn == Some(self.una) {
+        if self.retry_psn == Some(self.una) || self.rnr_until.is_some() {
             return self.ignore(IgnoreReason::RetryPending);
         }
         self.counters.implied_nak_retries = self.counters.implied_nak_retries.wrapping_add(1);
@@ -498,7 +504,9 @@ impl<S: Store<Slot>> Requester<S> {
             self.rnr_until = None;
             changed = true;
         }
-        if self.deadline.is_some_and(|t| now >= t) {
+        // (The ACK timer does not run during an RNR wait: the peer said it
+        // is not ready, and the wait's end resends.)
+        if self.rnr_until.is_none() && self.deadline.is_some_and(|t| now >= t) {
             if self.una == self.hi_psn {
                 self.deadline = None;
             } else {

@@ -2284,4 +2284,64 @@ mod tests {
         assert_eq!(p.reth.unwrap().len, MAX_MSG_SIZE);
         assert_eq!(r.next_psn(), p.psn.add(1 << 23));
     }
+
+    /// An RNR NAK for the first of two pipelined SENDs, then the
+    /// responder's sequence NAK for the second (what rroce's and rdma_rxe's
+    /// responders answer to the PSN after one they RNR-NAKed): the
+    /// requester waits out the RNR timer (655 ms for timer code 0) without
+    /// spending `retry_cnt` on ACK timeouts (4 ms each here, 3 retries),
+    /// then resends both.  It used to fail with RETRY_EXC_ERR after ~17 ms.
+    #[test]
+    fn rnr_wait_does_not_spend_retry_cnt() {
+        use super::super::super::hdr::{Aeth, Syndrome, NAK_PSN_SEQ_ERROR};
+        let nak = |psn, syndrome: Syndrome| super::super::InResponse {
+            opcode: RC_ACKNOWLEDGE,
+            psn,
+            aeth: Some(Aeth {
+                syndrome: syndrome.encode(),
+                msn: 0,
+            }),
+            ..Default::default()
+        };
+        let mut r: Requester<[Slot; 4]> = Requester::new(cfg(PathMtu::Mtu1024));
+        r.post(wqe_id(SendOpcode::Send, 1), 0).unwrap();
+        r.post(wqe_id(SendOpcode::Send, 2), 0).unwrap();
+        let a = drain(&mut r);
+        assert_eq!(a.len(), 2);
+        r.on_response(&nak(a[0].psn, Syndrome::RnrNak { timer: 0 }), 0);
+        r.on_response(
+            &nak(
+                a[0].psn,
+                Syndrome::Nak {
+                    code: NAK_PSN_SEQ_ERROR,
+                },
+            ),
+            1,
+        );
+        let rnr_end = 655_360_000;
+        let mut now = 1;
+        while let Some(d) = r.next_deadline() {
+            assert!(drain(&mut r).is_empty(), "sent during the RNR wait");
+            now = d;
+            r.on_timer(now);
+            assert!(!r.is_error(), "failed at {now} ns, during the RNR wait");
+            if now >= rnr_end {
+                break;
+            }
+        }
+        assert!(now >= rnr_end, "no deadline at the RNR wait's end");
+        assert_eq!(r.counters().timeouts, 0);
+        assert!(!r.is_error());
+        // Both go again, and an ACK completes them.
+        let b: Vec<_> = core::iter::from_fn(|| r.next_packet(now)).collect();
+        assert_eq!(
+            b.iter().map(|p| p.psn).collect::<Vec<_>>(),
+            [a[0].psn, a[1].psn]
+        );
+        r.on_response(&ack(b[1].psn, 2), now);
+        assert_eq!(
+            polled(&mut r),
+            [(1, WcStatus::Success), (2, WcStatus::Success)]
+        );
+    }
 }

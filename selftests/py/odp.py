@@ -26,11 +26,15 @@ page and must fault each one in.  Checks:
     that follows needs no fault;
   * the process replaces the memory behind a faulted-in region with an
     inaccessible (PROT_NONE) mapping: a WRITE gets REM_ACCESS_ERR (no page
-    can be faulted in), nothing crashes.
+    can be faulted in), nothing crashes;
+  * the implicit region ends where user space ends: ibv_advise_mr at the
+    last page before 2^64 or at a kernel address is EINVAL, a WRITE to the
+    last page REM_ACCESS_ERR, and the region keeps working.
 Prints TAP lines; exits 1 if any check failed.
 """
 import argparse
 import ctypes
+import errno
 import os
 import random
 import sys
@@ -38,6 +42,7 @@ import time
 
 import pyverbs.enums as e
 from pyverbs.mr import MR
+from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqInitAttr, SrqAttr
 from pyverbs.wr import RecvWR, SGE, SendWR
@@ -302,6 +307,28 @@ def main():
     # The first pair is unharmed.
     err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 4096, mr.rkey, mem)
     check(err is None and peek(mem, 4096) == src.read(4096, 0), "the other QP pair still works", err or "")
+
+    # --- an implicit region covers user space only: the kernel's half of
+    # the addresses, and the last page before 2^64 (where its 2 MiB chunk
+    # arithmetic overflowed: a kernel panic until 2026-12-07), are outside
+    # it.  A prefetch there is EINVAL, a remote access a NAK.
+    top, kern = (1 << 64) - 4096, 0xFFFF_8880_0000_0000
+    for advice, at, what in ((e._IBV_ADVISE_MR_ADVICE_PREFETCH, top, "PREFETCH of the last page before 2^64"),
+                             (e._IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, kern, "PREFETCH_NO_FAULT of a kernel address")):
+        try:
+            d1.pd.advise_mr(advice, e._IBV_ADVISE_MR_FLAG_FLUSH, [SGE(at, 8, imr.lkey)])
+            got = "success"
+        except PyverbsRDMAError as x:
+            got = x.error_code
+        check(got == errno.EINVAL, f"implicit on-demand region: {what} -> EINVAL", f"got {got}")
+    p3 = Pair(d0, d1)
+    p3.post(e.IBV_WR_RDMA_WRITE, SGE(src.buf, 8, src.lkey), imr.rkey, top)
+    wcs = rclib.poll(p3.cq0, 1, time.monotonic() + TMO)
+    check(len(wcs) == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR,
+          "WRITE through the implicit region's key to the last page before 2^64: REM_ACCESS_ERR",
+          f"{[wc_str(w) for w in wcs]}")
+    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 4096, imr.rkey, m2)
+    check(err is None and peek(m2, 4096) == src.read(4096, 0), "and the implicit region still works", err or "")
     taplib.finish()
 
 

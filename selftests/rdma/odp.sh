@@ -8,10 +8,11 @@
 # buffers (also with an SRQ), compare-and-swap and fetch-and-add, an
 # implicit region (the whole address space) at two mappings,
 # ibv_advise_mr(PREFETCH_WRITE), and a WRITE into memory the process made
-# inaccessible (REM_ACCESS_ERR, the other QP pair unharmed) -- all checked
-# byte for byte.  Then the counters: both devices faulted pages in
-# (odp_faults), the responder NAKed exactly the one access to that memory, and the
-# only completion error is that WRITE's.  $DEV1 owns the memory, $DEV0
+# inaccessible (REM_ACCESS_ERR, the other QP pair unharmed), addresses
+# outside user space through the implicit region (prefetch EINVAL, WRITE
+# REM_ACCESS_ERR) -- all checked byte for byte.  Then the counters: both
+# devices faulted pages in (odp_faults), the responder NAKed exactly those
+# two accesses, and the only completion errors are those two WRITEs'.  $DEV1 owns the memory, $DEV0
 # accesses it.  rdma_rxe of 6.12 has no on-demand paging: skipped there.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -24,7 +25,7 @@ why=$(provider_unavailable)
 peer_gids
 if [ -n "$why" ]; then
 	ktap_skip "$desc" "$why"
-	ktap_skip "counters: page faults on both devices, one access NAK, one completion error" "$why"
+	ktap_skip "counters: page faults on both devices, two access NAKs, two completion errors" "$why"
 	test_done
 fi
 declare -A b0 b1 a0 a1 c0 c1
@@ -41,14 +42,14 @@ hwc_snap "$DEV1" a1
 hwc_delta b0 a0 c0
 hwc_delta b1 a1 c1
 
-t_begin "counters: page faults on both devices, one access NAK, one completion error"
+t_begin "counters: page faults on both devices, two access NAKs, two completion errors"
 diag "$DEV0: $(hwc_show c0)"
 diag "$DEV1: $(hwc_show c1)"
 [ "${c0[odp_faults]}" -gt 0 ] || t_fail "$DEV0 (the source of the on-demand SEND) faulted no page in"
 [ "${c1[odp_faults]}" -gt 0 ] || t_fail "$DEV1 faulted no page in"
-[ "${c1[access_naks_sent]}" = 1 ] || t_fail "$DEV1 sent ${c1[access_naks_sent]} access NAKs, not 1"
-# The requester's REM_ACCESS_ERR, then the flush of that QP's nothing.
-[ "${c0[completion_errors]}" = 1 ] || t_fail "$DEV0: ${c0[completion_errors]} completion errors, not 1"
+[ "${c1[access_naks_sent]}" = 2 ] || t_fail "$DEV1 sent ${c1[access_naks_sent]} access NAKs, not 2"
+# The requesters' two REM_ACCESS_ERRs, then the flushes of those QPs' nothing.
+[ "${c0[completion_errors]}" = 2 ] || t_fail "$DEV0: ${c0[completion_errors]} completion errors, not 2"
 [ "${c1[completion_errors]}" = 0 ] || t_fail "$DEV1: ${c1[completion_errors]} completion errors"
 for n in rx_icrc_errors invalid_naks_sent; do
 	[ "${c0[$n]}${c1[$n]}" = 00 ] || t_fail "$n: ${c0[$n]} / ${c1[$n]}"

@@ -164,6 +164,7 @@ extern "C" {
     pub(crate) fn rroce_ib_umem_start(odp: *mut bindings::ib_umem_odp) -> c_ulong;
     pub(crate) fn rroce_ib_umem_end(odp: *mut bindings::ib_umem_odp) -> c_ulong;
     pub(crate) fn rroce_umem_odp_mutex(odp: *mut bindings::ib_umem_odp) -> *mut bindings::mutex;
+    pub(crate) fn rroce_task_size_max() -> usize;
     pub(crate) fn rroce_umem_odp_private(odp: *mut bindings::ib_umem_odp) -> *mut *mut c_void;
     pub(crate) fn rroce_umem_odp_page_shift(odp: *mut bindings::ib_umem_odp) -> c_uint;
     pub(crate) fn rroce_umem_odp_pfns(odp: *mut bindings::ib_umem_odp) -> *mut c_ulong;

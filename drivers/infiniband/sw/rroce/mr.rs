@@ -395,7 +395,7 @@ const ODP_FAULT_AHEAD: u64 = 1 << 20;
 /// The range to fault in for a miss of `len` bytes at `va` of `r`: at
 /// least [`ODP_FAULT_AHEAD`] bytes from `va`, within the region.
 pub(crate) fn fault_window(r: &Region, va: u64, len: u32) -> (u64, u64) {
-    let end = r.iova.saturating_add(r.length);
+    let end = r.io_end().unwrap_or(u64::MAX);
     let want = u64::from(len).max(ODP_FAULT_AHEAD);
     (va, want.min(end.saturating_sub(va)).max(u64::from(len)))
 }
@@ -451,11 +451,21 @@ impl Region {
             // page of it.
             return Ok(());
         }
-        let mr_end = self.iova.checked_add(self.length).ok_or(MrError::Range)?;
+        let mr_end = self.io_end().ok_or(MrError::Range)?;
         if len != 0 && (va < self.iova || end > mr_end) {
             return Err(MrError::Range);
         }
         Ok(())
+    }
+
+    /// One past its last I/O address (`None` if that overflows): an
+    /// implicit region, registered over the whole address space, covers
+    /// user space only.
+    fn io_end(&self) -> Option<u64> {
+        match self.odp {
+            Some(OdpMem::Implicit(_)) => Some(ImplicitOdp::limit()),
+            _ => self.iova.checked_add(self.length),
+        }
     }
 
     /// Visits the pages backing `len` bytes at `va` (already checked):
@@ -595,7 +605,7 @@ impl Region {
     pub(crate) fn fault(&self, va: u64, len: u64, write: bool, fault: bool) -> Result {
         let Some(odp) = self.odp.as_ref() else { return Ok(()) };
         let end = va.checked_add(len).ok_or(EINVAL)?;
-        let mr_end = self.iova.checked_add(self.length).ok_or(EINVAL)?;
+        let mr_end = self.io_end().ok_or(EINVAL)?;
         if va < self.iova || end > mr_end {
             return Err(EINVAL);
         }
@@ -611,7 +621,8 @@ impl Region {
     /// Its first address and length, for a region of pinned user memory
     /// (`None` for a DMA MR, which has no bounds to bind a window in).
     pub(crate) fn user_range(&self) -> Option<(u64, u64)> {
-        (self.umem.is_some() || self.odp.is_some()).then_some((self.iova, self.length))
+        let end = self.io_end()?;
+        (self.umem.is_some() || self.odp.is_some()).then_some((self.iova, end - self.iova))
     }
 
     /// Counts a memory window bound to the region; `false` if the region

@@ -655,6 +655,11 @@ struct mutex *rroce_umem_odp_mutex(struct ib_umem_odp *odp)
 	return &odp->umem_mutex;
 }
 
+unsigned long rroce_task_size_max(void)
+{
+	return TASK_SIZE_MAX;
+}
+
 void **rroce_umem_odp_private(struct ib_umem_odp *odp)
 {
 	return &odp->private;

@@ -105,6 +105,7 @@ struct ib_umem_odp *rroce_umem_odp_of(struct mmu_interval_notifier *mni);
 unsigned long rroce_ib_umem_start(struct ib_umem_odp *odp);
 unsigned long rroce_ib_umem_end(struct ib_umem_odp *odp);
 struct mutex *rroce_umem_odp_mutex(struct ib_umem_odp *odp);
+unsigned long rroce_task_size_max(void);
 void **rroce_umem_odp_private(struct ib_umem_odp *odp);
 unsigned int rroce_umem_odp_page_shift(struct ib_umem_odp *odp);
 unsigned long *rroce_umem_odp_pfns(struct ib_umem_odp *odp);

@@ -193,6 +193,8 @@ struct OdpTable {
     /// `ib_umem_start`: the first address of the interval.
     start: u64,
     pages: KVVec<usize>,
+    /// Entries that are not 0.
+    present: usize,
 }
 
 /// [`OdpTable`] entry bit: the page may be written.
@@ -210,6 +212,9 @@ impl OdpTable {
         let Some(first) = self.index(start) else { return };
         let last = self.index(end - 1).unwrap_or(self.pages.len() - 1);
         for e in self.pages.iter_mut().take(last + 1).skip(first) {
+            if *e != 0 {
+                self.present = self.present.saturating_sub(1);
+            }
             *e = 0;
         }
     }
@@ -328,7 +333,7 @@ impl OdpUmem {
         let n = usize::try_from(end.saturating_sub(first).div_ceil(PAGE_SIZE as u64)).map_err(|_| release(EINVAL))?;
         let mut pages = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT).map_err(|e| release(e.into()))?;
         pages.extend_with(n, 0, GFP_KERNEL_ACCOUNT).map_err(|e| release(e.into()))?;
-        let table = KBox::pin_init(new_spinlock_bh!(OdpTable { start: first, pages }, "rroce_odp"), GFP_KERNEL_ACCOUNT)
+        let table = KBox::pin_init(new_spinlock_bh!(OdpTable { start: first, pages, present: 0 }, "rroce_odp"), GFP_KERNEL_ACCOUNT)
             .map_err(release)?;
         let ptr: *const SpinLockBh<OdpTable> = &*table;
         // SAFETY: the umem is live; `private` is read under `umem_mutex`.
@@ -378,9 +383,13 @@ impl OdpUmem {
                         let page = ffi::rroce_hmm_pfn_to_page(pfn);
                         let w = if pfn & ffi::HMM_PFN_WRITE != 0 { ODP_WRITABLE } else { 0 };
                         if let Some(e) = t.pages.get_mut(i) {
+                            let was = *e;
                             // INVARIANT: a page hmm returned for `a` under
                             // the current sequence, entered under the mutex.
                             *e = page as usize | w;
+                            if was == 0 {
+                                t.present = t.present.saturating_add(1);
+                            }
                         }
                     }
                 }
@@ -390,6 +399,12 @@ impl OdpUmem {
             bindings::mutex_unlock(ffi::rroce_umem_odp_mutex(odp));
         }
         Ok(())
+    }
+
+    /// Whether no page is in the table (none mapped yet, or all taken
+    /// out again by invalidations).
+    fn is_unused(&self) -> bool {
+        self.table.lock().present == 0
     }
 
     /// Visits the pages backing `len` bytes at user address `va`:
@@ -431,6 +446,14 @@ impl OdpUmem {
 /// Bytes of the address space behind one child of an [`ImplicitOdp`].
 const CHUNK_SHIFT: u32 = 21;
 
+/// The most children an [`ImplicitOdp`] keeps with pages mapped (16 GiB
+/// of address space touched in 2 MiB chunks).  Each costs ib_core ~8.5 KiB
+/// that it does not charge to a memory cgroup (the `ib_umem_odp` and its
+/// two page lists), beside our 4 KiB table, which is charged.  Children
+/// whose pages are all gone (the process unmapped them) are dropped when
+/// the limit is reached; beyond it a fault fails with `ENOMEM`.
+const MAX_CHILDREN: usize = 1 << 13;
+
 /// One child of an [`ImplicitOdp`]: the chunk at `chunk << CHUNK_SHIFT`.
 struct Child {
     chunk: u64,
@@ -441,7 +464,8 @@ struct Child {
 /// process that registered it (`ib_umem_odp_alloc_implicit`).  Its pages
 /// are found in children, [`OdpUmem`]s of `1 << CHUNK_SHIFT` bytes each
 /// (`ib_umem_odp_alloc_child`), made by [`ImplicitOdp::fault`] for the
-/// chunks the device touches and kept until the region goes.
+/// chunks the device touches and kept until the region goes or, once
+/// there are [`MAX_CHILDREN`], until their pages are all gone.
 ///
 /// # Invariants
 ///
@@ -470,6 +494,32 @@ impl ImplicitOdp {
         Ok(ImplicitOdp { root, children })
     }
 
+    /// One past the highest address an implicit region covers: the end
+    /// of user space (`TASK_SIZE_MAX`).  Addresses above it are the
+    /// kernel's, which no process maps.
+    pub(crate) fn limit() -> u64 {
+        // SAFETY: reads a constant (or the paging mode fixed at boot).
+        (unsafe { ffi::rroce_task_size_max() }) as u64
+    }
+
+    /// The chunks of `len` bytes at `va`, each as (chunk, address, bytes);
+    /// `None` if the range is not all below [`ImplicitOdp::limit`].
+    fn chunks(va: u64, len: u64) -> Option<impl Iterator<Item = (u64, u64, u64)>> {
+        let end = va.checked_add(len).filter(|&e| e <= Self::limit())?;
+        let mut a = va;
+        Some(core::iter::from_fn(move || {
+            if a >= end {
+                return None;
+            }
+            let chunk = a >> CHUNK_SHIFT;
+            // (No overflow: `end` is far below 2^64.)
+            let chunk_end = chunk.checked_add(1)?.checked_mul(1 << CHUNK_SHIFT)?.min(end);
+            let item = (chunk, a, chunk_end - a);
+            a = chunk_end;
+            Some(item)
+        }))
+    }
+
     /// The child for `chunk`, if made.
     fn child(&self, chunk: u64) -> Option<Arc<OdpUmem>> {
         let v = self.children.lock();
@@ -485,16 +535,14 @@ impl ImplicitOdp {
         write: bool,
         mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool,
     ) -> Result<(), OdpMiss> {
-        let mut done = 0u32;
-        while done < len {
-            let a = va.checked_add(u64::from(done)).ok_or(OdpMiss::Range)?;
-            let chunk = a >> CHUNK_SHIFT;
-            let chunk_end = (chunk + 1) << CHUNK_SHIFT;
-            let n = u64::from(len - done).min(chunk_end - a) as u32;
+        let mut done = 0usize;
+        for (chunk, a, n) in Self::chunks(va, len.into()).ok_or(OdpMiss::Range)? {
+            // (`n` is at most `len`.)
+            let n = u32::try_from(n).map_err(|_| OdpMiss::Range)?;
             let c = self.child(chunk).ok_or(OdpMiss::NotPresent)?;
-            let base = done as usize;
+            let base = done;
             c.walk(a, n, write, |p, off, at, m| f(p, off, base + at, m))?;
-            done += n;
+            done += n as usize;
         }
         Ok(())
     }
@@ -502,16 +550,11 @@ impl ImplicitOdp {
     /// [`OdpUmem::fault`] across the children, making those missing.
     /// Process context: it may sleep.
     pub(crate) fn fault(&self, va: u64, len: u64, write: bool, fault: bool) -> Result {
-        let end = va.checked_add(len).ok_or(EINVAL)?;
-        let mut a = va;
-        while a < end {
-            let chunk = a >> CHUNK_SHIFT;
-            let chunk_end = ((chunk + 1) << CHUNK_SHIFT).min(end);
+        for (chunk, a, n) in Self::chunks(va, len).ok_or(EINVAL)? {
             match self.child(chunk) {
-                Some(c) => c.fault(a, chunk_end - a, write, fault)?,
-                None => self.add_child(chunk, a, chunk_end - a, write, fault)?,
+                Some(c) => c.fault(a, n, write, fault)?,
+                None => self.add_child(chunk, a, n, write, fault)?,
             }
-            a = chunk_end;
         }
         Ok(())
     }
@@ -522,6 +565,9 @@ impl ImplicitOdp {
     /// behind).  If another fault made the chunk's child meanwhile, that
     /// one stays.
     fn add_child(&self, chunk: u64, va: u64, len: u64, write: bool, fault: bool) -> Result {
+        if self.children.lock().len() >= MAX_CHILDREN && self.drop_unused()? >= MAX_CHILDREN {
+            return Err(ENOMEM);
+        }
         let start = chunk.checked_shl(CHUNK_SHIFT).ok_or(EINVAL)?;
         // SAFETY: the root is live (type invariant) and implicit; the child
         // is registered in the root's mm.
@@ -531,6 +577,11 @@ impl ImplicitOdp {
         let odp = NonNull::new(raw).ok_or(ENOMEM)?;
         let new = Arc::new(OdpUmem::with_table(odp)?, GFP_KERNEL_ACCOUNT)?;
         new.fault(va, len, write, fault)?;
+        if new.is_unused() {
+            // A prefetch without faulting over pages the process has not
+            // mapped: nothing to keep.
+            return Ok(());
+        }
         // The table grows outside its lock (an accounted allocation may
         // sleep); the old one, and a child that lost a race, go after it.
         let mut old = KVec::new();
@@ -573,6 +624,36 @@ impl ImplicitOdp {
             Some(theirs) => theirs.fault(va, len, write, fault),
             None => Ok(()),
         }
+    }
+}
+
+impl ImplicitOdp {
+    /// Drops the children whose pages are all gone; returns how many are
+    /// left.  Process context (releasing a child sleeps).  A fault in
+    /// progress in a dropped child goes on in it; the next walk misses the
+    /// chunk and makes a new child.
+    fn drop_unused(&self) -> Result<usize> {
+        let n = self.children.lock().len();
+        let mut old = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+        let left = {
+            let mut v = self.children.lock();
+            if v.len() > old.capacity() {
+                // It grew meanwhile: no room to swap; try again next time.
+                return Ok(v.len());
+            }
+            // `old` takes the table, and the table (with room for all of
+            // them) gets back the children in use, still sorted.
+            core::mem::swap(&mut *v, &mut old);
+            for c in old.iter() {
+                if !c.umem.is_unused() {
+                    v.push(Child { chunk: c.chunk, umem: c.umem.clone() }, GFP_ATOMIC)?;
+                }
+            }
+            v.len()
+        };
+        // The children dropped are released here, outside the lock.
+        drop(old);
+        Ok(left)
     }
 }
 

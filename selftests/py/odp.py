@@ -29,7 +29,9 @@ page and must fault each one in.  Checks:
     can be faulted in), nothing crashes;
   * the implicit region ends where user space ends: ibv_advise_mr at the
     last page before 2^64 or at a kernel address is EINVAL, a WRITE to the
-    last page REM_ACCESS_ERR, and the region keeps working.
+    last page REM_ACCESS_ERR, and the region keeps working;
+  * an implicit region with 8,192 chunks (2 MiB) holding pages refuses one
+    more (ENOMEM); once the process unmapped them, they make room.
 Prints TAP lines; exits 1 if any check failed.
 """
 import argparse
@@ -60,13 +62,13 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-PROT_NONE, PROT_RW, MAP_PRIVATE, MAP_ANON, MAP_FIXED = 0, 3, 2, 0x20, 0x10
+PROT_NONE, PROT_RW, MAP_PRIVATE, MAP_ANON, MAP_FIXED, MAP_NORESERVE = 0, 3, 2, 0x20, 0x10, 0x4000
 
 
-def mmap(size, at=None, prot=PROT_RW):
+def mmap(size, at=None, prot=PROT_RW, flags=0):
     """Anonymous memory; at an address: in place of what is mapped there
     (one call, so no other mapping can take the address in between)."""
-    flags = MAP_PRIVATE | MAP_ANON | (MAP_FIXED if at else 0)
+    flags |= MAP_PRIVATE | MAP_ANON | (MAP_FIXED if at else 0)
     a = libc.mmap(at, size, prot, flags, -1, 0)
     if a in (None, ctypes.c_void_p(-1).value):
         raise OSError(ctypes.get_errno(), "mmap")
@@ -329,6 +331,36 @@ def main():
           f"{[wc_str(w) for w in wcs]}")
     err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 4096, imr.rkey, m2)
     check(err is None and peek(m2, 4096) == src.read(4096, 0), "and the implicit region still works", err or "")
+
+    # --- an implicit region keeps at most 8,192 children (one per 2 MiB
+    # chunk with a page mapped): one more is ENOMEM while all of them hold
+    # pages; once the process unmapped those, they are dropped instead.
+    chunk, nch = 2 * MiB, 8192
+    span = (nch + 2) * chunk
+    big = mmap(span, flags=MAP_NORESERVE)
+    base = (big + chunk - 1) // chunk * chunk
+    imr2 = MR(d1.pd, 0, ODP, implicit=True)
+    t0 = time.monotonic()
+    for i in range(0, nch, 32):
+        d1.pd.advise_mr(e._IBV_ADVISE_MR_ADVICE_PREFETCH, e._IBV_ADVISE_MR_FLAG_FLUSH,
+                        [SGE(base + k * chunk, 8, imr2.lkey) for k in range(i, min(i + 32, nch))])
+    print(f"# {nch} chunks prefetched in {time.monotonic() - t0:.1f} s")
+    try:
+        d1.pd.advise_mr(e._IBV_ADVISE_MR_ADVICE_PREFETCH, e._IBV_ADVISE_MR_FLAG_FLUSH,
+                        [SGE(base + nch * chunk, 8, imr2.lkey)])
+        got = "success"
+    except PyverbsRDMAError as x:
+        got = x.error_code
+    check(got == errno.ENOMEM, f"implicit region: {nch} chunks with pages, a prefetch of one more -> ENOMEM",
+          f"got {got}")
+    munmap(big, span)
+    m3 = mmap(MiB)
+    part = os.urandom(MiB)
+    src.write(part, MiB, 0)
+    err = xfer(p, e.IBV_WR_RDMA_WRITE, src, MiB, imr2.rkey, m3)
+    check(err is None and peek(m3, MiB) == part,
+          "after the process unmapped them, a WRITE needing a new child lands (the unused ones dropped)", err or "")
+    imr2.close()
     taplib.finish()
 
 

@@ -92,9 +92,9 @@ class Tap:
     def write(self, segs):
         os.writev(self.fd, segs)
 
-    def acks(self, want_psn, tmo=5.0):
-        """Read frames until an ACK for want_psn (ICRC checked); returns
-        (found, bad_icrc_frames, naks)."""
+    def acks(self, want_psn, tmo=5.0, ack=ACK):
+        """Read frames until an ACK (opcode `ack`) for want_psn (ICRC
+        checked); returns (found, bad_icrc_frames, naks)."""
         deadline = time.monotonic() + tmo
         bad = naks = 0
         while time.monotonic() < deadline:
@@ -117,7 +117,7 @@ class Tap:
                 continue
             roce = dgram[28:]
             op, psn = roce[0], struct.unpack("!I", roce[8:12])[0] & 0xFFFFFF
-            if op != ACK:
+            if op != ack:
                 continue
             syndrome = roce[12]
             if syndrome >> 5 != 0:

@@ -5,12 +5,14 @@
 # SEND (with immediate), RDMA WRITE/READ and atomics naming an SRQ, all
 # checked byte for byte; a key checked against the PD of the SRQ named;
 # requests naming an SRQ of another domain or no SRQ dropped (the
-# initiator's retries run out).  Then the counters.  rdma_rxe has no XRC.
+# initiator's retries run out).  Then the counters.  Then py/xrc_switch.py:
+# XRC requests written into a tap device whose packets name another SRQ
+# than their message's first one (dropped, counted).  rdma_rxe has no XRC.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 # SIZE ITERS [EXTRA] of the ibv_xsrq_pingpong cases
 XS_CASES=("4096 50" "65536 20 -m 1024" "4096 20 -o")
-test_init $((${#XS_CASES[@]} + 3))
+test_init $((${#XS_CASES[@]} + 4))
 
 why=$(provider_unavailable)
 [ -n "$why" ] || why=$(datapath_unavailable "$DEV0" "$IP0")
@@ -21,6 +23,7 @@ if [ -n "$why" ]; then
 	for c in "${XS_CASES[@]}"; do ktap_skip "ibv_xsrq_pingpong -s ${c%% *}" "$why"; done
 	ktap_skip "XRC SRQs, domains and target QPs (py/xrc.py)" "$why"
 	ktap_skip "counters: dropped requests for foreign SRQs, one access NAK" "$why"
+	ktap_skip "an XRC message's packets all for the SRQ its first one named (py/xrc_switch.py)" "$why"
 	test_done
 fi
 declare -A b0 b1 a0 a1 c0 c1
@@ -78,4 +81,11 @@ for n in rx_icrc_errors invalid_naks_sent; do
 	[ "${c0[$n]}${c1[$n]}" = 00 ] || t_fail "$n: ${c0[$n]} / ${c1[$n]}"
 done
 t_end
+
+desc="an XRC message's packets all for the SRQ its first one named (py/xrc_switch.py)"
+if [ -c /dev/net/tun ]; then
+	PY_CHECKS_TMO=$((120 * ${RROCE_TIMEOUT_SCALE:-1})) py_checks "$desc" xrc_switch.py --dev rroce9 --ifname rrtap0
+else
+	ktap_skip "$desc" "no /dev/net/tun"
+fi
 test_done

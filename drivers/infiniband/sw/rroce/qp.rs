@@ -808,6 +808,17 @@ pub(crate) fn deliver(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hd
     }
     if let Some((srqn, s)) = target {
         if srqn != p.xrc_srqn.load(Ordering::Relaxed) {
+            // Every packet of a message is for the SRQ its first packet
+            // named (a SEND's receive WQE came from there, a WRITE's R_Key
+            // was checked under its PD): a Middle or Last naming another
+            // one, or a new message naming another while a SEND holds a
+            // receive WQE of the last one, is a peer's error.
+            let starts = crate::proto::opcode::lookup(parsed.bth.opcode).is_some_and(|o| o.position.is_start());
+            if !starts || inner.dp.holds_recv() {
+                dev.p.stats.inc(crate::stats::Counter::XrcBadSrqn);
+                unlock(p, &ctx, g);
+                return true;
+            }
             let same_pd = s.p().xrc.as_ref().is_some_and(|x| x.pd == ctx.pd);
             if !inner.dp.xrc_may_switch(same_pd) {
                 // Like a request dropped for want of response room: the

@@ -527,7 +527,10 @@ impl ImplicitOdp {
         v.get(i).map(|c| c.umem.clone())
     }
 
-    /// [`OdpUmem::walk`] across the children.
+    /// [`OdpUmem::walk`] across the children.  In atomic context, call it
+    /// inside an RCU read-side section (bottom halves off count as one):
+    /// a child it holds is then never released by it
+    /// ([`ImplicitOdp::drop_unused`] waits for a grace period).
     pub(crate) fn walk(
         &self,
         va: u64,
@@ -629,9 +632,10 @@ impl ImplicitOdp {
 
 impl ImplicitOdp {
     /// Drops the children whose pages are all gone; returns how many are
-    /// left.  Process context (releasing a child sleeps).  A fault in
-    /// progress in a dropped child goes on in it; the next walk misses the
-    /// chunk and makes a new child.
+    /// left.  Process context (releasing a child sleeps; it waits for a
+    /// grace period first, so that no walker in atomic context holds the
+    /// last reference).  A fault in progress in a dropped child goes on in
+    /// it; the next walk misses the chunk and makes a new child.
     fn drop_unused(&self) -> Result<usize> {
         let n = self.children.lock().len();
         let mut old = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
@@ -651,7 +655,11 @@ impl ImplicitOdp {
             }
             v.len()
         };
-        // The children dropped are released here, outside the lock.
+        // A walker (softirq, or under a `_bh` lock: an RCU read-side
+        // section either way) may still hold a reference it took before
+        // the swap; after a grace period ours are the last, and the
+        // children dropped are released here, in process context.
+        crate::sync::rcu::synchronize();
         drop(old);
         Ok(left)
     }

@@ -97,7 +97,12 @@ pub(crate) struct QpPriv {
     /// a one-entry kernel ring that stays empty).  The QP holds a use
     /// count on it.
     srq: Option<SrqHandle<SrqPriv>>,
-    /// Route cache (`None` without memory: a route lookup per packet).
+    /// Route cache of a connected QP, whose packets all go to its one
+    /// peer (`None` without memory: a route lookup per packet).  `None`
+    /// for UD and GSI QPs: each datagram may go elsewhere, and the cache
+    /// is keyed by the source address only (as the kernel's tunnels use
+    /// it), so it would send one destination's datagrams on another's
+    /// route.
     dst: Option<DstCache>,
     inner: Pin<KBox<SpinLockBh<QpStateInner>>>,
     /// The producer side of a kernel consumer's rings (`None` for a user
@@ -375,7 +380,7 @@ fn create(dev: &RroceDev, c: QpCreate<'_, QpPriv>) -> Result<(QpPriv, u32)> {
         xrcd,
         xrc_srqn: AtomicU32::new(0),
         srq: srq_handle,
-        dst: DstCache::new(),
+        dst: if matches!(ty, QpType::Ud | QpType::Gsi) { None } else { DstCache::new() },
         inner,
         kq,
         state_seen: AtomicU32::new(QpState::Reset as u32),

@@ -13,9 +13,12 @@ Usage: cq_resize.py DEV0 GID0 DEV1 GID1
     EINVAL and changes nothing, then the rest is polled: every wr_id once,
     in order; a second round of 10 SENDs arrives through the resized CQ;
   - resizing the sender's send CQ while its completions are still coming
-    in (up, down, up): again every wr_id once, in order.
+    in (up, down, up): again every wr_id once, in order;
+  - CQs armed for solicited events only get an event for an error
+    completion: a send from a bad lkey, a receive flushed by ERR.
 """
 import errno
+import signal
 import sys
 import threading
 import time
@@ -94,6 +97,23 @@ def wait_event(ch, cq, timeout):
     return res[0] if res else None
 
 
+def event_within(ch, cq, timeout):
+    """get_cq_event in this thread, cut by SIGALRM after `timeout` s (the
+    read in ibv_get_cq_event then fails with EINTR: a thread would stay
+    blocked in it holding the interpreter, and the script would hang
+    instead of failing)."""
+    old = signal.signal(signal.SIGALRM, lambda _s, _f: None)
+    signal.alarm(timeout)
+    try:
+        ch.get_cq_event(cq)
+        return True
+    except PyverbsError as ex:
+        return ex
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def traffic(d0, d1):
     scq = CQ(d0.ctx, 16)
     ch = CompChannel(d1.ctx)
@@ -157,6 +177,39 @@ def traffic(d0, d1):
         o.close()
 
 
+def error_events(d0, d1):
+    """CQs armed for solicited events only get an event for an error
+    completion (ibv_req_notify_cq(3): an unsuccessful completion counts as
+    solicited): a send from a bad lkey (LOC_PROT_ERR) on the sender's send
+    CQ, and the peer's receive flushed when its QP is moved to ERR."""
+    ch0, ch1 = CompChannel(d0.ctx), CompChannel(d1.ctx)
+    scq, rcq = CQ(d0.ctx, 16, None, ch0, 0), CQ(d1.ctx, 16, None, ch1, 0)
+    qp0 = d0.qp(scq, scq, send_wr=4, recv_wr=1)
+    qp1 = d1.qp(rcq, rcq, send_wr=1, recv_wr=4)
+    mr0, mr1 = d0.mr(MSG), d1.mr(MSG)
+    rclib.connect(d0, qp0, 0x300, d1, qp1, 0x400, min(d0.active_mtu(), d1.active_mtu()))
+    scq.req_notify(1)
+    rcq.req_notify(1)
+    qp1.post_recv(RecvWR(wr_id=0x51, num_sge=1, sg=[SGE(mr1.buf, MSG, mr1.lkey)]))
+    qp0.post_send(SendWR(wr_id=0x50, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr0.buf, MSG, mr0.lkey ^ 0x7700)],
+                         send_flags=e.IBV_SEND_SIGNALED))
+    ev = event_within(ch0, scq, 20)
+    got = rclib.poll(scq, 1, time.monotonic() + POLL_S)
+    check(ev is True and len(got) == 1 and got[0].status == e.IBV_WC_LOC_PROT_ERR,
+          "send CQ armed for solicited events: event for a LOC_PROT_ERR completion",
+          f"event {ev!r}, {[wc_str(w) for w in got]}")
+    if ev is True:
+        scq.ack_events(1)
+    qp1.modify(rclib.qp_attr(e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    ev = event_within(ch1, rcq, 20)
+    got = rclib.poll(rcq, 1, time.monotonic() + POLL_S)
+    check(ev is True and len(got) == 1 and got[0].status == e.IBV_WC_WR_FLUSH_ERR and got[0].wr_id == 0x51,
+          "receive CQ armed for solicited events: event for the flushed receive (QP moved to ERR)",
+          f"event {ev!r}, {[wc_str(w) for w in got]}")
+    if ev is True:
+        rcq.ack_events(1)
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(f"usage: {sys.argv[0]} DEV0 GID0 DEV1 GID1")
@@ -164,6 +217,7 @@ def main():
     d1 = Dev(sys.argv[3], int(sys.argv[4]))
     empty_cq(d0)
     traffic(d0, d1)
+    error_events(d0, d1)
     finish()
 
 

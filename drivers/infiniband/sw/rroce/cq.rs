@@ -36,7 +36,7 @@ use crate::ib::udata::UData;
 use crate::sync::lock::{new_spinlock_irq, SpinLockIrq};
 use crate::proto::abi::{CreateCqCmd, CreateCqResp, ResizeCqCmd, ResizeCqResp};
 use crate::proto::ring::{Consumer, Producer, RingError, RingLayout};
-use crate::proto::wqe::{self, Cqe, CQE_BYTES};
+use crate::proto::wqe::{self, Cqe, WcStatus, CQE_BYTES};
 use crate::ib::shm::SharedBuf;
 use crate::ib::ucontext::RingMem;
 use crate::limits;
@@ -132,7 +132,11 @@ pub(crate) enum Pushed {
     Notify,
 }
 
-/// Writes `cqe` into the CQ and disarms it if it was armed for it.
+/// Writes `cqe` into the CQ and disarms it if it was armed for it: for
+/// any completion, or (`IB_CQ_SOLICITED`) for a `solicited` one or one
+/// that is not a success (`ibv_req_notify_cq(3)`: an error completion
+/// counts as solicited, so that a consumer sleeping on solicited events
+/// learns its QP failed).
 pub(crate) fn push(cq: &CqHandle<CqPriv>, cqe: &Cqe, solicited: bool) -> Pushed {
     let p = cq.get();
     let mut cqe = *cqe;
@@ -159,7 +163,7 @@ pub(crate) fn push(cq: &CqHandle<CqPriv>, cqe: &Cqe, solicited: bool) -> Pushed 
         }
         return Pushed::Lost;
     }
-    let want = if solicited {
+    let want = if solicited || cqe.status != WcStatus::Success {
         bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK
     } else {
         bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP

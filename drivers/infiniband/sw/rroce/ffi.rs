@@ -126,7 +126,6 @@ extern "C" {
         f: unsafe extern "C" fn(*mut bindings::work_struct),
     );
     pub(crate) fn rroce_bh_work_queue(w: *mut bindings::work_struct);
-    pub(crate) fn rroce_work_cancel(w: *mut bindings::work_struct);
     pub(crate) fn rroce_timer_arm(t: *mut bindings::timer_list, ns: u64);
     pub(crate) fn rroce_timer_shutdown(t: *mut bindings::timer_list);
     pub(crate) fn rroce_ktime_ns() -> u64;

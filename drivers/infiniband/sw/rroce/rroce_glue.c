@@ -724,11 +724,6 @@ void rroce_bh_work_queue(struct work_struct *w)
 	queue_work(system_bh_wq, w);
 }
 
-void rroce_work_cancel(struct work_struct *w)
-{
-	cancel_work_sync(w);
-}
-
 void *rroce_kmap_local_page(struct page *page)
 {
 	return kmap_local_page(page);

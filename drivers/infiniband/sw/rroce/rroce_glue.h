@@ -68,7 +68,6 @@ void rroce_work_init(struct work_struct *w, void (*fn)(struct work_struct *));
 void rroce_work_queue(struct work_struct *w);
 void rroce_bh_work_init(struct work_struct *w, void (*fn)(struct work_struct *));
 void rroce_bh_work_queue(struct work_struct *w);
-void rroce_work_cancel(struct work_struct *w);
 struct net_device *rroce_skb_dev(const struct sk_buff *skb);
 int rroce_skb_linearize(struct sk_buff *skb);
 bool rroce_pskb_may_pull(struct sk_buff *skb, unsigned int len);

@@ -13,7 +13,7 @@
 //! publishes it in the device's [`QpTable`], so the receive path never
 //! finds a QP whose creation can still fail.  `destroy_qp` reverses that:
 //! not live, unpublished, a grace period (receivers that found it are
-//! done), the timer shut down, the work item cancelled, then the driver's
+//! done), the timer shut down, both work items disabled, then the driver's
 //! part is dropped.
 
 use core::marker::PhantomData;
@@ -147,7 +147,7 @@ pub(crate) trait QpOps: Sized + Send + Sync + 'static {
 /// `ib` is the QP the cell belongs to, `table` the table it is published
 /// in, which outlives it.  `timer` and `work` are set up
 /// (callbacks [`timer_fn::<T>`], [`work_fn::<T>`]) before `live` is first
-/// set, and shut down / cancelled by `destroy_qp` before the cell is
+/// set, and shut down / disabled by `destroy_qp` before the cell is
 /// dropped; `live` is cleared when destruction starts.
 pub(crate) struct QpCell<T> {
     ib: NonNull<bindings::ib_qp>,
@@ -488,11 +488,12 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: QpOps>(qp: *mut bindings::ib_qp, _
     // SAFETY: set up in `create_qp`; waits for a running callback and
     // turns later arming into a no-op.
     unsafe { ffi::rroce_timer_shutdown(cell.timer.get()) };
-    // SAFETY: set up in `create_qp`; waits for a running instance.  The
-    // softirq item first: it may queue the other.
-    unsafe { ffi::rroce_work_cancel(cell.flush.get()) };
+    // SAFETY: set up in `create_qp`; cancels it, waits for a running
+    // instance and makes later queueing a no-op (`disable_work_sync`).
+    // Each item may queue the other: disabled, neither can any more.
+    unsafe { bindings::disable_work_sync(cell.flush.get()) };
     // SAFETY: as above.
-    unsafe { ffi::rroce_work_cancel(cell.work.get()) };
+    unsafe { bindings::disable_work_sync(cell.work.get()) };
     // SAFETY: created, and this is its destroy verb: nothing uses the cell
     // any more (unpublished, not live, timer and work stopped).
     let cell = unsafe { Obj::<bindings::ib_qp, QpCell<T>>::take(qp) };

@@ -19,6 +19,7 @@ page and must fault each one in.  Checks:
     invalidated), a WRITE lands in the new memory;
   * a multi-packet SEND from a never-touched source into a never-touched
     receive buffer, both on demand, and a SEND into one with SRQ;
+  * a UC SEND from a never-touched source arrives intact;
   * compare-and-swap and fetch-and-add on never-touched memory;
   * an implicit region (the whole address space): WRITE and READ through
     its key at addresses of two separate mappings;
@@ -51,6 +52,7 @@ from pyverbs.wr import RecvWR, SGE, SendWR
 
 import rclib
 import taplib
+import uc_checks
 from rclib import Dev, wc_str
 from taplib import check
 
@@ -229,6 +231,24 @@ def main():
     err = p.wait(p.cq0, 8) or p.wait(p.cq1, 7)
     check(err is None and peek(rmem, len(msg)) == msg,
           f"SEND of {len(msg)} bytes, on-demand source and receive buffer: in place", err or "mismatch")
+    # UC (no retransmission): the first send from a source the device has
+    # not faulted in.  Until 2026-12-07 its first packet, stalled on the
+    # page, was skipped: the message never arrived, yet the send completed
+    # with success.
+    up = uc_checks.UcPair(d0, d1, MiB)
+    umem = mmap(MiB)
+    umr = MR(d0.pd, MiB, ODP, address=umem)
+    msg = os.urandom(5000)
+    poke(umem, msg)
+    up.recv(11, MiB)
+    up.qp0.post_send(SendWR(wr_id=12, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(umem, len(msg), umr.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED))
+    s = rclib.poll(up.cq0, 1, time.monotonic() + TMO)
+    r = rclib.poll(up.cq1, 1, time.monotonic() + 30)
+    check(len(s) == 1 and s[0].status == e.IBV_WC_SUCCESS and len(r) == 1 and r[0].status == e.IBV_WC_SUCCESS
+          and r[0].byte_len == len(msg) and up.mr1.read(len(msg), 0) == msg,
+          f"UC SEND of {len(msg)} bytes from an on-demand source not faulted in: received intact",
+          f"send {[wc_str(w) for w in s]}, receive {[wc_str(w) for w in r]}")
     srq = SRQ(d1.pd, SrqInitAttr(SrqAttr(max_wr=16, max_sge=1)))
     ps = Pair(d0, d1, srq=srq)
     qmem = mmap(MiB)

@@ -1168,6 +1168,14 @@ impl Dp {
                 match self.send_request(ctx, &path, &d) {
                     Ok(()) => {}
                     Err(TxError::NotPresent) => {
+                        // RC goes back to the packet when the page is in
+                        // (`restart_from`); UC takes it back now: it must
+                        // not count as sent, nor complete its WQE.
+                        if let Some(r) = self.req.as_mut().filter(|r| r.config().unreliable) {
+                            if !r.unsend(&d) {
+                                r.local_error(d.wqe, WcStatus::WrFlushErr);
+                            }
+                        }
                         self.stall_on(ctx, Stalled::Tx { psn: d.psn });
                         return;
                     }

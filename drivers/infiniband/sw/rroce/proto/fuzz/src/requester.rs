@@ -226,6 +226,40 @@ impl H {
         }
     }
 
+    /// A packet the glue could not send (its data is not there yet, an
+    /// on-demand page): UC takes it back (`unsend`), so it is produced
+    /// again and completes nothing meanwhile; RC goes back to it with
+    /// `restart_from`, as the glue does when the page is in.
+    fn unsent_packet(&mut self) {
+        let Some(d) = self.req.next_packet(self.now) else {
+            return;
+        };
+        let ends = lookup(d.opcode).is_some_and(|i| i.position.is_end());
+        let uc = self.req.config().unreliable;
+        let error = self.req.is_error();
+        let ok = self.req.unsend(&d);
+        if !uc || error {
+            assert!(!ok);
+        }
+        if ok {
+            return;
+        }
+        if uc {
+            // The glue fails the WQE then (the QP entered the error state
+            // as the packet completed its WQE).
+            assert!(self.req.is_error());
+            self.req.local_error(d.wqe, WcStatus::WrFlushErr);
+            if let Some(p) = self.posted_mut(d.wqe) {
+                p.hit = true;
+            }
+            return;
+        }
+        if let Some(p) = self.posted_mut(d.wqe) {
+            p.sent_last |= ends;
+        }
+        self.req.restart_from(d.psn);
+    }
+
     fn send(&mut self, max: u32) {
         for _ in 0..max {
             let Some(d) = self.req.next_packet(self.now) else {
@@ -630,6 +664,7 @@ pub fn run(data: &[u8]) {
                         p.hit = true;
                     }
                 }
+                2 => h.unsent_packet(),
                 _ => {}
             },
         }

@@ -975,6 +975,51 @@ impl<S: Store<Slot>> Requester<S> {
         ack_timeout_ns(self.cfg.timeout)
     }
 
+    /// Unreliable mode: packet `d`, the last one [`Requester::next_packet`]
+    /// produced, did not go out (its data could not be read yet: an
+    /// on-demand page is missing).  The next call produces it again, with
+    /// the same PSN, and a WQE it completed is not complete any more.
+    /// (Reliable mode goes back with [`Requester::restart_from`]; UC has
+    /// nothing to go back to: every PSN before `d` is gone.)  `false`,
+    /// changing nothing, if `d` is not that packet or the requester
+    /// entered the error state meanwhile (then the glue fails the WQE with
+    /// [`Requester::local_error`]).
+    pub fn unsend(&mut self, d: &PacketDesc) -> bool {
+        if !self.cfg.unreliable || self.error || d.psn.next() != self.psn {
+            return false;
+        }
+        let idx = d.wqe;
+        let pos = idx.wrapping_sub(self.head);
+        if pos >= self.tail.wrapping_sub(self.head) {
+            return false;
+        }
+        let Some(s) = self.slot(idx).copied() else {
+            return false;
+        };
+        let k = d.psn.distance_from(s.first_psn);
+        if k >= s.npkts {
+            return false;
+        }
+        if self.done_upto.wrapping_sub(self.head) > pos {
+            // Its last packet completed it (and `pass_locals` may have
+            // passed local operations after it): back to before that.
+            if s.done != Some(WcStatus::Success) || k + 1 != s.npkts {
+                return false;
+            }
+            if let Some(s) = self.slot_mut(idx) {
+                s.done = None;
+            }
+            self.done_upto = idx;
+        }
+        self.cursor = idx;
+        self.pkt = k;
+        self.psn = d.psn;
+        self.una = d.psn;
+        self.hi_psn = d.psn;
+        self.counters.packets = self.counters.packets.wrapping_sub(1);
+        true
+    }
+
     /// Go-back-N: resend from `psn`, which must lie between the oldest
     /// unacknowledged PSN and the highest PSN sent (inclusive); other values
     /// are ignored.  The completer calls this itself on sequence NAKs,
@@ -2135,6 +2180,57 @@ mod tests {
         );
         assert_eq!(r.next_packet(0).unwrap().wqe, 2);
         assert_eq!(polled(&mut r), [(3, WcStatus::Success)]);
+    }
+
+    /// UC: a packet that could not go out (an on-demand page missing) is
+    /// produced again with the same PSN, and the WQE its last packet
+    /// completed (with the local operation after it) completes only once
+    /// it was really sent.
+    #[test]
+    fn uc_unsend() {
+        let mut c = cfg(PathMtu::Mtu256);
+        c.unreliable = true;
+        let mut r: Requester<[Slot; 8]> = Requester::new(c);
+        r.post(wqe_id(SendOpcode::Send, 1), 300).unwrap(); // 2 packets
+        r.post_local(wqe_id(SendOpcode::RegMr, 2), WcStatus::Success)
+            .unwrap();
+        r.post(wqe_id(SendOpcode::Send, 3), 10).unwrap();
+        let first = r.next_packet(0).unwrap();
+        // The first packet: the message goes on from it.
+        assert!(r.unsend(&first));
+        let again = r.next_packet(0).unwrap();
+        assert_eq!(
+            (again.psn, again.opcode, again.payload),
+            (first.psn, first.opcode, first.payload)
+        );
+        // The last packet, with a local operation behind it: neither is
+        // complete until it went out.
+        let last = r.next_packet(0).unwrap();
+        assert!(r.unsend(&last));
+        assert!(polled(&mut r).is_empty());
+        let last = r.next_packet(0).unwrap();
+        assert_eq!(
+            polled(&mut r),
+            [(1, WcStatus::Success), (2, WcStatus::Success)]
+        );
+        // (Polled: too late to take it back.)
+        assert!(!r.unsend(&last));
+        let third = r.next_packet(0).unwrap();
+        // The last packet of a message: its WQE is not complete any more.
+        assert!(r.unsend(&third));
+        assert!(polled(&mut r).is_empty());
+        // Only the last packet produced can be taken back.
+        assert!(!r.unsend(&last));
+        let again = r.next_packet(0).unwrap();
+        assert_eq!((again.psn, again.payload), (third.psn, third.payload));
+        assert_eq!(polled(&mut r), [(3, WcStatus::Success)]);
+        assert!(r.next_packet(0).is_none());
+        assert_eq!(r.counters().packets, 3);
+        // Reliable mode goes back with restart_from.
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu256));
+        r.post(wqe_id(SendOpcode::Send, 1), 10).unwrap();
+        let d = r.next_packet(0).unwrap();
+        assert!(!r.unsend(&d));
     }
 
     /// A WQE that fails locally while earlier ones wait for their ACKs:

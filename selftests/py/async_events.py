@@ -11,11 +11,15 @@ the QP events are read from DEV1's context (the responder):
   - IBV_EVENT_QP_REQ_ERR: a misaligned FETCH_AND_ADD (REM_INV_REQ_ERR);
   - no event for a good transfer, and none for a QP the user moves to ERR
     (without an SRQ; SRQ QPs get LAST_WQE_REACHED, see srq_verbs.py);
+  - SQD: RTS -> SQD (en_sqd_async_notify) with a SEND waiting in RNR: the
+    SEND completes, then IBV_EVENT_SQ_DRAINED; a SEND posted in SQD waits
+    for RTS; SQD -> RTS refused (EINVAL) while draining, then allowed;
   - modify_qp to RESET removes that QP's unpolled completions from its CQ
     (and only those), as hardware providers do;
   - with IF0 (DEV0's netdev): `ip link set IF0 down` -> IBV_EVENT_PORT_ERR
     on DEV0's context, `up` -> IBV_EVENT_PORT_ACTIVE.
 """
+import errno
 import subprocess
 import sys
 import time
@@ -26,7 +30,7 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 import rclib
 from rclib import Dev, poll, status_str
 from srq_verbs import event_fds, wait_async
-from taplib import check, finish
+from taplib import check, errno_of, finish
 
 EV_NAME = {getattr(e, n): n for n in dir(e) if n.startswith("IBV_EVENT_")}
 
@@ -126,6 +130,53 @@ def main():
     p = pair()
     s, r = send_one(p, 65536)
     check(len(r) == 1 and r[0].status == 0 and r[0].byte_len == 65536, "a fresh pair still moves 64 KiB")
+
+    # SQD: the QP completes what it took before, starts nothing new, and
+    # says IBV_EVENT_SQ_DRAINED once drained; only then may it go back to
+    # RTS.  DEV1's QP sends here (its events are the ones read).
+    cq0, cq1, qp0, qp1 = pair()
+
+    def send1(wr_id):
+        qp1.post_send(SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(rmr.buf, 64, rmr.lkey)],
+                             send_flags=e.IBV_SEND_SIGNALED))
+
+    def recv0(wr_id):
+        qp0.post_recv(RecvWR(wr_id=wr_id, num_sge=1, sg=[SGE(smr.buf, 64, smr.lkey)]))
+
+    send1(20)  # no receive at DEV0 yet: RNR, retried without end
+    time.sleep(0.3)
+    a = rclib.qp_attr(e.IBV_QPS_SQD, en_sqd_async_notify=1)
+    rc = errno_of(lambda: qp1.modify(a, e.IBV_QP_STATE | e.IBV_QP_EN_SQD_ASYNC_NOTIFY))
+    attr, _ = qp1.query(e.IBV_QP_STATE)
+    ev = wait_async(d1.ctx, evfd, 1)
+    check(rc == 0 and attr.qp_state == e.IBV_QPS_SQD and attr.sq_draining == 1 and ev is None,
+          "RTS -> SQD with a SEND outstanding: SQD, sq_draining 1, no event yet",
+          f"errno {rc}, {rclib.state_str(attr.qp_state)}, sq_draining {attr.sq_draining}, event {ev_str(ev)}")
+    send1(21)  # posted in SQD: not started
+    rc = errno_of(lambda: qp1.modify(rclib.qp_attr(e.IBV_QPS_RTS), e.IBV_QP_STATE))
+    check(rc == errno.EINVAL, "SQD -> RTS while draining: EINVAL", f"errno {rc}")
+    recv0(30)
+    recv0(31)
+    s = poll(cq1, 1, time.monotonic() + 30)
+    ev = wait_async(d1.ctx, evfd, 10)
+    attr, _ = qp1.query(e.IBV_QP_STATE)
+    check(len(s) == 1 and s[0].wr_id == 20 and s[0].status == 0 and ev == e.IBV_EVENT_SQ_DRAINED
+          and attr.sq_draining == 0,
+          "the SEND taken before completes, then IBV_EVENT_SQ_DRAINED, sq_draining 0",
+          f"{[rclib.wc_str(w) for w in s]}, event {ev_str(ev)}, sq_draining {attr.sq_draining}")
+    r = poll(cq0, 2, time.monotonic() + 1)
+    check([w.wr_id for w in r] == [30], "the SEND posted in SQD did not go out", f"{[rclib.wc_str(w) for w in r]}")
+    rc = errno_of(lambda: qp1.modify(rclib.qp_attr(e.IBV_QPS_RTS), e.IBV_QP_STATE))
+    s = poll(cq1, 1, time.monotonic() + 30)
+    r = poll(cq0, 1, time.monotonic() + 30)
+    check(rc == 0 and [w.wr_id for w in s] == [21] and [w.wr_id for w in r] == [31],
+          "SQD -> RTS: the SEND posted in SQD goes out and completes",
+          f"errno {rc}, {[rclib.wc_str(w) for w in s + r]}")
+    qp1.modify(rclib.qp_attr(e.IBV_QPS_SQD), e.IBV_QP_STATE)
+    ev = wait_async(d1.ctx, evfd, 1)
+    rc = errno_of(lambda: qp1.modify(rclib.qp_attr(e.IBV_QPS_RTS), e.IBV_QP_STATE))
+    check(ev is None and rc == 0, "RTS -> SQD with nothing outstanding and no notification asked: no event, "
+          "back to RTS at once", f"event {ev_str(ev)}, errno {rc}")
 
     # RESET removes a QP's unpolled completions from its CQ (only its own).
     cq = d0.cq(32)

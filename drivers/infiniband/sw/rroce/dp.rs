@@ -258,14 +258,18 @@ pub(crate) const EV_ACCESS_ERR: u8 = 8;
 /// [`Ctx::events`] bit: `IB_EVENT_QP_FATAL` (the QP's own rings are
 /// broken: its user wrote impossible indices).
 pub(crate) const EV_FATAL: u8 = 16;
+/// [`Ctx::events`] bit: `IB_EVENT_SQ_DRAINED` (in SQD, every WQE taken
+/// before completed, and the move to SQD asked for the event).
+pub(crate) const EV_SQ_DRAINED: u8 = 32;
 
 /// Event types of the [`Ctx::events`] bits, in the order they are raised.
-const EVENTS: [(u8, bindings::ib_event_type); 5] = [
+const EVENTS: [(u8, bindings::ib_event_type); 6] = [
     (EV_COMM_EST, bindings::ib_event_type_IB_EVENT_COMM_EST),
     (EV_FATAL, bindings::ib_event_type_IB_EVENT_QP_FATAL),
     (EV_REQ_ERR, bindings::ib_event_type_IB_EVENT_QP_REQ_ERR),
     (EV_ACCESS_ERR, bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR),
     (EV_LAST_WQE, bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED),
+    (EV_SQ_DRAINED, bindings::ib_event_type_IB_EVENT_SQ_DRAINED),
 ];
 
 /// [`Ctx::notify`] bit: the send CQ's handler is due.
@@ -429,6 +433,9 @@ pub(crate) struct Dp {
     /// no later WQE is taken meanwhile.  REG_MR and BIND_MW run when they
     /// are taken.
     held: Option<SendWqe>,
+    /// SQD: no new WQE is taken from the SQ (those taken complete;
+    /// [`Dp::sq_idle`] says when they have).
+    sq_paused: bool,
     /// The work item runs the doorbell path ([`Dp::defer`]): a ring loop
     /// stopped at [`RING_BUDGET`], or the retransmission timer fired.
     resume: bool,
@@ -522,6 +529,7 @@ impl Dp {
             ud_psn: 0,
             comm_est: false,
             held: None,
+            sq_paused: false,
             stall: None,
             fault: None,
             stall_tries: 0,
@@ -538,6 +546,15 @@ impl Dp {
     pub(crate) fn receive_from(&mut self, lim: RecvLimits, esz: u32) {
         self.recv_lim = lim;
         self.recv_esz = (esz as usize).min(self.rq_scratch.len());
+    }
+
+    /// SQD: whether every WQE taken from the SQ has completed (nothing
+    /// held, the requester's all complete, no send waiting for an
+    /// on-demand page).
+    pub(crate) fn sq_idle(&self) -> bool {
+        self.held.is_none()
+            && self.req.as_ref().map_or(true, |r| r.all_completed())
+            && !matches!(self.stall, Some(Stalled::Tx { .. } | Stalled::UdSend))
     }
 
     /// Whether a multi-packet SEND holds a receive WQE it is filling.
@@ -790,6 +807,12 @@ impl Dp {
                     self.resp = Some(Responder::with_store(cfg, res));
                 }
             }
+            QpState::Sqd => self.sq_paused = true,
+            QpState::Rts if prev == QpState::Sqd => {
+                // Back from SQD: WQEs posted meanwhile go now.
+                self.sq_paused = false;
+                let _ = self.doorbell(ctx, st);
+            }
             QpState::Rts if prev == QpState::Rtr && self.ud => self.ud_psn = attrs.sq_psn,
             // An XRC target has no requester.
             QpState::Rts if self.xrc_tgt => {}
@@ -806,6 +829,7 @@ impl Dp {
                 }
             }
             QpState::Err => {
+                self.sq_paused = false;
                 // `st` is ERR already (set by modify_qp).
                 if ctx.srq.is_some() && !self.xrc_tgt {
                     ctx.raise(EV_LAST_WQE);
@@ -833,6 +857,7 @@ impl Dp {
         self.end_stall();
         self.has_cur = false;
         self.held = None;
+        self.sq_paused = false;
         self.path = None;
         self.comm_est = false;
         for (c, ring) in [(&mut self.sq, ctx.sq_ring), (&mut self.rq, ctx.rq_ring)] {
@@ -1065,6 +1090,9 @@ impl Dp {
     fn take_wqes(&mut self, ctx: &Ctx<'_>) -> Result<(), ()> {
         loop {
             if self.held.is_some() && !self.run_held(ctx) {
+                return Ok(());
+            }
+            if self.sq_paused {
                 return Ok(());
             }
             let Some(req) = self.req.as_ref() else { return Ok(()) };
@@ -1555,7 +1583,7 @@ impl Dp {
     /// completed once handed to the network.  A WQE that cannot be sent
     /// completes with an error and the QP enters the SQE state.
     fn ud_send_all(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
-        if self.stall.is_some() {
+        if self.stall.is_some() || self.sq_paused {
             return;
         }
         let mtu = link::active_mtu(ctx.dev.p.ndev.mtu()).map_or(256, |m| m.bytes());

@@ -174,6 +174,10 @@ impl QpPriv {
 fn unlock(p: &QpPriv, ctx: &Ctx<'_>, mut g: DpGuard<'_>) {
     let inner = &mut *g;
     inner.dp.after_cq_loss(ctx, &mut inner.state);
+    // SQD: drained once every WQE taken before it completed.
+    if inner.state == QpState::Sqd && inner.attrs.sq_draining && inner.dp.sq_idle() && inner.attrs.sq_drained() {
+        ctx.raise(crate::dp::EV_SQ_DRAINED);
+    }
     p.state_seen.store(inner.state as u32, Ordering::Release);
     if inner.dp.has_fault() {
         p.odp_fault.store(true, Ordering::Release);

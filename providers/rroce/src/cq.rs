@@ -34,6 +34,7 @@ use rroce_proto::wqe::{Cqe, CQE_BYTES};
 use crate::device::warn;
 use crate::ffi::*;
 use crate::pd::RrocePd;
+use crate::session::SessionLock;
 
 /// The consumer side of a CQ ring.
 struct CqRing {
@@ -54,6 +55,11 @@ pub(crate) struct RroceCq {
     ibv: Opaque<IbvCqEx>,
     cqn: u32,
     ring: Mutex<Option<CqRing>>,
+    /// Held from a successful `start_poll` to `end_poll`, and by
+    /// `poll_cq`, `resize_cq` and a QP's purge meanwhile: the completion
+    /// the `read_*` functions report is one slot of the CQ
+    /// ([`crate::session`]).
+    session: SessionLock,
     /// The parent domain of `IBV_CQ_INIT_ATTR_MASK_PD`, held while the CQ
     /// lives.  A CQ has no buffer of the provider's own (its ring is
     /// kernel memory, a CQE is decoded on the stack), so its allocator is
@@ -73,6 +79,7 @@ impl RroceCq {
             ibv: Opaque::zeroed(),
             cqn: 0,
             ring: Mutex::new(None),
+            session: SessionLock::new(),
             _domain: domain,
         }
     }
@@ -113,6 +120,7 @@ impl RroceCq {
     /// `ibv_poll_cq`: the number of completions written to the start of
     /// `out`, or a negative errno value: `-EIO` once the CQ is broken.
     pub(crate) fn poll(&self, out: &mut [MaybeUninit<IbvWc>]) -> c_int {
+        let _session = self.session.scope();
         let mut guard = self.lock();
         let Some(ring) = guard.as_mut() else {
             return -NO_RING;
@@ -128,6 +136,24 @@ impl RroceCq {
             Drained::Broken(0) => -EIO,
             Drained::Broken(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
         }
+    }
+
+    /// `start_poll`: takes the CQ's session (it waits for another
+    /// thread's to end) and [`RroceCq::poll_one`]; the session stays taken
+    /// until `end_poll` if that succeeded (the application calls
+    /// `end_poll` only then), and ends now if not.
+    pub(crate) fn start_poll(&self) -> Result<IbvWc, c_int> {
+        self.session.acquire();
+        let r = self.poll_one();
+        if r.is_err() {
+            self.session.release();
+        }
+        r
+    }
+
+    /// `end_poll`: ends the session `start_poll` began.
+    pub(crate) fn end_poll(&self) {
+        self.session.release();
     }
 
     /// Consumes the next completion for `start_poll`/`next_poll` and keeps
@@ -175,6 +201,7 @@ impl RroceCq {
         command: impl FnOnce(&mut RroceResizeCqCmd, &mut RroceResizeCqResp) -> (c_int, c_int),
     ) -> c_int {
         let cqn = self.cqn;
+        let _session = self.session.scope();
         let mut guard = self.lock();
         let Some(ring) = guard.as_mut() else {
             return NO_RING;
@@ -225,6 +252,7 @@ impl RroceCq {
     /// its old completions must not surface once it is reused, as on
     /// hardware providers).  A broken CQ is left alone.
     pub(crate) fn purge_qp(&self, qpn: u32) {
+        let _session = self.session.scope();
         let mut g = self.lock();
         let Some(ring) = g.as_mut() else { return };
         if ring.broken {

@@ -99,6 +99,7 @@ pub(crate) mod ffi;
 mod ops;
 pub(crate) mod pd;
 pub(crate) mod qp;
+pub(crate) mod session;
 pub(crate) mod srq;
 
 // The provider objects are shared by every thread of the application

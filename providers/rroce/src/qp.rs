@@ -51,6 +51,7 @@ use crate::device::warn;
 use crate::ffi::alloc::RES_TYPE_QP;
 use crate::ffi::*;
 use crate::pd::{buffers, RrocePd};
+use crate::session::SessionLock;
 
 #[path = "qp_ex.rs"]
 pub(crate) mod ex;
@@ -140,6 +141,10 @@ pub(crate) struct RroceQp {
     sq: Mutex<Option<WorkQueue>>,
     /// `None` for a QP attached to an SRQ and for XRC QPs.
     rq: Mutex<Option<WorkQueue>>,
+    /// Held from `ibv_wr_start` to `ibv_wr_complete`/`ibv_wr_abort`, and
+    /// by `post_send` meanwhile: the batch being built uses the SQ's
+    /// scratch buffers (see [`crate::session`]).
+    pub(crate) session: SessionLock,
     /// The parent domain the QP was created on (`None`: a protection
     /// domain), held while the QP lives; dropped after the queues, whose
     /// buffers its allocator may have provided.
@@ -257,6 +262,7 @@ impl RroceQp {
             info: QpInfo::NONE,
             sq: Mutex::new(None),
             rq: Mutex::new(None),
+            session: SessionLock::new(),
             domain,
         }
     }
@@ -349,6 +355,7 @@ impl RroceQp {
         if state < IBV_QPS_RTS {
             return Err(PostError::at(0, EINVAL));
         }
+        let _session = self.session.scope();
         let mut guard = lock(&self.sq);
         let Some(sq) = guard.as_mut() else {
             return Err(PostError::at(0, NO_RING));

@@ -3,6 +3,12 @@
 //! `ibv_wr_set_sge`, ..., `ibv_wr_complete`), for QPs created with
 //! `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 //!
+//! `wr_start` … `wr_complete`/`wr_abort` is a critical section of the
+//! QP (`ibv_wr_post(3)`): `wr_start` takes the QP's session lock
+//! ([`crate::session`]) and the other two give it back, and `post_send`
+//! holds it too, so another thread's post waits for the session to end
+//! (the request being built uses the SQ's scratch buffers).
+//!
 //! A batch lives in the SQ's [`WorkQueue`] under the SQ lock.  Each
 //! operation call (`wr_send`, `wr_rdma_write`, ...) finishes the request
 //! built so far and starts a new one from the `wr_id`/`wr_flags` fields of
@@ -122,14 +128,18 @@ impl RroceQp {
         });
     }
 
-    /// `wr_start`: opens a new, empty batch.
+    /// `wr_start`: opens a new, empty batch, and the QP's session (no
+    /// other thread posts to the QP until `wr_complete`/`wr_abort`).
     pub(crate) fn wr_start(&self) {
+        self.session.acquire();
         self.with_sq(|_, sq| sq.batch.reset(true));
     }
 
-    /// `wr_abort`: drops the batch; nothing of it was posted.
+    /// `wr_abort`: drops the batch; nothing of it was posted.  Ends the
+    /// session.
     pub(crate) fn wr_abort(&self) {
         self.with_sq(|_, sq| sq.batch.reset(false));
+        self.session.release();
     }
 
     /// An operation call (`wr_send`, `wr_rdma_write`, ...): finishes the
@@ -252,8 +262,14 @@ impl RroceQp {
     }
 
     /// `wr_complete` in QP state `state`: posts the batch (see the module
-    /// documentation); 0 or an errno value.
+    /// documentation); 0 or an errno value.  Ends the session.
     pub(crate) fn wr_complete(&self, state: c_int, db: Doorbell) -> c_int {
+        let r = self.complete_batch(state, db);
+        self.session.release();
+        r
+    }
+
+    fn complete_batch(&self, state: c_int, db: Doorbell) -> c_int {
         let mut guard = lock(&self.sq);
         let Some(sq) = guard.as_mut() else {
             return EINVAL;

@@ -412,3 +412,29 @@ fn parent_domains_through_mock_kernel() {
         "{ctx}"
     );
 }
+
+/// The `ibv_wr_*` and `ibv_start_poll` sessions are critical sections
+/// against other threads (`c/sessions.c`).
+#[test]
+fn sessions_through_mock_kernel() {
+    if !namespace_usable() || !have_command("cc") {
+        eprintln!("SKIP: needs root (unshare -m) and cc");
+        return;
+    }
+    let scratch = Scratch::new("sessions");
+    let stem = install(&scratch.0);
+    let sys = fake_sysfs(&scratch.0);
+    let mock = scratch.0.join("mock_uverbs.so");
+    let client = scratch.0.join("sessions");
+    compile_c("mock_uverbs.c", &mock, &["-shared", "-fPIC", "-ldl"]);
+    compile_c("sessions.c", &client, &["-libverbs", "-ldl", "-lpthread"]);
+    let envs = [
+        ("RDMAV_DRIVERS", stem.to_str().unwrap()),
+        ("LD_PRELOAD", mock.to_str().unwrap()),
+    ];
+    let out = run_in_ns(&sys, &envs, client.to_str().unwrap());
+    let stdout = text(&out.stdout);
+    let ctx = format!("stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(out.status.success(), "client failed {ctx}");
+    assert!(stdout.contains("sessions=ok"), "{ctx}");
+}

@@ -215,18 +215,20 @@ pub(super) unsafe extern "C" fn create_cq_ex(
     }
 }
 
-/// `start_poll`/`next_poll`: 0 with `wr_id`/`status` of the `ibv_cq_ex`
-/// set, or the errno value of [`RroceCq::poll_one`].
+/// `start_poll` (`start`) or `next_poll`: 0 with `wr_id`/`status` of the
+/// `ibv_cq_ex` set, or the errno value of [`RroceCq::poll_one`].
 ///
 /// # Safety
 ///
 /// `cq` must be a live CQ made by [`create_cq_ex`].
-unsafe fn poll_one(cq: *mut IbvCqEx) -> c_int {
+unsafe fn poll_one(cq: *mut IbvCqEx, start: bool) -> c_int {
     // SAFETY: per the contract.
-    match unsafe { cq_of(cq.cast::<IbvCq>()) }.poll_one() {
+    let c = unsafe { cq_of(cq.cast::<IbvCq>()) };
+    match if start { c.start_poll() } else { c.poll_one() } {
         Ok(w) => {
             // SAFETY: `cq` is live; these two fields are the provider's to
-            // write during polling.
+            // write during polling (inside the CQ's session: no other
+            // thread writes them meanwhile).
             unsafe {
                 (*cq).wr_id = w.wr_id;
                 (*cq).status = w.status;
@@ -250,7 +252,7 @@ unsafe extern "C" fn start_poll(cq: *mut IbvCqEx, attr: *mut IbvPollCqAttr) -> c
         return EINVAL;
     }
     // SAFETY: forwarded contract.
-    unsafe { poll_one(cq) }
+    unsafe { poll_one(cq, true) }
 }
 
 /// `ibv_cq_ex::next_poll`, as [`poll_one`].
@@ -263,16 +265,22 @@ unsafe extern "C" fn next_poll(cq: *mut IbvCqEx) -> c_int {
         return EINVAL;
     }
     // SAFETY: forwarded contract.
-    unsafe { poll_one(cq) }
+    unsafe { poll_one(cq, false) }
 }
 
-/// `ibv_cq_ex::end_poll`: nothing to do, each completion was released to
-/// the kernel when it was read.
+/// `ibv_cq_ex::end_poll`: ends the session (each completion was released
+/// to the kernel when it was read).
 ///
 /// # Safety
 ///
 /// As for [`start_poll`].
-unsafe extern "C" fn end_poll(_cq: *mut IbvCqEx) {}
+unsafe extern "C" fn end_poll(cq: *mut IbvCqEx) {
+    if cq.is_null() {
+        return;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { cq_of(cq.cast::<IbvCq>()) }.end_poll();
+}
 
 /// Defines `ibv_cq_ex::read_*` functions returning one `ibv_wc` field of
 /// the completion the last `start_poll`/`next_poll` returned.

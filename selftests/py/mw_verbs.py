@@ -17,7 +17,8 @@ QP to ERR, a fresh QP pair is made and must transfer fine.
     REM_ACCESS_ERR, a zero-length bind unbinds (old key refused)
   - bind errors -> IBV_WC_MW_BIND_ERR and the QP in ERR: region without
     MW_BIND access, remote write on a region without local write, range
-    outside the region, type-2 window bound twice
+    outside the region, type-2 window bound twice, type-2 zero-length bind
+    (its region then deregisters)
   - type 2 (IBV_WR_BIND_MW): the caller's key works, the allocation key
     does not; another QP cannot use it (type 2B); LOCAL_INV -> access
     refused, LOCAL_INV again -> LOC_PROT_ERR; SEND_WITH_INV -> the receive
@@ -304,6 +305,15 @@ def main():
     check(wc is not None and wc.status == e.IBV_WC_SUCCESS, "type 2: bind", wc_str(wc) if wc else "none")
     _, wc = p.bind2(mw2, mr1, mr1.buf, 4096, RW, wr_id=0x78)
     expect_bind_err(p, wc, "type 2: binding a bound window again")
+    # A zero-length bind of a type-2 window is an error (o10-37.2.40), not
+    # an empty binding holding the region (its dereg would be EBUSY).
+    p = Pair(d0, d1)
+    mrz = MR(d1.pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND)
+    mwz = MW(d1.pd, e.IBV_MW_TYPE_2)
+    _, wc = p.bind2(mwz, mrz, mrz.buf, 0, RW, wr_id=0x79)
+    expect_bind_err(p, wc, "type 2: a zero-length bind")
+    rc = errno_of(mrz.close)
+    check(rc == 0, "... and the region deregisters (no window holds it)", f"errno {rc}")
     mw1 = MW(d1.pd, e.IBV_MW_TYPE_1)
     p = Pair(d0, d1)
     p.qp1.bind_mw(mw1, MWBind(MWBindInfo(mr1, mr1.buf, 4096, RW), e.IBV_SEND_SIGNALED))

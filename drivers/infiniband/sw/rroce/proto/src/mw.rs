@@ -121,6 +121,9 @@ pub enum BindError {
     NeedsLocalWrite,
     /// The range is not inside the region.
     Range,
+    /// A type-2 bind of length 0 (IBA o10-37.2.40: a type-2 window is
+    /// invalidated, not unbound by an empty bind).
+    Type2ZeroLength,
 }
 
 /// What a valid bind does.
@@ -157,8 +160,12 @@ pub fn check_bind(
     if w.type2 && w.bound {
         return Err(BindError::Bound);
     }
-    if !r.type2 && r.len == 0 {
-        return Ok(BindOutcome::Unbind);
+    if r.len == 0 {
+        return if r.type2 {
+            Err(BindError::Type2ZeroLength)
+        } else {
+            Ok(BindOutcome::Unbind)
+        };
     }
     let m = region.ok_or(BindError::NoRegion)?;
     if m.access & ACCESS_MW_BIND == 0 {
@@ -363,15 +370,16 @@ mod tests {
             check_bind(&bound1, &req(false, 0x10000, 16, RW), r, 7),
             Ok(BindOutcome::Bind(_))
         ));
-        // Zero length: unbind for type 1 (no region needed), an empty window for type 2.
+        // Zero length: unbind for type 1 (no region needed), an error
+        // for type 2 (as rdma_rxe: o10-37.2.40).
         assert_eq!(
             check_bind(&bound1, &req(false, 0, 0, 0), None, 7),
             Ok(BindOutcome::Unbind)
         );
-        assert!(matches!(
+        assert_eq!(
             check_bind(&W2, &req(true, 0x10000, 0, RW), r, 7),
-            Ok(BindOutcome::Bind(_))
-        ));
+            Err(BindError::Type2ZeroLength)
+        );
         // Region rules.
         assert_eq!(
             check_bind(&W1, &req(false, 0x10000, 16, RW), None, 7),

@@ -841,6 +841,20 @@ impl Dp {
         }
     }
 
+    /// Attributes a `modify_qp` may change while the QP is in RTS or SQD
+    /// (RTS → RTS, SQD → SQD, SQD → RTS): the engines take the new
+    /// `timeout`, `retry_cnt`, `rnr_retry`, `max_rd_atomic`,
+    /// `min_rnr_timer` and `max_dest_rd_atomic` from now on.  (The path
+    /// MTU and PSNs stay those of RTR/RTS.)
+    pub(crate) fn refresh_timing(&mut self, attrs: &QpAttrs) {
+        if let Some(r) = self.req.as_mut() {
+            r.set_timing(attrs.timeout, attrs.retry_cnt, attrs.rnr_retry, attrs.max_rd_atomic);
+        }
+        if let Some(r) = self.resp.as_mut() {
+            r.set_timing(attrs.min_rnr_timer, attrs.max_dest_rd_atomic.min(MAX_RD_RES as u8));
+        }
+    }
+
     /// Back to RESET: engines dropped, unconsumed WQEs discarded.
     fn reset(&mut self, ctx: &Ctx<'_>) {
         self.stop_polling(ctx);

@@ -464,6 +464,20 @@ fn modify(qp: Q<'_>, attr: &bindings::ib_qp_attr, mask: c_int, roce: Option<Roce
     if next != cur {
         inner.dp.on_modify(&ctx, &mut inner.state, &inner.attrs, cur, next);
     }
+    let timing = [
+        AttrMask::TIMEOUT,
+        AttrMask::RETRY_CNT,
+        AttrMask::RNR_RETRY,
+        AttrMask::MAX_QP_RD_ATOMIC,
+        AttrMask::MIN_RNR_TIMER,
+        AttrMask::MAX_DEST_RD_ATOMIC,
+    ];
+    if matches!(cur, QpState::Rts | QpState::Sqd)
+        && matches!(next, QpState::Rts | QpState::Sqd)
+        && timing.iter().any(|&m| mask.intersects(m))
+    {
+        inner.dp.refresh_timing(&inner.attrs);
+    }
     if next == QpState::Reset {
         inner.attrs = QpAttrs::default();
         inner.av = None;

@@ -1071,6 +1071,23 @@ impl<S: Store<Slot>> Requester<S> {
         self.pass_locals();
     }
 
+    /// New `timeout`, `retry_cnt`, `rnr_retry` and `max_rd_atomic` from a
+    /// `modify_qp` in RTS or SQD (RTS → RTS, SQD → SQD, SQD → RTS): they
+    /// apply from now on, with whole retry budgets.  A QP that had
+    /// READ/atomic credits keeps at least one (with none, a READ already
+    /// posted would wait for ever).
+    pub fn set_timing(&mut self, timeout: u8, retry_cnt: u8, rnr_retry: u8, max_rd_atomic: u8) {
+        self.cfg.timeout = timeout;
+        self.cfg.retry_cnt = retry_cnt;
+        self.cfg.rnr_retry = rnr_retry;
+        self.retry = RetryState::new(retry_cnt, rnr_retry);
+        self.cfg.max_rd_atomic = if self.cfg.max_rd_atomic > 0 {
+            max_rd_atomic.max(1)
+        } else {
+            max_rd_atomic
+        };
+    }
+
     /// Reset the flow-control window and AckReq period (e.g. for tests).
     pub fn set_window(&mut self, max_unacked: u32, ack_every: u32) {
         self.cfg.max_unacked = max_unacked.clamp(1, 1 << 22);
@@ -2231,6 +2248,35 @@ mod tests {
         r.post(wqe_id(SendOpcode::Send, 1), 10).unwrap();
         let d = r.next_packet(0).unwrap();
         assert!(!r.unsend(&d));
+    }
+
+    /// `timeout`/`retry_cnt` changed by a `modify_qp` in RTS apply from
+    /// then on: with `retry_cnt` 1 a second timeout fails the WQE; raised
+    /// to 3 after the first, it takes three more.
+    #[test]
+    fn timing_follows_modify() {
+        let mut c = cfg(PathMtu::Mtu256);
+        c.retry_cnt = 1;
+        let mut r: Requester<[Slot; 8]> = Requester::new(c);
+        r.post(wqe_id(SendOpcode::Send, 1), 10).unwrap();
+        let send = |r: &mut Requester<[Slot; 8]>, now| while r.next_packet(now).is_some() {};
+        send(&mut r, 0);
+        let mut now = r.next_deadline().unwrap();
+        assert!(r.on_timer(now));
+        r.set_timing(12, 3, 3, 4);
+        send(&mut r, now);
+        for _ in 0..3 {
+            let d = r.next_deadline().unwrap();
+            // The new timeout: 4.096 us << 12.
+            assert_eq!(d - now, ack_timeout_ns(12).unwrap());
+            now = d;
+            assert!(r.on_timer(now));
+            assert!(!r.is_error());
+            send(&mut r, now);
+        }
+        let d = r.next_deadline().unwrap();
+        assert!(r.on_timer(d));
+        assert_eq!(polled(&mut r), [(1, WcStatus::RetryExcErr)]);
     }
 
     /// A WQE that fails locally while earlier ones wait for their ACKs:

@@ -543,6 +543,14 @@ impl<const N: usize> Responder<[ResSlot; N]> {
 }
 
 impl<S: Store<ResSlot>> Responder<S> {
+    /// New `min_rnr_timer` and `max_dest_rd_atomic` from a `modify_qp` in
+    /// RTS or SQD: the next RNR NAK carries the new timer, and the new
+    /// number of READ/atomic resources is kept from now on.
+    pub fn set_timing(&mut self, min_rnr_timer: u8, max_dest_rd_atomic: u8) {
+        self.cfg.min_rnr_timer = min_rnr_timer;
+        self.cfg.max_dest_rd_atomic = max_dest_rd_atomic;
+    }
+
     /// A responder in RTR with `cfg` and the resource storage `res`
     /// (emptied here; its length is the most resources it keeps).
     pub fn with_store(cfg: RespConfig, mut res: S) -> Self {

@@ -1628,6 +1628,38 @@ impl MemCheck for InvMem {
     }
 }
 
+/// `min_rnr_timer` changed by a `modify_qp` in RTS: the next RNR NAK
+/// carries the new timer.
+#[test]
+fn rnr_timer_follows_modify() {
+    use super::super::hdr::Syndrome;
+    use super::super::opcode::RC_SEND_ONLY;
+    let cfg = RespConfig {
+        rq_psn: Psn::new(100),
+        pmtu: PathMtu::Mtu256,
+        max_dest_rd_atomic: 4,
+        min_rnr_timer: 12,
+    };
+    let mut r = Responder::<[ResSlot; 4]>::new(cfg);
+    let mut mem = InvMem { regions: vec![] };
+    let none: VecDeque<RecvBuf> = VecDeque::new();
+    let send = InRequest {
+        opcode: RC_SEND_ONLY,
+        psn: Psn::new(100),
+        payload_len: 8,
+        ..Default::default()
+    };
+    let timer = |a: &Action| match a.reply {
+        Reply::Packet(d) => d.aeth.map(|a| a.decoded()),
+        _ => None,
+    };
+    let a = r.on_request(&send, &mut mem, &mut Rq(&none));
+    assert_eq!(timer(&a), Some(Syndrome::RnrNak { timer: 12 }));
+    r.set_timing(20, 4);
+    let a = r.on_request(&send, &mut mem, &mut Rq(&none));
+    assert_eq!(timer(&a), Some(Syndrome::RnrNak { timer: 20 }));
+}
+
 /// SEND with invalidate: the named region is invalidated once, with the
 /// last packet (not on a duplicate); the receive completes with the key;
 /// an unknown key gives NAK remote access error, the receive WQE

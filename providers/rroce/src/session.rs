@@ -18,14 +18,9 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-thread_local! {
-    /// Its address tells the threads apart.
-    static TOKEN: u8 = const { 0 };
-}
-
 /// The calling thread's token: never 0, unique among live threads.
 fn me() -> usize {
-    TOKEN.with(|t| core::ptr::from_ref(t) as usize)
+    crate::ffi::thread_token()
 }
 
 /// A lock that one call takes and another gives back (see the module
@@ -46,7 +41,10 @@ impl SessionLock {
     /// Takes the lock for the calling thread, waiting while another thread
     /// holds it; `false` (and nothing taken) if this thread holds it.
     pub(crate) fn acquire(&self) -> bool {
-        let me = me();
+        self.acquire_as(me())
+    }
+
+    fn acquire_as(&self, me: usize) -> bool {
         if self.owner.load(Ordering::Relaxed) == me {
             return false;
         }
@@ -68,17 +66,23 @@ impl SessionLock {
 
     /// Gives the lock back if the calling thread holds it.
     pub(crate) fn release(&self) {
+        self.release_as(me());
+    }
+
+    fn release_as(&self, me: usize) {
         let _ = self
             .owner
-            .compare_exchange(me(), 0, Ordering::Release, Ordering::Relaxed);
+            .compare_exchange(me, 0, Ordering::Release, Ordering::Relaxed);
     }
 
     /// Holds the lock until the returned guard goes (a call outside a
     /// session); inside the calling thread's own session it takes nothing.
     pub(crate) fn scope(&self) -> Scope<'_> {
+        let me = me();
+        let took = self.acquire_as(me);
         Scope {
             lock: self,
-            took: self.acquire(),
+            owner: if took { me } else { 0 },
         }
     }
 }
@@ -86,13 +90,14 @@ impl SessionLock {
 /// See [`SessionLock::scope`].
 pub(crate) struct Scope<'a> {
     lock: &'a SessionLock,
-    took: bool,
+    /// The token it took the lock with, 0 if it took nothing.
+    owner: usize,
 }
 
 impl Drop for Scope<'_> {
     fn drop(&mut self) {
-        if self.took {
-            self.lock.release();
+        if self.owner != 0 {
+            self.lock.release_as(self.owner);
         }
     }
 }

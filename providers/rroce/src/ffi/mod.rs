@@ -28,5 +28,5 @@ pub(crate) mod user;
 pub(crate) use abi::*;
 pub(crate) use alloc::{Allocator, BufVec, ProviderBuf, Source};
 pub(crate) use opaque::Opaque;
-pub(crate) use sys::{ring_doorbell, set_errno, RingMap};
+pub(crate) use sys::{ring_doorbell, set_errno, thread_token, RingMap};
 pub(crate) use user::InlineData;

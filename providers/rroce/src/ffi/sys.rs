@@ -169,6 +169,15 @@ pub(crate) fn realtime_offset_ns() -> i128 {
     i128::from(timespec_ns(r)) - i128::from(timespec_ns(m))
 }
 
+/// A token of the calling thread: the address of its `errno`, never 0 and
+/// unique among the live threads (cheaper than a `thread_local!` in a
+/// shared library, which costs a `__tls_get_addr` call).
+pub(crate) fn thread_token() -> usize {
+    // SAFETY: __errno_location() has no preconditions; only the address
+    // is used.
+    unsafe { __errno_location() as usize }
+}
+
 /// Sets the calling thread's `errno`.
 pub(crate) fn set_errno(err: c_int) {
     // SAFETY: __errno_location() returns a valid pointer to this thread's

@@ -396,7 +396,9 @@ impl<S: Store<Slot>> Requester<S> {
         self.grow_window();
         self.retry.on_progress();
         self.retry_psn = None;
-        self.deadline = if self.una == self.hi_psn {
+        // (During an RNR wait the ACK timer does not run: the wait's end
+        // resends, and `next_packet` arms it again.)
+        self.deadline = if self.una == self.hi_psn || self.rnr_until.is_some() {
             None
         } else {
             self.timeout_ns().map(|t| now.saturating_add(t))
@@ -485,10 +487,8 @@ impl<S: Store<Slot>> Requester<S> {
 
     /// The earliest time (ns) at which [`Requester::on_timer`] has work.
     pub fn next_deadline(&self) -> Option<u64> {
-        match (self.deadline, self.rnr_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        // During an RNR wait only its end counts.
+        self.rnr_until.or(self.deadline)
     }
 
     /// The QP timer fired at `now` (ns): end an RNR wait, or on an ACK
@@ -501,7 +501,10 @@ impl<S: Store<Slot>> Requester<S> {
         }
         let mut changed = false;
         if self.rnr_until.is_some_and(|t| now >= t) {
+            // The wait's end resends (and `next_packet` arms the ACK timer
+            // again): no ACK timeout is due now.
             self.rnr_until = None;
+            self.deadline = None;
             changed = true;
         }
         // (The ACK timer does not run during an RNR wait: the peer said it

@@ -2279,6 +2279,45 @@ mod tests {
         assert_eq!(polled(&mut r), [(1, WcStatus::RetryExcErr)]);
     }
 
+    /// An ACK accepted during an RNR wait (a copy of the NAKed SEND that
+    /// got through after all) does not start the ACK timer: the timer
+    /// fires once, at the wait's end, nothing times out, and the SEND
+    /// behind it is resent and completes.  (It used to leave an expired
+    /// deadline that the timer met at every tick of the wait, and whose
+    /// timeout at the end spent `retry_cnt`: with 0, RETRY_EXC_ERR.)
+    #[test]
+    fn ack_during_rnr_wait() {
+        use super::super::super::hdr::{Aeth, Syndrome};
+        let rnr = |psn| super::super::InResponse {
+            opcode: RC_ACKNOWLEDGE,
+            psn,
+            aeth: Some(Aeth {
+                syndrome: Syndrome::RnrNak { timer: 0 }.encode(),
+                msn: 0,
+            }),
+            ..Default::default()
+        };
+        let mut c = cfg(PathMtu::Mtu1024);
+        c.retry_cnt = 0;
+        let mut r: Requester<[Slot; 4]> = Requester::new(c);
+        r.post(wqe_id(SendOpcode::Send, 1), 0).unwrap();
+        r.post(wqe_id(SendOpcode::Send, 2), 0).unwrap();
+        let a = drain(&mut r);
+        r.on_response(&rnr(a[0].psn), 1000);
+        r.on_response(&ack(a[0].psn, 1), 2000);
+        let rnr_end = 1000 + 655_360_000;
+        assert_eq!(r.next_deadline(), Some(rnr_end));
+        assert!(r.on_timer(rnr_end));
+        assert_eq!(r.counters().timeouts, 0);
+        let b: Vec<_> = core::iter::from_fn(|| r.next_packet(rnr_end)).collect();
+        assert_eq!(b.iter().map(|p| p.psn).collect::<Vec<_>>(), [a[1].psn]);
+        r.on_response(&ack(a[1].psn, 2), rnr_end + 1);
+        assert_eq!(
+            polled(&mut r),
+            [(1, WcStatus::Success), (2, WcStatus::Success)]
+        );
+    }
+
     /// A WQE that fails locally while earlier ones wait for their ACKs:
     /// nothing from it on is sent, the earlier ones are retransmitted on a
     /// timeout and complete with their ACK, then the failed one completes

@@ -16,7 +16,7 @@
 # accesses it.  rdma_rxe of 6.12 has no on-demand paging: skipped there.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-test_init 3
+test_init 4
 
 desc="on-demand paging regions ($DEV0 -> $DEV1)"
 why=$(provider_unavailable)
@@ -26,6 +26,7 @@ peer_gids
 if [ -n "$why" ]; then
 	ktap_skip "$desc" "$why"
 	ktap_skip "counters: page faults on both devices, two access NAKs, two completion errors" "$why"
+	ktap_skip "an atomic out of sequence on an on-demand page: sequence NAK, no stall (py/odp_wire.py)" "$why"
 	test_done
 fi
 declare -A b0 b1 a0 a1 c0 c1
@@ -55,4 +56,11 @@ for n in rx_icrc_errors invalid_naks_sent; do
 	[ "${c0[$n]}${c1[$n]}" = 00 ] || t_fail "$n: ${c0[$n]} / ${c1[$n]}"
 done
 t_end
+
+wire="an atomic out of sequence on an on-demand page: sequence NAK, no stall (py/odp_wire.py)"
+if [ -c /dev/net/tun ]; then
+	PY_CHECKS_TMO=$((120 * ${RROCE_TIMEOUT_SCALE:-1})) py_checks "$wire" odp_wire.py --dev rroce9 --ifname rrtap0
+else
+	ktap_skip "$wire" "no /dev/net/tun"
+fi
 test_done

@@ -549,12 +549,12 @@ impl Dp {
     }
 
     /// SQD: whether every WQE taken from the SQ has completed (nothing
-    /// held, the requester's all complete, no send waiting for an
-    /// on-demand page).
+    /// held, the requester's all completed and their completions written,
+    /// no send and no READ's data waiting for an on-demand page).
     pub(crate) fn sq_idle(&self) -> bool {
         self.held.is_none()
-            && self.req.as_ref().map_or(true, |r| r.all_completed())
-            && !matches!(self.stall, Some(Stalled::Tx { .. } | Stalled::UdSend))
+            && self.req.as_ref().map_or(true, |r| r.is_idle())
+            && !matches!(self.stall, Some(Stalled::Tx { .. } | Stalled::UdSend | Stalled::ReadData { .. }))
     }
 
     /// Whether a multi-packet SEND holds a receive WQE it is filling.
@@ -621,10 +621,11 @@ impl Dp {
     }
 
     /// Forgets a stalled step (RESET, ERR: what it was part of is gone or
-    /// flushed).  A fault not yet taken stays for the work item, which
-    /// faults it in for nothing.
+    /// flushed), and its fault if the work item has not taken it yet (one
+    /// it took ends for nothing: [`Dp::faulted`] ignores it).
     fn end_stall(&mut self) {
         self.stall = None;
+        self.fault = None;
         self.stall_tries = 0;
         self.stall_dropped = false;
         self.stall_rnr_sent = false;
@@ -645,7 +646,11 @@ impl Dp {
     /// For the work item: the fault it took is done (`ok`: the pages are
     /// in; else the next miss is an access error).
     pub(crate) fn faulted(&mut self, ok: bool) {
-        self.fault_failed |= !ok;
+        // (A fault for a stall that ended meanwhile, at ERR or RESET, says
+        // nothing about the next one.)
+        if self.stall.is_some() {
+            self.fault_failed |= !ok;
+        }
     }
 
     /// The work item retries the stalled step, once its page was faulted
@@ -893,6 +898,12 @@ impl Dp {
             ctx.raise(EV_LAST_WQE);
         }
         *st = QpState::Err;
+        // A READ or atomic whose response data waited for a page: it
+        // completed in the requester when its response arrived, but its
+        // data was never placed.
+        if let (Some(Stalled::ReadData { wqe, .. }), Some(r)) = (self.stall.as_ref(), self.req.as_mut()) {
+            r.local_error(*wqe, WcStatus::WrFlushErr);
+        }
         self.end_stall();
         self.stop_polling(ctx);
         // Receives posted from now on need the doorbell to be flushed; the
@@ -1464,8 +1475,14 @@ impl Dp {
             return;
         }
         // An atomic executes inside the responder: its page must be there
-        // before the responder sees the request.
-        if !self.odp_hard && atomic_missing(ctx, r) {
+        // before the responder sees the request.  Only the request it
+        // expects next: a duplicate is answered from the responder's cache
+        // and one out of sequence NAKed (and the RNR NAK a stall sends
+        // would acknowledge the PSNs before it, which it has not received).
+        if !self.odp_hard
+            && self.resp.as_ref().is_some_and(|rp| rp.expected_psn() == r.psn)
+            && atomic_missing(ctx, r)
+        {
             match copy_payload(payload) {
                 Ok(payload) => self.stall_on(ctx, Stalled::Request { r: *r, payload }),
                 Err(_) => {

@@ -669,6 +669,10 @@ impl Dp {
         self.fault_failed = false;
         let dropped = core::mem::take(&mut self.stall_dropped);
         let read_data = matches!(step, Stalled::ReadData { .. });
+        // A send, reply or UD send is tried again by what follows (the
+        // first packet `pump`, `send_pending` or `ud_send_all` makes, which
+        // clears `odp_hard`); the other steps run now.
+        let later = matches!(step, Stalled::Tx { .. } | Stalled::Reply | Stalled::UdSend);
         match step {
             Stalled::Request { r, payload } => self.on_request(ctx, st, qp_access, &r, &payload),
             Stalled::Place { a, r, payload, msn_before, rq_broken } => {
@@ -685,6 +689,11 @@ impl Dp {
                 }
             }
             Stalled::Reply | Stalled::UdSend | Stalled::Nothing => {}
+        }
+        if !later {
+            // The last try of this step only: the steps that follow fault
+            // their pages in as usual.
+            self.odp_hard = false;
         }
         if self.stall.is_some() {
             return;
@@ -1218,7 +1227,10 @@ impl Dp {
                 }
                 sent += 1;
                 let Some(d) = self.req.as_mut().and_then(|r| r.next_packet(now)) else { break };
-                match self.send_request(ctx, &path, &d) {
+                let sent_one = self.send_request(ctx, &path, &d);
+                // (A resumed stall's last try is for this first packet only.)
+                self.odp_hard = false;
+                match sent_one {
                     Ok(()) => {}
                     Err(TxError::NotPresent) => {
                         // RC goes back to the packet when the page is in
@@ -1639,7 +1651,9 @@ impl Dp {
                 return;
             }
             let entry = self.sq_shadow.get(r).unwrap_or(&[]);
-            let res = match self.ud_send_one(ctx, entry, mtu) {
+            let one = self.ud_send_one(ctx, entry, mtu);
+            self.odp_hard = false;
+            let res = match one {
                 Err(TxError::NotPresent) => {
                     self.stall_on(ctx, Stalled::UdSend);
                     return;
@@ -1793,7 +1807,8 @@ impl Dp {
             self.clear_replies();
             return false;
         };
-        let hard = self.odp_hard;
+        // A resumed stall's last try is for the first READ response packet.
+        let mut hard = core::mem::take(&mut self.odp_hard);
         let Some(q) = self.replyq.as_mut() else { return false };
         let mut missing = false;
         let mut blocked = false;
@@ -1818,7 +1833,9 @@ impl Dp {
                         let before = *stream;
                         let Some(d) = stream.next() else { break };
                         budget -= 1;
-                        if !send_reply(ctx, &path, &d, hard) {
+                        let ok = send_reply(ctx, &path, &d, hard);
+                        hard = false;
+                        if !ok {
                             // Its page is missing: this packet again
                             // once it is in.
                             *stream = before;

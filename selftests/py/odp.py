@@ -20,6 +20,8 @@ page and must fault each one in.  Checks:
   * a multi-packet SEND from a never-touched source into a never-touched
     receive buffer, both on demand, and a SEND into one with SRQ;
   * a UC SEND from a never-touched source arrives intact;
+  * a UD receive into memory that cannot be faulted in completes with
+    LOC_PROT_ERR, and the next receive gets a datagram;
   * compare-and-swap and fetch-and-add on never-touched memory;
   * an implicit region (the whole address space): WRITE and READ through
     its key at addresses of two separate mappings;
@@ -53,6 +55,7 @@ from pyverbs.wr import RecvWR, SGE, SendWR
 import rclib
 import taplib
 import uc_checks
+import ud_errors
 from rclib import Dev, wc_str
 from taplib import check
 
@@ -329,6 +332,34 @@ def main():
     # The first pair is unharmed.
     err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 4096, mr.rkey, mem)
     check(err is None and peek(mem, 4096) == src.read(4096, 0), "the other QP pair still works", err or "")
+
+    # --- UD: a receive into memory that cannot be faulted in completes
+    # with LOC_PROT_ERR (at the next datagram that misses it), and the
+    # QP goes on.  Until 2026-12-07 every datagram stalled on it again:
+    # the receive never completed and the QP received nothing more.
+    cu0, cu1 = d0.cq(16), d1.cq(16)
+    u0, u1 = ud_errors.ud_qp(d0, cu0), ud_errors.ud_qp(d1, cu1)
+    to1 = ud_errors.ah(d0, d1.gid)
+    bmem = mmap(MiB)
+    bmr = MR(d1.pd, MiB, ODP, address=bmem)
+    mmap(MiB, at=bmem, prot=PROT_NONE)
+    gmr = d1.mr(4096)
+    u1.post_recv(RecvWR(wr_id=40, num_sge=1, sg=[SGE(bmem, 4096, bmr.lkey)]))
+    u1.post_recv(RecvWR(wr_id=41, num_sge=1, sg=[SGE(gmr.buf, 4096, gmr.lkey)]))
+    got = []
+    for i in range(8):
+        w = SendWR(wr_id=50 + i, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(src.buf, 64, src.lkey)],
+                   send_flags=e.IBV_SEND_SIGNALED)
+        w.set_wr_ud(to1, u1.qp_num, ud_errors.QKEY)
+        u0.post_send(w)
+        rclib.poll(cu0, 1, time.monotonic() + TMO)
+        time.sleep(0.2)
+        got += rclib.drain(cu1, 0.1)
+        if any(c.wr_id == 41 for c in got):
+            break
+    check([(c.wr_id, c.status) for c in got] == [(40, e.IBV_WC_LOC_PROT_ERR), (41, e.IBV_WC_SUCCESS)],
+          "UD receive into memory that cannot be faulted in: LOC_PROT_ERR, then the next receive gets a datagram",
+          f"{[wc_str(c) for c in got]}")
 
     # --- an implicit region covers user space only: the kernel's half of
     # the addresses, and the last page before 2^64 (where its 2 MiB chunk

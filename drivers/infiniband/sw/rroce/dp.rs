@@ -436,6 +436,11 @@ pub(crate) struct Dp {
     /// SQD: no new WQE is taken from the SQ (those taken complete;
     /// [`Dp::sq_idle`] says when they have).
     sq_paused: bool,
+    /// UD: the page of the head receive could not be faulted in (its
+    /// stall's last try failed): the next datagram that misses a page
+    /// completes that receive with `LOC_PROT_ERR` instead of stalling
+    /// again (datagrams arrive in softirq, where `odp_hard` never holds).
+    ud_recv_hard: bool,
     /// The work item runs the doorbell path ([`Dp::defer`]): a ring loop
     /// stopped at [`RING_BUDGET`], or the retransmission timer fired.
     resume: bool,
@@ -530,6 +535,7 @@ impl Dp {
             comm_est: false,
             held: None,
             sq_paused: false,
+            ud_recv_hard: false,
             stall: None,
             fault: None,
             stall_tries: 0,
@@ -626,6 +632,7 @@ impl Dp {
     fn end_stall(&mut self) {
         self.stall = None;
         self.fault = None;
+        self.ud_recv_hard = false;
         self.stall_tries = 0;
         self.stall_dropped = false;
         self.stall_rnr_sent = false;
@@ -688,7 +695,9 @@ impl Dp {
                     r.restart_from(psn);
                 }
             }
-            Stalled::Reply | Stalled::UdSend | Stalled::Nothing => {}
+            // A UD receive: the next datagram retries it.
+            Stalled::Nothing => self.ud_recv_hard = self.odp_hard,
+            Stalled::Reply | Stalled::UdSend => {}
         }
         if !later {
             // The last try of this step only: the steps that follow fault
@@ -1729,12 +1738,13 @@ impl Dp {
         } else {
             Err(MrError::Range)
         };
-        if res == Err(MrError::NotPresent) && !self.odp_hard {
+        if res == Err(MrError::NotPresent) && !self.odp_hard && !core::mem::take(&mut self.ud_recv_hard) {
             drop(srq_guard);
             ctx.dev.p.stats.inc(Counter::OdpStallDrops);
             self.stall_on(ctx, Stalled::Nothing);
             return true;
         }
+        self.ud_recv_hard = false;
         take_recv(ctx, &mut self.rq, ctx.srq.zip(srq_guard.as_mut()));
         drop(srq_guard);
         let placed = res.is_ok();

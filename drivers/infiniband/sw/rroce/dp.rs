@@ -199,6 +199,9 @@ pub(crate) struct Ctx<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Fault {
     pub(crate) index: u32,
+    /// The region's key: the work item faults only the region that still
+    /// has it (the index may hold another one by then).
+    pub(crate) key: u32,
     pub(crate) va: u64,
     pub(crate) len: u32,
     pub(crate) write: bool,
@@ -299,7 +302,8 @@ impl<'a> Ctx<'a> {
     fn note(&self, mr: &Region, va: u64, len: u32, write: bool) {
         if self.fault.get().is_none() {
             let index = mr.index.load(core::sync::atomic::Ordering::Relaxed);
-            self.fault.set(Some(Fault { index, va, len, write }));
+            let key = mr.key.load(core::sync::atomic::Ordering::Relaxed);
+            self.fault.set(Some(Fault { index, key, va, len, write }));
         }
     }
 

@@ -984,7 +984,13 @@ impl QpOps for QpPriv {
         let mut todo = None;
         if q.p().odp_fault.swap(false, Ordering::AcqRel) {
             section(q, |ctx, _, inner| {
-                todo = inner.dp.take_fault().map(|f| (f, crate::mr::counted_at(ctx.dev, ctx.rcu, f.index)));
+                todo = inner.dp.take_fault().map(|f| {
+                    // (Deregistered meanwhile, its index maybe reused: not
+                    // another region's pages.)
+                    let region = crate::mr::counted_at(ctx.dev, ctx.rcu, f.index)
+                        .filter(|r| r.key.load(Ordering::Relaxed) == f.key);
+                    (f, region)
+                });
             });
         }
         let done = todo.map(|(f, region)| {

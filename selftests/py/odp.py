@@ -329,6 +329,18 @@ def main():
     check(len(wcs) == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR and a1 == a0 + 1,
           "WRITE into a region whose memory became inaccessible: REM_ACCESS_ERR (NAK counted)",
           f"{[wc_str(w) for w in wcs]}, access_naks_sent {a0} -> {a1}")
+    # A READ of it: a NAK too (until 2026-12-07 its responses were dropped
+    # and the requester ran out of retries, RETRY_EXC_ERR).
+    p3 = Pair(d0, d1)
+    a0 = counter(a.dev1, "access_naks_sent")
+    p3.post(e.IBV_WR_RDMA_READ, SGE(dst.buf, 4096, dst.lkey), hmr.rkey, hmem)
+    wcs = rclib.poll(p3.cq0, 1, time.monotonic() + TMO)
+    end = time.monotonic() + 5
+    while (a1 := counter(a.dev1, "access_naks_sent")) == a0 and time.monotonic() < end:
+        time.sleep(0.05)
+    check(len(wcs) == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR and a1 == a0 + 1,
+          "READ of a region whose memory became inaccessible: REM_ACCESS_ERR (NAK counted)",
+          f"{[wc_str(w) for w in wcs]}, access_naks_sent {a0} -> {a1}")
     # The first pair is unharmed.
     err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 4096, mr.rkey, mem)
     check(err is None and peek(mem, 4096) == src.read(4096, 0), "the other QP pair still works", err or "")

@@ -12,7 +12,7 @@
 # outside user space through the implicit region (prefetch EINVAL, WRITE
 # REM_ACCESS_ERR) -- all checked byte for byte.  Then the counters: both
 # devices faulted pages in (odp_faults), the responder NAKed exactly those
-# two accesses, and the only completion errors are those two WRITEs' and
+# three accesses, and the only completion errors are those three requests' and
 # the UD receive into memory that cannot be faulted in.  $DEV1 owns the
 # memory, $DEV0 accesses it.  rdma_rxe of 6.12 has no on-demand paging: skipped there.
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
@@ -26,7 +26,7 @@ why=$(provider_unavailable)
 peer_gids
 if [ -n "$why" ]; then
 	ktap_skip "$desc" "$why"
-	ktap_skip "counters: page faults on both devices, two access NAKs, two completion errors" "$why"
+	ktap_skip "counters: page faults on both devices, three access NAKs, three completion errors" "$why"
 	ktap_skip "an atomic out of sequence on an on-demand page: sequence NAK, no stall (py/odp_wire.py)" "$why"
 	test_done
 fi
@@ -44,14 +44,14 @@ hwc_snap "$DEV1" a1
 hwc_delta b0 a0 c0
 hwc_delta b1 a1 c1
 
-t_begin "counters: page faults on both devices, two access NAKs, two completion errors"
+t_begin "counters: page faults on both devices, three access NAKs, three completion errors"
 diag "$DEV0: $(hwc_show c0)"
 diag "$DEV1: $(hwc_show c1)"
 [ "${c0[odp_faults]}" -gt 0 ] || t_fail "$DEV0 (the source of the on-demand SEND) faulted no page in"
 [ "${c1[odp_faults]}" -gt 0 ] || t_fail "$DEV1 faulted no page in"
-[ "${c1[access_naks_sent]}" = 2 ] || t_fail "$DEV1 sent ${c1[access_naks_sent]} access NAKs, not 2"
-# The requesters' two REM_ACCESS_ERRs, then the flushes of those QPs' nothing.
-[ "${c0[completion_errors]}" = 2 ] || t_fail "$DEV0: ${c0[completion_errors]} completion errors, not 2"
+[ "${c1[access_naks_sent]}" = 3 ] || t_fail "$DEV1 sent ${c1[access_naks_sent]} access NAKs, not 3"
+# The requesters' three REM_ACCESS_ERRs, then the flushes of those QPs' nothing.
+[ "${c0[completion_errors]}" = 3 ] || t_fail "$DEV0: ${c0[completion_errors]} completion errors, not 3"
 # The UD receive into memory that cannot be faulted in.
 [ "${c1[completion_errors]}" = 1 ] || t_fail "$DEV1: ${c1[completion_errors]} completion errors, not 1"
 for n in rx_icrc_errors invalid_naks_sent; do

@@ -614,7 +614,7 @@ impl Dp {
             return;
         }
         let (Some(resp), Some(path)) = (self.resp.as_ref(), self.path) else { return };
-        send_reply(ctx, &path, &resp.rnr_nak(psn, msn, ODP_RNR_TIMER), true);
+        let _ = send_reply(ctx, &path, &resp.rnr_nak(psn, msn, ODP_RNR_TIMER), true);
         ctx.dev.p.stats.inc(Counter::RnrNaksSent);
         self.stall_rnr_sent = true;
     }
@@ -1608,7 +1608,7 @@ impl Dp {
         if urgent {
             // READ and atomic responses and NAKs at once: a requester
             // waits for them.
-            if self.send_pending(ctx, RESP_BUDGET_RX) {
+            if self.send_pending(ctx, st, RESP_BUDGET_RX) {
                 ctx.work.queue();
             }
         } else if self.replyq.as_ref().is_some_and(|q| !q.is_empty()) {
@@ -1812,7 +1812,10 @@ impl Dp {
     /// Sends up to `budget` queued responses; returns whether more wait
     /// to be sent now (not when the QP waits for its packets in flight to
     /// drain: then their destructors queue the work item).
-    pub(crate) fn send_pending(&mut self, ctx: &Ctx<'_>, mut budget: u32) -> bool {
+    ///
+    /// A READ response whose data cannot be read any more ends the READ
+    /// with a NAK (remote access error) and the QP enters ERR.
+    pub(crate) fn send_pending(&mut self, ctx: &Ctx<'_>, st: &mut QpState, mut budget: u32) -> bool {
         if self.stall.is_some() {
             // Resumed by the work item.
             return false;
@@ -1826,7 +1829,8 @@ impl Dp {
         let Some(q) = self.replyq.as_mut() else { return false };
         let mut missing = false;
         let mut blocked = false;
-        while budget > 0 && !missing && !blocked {
+        let mut failed = None;
+        while budget > 0 && !missing && !blocked && failed.is_none() {
             let Some(front) = q.front_mut() else { break };
             match front {
                 // ACKs and atomic responses go out regardless of the
@@ -1835,7 +1839,7 @@ impl Dp {
                     let d = *d;
                     budget -= 1;
                     q.pop();
-                    send_reply(ctx, &path, &d, true);
+                    let _ = send_reply(ctx, &path, &d, true);
                 }
                 Pending::Read(stream) => {
                     while budget > 0 {
@@ -1847,14 +1851,21 @@ impl Dp {
                         let before = *stream;
                         let Some(d) = stream.next() else { break };
                         budget -= 1;
-                        let ok = send_reply(ctx, &path, &d, hard);
+                        let r = send_reply(ctx, &path, &d, hard);
                         hard = false;
-                        if !ok {
-                            // Its page is missing: this packet again
-                            // once it is in.
-                            *stream = before;
-                            missing = true;
-                            break;
+                        match r {
+                            Replied::Sent => {}
+                            Replied::Missing => {
+                                // Its page is missing: this packet again
+                                // once it is in.
+                                *stream = before;
+                                missing = true;
+                                break;
+                            }
+                            Replied::Failed => {
+                                failed = Some(d.psn);
+                                break;
+                            }
                         }
                     }
                     if stream.remaining() == 0 {
@@ -1862,6 +1873,15 @@ impl Dp {
                     }
                 }
             }
+        }
+        if let Some(psn) = failed {
+            if let Some(nak) = self.resp.as_mut().map(|r| r.read_failed(psn)) {
+                let _ = send_reply(ctx, &path, &nak, true);
+            }
+            self.sync_counters(ctx);
+            ctx.raise(EV_ACCESS_ERR);
+            self.enter_error(ctx, st);
+            return false;
         }
         if missing {
             self.stall_on(ctx, Stalled::Reply);
@@ -1873,7 +1893,7 @@ impl Dp {
     /// The softirq work item, after a receive batch: send the responses
     /// it queued (up to a budget; the work item sends the rest).
     pub(crate) fn on_flush(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
-        if matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) && self.send_pending(ctx, RESP_BUDGET_RX) {
+        if matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) && self.send_pending(ctx, st, RESP_BUDGET_RX) {
             ctx.work.queue();
         }
     }
@@ -1899,7 +1919,7 @@ impl Dp {
             }
             return;
         }
-        if matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) && self.send_pending(ctx, RESP_BUDGET_WORK) {
+        if matches!(st, QpState::Rtr | QpState::Rts | QpState::Sqd) && self.send_pending(ctx, st, RESP_BUDGET_WORK) {
             ctx.work.queue();
         }
     }
@@ -1910,20 +1930,32 @@ impl Dp {
 /// requester retries).
 /// `false` (nothing sent) if a page of the on-demand paging region it
 /// reads from is missing and not `hard` (noted for the section).
-fn send_reply(ctx: &Ctx<'_>, path: &Path, d: &RespDesc, hard: bool) -> bool {
+fn send_reply(ctx: &Ctx<'_>, path: &Path, d: &RespDesc, hard: bool) -> Replied {
     let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
-    let mut missing = false;
+    let mut r = Replied::Sent;
     let _ = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
         None => true,
         Some(src) => match remote_read(ctx, src.rkey, src.va, buf) {
             Ok(()) => true,
             Err(e) => {
-                missing = e == MrError::NotPresent && !hard;
+                r = if e == MrError::NotPresent && !hard { Replied::Missing } else { Replied::Failed };
                 false
             }
         },
     });
-    !missing
+    r
+}
+
+/// What [`send_reply`] did.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Replied {
+    /// Handed to the network (or lost there, like on the wire).
+    Sent,
+    /// A READ response whose on-demand page is missing: the stream stalls.
+    Missing,
+    /// A READ response whose data cannot be read (its region went away,
+    /// or its page cannot be faulted in): the READ fails.
+    Failed,
 }
 
 /// Whether the atomic request `r` (compare-and-swap, fetch-and-add or

@@ -682,6 +682,38 @@ impl<S: Store<ResSlot>> Responder<S> {
         self.fatal(psn, code, Outcome::AccessError, WcStatus::LocProtErr)
     }
 
+    /// The data of READ response `psn` (of a READ that
+    /// [`Self::on_request`] accepted) cannot be read any more: its region
+    /// went away, or an on-demand page of it cannot be faulted in.  The
+    /// rest of the stream is not sent; this returns the NAK (remote access
+    /// error) for `psn` that replaces it, and the QP enters the error state
+    /// (class C, as for an R_Key refused at the request).
+    pub fn read_failed(&mut self, psn: Psn) -> RespDesc {
+        self.counters.naks = self.counters.naks.wrapping_add(1);
+        if let Some(c) = self
+            .counters
+            .by_outcome
+            .get_mut(Outcome::AccessError.index())
+        {
+            *c = c.wrapping_add(1);
+        }
+        let a = self.fatal(
+            psn,
+            NAK_REMOTE_ACCESS_ERROR,
+            Outcome::AccessError,
+            WcStatus::LocProtErr,
+        );
+        match a.reply {
+            Reply::Packet(d) => d,
+            _ => self.ack_pkt(
+                psn,
+                Syndrome::Nak {
+                    code: NAK_REMOTE_ACCESS_ERROR,
+                },
+            ),
+        }
+    }
+
     fn aeth(&self, s: Syndrome) -> Aeth {
         Aeth {
             syndrome: s.encode(),

@@ -1628,6 +1628,31 @@ impl MemCheck for InvMem {
     }
 }
 
+/// A READ whose response data cannot be read any more (its region went,
+/// or its on-demand page cannot be faulted in): a NAK remote access error
+/// for the response PSN, and the responder enters the error state.
+#[test]
+fn read_failed_naks() {
+    use super::super::hdr::{Syndrome, NAK_REMOTE_ACCESS_ERROR};
+    let cfg = RespConfig {
+        rq_psn: Psn::new(100),
+        pmtu: PathMtu::Mtu256,
+        max_dest_rd_atomic: 4,
+        min_rnr_timer: 12,
+    };
+    let mut r = Responder::<[ResSlot; 4]>::new(cfg);
+    let d = r.read_failed(Psn::new(101));
+    assert_eq!(d.psn, Psn::new(101));
+    assert_eq!(
+        d.aeth.map(|a| a.decoded()),
+        Some(Syndrome::Nak {
+            code: NAK_REMOTE_ACCESS_ERROR
+        })
+    );
+    assert!(r.is_error());
+    assert_eq!(r.counters().get(Outcome::AccessError), 1);
+}
+
 /// `min_rnr_timer` changed by a `modify_qp` in RTS: the next RNR NAK
 /// carries the new timer.
 #[test]

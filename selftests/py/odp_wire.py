@@ -16,11 +16,8 @@ Then the WRITE and the FETCH_ADD in order: both ACKed, the atomic executed
 once (the original value 0 returned, the word 5 once the fault is in).
 Prints TAP lines; exits 1 if any check failed.
 """
-import argparse
 import os
-import select
 import struct
-import subprocess
 import sys
 import time
 
@@ -32,30 +29,9 @@ import rclib  # noqa: E402
 import rx_frags  # noqa: E402
 from hostile_pkt import ACK, ATOMIC_ACK, FETCH_ADD, WRITE_ONLY, atomiceth, bth, reth  # noqa: E402
 from qp_live_attrs import answer  # noqa: E402
-from taplib import check, finish  # noqa: E402
+from taplib import check  # noqa: E402
 
 MiB = 1 << 20
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dev", default="rroce9")
-    ap.add_argument("--ifname", default="rrtap0")
-    a = ap.parse_args()
-    tap = rx_frags.Tap(a.ifname)
-    try:
-        subprocess.run(["rdma", "link", "add", a.dev, "type", "rroce", "netdev", a.ifname], check=True,
-                       capture_output=True)
-    except subprocess.CalledProcessError as ex:
-        check(False, f"rdma link add {a.dev} on {a.ifname}", ex.stderr.decode().strip())
-        tap.close()
-        finish()
-    try:
-        run(a, tap)
-    finally:
-        subprocess.run(["rdma", "link", "delete", a.dev], capture_output=True)
-        tap.close()
-    finish()
 
 
 def run(a, tap):
@@ -103,40 +79,17 @@ def run(a, tap):
 
 def answers(tap, tmo):
     """(PSN, AETH syndrome) of every ACK/NAK read within tmo seconds."""
-    out = []
-    deadline = time.monotonic() + tmo
-    while time.monotonic() < deadline:
-        if not select.select([tap.fd], [], [], 0.05)[0]:
-            continue
-        try:
-            f = os.read(tap.fd, 65536)
-        except BlockingIOError:
-            continue
-        if len(f) < 14 + 28 + 16 or f[12:14] != b"\x08\x00" or f[23] != 17:
-            continue
-        roce = f[14 + 28:]
-        if roce[0] == ACK:
-            out.append((struct.unpack("!I", roce[8:12])[0] & 0xFFFFFF, roce[12]))
-    return out
+    return [(struct.unpack("!I", roce[8:12])[0] & 0xFFFFFF, roce[12])
+            for roce in rx_frags.roce_frames(tap, tmo) if roce[0] == ACK]
 
 
 def atomic_ack(tap, psn, tmo):
     """The original value of the ATOMIC ACK for `psn`, or None."""
-    deadline = time.monotonic() + tmo
-    while time.monotonic() < deadline:
-        if not select.select([tap.fd], [], [], 0.05)[0]:
-            continue
-        try:
-            f = os.read(tap.fd, 65536)
-        except BlockingIOError:
-            continue
-        if len(f) < 14 + 28 + 24 or f[12:14] != b"\x08\x00" or f[23] != 17:
-            continue
-        roce = f[14 + 28:]
+    for roce in rx_frags.roce_frames(tap, tmo):
         if roce[0] == ATOMIC_ACK and struct.unpack("!I", roce[8:12])[0] & 0xFFFFFF == psn:
             return struct.unpack("!Q", roce[16:24])[0]
     return None
 
 
 if __name__ == "__main__":
-    main()
+    rx_frags.on_tap_device(run)

@@ -13,11 +13,8 @@ IBV_QP_MIN_RNR_TIMER 20, the same SEND is NAKed with timer 20 (until
 is ACKed and received.
 Prints TAP lines; exits 1 if any check failed.
 """
-import argparse
 import os
-import select
 import struct
-import subprocess
 import sys
 import time
 
@@ -25,57 +22,18 @@ import pyverbs.enums as e
 from pyverbs.wr import RecvWR, SGE
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import icrc_check  # noqa: E402
 import rclib  # noqa: E402
 import rx_frags  # noqa: E402
 from hostile_pkt import ACK, SEND_ONLY, bth  # noqa: E402
-from taplib import check, finish  # noqa: E402
+from taplib import check  # noqa: E402
 
 
 def answer(tap, psn, tmo=5.0):
-    """The AETH syndrome of the responder's answer for `psn` (ICRC
-    checked), or None."""
-    deadline = time.monotonic() + tmo
-    while time.monotonic() < deadline:
-        if not select.select([tap.fd], [], [], 0.05)[0]:
-            continue
-        try:
-            f = os.read(tap.fd, 65536)
-        except BlockingIOError:
-            continue
-        if len(f) < 14 + 28 + 16 or f[12:14] != b"\x08\x00" or f[23] != 17:
-            continue
-        ip = f[14:]
-        if struct.unpack("!H", ip[22:24])[0] != rx_frags.ROCE:
-            continue
-        dgram = ip[:20 + struct.unpack("!H", ip[24:26])[0]]
-        if icrc_check.icrc(dgram) != struct.unpack("<I", dgram[-4:])[0]:
-            continue
-        roce = dgram[28:]
+    """The AETH syndrome of the responder's answer for `psn`, or None."""
+    for roce in rx_frags.roce_frames(tap, tmo):
         if roce[0] == ACK and struct.unpack("!I", roce[8:12])[0] & 0xFFFFFF == psn:
             return roce[12]
     return None
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dev", default="rroce9")
-    ap.add_argument("--ifname", default="rrtap0")
-    a = ap.parse_args()
-    tap = rx_frags.Tap(a.ifname)
-    try:
-        subprocess.run(["rdma", "link", "add", a.dev, "type", "rroce", "netdev", a.ifname], check=True,
-                       capture_output=True)
-    except subprocess.CalledProcessError as ex:
-        check(False, f"rdma link add {a.dev} on {a.ifname}", ex.stderr.decode().strip())
-        tap.close()
-        finish()
-    try:
-        run(a, tap)
-    finally:
-        subprocess.run(["rdma", "link", "delete", a.dev], capture_output=True)
-        tap.close()
-    finish()
 
 
 def run(a, tap):
@@ -108,4 +66,4 @@ def run(a, tap):
 
 
 if __name__ == "__main__":
-    main()
+    rx_frags.on_tap_device(run)

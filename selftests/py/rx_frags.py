@@ -220,6 +220,50 @@ def main():
     finish()
 
 
+def on_tap_device(run):
+    """The main of a script whose peer is itself: parses --dev/--ifname,
+    makes the tap device and the rroce device on it, calls run(args, tap),
+    removes both and exits with the TAP summary."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dev", default="rroce9")
+    ap.add_argument("--ifname", default="rrtap0")
+    a = ap.parse_args()
+    tap = Tap(a.ifname)
+    try:
+        sh("rdma", "link", "add", a.dev, "type", "rroce", "netdev", a.ifname)
+    except subprocess.CalledProcessError as ex:
+        check(False, f"rdma link add {a.dev} on {a.ifname}", ex.stderr.decode().strip())
+        tap.close()
+        finish()
+    try:
+        run(a, tap)
+    finally:
+        subprocess.run(["rdma", "link", "delete", a.dev], capture_output=True)
+        tap.close()
+    finish()
+
+
+def roce_frames(tap, tmo):
+    """The RoCE headers and payload (after IP and UDP) of every frame read
+    from the tap within tmo seconds whose ICRC is right."""
+    deadline = time.monotonic() + tmo
+    while time.monotonic() < deadline:
+        if not select.select([tap.fd], [], [], 0.05)[0]:
+            continue
+        try:
+            f = os.read(tap.fd, 65536)
+        except BlockingIOError:
+            continue
+        if len(f) < 14 + 28 + 16 or f[12:14] != b"\x08\x00" or f[23] != 17:
+            continue
+        ip = f[14:]
+        if struct.unpack("!H", ip[22:24])[0] != ROCE:
+            continue
+        dgram = ip[:20 + struct.unpack("!H", ip[24:26])[0]]
+        if icrc_check.icrc(dgram) == struct.unpack("<I", dgram[-4:])[0]:
+            yield dgram[28:]
+
+
 def connect(a):
     """The device, a CQ, a connected RC QP, two MRs."""
     deadline = time.monotonic() + 10

@@ -21,12 +21,10 @@ was checked under its PD):
     WRITE_LAST naming A: the whole WRITE placed, ACKed.
 Prints TAP lines; exits 1 if any check failed.
 """
-import argparse
 import os
 import random
 import socket
 import struct
-import subprocess
 import sys
 import time
 
@@ -40,7 +38,7 @@ import rclib  # noqa: E402
 import rx_frags  # noqa: E402
 import xrc  # noqa: E402
 from hostile_pkt import bth, reth  # noqa: E402
-from taplib import check, finish  # noqa: E402
+from taplib import check  # noqa: E402
 
 # XRC opcodes (IBA 9.2: transport 101b)
 XRC_SEND_FIRST, XRC_SEND_LAST, XRC_SEND_ONLY = 0xA0, 0xA2, 0xA4
@@ -66,27 +64,6 @@ def wait_counter(dev, name, want, tmo=2.0):
     while (v := counter(dev, name)) != want and time.monotonic() < deadline:
         time.sleep(0.02)
     return v
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dev", default="rroce9")
-    ap.add_argument("--ifname", default="rrtap0")
-    a = ap.parse_args()
-    tap = rx_frags.Tap(a.ifname)
-    try:
-        subprocess.run(["rdma", "link", "add", a.dev, "type", "rroce", "netdev", a.ifname], check=True,
-                       capture_output=True)
-    except subprocess.CalledProcessError as ex:
-        check(False, f"rdma link add {a.dev} on {a.ifname}", ex.stderr.decode().strip())
-        tap.close()
-        finish()
-    try:
-        run(a, tap)
-    finally:
-        subprocess.run(["rdma", "link", "delete", a.dev], capture_output=True)
-        tap.close()
-    finish()
 
 
 def run(a, tap):
@@ -186,4 +163,4 @@ def run(a, tap):
 
 
 if __name__ == "__main__":
-    main()
+    rx_frags.on_tap_device(run)

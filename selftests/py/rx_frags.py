@@ -95,27 +95,11 @@ class Tap:
     def acks(self, want_psn, tmo=5.0, ack=ACK):
         """Read frames until an ACK (opcode `ack`) for want_psn (ICRC
         checked); returns (found, bad_icrc_frames, naks)."""
-        deadline = time.monotonic() + tmo
         bad = naks = 0
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([self.fd], [], [], 0.05)
-            if not r:
-                continue
-            try:
-                f = os.read(self.fd, 65536)
-            except BlockingIOError:
-                continue
-            if len(f) < 14 + 28 + 12 or f[12:14] != b"\x08\x00" or f[23] != 17:
-                continue
-            ip = f[14:]
-            if struct.unpack("!H", ip[22:24])[0] != ROCE:
-                continue
-            ulen = struct.unpack("!H", ip[24:26])[0]
-            dgram = ip[:20 + ulen]
-            if icrc_check.icrc(dgram) != struct.unpack("<I", dgram[-4:])[0]:
+        for roce, icrc_ok in frames(self, tmo):
+            if not icrc_ok:
                 bad += 1
                 continue
-            roce = dgram[28:]
             op, psn = roce[0], struct.unpack("!I", roce[8:12])[0] & 0xFFFFFF
             if op != ack:
                 continue
@@ -243,9 +227,9 @@ def on_tap_device(run):
     finish()
 
 
-def roce_frames(tap, tmo):
-    """The RoCE headers and payload (after IP and UDP) of every frame read
-    from the tap within tmo seconds whose ICRC is right."""
+def frames(tap, tmo):
+    """(RoCE headers and payload after IP and UDP, ICRC right) of every
+    RoCEv2 frame read from the tap within tmo seconds."""
     deadline = time.monotonic() + tmo
     while time.monotonic() < deadline:
         if not select.select([tap.fd], [], [], 0.05)[0]:
@@ -254,41 +238,55 @@ def roce_frames(tap, tmo):
             f = os.read(tap.fd, 65536)
         except BlockingIOError:
             continue
-        if len(f) < 14 + 28 + 16 or f[12:14] != b"\x08\x00" or f[23] != 17:
+        if len(f) < 14 + 28 + 12 or f[12:14] != b"\x08\x00" or f[23] != 17:
             continue
         ip = f[14:]
         if struct.unpack("!H", ip[22:24])[0] != ROCE:
             continue
         dgram = ip[:20 + struct.unpack("!H", ip[24:26])[0]]
-        if icrc_check.icrc(dgram) == struct.unpack("<I", dgram[-4:])[0]:
-            yield dgram[28:]
+        yield dgram[28:], icrc_check.icrc(dgram) == struct.unpack("<I", dgram[-4:])[0]
+
+
+def roce_frames(tap, tmo):
+    """As `frames`, those whose ICRC is right only (their RoCE part)."""
+    return (roce for roce, ok in frames(tap, tmo) if ok)
+
+
+def open_device(a):
+    """The rroce device on the tap (its GID for ME appears shortly after
+    the link), with that GID's index."""
+    deadline = time.monotonic() + 10
+    while True:
+        d = None
+        try:
+            d = rclib.Dev(a.dev, 0)
+            d.gid_index = gid_index(a.dev, ME)
+            return d
+        except Exception:  # noqa: BLE001 - the GID appears shortly after the link
+            if d is not None:
+                d.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def peer():
+    """The script's end as an address for rclib.to_rtr."""
+    b = socket.inet_aton(PEER)
+    return type("Peer", (), {"gid": GID(f"0000:0000:0000:0000:0000:ffff:{b[:2].hex()}:{b[2:].hex()}"),
+                             "gid_index": 0})
 
 
 def connect(a):
     """The device, a CQ, a connected RC QP, two MRs."""
-    deadline = time.monotonic() + 10
-    d = None
-    while d is None:
-        try:
-            d = rclib.Dev(a.dev, 0)
-            d.gid_index = gid_index(a.dev, ME)
-        except Exception:  # noqa: BLE001 - the GID appears shortly after the link
-            if d is not None:
-                d.close()
-            d = None
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    d = open_device(a)
     cq = d.cq(64)
     qp = d.qp(cq, cq, recv_wr=32)
     size = 64 * 1024
     mr = d.mr(size)
     rbuf = d.mr(size)
-    b = socket.inet_aton(PEER)
-    peer = type("Peer", (), {"gid": GID(f"0000:0000:0000:0000:0000:ffff:{b[:2].hex()}:{b[2:].hex()}"),
-                             "gid_index": 0})
     rclib.to_init(qp)
-    rclib.to_rtr(qp, d, peer, PEER_QPN, 1000, e.IBV_MTU_1024)
+    rclib.to_rtr(qp, d, peer(), PEER_QPN, 1000, e.IBV_MTU_1024)
     rclib.to_rts(qp, 5000)
     return d, cq, qp, mr, rbuf
 

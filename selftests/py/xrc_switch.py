@@ -23,13 +23,11 @@ Prints TAP lines; exits 1 if any check failed.
 """
 import os
 import random
-import socket
 import struct
 import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import GID
 from pyverbs.qp import QP, QPInitAttrEx
 from pyverbs.wr import RecvWR, SGE
 
@@ -67,30 +65,15 @@ def wait_counter(dev, name, want, tmo=2.0):
 
 
 def run(a, tap):
-    deadline = time.monotonic() + 10
-    d = None
-    while d is None:
-        try:
-            d = rclib.Dev(a.dev, 0)
-            d.gid_index = rx_frags.gid_index(a.dev, rx_frags.ME)
-        except Exception:  # noqa: BLE001 - the GID appears shortly after the link
-            if d is not None:
-                d.close()
-            d = None
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    d = rx_frags.open_device(a)
     dom = xrc.xrcd(d.ctx)
     cq_a, cq_b = d.cq(16), d.cq(16)
     srq_a, srq_b = xrc.xrc_srq(d.ctx, dom, d.pd, cq_a), xrc.xrc_srq(d.ctx, dom, d.pd, cq_b)
     na, nb = srq_a.get_srq_num(), srq_b.get_srq_num()
     tgt = QP(d.ctx, QPInitAttrEx(qp_type=e.IBV_QPT_XRC_RECV, comp_mask=e.IBV_QP_INIT_ATTR_XRCD, xrcd=dom))
-    b = socket.inet_aton(rx_frags.PEER)
-    peer = type("Peer", (), {"gid": GID(f"0000:0000:0000:0000:0000:ffff:{b[:2].hex()}:{b[2:].hex()}"),
-                             "gid_index": 0})
     psn = 2000
     rclib.to_init(tgt)
-    rclib.to_rtr(tgt, d, peer, PEER_QPN, psn, e.IBV_MTU_1024)
+    rclib.to_rtr(tgt, d, rx_frags.peer(), PEER_QPN, psn, e.IBV_MTU_1024)
     buf_a, buf_b, wmr = d.mr(4 * MTU), d.mr(4 * MTU), d.mr(4 * MTU)
     print(f"# {a.dev} on {a.ifname}: XRC target QP {tgt.qp_num:#x}, SRQs A {na} and B {nb} (one PD, CQs A and B)")
     rnd = random.Random(4791)

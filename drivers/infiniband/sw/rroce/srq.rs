@@ -136,7 +136,7 @@ impl SrqOps for SrqPriv {
         }
         let limits = SrqLimits { max_wr: dev.p.attrs.max_srq_wr as u32, max_sge: dev.p.attrs.max_srq_sge as u32 };
         let a = init.attr;
-        let sge = check_create(a.max_wr, a.max_sge, a.srq_limit, &limits).map_err(srq_err)?;
+        let sge = check_create(a.max_wr, a.max_sge, &limits).map_err(srq_err)?;
         let uctx = limits::user_call::<{ CreateSrqCmd::SIZE }>(init.udata, |c| CreateSrqCmd::from_bytes(c).is_valid())?;
         let esz = wqe::recv_entry_size(sge).ok_or(EINVAL)?;
         let (ring, off) = Ring::new(uctx, a.max_wr, esz)?;

@@ -56,14 +56,10 @@ pub struct SrqLimits {
 }
 
 /// Checks `create_srq` attributes; returns the SGE count to size the
-/// entries for (at least 1).
-pub fn check_create(
-    max_wr: u32,
-    max_sge: u32,
-    srq_limit: u32,
-    lim: &SrqLimits,
-) -> Result<u32, SrqError> {
-    if max_wr == 0 || max_wr > lim.max_wr || max_sge > lim.max_sge || srq_limit > max_wr {
+/// entries for (at least 1).  The limit given at creation is ignored
+/// (`ibv_create_srq(3)`, rdma_rxe, mlx5): only `modify_srq` arms one.
+pub fn check_create(max_wr: u32, max_sge: u32, lim: &SrqLimits) -> Result<u32, SrqError> {
+    if max_wr == 0 || max_wr > lim.max_wr || max_sge > lim.max_sge {
         return Err(SrqError::Invalid);
     }
     Ok(max_sge.max(1))
@@ -147,14 +143,13 @@ mod tests {
 
     #[test]
     fn create_checks() {
-        assert_eq!(check_create(16, 1, 0, &LIM), Ok(1));
-        assert_eq!(check_create(16, 0, 0, &LIM), Ok(1));
-        assert_eq!(check_create(1024, 32, 1024, &LIM), Ok(32));
-        assert_eq!(check_create(0, 1, 0, &LIM), Err(SrqError::Invalid));
-        assert_eq!(check_create(1025, 1, 0, &LIM), Err(SrqError::Invalid));
-        assert_eq!(check_create(16, 33, 0, &LIM), Err(SrqError::Invalid));
-        assert_eq!(check_create(16, 1, 17, &LIM), Err(SrqError::Invalid));
-        assert_eq!(check_create(u32::MAX, 1, 0, &LIM), Err(SrqError::Invalid));
+        assert_eq!(check_create(16, 1, &LIM), Ok(1));
+        assert_eq!(check_create(16, 0, &LIM), Ok(1));
+        assert_eq!(check_create(1024, 32, &LIM), Ok(32));
+        assert_eq!(check_create(0, 1, &LIM), Err(SrqError::Invalid));
+        assert_eq!(check_create(1025, 1, &LIM), Err(SrqError::Invalid));
+        assert_eq!(check_create(16, 33, &LIM), Err(SrqError::Invalid));
+        assert_eq!(check_create(u32::MAX, 1, &LIM), Err(SrqError::Invalid));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Bad `rdma link add` requests fail and leave nothing half-made: no new
-# device, no extra UDP socket, the existing device untouched.
+# device, no extra UDP socket, the existing device untouched.  Among them
+# a VLAN netdev (EPERM, as rdma_rxe).
 . "$(dirname "$0")/../lib.sh"
-test_init 9
+test_init 10
 
 X0=${RROCE_TYPE}x0
-cleanup() { ip link del rrx0 2>/dev/null; }
+cleanup() { ip link del rrx0.100 2>/dev/null; ip link del rrx0 2>/dev/null; }
 trap cleanup EXIT
 ip link del rrx0 2>/dev/null
 ip link add rrx0 type veth peer name rrx1 && ip link set rrx0 up && ip link set rrx1 up
@@ -44,6 +45,19 @@ expect_fail "link add" link_add "$X0" "$IF1"
 expect_eq "$X0 exists" "$(ibdev_exists "$X0" && echo yes || echo no)" no
 unchanged
 t_end
+
+t_begin "VLAN netdev: rdma link add $X0 ... netdev rrx0.100 fails (as rdma_rxe: no GIDs for its addresses)"
+if ip link add link rrx0 name rrx0.100 type vlan id 100 2>/dev/null; then
+	ip link set rrx0.100 up
+	expect_fail "link add" link_add "$X0" rrx0.100
+	expect_eq "$X0 exists" "$(ibdev_exists "$X0" && echo yes || echo no)" no
+	no_dev_on rrx0.100
+	unchanged
+	ip link del rrx0.100
+	t_end
+else
+	t_skip "no 8021q support in this kernel"
+fi
 
 t_begin "unknown link type fails"
 expect_fail "link add" rdma link add "$X0" type nosuchtype netdev rrx0

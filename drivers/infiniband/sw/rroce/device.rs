@@ -326,6 +326,12 @@ fn newlink(name: &CStr, nref: NetDevRef) -> Result {
     if !nref.is_ether() {
         return Err(EINVAL);
     }
+    // On a VLAN device ib_core's GID management would give the port no
+    // GID for its addresses (it matches them against the real device):
+    // as rdma_rxe, on real devices only.
+    if nref.is_vlan() {
+        return Err(EPERM);
+    }
     prune_gone(&g);
     let mut new = alloc_device(&g, nref)?;
     let id = new.dev().id();

@@ -31,6 +31,7 @@ extern "C" {
     pub(crate) fn rroce_dev_net(ndev: *const bindings::net_device) -> *mut bindings::net;
     pub(crate) fn rroce_netif_running(ndev: *const bindings::net_device) -> bool;
     pub(crate) fn rroce_netif_carrier_ok(ndev: *const bindings::net_device) -> bool;
+    pub(crate) fn rroce_is_vlan_dev(ndev: *const bindings::net_device) -> bool;
     pub(crate) fn rroce_netdev_mtu(ndev: *const bindings::net_device) -> c_uint;
     pub(crate) fn rroce_ib_device_try_get(dev: *mut bindings::ib_device) -> bool;
     pub(crate) fn rroce_mutex_lock(m: *mut bindings::mutex);

@@ -11,6 +11,7 @@
 #include <linux/cpumask.h>
 #include <linux/crc32.h>
 #include <linux/highmem.h>
+#include <linux/if_vlan.h>
 #include <linux/igmp.h>
 #include <linux/inetdevice.h>
 #include <linux/moduleparam.h>
@@ -62,6 +63,11 @@ struct net *rroce_dev_net(const struct net_device *ndev)
 bool rroce_netif_running(const struct net_device *ndev)
 {
 	return netif_running(ndev);
+}
+
+bool rroce_is_vlan_dev(const struct net_device *ndev)
+{
+	return is_vlan_dev(ndev);
 }
 
 bool rroce_netif_carrier_ok(const struct net_device *ndev)

@@ -22,6 +22,7 @@ void rroce_dev_hold(struct net_device *ndev);
 void rroce_dev_put(struct net_device *ndev);
 struct net *rroce_dev_net(const struct net_device *ndev);
 bool rroce_netif_running(const struct net_device *ndev);
+bool rroce_is_vlan_dev(const struct net_device *ndev);
 bool rroce_netif_carrier_ok(const struct net_device *ndev);
 unsigned int rroce_netdev_mtu(const struct net_device *ndev);
 bool rroce_ib_device_try_get(struct ib_device *dev);

@@ -72,6 +72,12 @@ impl NetDevRef {
         unsafe { (*self.as_ptr()).type_ == ARPHRD_ETHER }
     }
 
+    /// Whether this is a VLAN device (`is_vlan_dev`).
+    pub(crate) fn is_vlan(&self) -> bool {
+        // SAFETY: by the type invariant the device is valid.
+        unsafe { ffi::rroce_is_vlan_dev(self.as_ptr()) }
+    }
+
     /// The permanent-for-now MAC address (`dev_addr`).
     pub(crate) fn mac(&self) -> [u8; 6] {
         let mut mac = [0u8; 6];

@@ -358,6 +358,13 @@ fn newlink(name: &CStr, nref: NetDevRef) -> Result {
         }
         return Err(ENODEV);
     }
+    // The notifier skipped the device until now: a link change during the
+    // registration would be lost, and the next one taken for no change.
+    // Under the RTNL, as the notifier's own calls.
+    let _rtnl = crate::net::netdev::Rtnl::lock();
+    if let Some(d) = g.get_registered(|e| e.dev.id() == id) {
+        port_event(&d);
+    }
     Ok(())
 }
 

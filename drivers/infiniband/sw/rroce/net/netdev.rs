@@ -260,3 +260,31 @@ unsafe extern "C" fn notifier_cb<H: NetDevEvents>(
     }
     bindings::NOTIFY_DONE as kernel::ffi::c_int
 }
+
+/// The RTNL (`rtnl_lock`), held until the guard goes: what netdev
+/// notifiers run under.  Process context only; never while holding a lock
+/// a notifier takes.
+///
+/// # Invariants
+///
+/// Created by [`Rtnl::lock`], which took the RTNL; the drop releases it.
+/// Not `Send`: released where it was taken.
+pub(crate) struct Rtnl(core::marker::PhantomData<*mut ()>);
+
+impl Rtnl {
+    /// Takes the RTNL (sleeps).
+    pub(crate) fn lock() -> Self {
+        // SAFETY: process context (the caller's contract); paired with the
+        // unlock in `drop`.
+        unsafe { bindings::rtnl_lock() };
+        // INVARIANT: taken just above.
+        Rtnl(core::marker::PhantomData)
+    }
+}
+
+impl Drop for Rtnl {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant this thread holds the RTNL.
+        unsafe { bindings::rtnl_unlock() };
+    }
+}

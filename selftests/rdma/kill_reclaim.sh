@@ -91,7 +91,22 @@ memfree_kb() {
 	field /proc/meminfo MemFree:
 }
 pins_le() { [ "$(pinned_pages)" -le "$1" ]; }
-vmpin_kb() { field "/proc/$1/status" VmPin: 2>/dev/null; }
+# VmPin of process $1.  A read that comes back without the line while the
+# process still lives is made again (once under a loaded CI host the first
+# read had no VmPin and the process was found alive right after), and said.
+vmpin_kb() {
+	local v i
+	for i in 1 2 3; do
+		if v=$(field "/proc/$1/status" VmPin: 2>/dev/null); then
+			[ "$i" = 1 ] || diag "VmPin of pid $1 read at the ${i}th try" >&2
+			echo "$v"
+			return 0
+		fi
+		kill -0 "$1" 2>/dev/null || return 1
+		sleep 0.2
+	done
+	return 1
+}
 ran() { has_line "$1" '^running '; }
 
 # hog NAME PEER NETNS DEV GIDX: start one side; echoes nothing, sets $!

@@ -79,6 +79,11 @@ def control(d):
     check(a.max_srq > 0 and a.max_srq_wr >= 1024 and a.max_srq_sge >= 1,
           f"{d.name} advertises SRQs (max_srq {a.max_srq}, max_srq_wr {a.max_srq_wr}, "
           f"max_srq_sge {a.max_srq_sge})")
+    # What the device does, said in device_cap_flags (until 2026-12-07
+    # none of these was: rdma-core's test_resize_srq skipped).
+    for name in ("SRQ_RESIZE", "RC_RNR_NAK_GEN", "SYS_IMAGE_GUID", "PORT_ACTIVE_EVENT"):
+        bit = getattr(e, "IBV_DEVICE_" + name)
+        check(a.device_cap_flags & bit, f"device_cap_flags has IBV_DEVICE_{name}", f"{a.device_cap_flags:#x}")
     srq = make_srq(d.pd, 16, 2)
     q = srq.query()
     check(q.max_wr >= 16 and q.max_sge >= 2 and q.srq_limit == 0, "create_srq(16, 2): query gives >= 16 WRs, "

@@ -88,6 +88,14 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
         a.max_res_rd_atom = (MAX_RD_ATOM as c_int).saturating_mul(a.max_qp);
     }
     a.max_pkeys = 1;
+    // What the device does that ib_core and consumers ask about: RNR NAKs
+    // for sends that find no receive, a system image GUID, port events
+    // (PORT_ACTIVE/PORT_ERR follow the netdev), SRQ resize (`modify_srq`
+    // with IB_SRQ_MAX_WR; the SGE count per receive stays the creation's).
+    a.device_cap_flags |= (bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
+        | bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
+        | bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT
+        | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE) as u64;
     a.local_ca_ack_delay = ACK_DELAY;
     // The responder's atomics are the CPU's atomic instructions on the word
     // (`PageRef::atomic`), so they are atomic across all QPs of the device:

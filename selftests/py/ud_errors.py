@@ -11,6 +11,8 @@ Usage: ud_errors.py DEV0 GID0 DEV1 GID1.  UD QPs on DEV0 and DEV1:
     with the right one is received;
   - an AH to an unroutable GID is refused; the QP keeps working.
 """
+import os
+import subprocess
 import sys
 import time
 
@@ -140,7 +142,51 @@ def main():
     r = poll(cq1, 1, time.monotonic() + 20) if rc == 0 else []
     check(len(r) == 1 and r[0].wr_id == 14 and r[0].status == e.IBV_WC_WR_FLUSH_ERR,
           "a receive posted in ERR is flushed by itself", f"errno {rc}, {[wc_str(w) for w in r]}")
+    if len(sys.argv) > 5 and sys.argv[5]:
+        other_netdev_v6(sys.argv[1], int(sys.argv[5]))
     finish()
+
+
+def other_netdev_v6(name, g6):
+    """A datagram to an IPv6 address of another netdev of the namespace is
+    not the device's own: until 2026-12-07 the address test matched any
+    global IPv6 address of the namespace (ipv6_chk_addr, not strict), so
+    it was delivered to the sending device's own QPs (and two rroce
+    devices of one namespace could not reach each other over IPv6)."""
+    sh = lambda c: subprocess.run(c, shell=True, capture_output=True, text=True)
+    sh("ip link del rrx6a")
+    r = sh("ip link add rrx6a type veth peer name rrx6b && ip addr add fd7a::1/64 dev rrx6a nodad && "
+           "ip link set rrx6a up && ip link set rrx6b up")
+    if r.returncode:
+        check(False, "a veth with fd7a::1 in this namespace", r.stderr.strip())
+        return
+    try:
+        d = Dev(name, g6)
+        cq = d.cq(16)
+        qa, qb = ud_qp(d, cq), ud_qp(d, cq)
+        m = d.mr(4096)
+        for i in range(2):
+            qb.post_recv(RecvWR(wr_id=100 + i, num_sge=1, sg=[SGE(m.buf + 1024, MSG + 40, m.lkey)]))
+
+        def send_to(gid, wr_id):
+            wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(m.buf, MSG, m.lkey)],
+                        send_flags=e.IBV_SEND_SIGNALED)
+            wr.set_wr_ud(ah(d, gid), qb.qp_num, QKEY)
+            qa.post_send(wr)
+            wait = 3 * int(os.environ.get("RROCE_TIMEOUT_SCALE", "1"))
+            return [w for w in poll(cq, 2, time.monotonic() + wait) if w.wr_id in (wr_id, 100, 101)]
+
+        got = send_to(GID("fd7a:0000:0000:0000:0000:0000:0000:0001"), 1)
+        recvd = [w for w in got if w.wr_id >= 100]
+        check(any(w.wr_id == 1 for w in got) and not recvd,
+              f"{name}: a UD datagram to fd7a::1 (another netdev's address) does not come back to its own QP",
+              f"{[wc_str(w) for w in got]}")
+        got = send_to(d.gid, 2)
+        recvd = [w for w in got if w.wr_id >= 100]
+        check(len(recvd) == 1 and recvd[0].status == 0,
+              f"{name}: one to its own IPv6 address {d.gid} does", f"{[wc_str(w) for w in got]}")
+    finally:
+        sh("ip link del rrx6a")
 
 
 if __name__ == "__main__":

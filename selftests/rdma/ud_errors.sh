@@ -18,7 +18,7 @@ if [ -n "$why" ]; then
 	ktap_skip "UD errors" "$why"
 else
 	py_checks "UD: send error -> SQE, flush, receives go on, SQE -> RTS; wrong Q_Key; unroutable AH" \
-		ud_errors.py "$DEV0" "$G0" "$RDEV" "$G1"
+		ud_errors.py "$DEV0" "$G0" "$RDEV" "$G1" "$(gid_index "$DEV0" "$(gid_of "$IP6_0")")"
 fi
 
 routes="one UD QP: datagrams to a peer, a multicast group (member on its own device), the peer (c/ud_routes.c)"

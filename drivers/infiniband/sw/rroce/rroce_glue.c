@@ -334,9 +334,9 @@ struct sk_buff *rroce_tx_alloc(struct net_device *ndev, unsigned int len,
 /* A per-QP route cache (per-CPU, revalidated on use by dst_check). */
 struct dst_cache *rroce_dst_cache_new(void)
 {
-	struct dst_cache *c = kzalloc(sizeof(*c), GFP_KERNEL);
+	struct dst_cache *c = kzalloc(sizeof(*c), GFP_KERNEL_ACCOUNT);
 
-	if (c && dst_cache_init(c, GFP_KERNEL)) {
+	if (c && dst_cache_init(c, GFP_KERNEL_ACCOUNT)) {
 		kfree(c);
 		c = NULL;
 	}
@@ -447,7 +447,7 @@ bool rroce_ndev_has_addr(struct net_device *ndev, bool ipv6, const u8 *addr)
 
 	if (ipv6)
 		return ipv6_chk_addr(dev_net(ndev), (const struct in6_addr *)addr,
-				     ndev, 0);
+				     ndev, 1);
 	rcu_read_lock();
 	{
 		const struct in_device *in_dev = __in_dev_get_rcu(ndev);

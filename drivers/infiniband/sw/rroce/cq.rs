@@ -168,6 +168,14 @@ pub(crate) fn push(cq: &CqHandle<CqPriv>, cqe: &Cqe, solicited: bool) -> Pushed 
     } else {
         bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
     };
+    // The entry (stored above) is published before the arm is read, and
+    // `req_notify` arms before the consumer reads the producer index: a
+    // full barrier on each side (store buffering), so an arming that this
+    // push does not see finds the entry when its consumer polls.  Without
+    // it, on x86, the load of `armed` could pass the buffered ring stores:
+    // no event, and a user consumer that polled after arming saw the old
+    // producer index and slept with a CQE waiting (found by review).
+    crate::sync::smp_mb();
     // Disarm exactly once per event, in one atomic transition: an arming
     // this entry does not match stays untouched (clearing it and putting
     // it back would hide it from a concurrent push of another QP).
@@ -268,6 +276,9 @@ impl CqOps for CqPriv {
     fn req_notify(&self, flags: bindings::ib_cq_notify_flags) -> Result<bool> {
         let arm = flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
         self.armed.fetch_or(arm, Ordering::AcqRel);
+        // Pairs with the barrier in `push` (user consumers poll the ring
+        // after this returns, without our lock).
+        crate::sync::smp_mb();
         if flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0 {
             let mut guard = self.state.lock();
             let st = &mut *guard;

@@ -50,7 +50,11 @@ pub(crate) const MAX_INLINE: u32 = 512;
 const QPN_MIN: u32 = 16;
 /// The GSI QP's number.
 const GSI_QPN: u32 = 1;
-const QPN_MAX: u32 = 0x00ff_ffff;
+/// The last QP number handed out: 0xFFFFFF is the multicast QPN
+/// (`mcast::MCAST_QPN`), which every packet naming it is delivered to
+/// (until 2026-12-07 the cyclic allocator reached it after ~16.7 M QPs,
+/// and that QP never heard a packet; found by review).
+const QPN_MAX: u32 = crate::mcast::MCAST_QPN - 1;
 
 
 struct QpStateInner {

@@ -207,6 +207,13 @@ pub(crate) unsafe extern "C" fn rereg_user_mr<T: MrOps>(
     // SAFETY: per the contract `ibmr` is one of ours for the call, and its
     // device (set by ib_core) outlives it.
     let (old, dev) = unsafe { (MrObj::<T>::part(ibmr), Device::<T::Dev>::from_ib((*ibmr).device)) };
+    if flags == 0 {
+        // ib_uverbs drops IB_MR_REREG_PD when the PD is the region's own
+        // and calls the driver anyway: nothing changes, and null tells
+        // ib_core the region was "changed in place" (until 2026-12-07 this
+        // gave EINVAL; found by review).
+        return core::ptr::null_mut();
+    }
     let req = Rereg {
         flags: flags as u32,
         range: UserRange { start, length, iova },

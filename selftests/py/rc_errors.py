@@ -460,6 +460,39 @@ def case_send_too_long(d0, d1):
     fresh_pair_ok(d0, d1)
 
 
+def case_read_then_bad_write(d0, d1):
+    # A 1 MiB READ (1,024 response packets at path MTU 1024) and right
+    # behind it a WRITE with a bad rkey: the responder answers the READ in
+    # full, then NAKs the WRITE (IBA 9.7.5.2: responses in PSN order; rxe
+    # finishes read_reply first).  Until 2026-12-07 the NAK, queued behind
+    # the READ's unsent responses, was dropped with them when the responder
+    # entered ERR: the READ ended RETRY_EXC_ERR (retry_cnt 2 here; with 7,
+    # retried for ever) and the WRITE was flushed.
+    size = 1 << 20
+    p = Pair(d0, d1, size=size, retry_cnt=2)
+    c = Counters(d0, d1)
+    data = os.urandom(size)
+    p.mr1.write(data, size, 0)
+    # One post: both requests leave before the responder has sent much.
+    wrs = []
+    for wr_id, op, n, rkey in ((1, e.IBV_WR_RDMA_READ, size, p.mr1.rkey),
+                               (2, e.IBV_WR_RDMA_WRITE, 2048, bad_key(p.mr1.rkey)), (3, e.IBV_WR_SEND, 64, None)):
+        wr = SendWR(wr_id=wr_id, opcode=op, num_sge=1, sg=[SGE(p.mr0.buf, n, p.mr0.lkey)],
+                    send_flags=e.IBV_SEND_SIGNALED)
+        if rkey is not None:
+            wr.set_wr_rdma(rkey, p.mr1.buf)
+        wrs.append(wr)
+    wrs[0].next_wr, wrs[1].next_wr = wrs[1], wrs[2]
+    p.qp0.post_send(wrs[0])
+    expect_wcs(p.cq0, [(1, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_READ), (2, e.IBV_WC_REM_ACCESS_ERR, None),
+                       (3, e.IBV_WC_WR_FLUSH_ERR, None)], "requester, READ 1 MiB then WRITE with a bad rkey")
+    check(p.mr0.read(size, 0) == data, "the READ's 1 MiB arrived intact")
+    expect_state(p.qp0, e.IBV_QPS_ERR, "the requester QP")
+    expect_state(p.qp1, e.IBV_QPS_ERR, "the responder QP")
+    c.show()
+    fresh_pair_ok(d0, d1)
+
+
 def case_rnr_retry_exceeded(d0, d1):
     # No receive posted, rnr_retry 0: the first RNR NAK ends the SEND with
     # IBV_WC_RNR_RETRY_EXC_ERR.

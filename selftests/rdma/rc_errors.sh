@@ -54,6 +54,7 @@ CASES=(
 	"write_no_remote_write|RDMA WRITE to an MR without REMOTE_WRITE -> REM_ACCESS_ERR"
 	"read_no_remote_read|RDMA READ from an MR without REMOTE_READ -> REM_ACCESS_ERR"
 	"send_too_long|SEND larger than the receive buffer -> REM_INV_REQ_ERR / receive error, both QPs in ERR"
+	"read_then_bad_write|RDMA READ 1 MiB, then a WRITE with a bad rkey: READ SUCCESS (data intact), WRITE REM_ACCESS_ERR, the rest flushed"
 	"rnr_retry_exceeded|SEND without a receive, rnr_retry 0 -> RNR_RETRY_EXC_ERR"
 	"retry_exceeded|no ACK (unknown destination QP), retry_cnt 2 -> RETRY_EXC_ERR"
 	"retry_cnt_7_infinite|no ACK, retry_cnt 7: keeps retrying (7 = infinite, as documented), ERR flushes"

@@ -458,6 +458,10 @@ pub(crate) struct Dp {
     /// A missing on-demand page is an access error now, not a stall (the
     /// step's last try).
     odp_hard: bool,
+    /// The responder found an error (a fatal NAK, a receive that failed)
+    /// while responses before it were still queued: the QP enters ERR once
+    /// they are sent ([`Self::error_after_replies`]).
+    err_pending: bool,
     /// Packets were dropped during the stall; an RNR NAK went out for it.
     stall_dropped: bool,
     stall_rnr_sent: bool,
@@ -545,6 +549,7 @@ impl Dp {
             stall_tries: 0,
             fault_failed: false,
             odp_hard: false,
+            err_pending: false,
             stall_dropped: false,
             stall_rnr_sent: false,
         };
@@ -895,6 +900,7 @@ impl Dp {
         self.uc_resp = None;
         // (Its ACKs went out in `set_path`, before the path was cleared.)
         self.clear_replies();
+        self.err_pending = false;
         self.end_stall();
         self.has_cur = false;
         self.held = None;
@@ -914,6 +920,7 @@ impl Dp {
     /// Enters the error state: everything outstanding completes with
     /// `WR_FLUSH_ERR` (or the error already decided).
     pub(crate) fn enter_error(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        self.err_pending = false;
         // An XRC target takes from the SRQs of its domain, not one of its
         // own: no last-WQE event.
         if *st != QpState::Err && ctx.srq.is_some() && !self.xrc_tgt {
@@ -1630,9 +1637,32 @@ impl Dp {
             }
         }
         if a.qp_error || local_err || rq_broken {
-            self.enter_error(ctx, st);
+            self.error_after_replies(ctx, st);
         }
         self.sync_counters(ctx);
+    }
+
+    /// The responder failed a request (its NAK queued, if any) or a
+    /// receive: the QP enters ERR, but only once the responses queued
+    /// before the failure -- READ streams, ACKs, the NAK itself -- have
+    /// left, so that the requester gets them in PSN order (IBA 9.7.5.2;
+    /// rdma_rxe finishes a READ's responses before it takes the next
+    /// request).  Until then the responder takes no request (its error
+    /// flag) and the work item sends the queue.  Until 2026-12-07 the
+    /// queue was forgotten at once: a NAK behind a READ's unsent
+    /// responses never left, and the requester ended the READ with
+    /// RETRY_EXC_ERR (or retried it for ever) instead of completing it
+    /// and the failed request with its remote error (found by review).
+    fn error_after_replies(&mut self, ctx: &Ctx<'_>, st: &mut QpState) {
+        if self.path.is_some() && self.replyq.as_ref().is_some_and(|q| !q.is_empty()) {
+            if let Some(r) = self.resp.as_mut() {
+                let _ = r.flush();
+            }
+            self.err_pending = true;
+            ctx.work.queue();
+            return;
+        }
+        self.enter_error(ctx, st);
     }
 
     /// Sends every WQE in the SQ ring of a UD/GSI QP: one packet each,
@@ -1822,6 +1852,9 @@ impl Dp {
         }
         let Some(path) = self.path else {
             self.clear_replies();
+            if self.err_pending {
+                self.enter_error(ctx, st);
+            }
             return false;
         };
         // A resumed stall's last try is for the first READ response packet.
@@ -1887,7 +1920,12 @@ impl Dp {
             self.stall_on(ctx, Stalled::Reply);
             return false;
         }
-        !blocked && self.replyq.as_ref().is_some_and(|q| !q.is_empty())
+        let more = self.replyq.as_ref().is_some_and(|q| !q.is_empty());
+        if self.err_pending && !more {
+            self.enter_error(ctx, st);
+            return false;
+        }
+        !blocked && more
     }
 
     /// The softirq work item, after a receive batch: send the responses

@@ -433,6 +433,28 @@ def case_read_no_remote_read(d0, d1):
     check(p.mr0.read(2048, 4096) == pattern(p.size, 0x44)[4096:4096 + 2048], "the local READ buffer is unchanged")
 
 
+def case_qp_no_remote_write(d0, d1):
+    # The responder QP's access flags lack REMOTE_WRITE: a WRITE_WITH_IMM
+    # of length 0 is an invalid request (ibv_poll_cq(3): REM_INV_REQ_ERR,
+    # "qp_access_flags in remote QP wasn't configured to support this
+    # operation"; rxe check_qp_attr_access), whatever its length; it takes
+    # no receive.  Until 2026-12-07 it was executed (and a non-empty WRITE
+    # got REM_ACCESS_ERR).
+    p = Pair(d0, d1, access=e.IBV_ACCESS_LOCAL_WRITE)
+    c = Counters(d0, d1)
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_RDMA_WRITE_WITH_IMM, 0, 0, raddr=p.mr1.buf,
+                                               rkey=p.mr1.rkey, imm=5),
+                     e.IBV_WC_REM_INV_REQ_ERR, "WRITE_WITH_IMM of 0 bytes to a QP without REMOTE_WRITE", c)
+
+
+def case_qp_no_remote_read(d0, d1):
+    # The same for a 4 KiB READ from a QP without REMOTE_READ.
+    p = Pair(d0, d1, access=e.IBV_ACCESS_LOCAL_WRITE)
+    c = Counters(d0, d1)
+    _requester_error(d0, d1, p, lambda: p.send(1, e.IBV_WR_RDMA_READ, 4096, 0, raddr=p.mr1.buf, rkey=p.mr1.rkey),
+                     e.IBV_WC_REM_INV_REQ_ERR, "READ of 4 KiB from a QP without REMOTE_READ", c)
+
+
 def case_send_too_long(d0, d1):
     # The responder's receive buffer is 1 KiB, the SEND 4 KiB (4 packets at
     # path MTU 1024).  Requester: NAK invalid request -> REM_INV_REQ_ERR.

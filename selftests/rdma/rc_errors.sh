@@ -53,6 +53,8 @@ CASES=(
 	"write_beyond_mr|RDMA WRITE past the end of the remote MR -> REM_ACCESS_ERR, nothing written"
 	"write_no_remote_write|RDMA WRITE to an MR without REMOTE_WRITE -> REM_ACCESS_ERR"
 	"read_no_remote_read|RDMA READ from an MR without REMOTE_READ -> REM_ACCESS_ERR"
+	"qp_no_remote_write|WRITE_WITH_IMM of 0 bytes to a QP without REMOTE_WRITE -> REM_INV_REQ_ERR, no receive taken"
+	"qp_no_remote_read|READ from a QP without REMOTE_READ -> REM_INV_REQ_ERR"
 	"send_too_long|SEND larger than the receive buffer -> REM_INV_REQ_ERR / receive error, both QPs in ERR"
 	"read_then_bad_write|RDMA READ 1 MiB, then a WRITE with a bad rkey: READ SUCCESS (data intact), WRITE REM_ACCESS_ERR, the rest flushed"
 	"rnr_retry_exceeded|SEND without a receive, rnr_retry 0 -> RNR_RETRY_EXC_ERR"

@@ -2319,6 +2319,10 @@ fn remote_read(ctx: &Ctx<'_>, rkey: u32, va: u64, dst: &mut TxFill<'_>) -> Resul
 }
 
 impl MemCheck for Mem<'_, '_> {
+    fn qp_allows(&self, access: Access) -> bool {
+        Region::qp_allows(self.qp_access, access.ib_flag())
+    }
+
     fn check(&mut self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(), AccessError> {
         self.region(rkey, va, len, access).map(|_| ())
     }

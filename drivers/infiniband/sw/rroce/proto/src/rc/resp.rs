@@ -148,6 +148,18 @@ impl AtomicOp {
 
 /// Memory checks and atomics, provided by the glue (MR table lookup).
 pub trait MemCheck {
+    /// Whether the QP's own access flags (`qp_access_flags`) enable
+    /// remote `access` at all.  Checked before anything else of a WRITE,
+    /// READ, atomic or ATOMIC WRITE, whatever its length: a request the
+    /// QP does not enable is an invalid request (`ibv_poll_cq(3)`:
+    /// REM_INV_REQ_ERR, "qp_access_flags in remote QP wasn't configured
+    /// to support this operation"; rxe's `check_qp_attr_access`), not a
+    /// remote access error.  The default enables all.
+    fn qp_allows(&self, access: Access) -> bool {
+        let _ = access;
+        true
+    }
+
     /// Whether `len` bytes at `va` of the region `rkey` may be accessed with
     /// `access` by this QP.  Not called for zero-length READ/WRITE.
     fn check(&mut self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(), AccessError>;
@@ -968,7 +980,7 @@ impl<S: Store<ResSlot>> Responder<S> {
                 total,
             } => (rkey, va, offset, total),
             _ => {
-                let Some(reth) = pkt.reth else {
+                let Some(reth) = pkt.reth.filter(|_| mem.qp_allows(Access::Write)) else {
                     return self.invalid(pkt.psn);
                 };
                 let mtu = self.cfg.pmtu.bytes();
@@ -1038,6 +1050,15 @@ impl<S: Store<ResSlot>> Responder<S> {
         a
     }
 
+    /// Whether a READ, atomic or ATOMIC WRITE may be served at all: the
+    /// QP enables `access`, and it has responder resources
+    /// (`max_dest_rd_atomic` > 0: with none, such a request is an invalid
+    /// request, IBA 9.4.4 / rxe's `check_resource`; until 2026-12-07 one
+    /// was served anyway).
+    fn serves_rd_atomic<M: MemCheck>(&self, mem: &M, access: Access) -> bool {
+        self.cfg.max_dest_rd_atomic > 0 && mem.qp_allows(access)
+    }
+
     fn push_res(&mut self, r: Res) {
         let cap = usize::from(self.cfg.max_dest_rd_atomic).clamp(1, self.res.items().len().max(1));
         if let Some(slot) = self.res.items_mut().get_mut(self.res_next) {
@@ -1053,6 +1074,9 @@ impl<S: Store<ResSlot>> Responder<S> {
         let Some(reth) = pkt.reth.filter(|r| r.len <= MAX_MSG_SIZE) else {
             return self.invalid(pkt.psn);
         };
+        if !self.serves_rd_atomic(mem, Access::Read) {
+            return self.invalid(pkt.psn);
+        }
         if reth.len > 0
             && mem
                 .check(reth.rkey, reth.va, reth.len, Access::Read)
@@ -1104,6 +1128,9 @@ impl<S: Store<ResSlot>> Responder<S> {
         let Some(ae) = pkt.atomic.filter(|a| a.va & 7 == 0) else {
             return self.invalid(pkt.psn);
         };
+        if !self.serves_rd_atomic(mem, Access::Atomic) {
+            return self.invalid(pkt.psn);
+        }
         let op = match lookup(pkt.opcode).map(|i| i.operation) {
             Some(Operation::CompareSwap) => AtomicOp::CompareSwap {
                 compare: ae.compare,
@@ -1151,7 +1178,7 @@ impl<S: Store<ResSlot>> Responder<S> {
         let (Some(reth), Some(value)) = (pkt.reth, pkt.atomic_write) else {
             return self.invalid(pkt.psn);
         };
-        if reth.len != 8 || reth.va & 7 != 0 {
+        if reth.len != 8 || reth.va & 7 != 0 || !self.serves_rd_atomic(mem, Access::Write) {
             return self.invalid(pkt.psn);
         }
         if let Err(e) = mem.atomic(reth.rkey, reth.va, AtomicOp::Write { value }) {
@@ -1342,6 +1369,91 @@ mod placement_tests {
         assert_eq!(nak_of(&a), (Psn::new(10), NAK_INVALID_REQUEST, 0));
         assert!(a.qp_error);
         assert_eq!(a.outcome, Outcome::InvalidRequest);
+    }
+
+    /// Memory of a QP whose access flags enable nothing remote.
+    struct NoQpAccess;
+    impl MemCheck for NoQpAccess {
+        fn qp_allows(&self, _: Access) -> bool {
+            false
+        }
+        fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+            Ok(())
+        }
+        fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+            Ok(0)
+        }
+    }
+
+    fn request(opcode: u8, len: u32) -> InRequest {
+        use super::super::super::hdr::AtomicEth;
+        let atomic = matches!(lookup(opcode).map(|i| i.operation), Some(Operation::FetchAdd));
+        InRequest {
+            opcode,
+            psn: Psn::new(10),
+            payload_len: if atomic || opcode == super::super::super::opcode::RC_RDMA_READ_REQUEST { 0 } else { len },
+            reth: (!atomic).then_some(Reth { va: 0x1000, rkey: 7, len }),
+            atomic: atomic.then_some(AtomicEth { va: 0x1000, rkey: 7, swap_add: 1, compare: 0 }),
+            imm: (opcode == super::super::super::opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE).then_some(super::super::super::hdr::ImmDt { imm: 5 }),
+            ..InRequest::default()
+        }
+    }
+
+    /// A WRITE (of any length, 0 too), READ or atomic the QP's access
+    /// flags do not enable is an invalid request, not a remote access
+    /// error (rxe's check_qp_attr_access; ibv_poll_cq(3)): until
+    /// 2026-12-07 the non-empty ones were NAKed "remote access" and the
+    /// empty ones executed.
+    #[test]
+    fn qp_access_flags_refuse_as_invalid_request() {
+        use super::super::super::hdr::NAK_INVALID_REQUEST;
+        use super::super::super::opcode::{RC_FETCH_ADD, RC_RDMA_READ_REQUEST, RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE};
+        for (op, len) in [
+            (RC_RDMA_WRITE_ONLY, 64),
+            (RC_RDMA_WRITE_ONLY, 0),
+            (RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 0),
+            (RC_RDMA_READ_REQUEST, 64),
+            (RC_RDMA_READ_REQUEST, 0),
+            (RC_FETCH_ADD, 8),
+        ] {
+            let mut r = responder();
+            let a = r.on_request(&request(op, len), &mut NoQpAccess, &mut Rq);
+            assert_eq!(nak_of(&a), (Psn::new(10), NAK_INVALID_REQUEST, 0), "opcode {op:#x} len {len}");
+            assert!(a.qp_error && !a.take_recv && a.outcome == Outcome::InvalidRequest, "{a:?}");
+            // The same with the flags set is executed.
+            let mut r = responder();
+            let a = r.on_request(&request(op, len), &mut Mem, &mut Rq);
+            assert!(!a.qp_error || op == RC_FETCH_ADD, "opcode {op:#x} len {len}: {a:?}");
+        }
+    }
+
+    /// With no responder resources (max_dest_rd_atomic 0), READs and
+    /// atomics are invalid requests (IBA 9.4.4; rxe's check_resource);
+    /// until 2026-12-07 they were served.
+    #[test]
+    fn no_responder_resources_refuse_reads_and_atomics() {
+        use super::super::super::hdr::NAK_INVALID_REQUEST;
+        use super::super::super::opcode::{RC_FETCH_ADD, RC_RDMA_READ_REQUEST};
+        for op in [RC_RDMA_READ_REQUEST, RC_FETCH_ADD] {
+            let mut r = Responder::<[ResSlot; 4]>::new(RespConfig {
+                rq_psn: Psn::new(10),
+                pmtu: PathMtu::Mtu1024,
+                max_dest_rd_atomic: 0,
+                min_rnr_timer: 1,
+            });
+            let a = r.on_request(&request(op, 8), &mut Mem, &mut Rq);
+            assert_eq!(nak_of(&a), (Psn::new(10), NAK_INVALID_REQUEST, 0), "opcode {op:#x}");
+            assert!(a.qp_error);
+        }
+        // A WRITE needs no resources.
+        let mut r = Responder::<[ResSlot; 4]>::new(RespConfig {
+            rq_psn: Psn::new(10),
+            pmtu: PathMtu::Mtu1024,
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 1,
+        });
+        let a = r.on_request(&request(RC_RDMA_WRITE_ONLY, 64), &mut Mem, &mut Rq);
+        assert!(!a.qp_error, "{a:?}");
     }
 
     /// One 8-byte word, at VA 0x1000 of R_Key 7, for ATOMIC WRITE.

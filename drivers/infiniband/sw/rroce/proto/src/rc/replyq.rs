@@ -151,13 +151,15 @@ impl<S: Store<Option<Pending>>> ReplyQueue<S> {
                 }
             }
             // (A new READ is the newest PSN: it goes at the tail.)
-            at = (0..self.len)
-                .find(|&i| {
-                    self.slot(i)
-                        .and_then(|s| s.as_ref())
-                        .is_some_and(|e| e.psn().cmp_psn(replay.next_psn()) == Ordering::Greater)
-                })
-                .unwrap_or(self.len);
+            at = self.first_after(replay.next_psn());
+        } else if !p.is_plain_ack() {
+            // A duplicate atomic's acknowledgement (or a duplicate ATOMIC
+            // WRITE's or FLUSH's response) answers an old PSN: before the
+            // READ responses of later PSNs, which the requester would
+            // otherwise ignore and then wait a timeout for (until
+            // 2026-12-07 it went to the tail; found by review).  Any other
+            // packet has the newest PSN and goes to the tail all the same.
+            at = self.first_after(p.psn());
         }
         if p.is_plain_ack() && self.len > 0 {
             let tail = self.len - 1;
@@ -182,6 +184,18 @@ impl<S: Store<Option<Pending>>> ReplyQueue<S> {
         }
         self.len += 1;
         Pushed::Queued
+    }
+
+    /// The index of the first entry whose next PSN comes after `psn`
+    /// (`len` if none does).
+    fn first_after(&self, psn: Psn) -> usize {
+        (0..self.len)
+            .find(|&i| {
+                self.slot(i)
+                    .and_then(|s| s.as_ref())
+                    .is_some_and(|e| e.psn().cmp_psn(psn) == Ordering::Greater)
+            })
+            .unwrap_or(self.len)
     }
 
     /// The oldest queued response, to send (a READ stream is advanced in
@@ -307,6 +321,33 @@ mod tests {
         assert_eq!(q.push(read(5, 1024)), Pushed::Queued);
         assert_eq!(q.len(), 5);
         assert_eq!(drain_psns(&mut q), [1, 2, 3, 4, 5]);
+    }
+
+    /// A duplicate atomic's acknowledgement (PSN 10) queued while the
+    /// stream of the READ after it (PSN 11) is partly sent goes before the
+    /// stream: the requester went back to PSN 10 and takes responses in
+    /// PSN order only.
+    #[test]
+    fn duplicate_atomic_ack_goes_before_later_read_responses() {
+        let mut q = ReplyQueue::new([None; 8]);
+        assert_eq!(q.push(read(11, 8192)), Pushed::Queued);
+        if let Some(Pending::Read(r)) = q.front_mut() {
+            for _ in 0..3 {
+                assert!(r.next().is_some());
+            }
+        }
+        let dup_atomic = Pending::Pkt(RespDesc {
+            opcode: op::ATOMIC_ACKNOWLEDGE,
+            atomic_orig: Some(5),
+            ..match nak(10) {
+                Pending::Pkt(d) => d,
+                Pending::Read(_) => unreachable!(),
+            }
+        });
+        assert_eq!(q.push(dup_atomic), Pushed::Queued);
+        // The requester's replay of the READ rewinds its stream.
+        assert_eq!(q.push(read(11, 8192)), Pushed::Absorbed);
+        assert_eq!(drain_psns(&mut q), [10, 11]);
     }
 
     #[test]

@@ -466,10 +466,44 @@ impl<S: Store<Slot>> Requester<S> {
                     s.done = None;
                 }
             }
+            let fresh = self.pending_error.is_none();
             self.pending_error = Some(keep);
+            // The earlier messages must be acknowledged before the error
+            // is reported.  If the last one sent is a SEND or WRITE, its
+            // last packet may not have asked for an ACK (unsignaled, with
+            // this one queued behind it), and a responder that
+            // acknowledges only on AckReq (rdma_rxe) never would: that
+            // packet is sent again, asking (every message asks once an
+            // error is pending; a duplicate is acknowledged, C9-105).  A
+            // READ or atomic is answered anyway.  Until 2026-12-07 the
+            // error waited a whole ACK timeout and a retry for it, for
+            // ever at timeout 0 (found by review).
+            if let Some(p) = self.last_sent_before(keep).filter(|_| fresh) {
+                self.restart_from(p);
+            }
             return;
         }
         self.flush();
+    }
+
+    /// The last PSN of the latest message before WQE `idx` that was sent
+    /// whole and is not complete, if it is a SEND or WRITE (not answered
+    /// by a response of its own).
+    fn last_sent_before(&self, idx: u32) -> Option<Psn> {
+        let mut i = idx;
+        while i != self.done_upto {
+            i = i.wrapping_sub(1);
+            let s = self.slot(i)?;
+            if s.npkts == 0 {
+                continue;
+            }
+            let sent_whole = i.wrapping_sub(self.done_upto) < self.cursor.wrapping_sub(self.done_upto);
+            if !sent_whole || s.done.is_some() || s.takes_rd_credit() {
+                return None;
+            }
+            return Some(s.first_psn.add(s.npkts - 1));
+        }
+        None
     }
 
     /// Whether a WQE posted now can only complete with a flush: the QP is
@@ -2339,8 +2373,11 @@ mod tests {
         assert_eq!(bad.wqe, 1);
         r.local_error(1, WcStatus::LocProtErr);
         assert!(!r.is_error());
+        // WQE 0's last packet again, asking for the ACK; nothing else.
+        let ask = drain(&mut r);
+        assert_eq!(ask.len(), 1, "{ask:?}");
+        assert!(ask[0].psn == p0[2].psn && ask[0].ack_req && ask[0].retransmit, "{ask:?}");
         assert_eq!(r.blocked(), Some(Blocked::Error));
-        assert!(r.next_packet(0).is_none());
         assert!(r.poll_completion().is_none());
         // The ACK timeout: WQE 0 is sent again, not WQE 1.
         let t = r.next_deadline().unwrap();
@@ -2363,6 +2400,36 @@ mod tests {
             ]
         );
         assert!(r.is_idle());
+    }
+
+    /// An unsignaled message sent without AckReq, then a WQE that fails
+    /// locally: the message's last packet is sent again at once, asking
+    /// for the ACK the error waits for.
+    #[test]
+    fn local_error_asks_for_the_ack_it_waits_for() {
+        let mut r: Requester<[Slot; 8]> = Requester::new(cfg(PathMtu::Mtu1024));
+        let mut a = wqe(SendOpcode::RdmaWrite);
+        a.wr_id = 1;
+        a.flags = 0;
+        r.post(a, 2000).unwrap();
+        let mut b = wqe(SendOpcode::RdmaWrite);
+        b.wr_id = 2;
+        b.flags = SEND_SIGNALED;
+        r.post(b, 100).unwrap();
+        let pa: Vec<_> = (0..2).map(|_| r.next_packet(0).unwrap()).collect();
+        assert!(pa.iter().all(|p| p.wqe == 0 && !p.ack_req), "{pa:?}");
+        let bad = r.next_packet(0).unwrap();
+        assert_eq!(bad.wqe, 1);
+        r.local_error(1, WcStatus::LocProtErr);
+        let again = drain(&mut r);
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert!(again[0].psn == pa[1].psn && again[0].ack_req && again[0].retransmit, "{again:?}");
+        r.on_response(&ack(pa[1].psn, 1), 0);
+        let got: Vec<_> = core::iter::from_fn(|| r.poll_completion())
+            .map(|c| (c.wr_id, c.status))
+            .collect();
+        assert_eq!(got, [(1, WcStatus::Success), (2, WcStatus::LocProtErr)]);
+        assert!(r.is_error());
     }
 
     /// An earlier WQE that fails itself (retries exhausted) is the error

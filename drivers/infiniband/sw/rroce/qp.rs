@@ -227,9 +227,12 @@ fn check_create(dev: &RroceDev, ty: QpType, init: &bindings::ib_qp_init_attr, ha
     let cap = &init.cap;
     let max_wr = limits::max_qp_wr();
     let max_sge = dev.p.attrs.max_send_sge as u32;
-    // With an SRQ the receive capacities are the SRQ's; ignored here.
-    let rq_bad = !has_srq && ty != QpType::XrcIni && (cap.max_recv_wr == 0 || cap.max_recv_wr > max_wr || cap.max_recv_sge > max_sge);
-    if cap.max_send_wr == 0 || cap.max_send_wr > max_wr || rq_bad || cap.max_send_sge > max_sge || cap.max_inline_data > MAX_INLINE {
+    // With an SRQ the receive capacities are the SRQ's; ignored here.  A
+    // depth of 0 is allowed (a send-only or receive-only QP, as rxe, siw
+    // and mlx5 allow; EINVAL until 2026-12-07, found by review): the
+    // queue gets the smallest ring, and reports its capacity.
+    let rq_bad = !has_srq && ty != QpType::XrcIni && (cap.max_recv_wr > max_wr || cap.max_recv_sge > max_sge);
+    if cap.max_send_wr > max_wr || rq_bad || cap.max_send_sge > max_sge || cap.max_inline_data > MAX_INLINE {
         return Err(EINVAL);
     }
     Ok(())
@@ -242,7 +245,7 @@ fn new_rings(dev: &RroceDev, ty: QpType, uctx: Option<UctxRef>, cap: &bindings::
     // An XRC target sends nothing: a placeholder SQ, never posted to.
     let (send_wr, send_sge, inline) = match ty {
         QpType::XrcTgt => (1, 1, 0),
-        _ => (cap.max_send_wr, cap.max_send_sge.max(1), cap.max_inline_data),
+        _ => (cap.max_send_wr.max(1), cap.max_send_sge.max(1), cap.max_inline_data),
     };
     let sq_size = wqe::send_entry_size(send_sge, inline).ok_or(EINVAL)?;
     let (sq, sq_off) = Ring::new(uctx, send_wr, sq_size)?;
@@ -263,7 +266,7 @@ fn new_rings(dev: &RroceDev, ty: QpType, uctx: Option<UctxRef>, cap: &bindings::
         (None, QpType::XrcIni) => no_rq(wqe::recv_entry_size(1).ok_or(EINVAL)?)?,
         (None, _) => {
             let rq_size = wqe::recv_entry_size(cap.max_recv_sge.max(1)).ok_or(EINVAL)?;
-            let (rq, rq_off) = Ring::new(uctx, cap.max_recv_wr, rq_size)?;
+            let (rq, rq_off) = Ring::new(uctx, cap.max_recv_wr.max(1), rq_size)?;
             let n = u32::from(wqe::recv_max_sge(rq_size)).min(max_sge);
             (rq, rq_off, n, n)
         }

@@ -160,5 +160,34 @@ tgt.close()
 final = vm_pin_kb()
 check(final == before - SIZE // 1024, "dereg after rereg unpins everything of the MR",
       f"VmPin {final} kB, expected {before - SIZE // 1024}")
+
+# 6. a rereg without CHANGE_TRANSLATION keeps the pages registered (the
+# IBA; mlx5 keeps its umem): the first page of the MR's buffer is replaced
+# by a fresh mapping, the access rereg'd, and the peer's READ still finds
+# the registered bytes.  Until 2026-12-07 every rereg pinned the range
+# afresh, so the MR moved to the new page (and charged RLIMIT_MEMLOCK
+# twice for the time of the call).
+p = Pair()
+buf6 = mmap.mmap(-1, SIZE)
+addr6 = ctypes.addressof(ctypes.c_char.from_buffer(buf6))
+mr6 = MR(d1.pd, SIZE, LW | RW | RR)
+rc = errno_of(lambda: mr6.rereg(e.IBV_REREG_MR_CHANGE_TRANSLATION, None, addr6, SIZE, 0))
+data6 = pattern(6, 4096)
+buf6[:4096] = data6
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+MAP_FIXED = 0x10
+got = libc.mmap(addr6, 4096, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+check(rc == 0 and got == addr6 and bytes(buf6[:4096]) == bytes(4096),
+      "the MR's first page replaced by a fresh one (the process sees zeros)", f"errno {rc}, mmap {got}")
+rc = errno_of(lambda: mr6.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, None, 0, 0, LW | RW | RR))
+check(rc == 0, "rereg CHANGE_ACCESS", f"errno {rc}")
+src.write(bytes(4096), 4096, 0)
+st = post_rdma(p, e.IBV_WR_RDMA_READ, src, 0, 4096, mr6.rkey, addr6)
+check(st == e.IBV_WC_SUCCESS and src.read(4096, 0) == data6,
+      "the peer's READ after the access rereg returns the registered page's bytes",
+      f"{status_str(st)}, first bytes {src.read(8, 0).hex()} want {data6[:8].hex()}")
+mr6.close()
 del p
 finish()

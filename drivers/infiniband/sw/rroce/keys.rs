@@ -33,8 +33,9 @@ pub(crate) type Keys = KeyTable<Region, Window>;
 /// page of `umem`.
 pub(crate) struct Region {
     /// Pinned user pages; `None` for a kernel DMA MR or a fast-registration
-    /// MR (addresses are kernel virtual addresses).
-    pub(crate) umem: Option<Umem>,
+    /// MR (addresses are kernel virtual addresses).  Shared by the regions
+    /// a re-registration that keeps the translation made of one another.
+    pub(crate) umem: Option<Arc<Umem>>,
     /// User memory registered for on-demand paging (`IB_ACCESS_ON_DEMAND`):
     /// then `umem` is `None`.
     pub(crate) odp: Option<OdpMem>,

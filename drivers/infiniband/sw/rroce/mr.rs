@@ -134,6 +134,16 @@ fn check_access(access: c_int) -> Result<u32> {
     Ok(access)
 }
 
+/// Whether ib_core pins pages for `access` writable (`ib_access_writable`).
+fn pins_writable(access: u32) -> bool {
+    access
+        & (bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+            | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+            | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+            | bindings::ib_access_flags_IB_ACCESS_MW_BIND)
+        != 0
+}
+
 /// [`check_access`] for a user region, which may also be on demand.
 fn check_user_access(access: c_int) -> Result<u32> {
     let a = access as u32;
@@ -144,7 +154,7 @@ fn check_user_access(access: c_int) -> Result<u32> {
 }
 
 /// A region of `pd` with nothing pinned yet (a DMA MR as it is).
-fn region(pd: PdId, access: u32, umem: Option<Umem>, fr: Option<Fr>) -> Region {
+fn region(pd: PdId, access: u32, umem: Option<Arc<Umem>>, fr: Option<Fr>) -> Region {
     Region {
         umem,
         odp: None,
@@ -184,7 +194,7 @@ fn pin_user(dev: &RroceDev, pd: PdId, range: UserRange, access: c_int) -> Result
             (None, Some(OdpMem::Explicit(OdpUmem::get(dev, range.start, range.length, access)?)))
         }
     } else {
-        (Some(Umem::get(dev, range.start, range.length, access)?), None)
+        (Some(Arc::new(Umem::get(dev, range.start, range.length, access)?, GFP_KERNEL_ACCOUNT)?), None)
     };
     // INVARIANT: `umem` starts at the page of `start`, `page_off` into it.
     let r = Region {
@@ -206,14 +216,18 @@ impl MrOps for MrPart {
         pin_user(dev, pd, range, access)
     }
 
-    /// Re-registration: always a new region (pages pinned afresh) that
-    /// takes over the old one's keys; ib_core swaps it in for the old
-    /// region, which it then deregisters.  What `flags` does not change is
-    /// taken from the old region.  Building a new region rather than
-    /// editing the live one means the receive path, which reads regions
-    /// locklessly, never sees a half-changed one; the price is that a PD-
-    /// or access-only change pins the range a second time until the old
-    /// region is gone.
+    /// Re-registration: always a new region that takes over the old one's
+    /// keys; ib_core swaps it in for the old region, which it then
+    /// deregisters.  What `flags` does not change is taken from the old
+    /// region.  Building a new region rather than editing the live one
+    /// means the receive path, which reads regions locklessly, never sees
+    /// a half-changed one.  Without IB_MR_REREG_TRANS the new region
+    /// shares the old one's pinned pages (the IBA keeps the translation;
+    /// as mlx5 keeps its umem), unless it is on demand or needs them
+    /// writable and they were pinned read-only: until 2026-12-07 a PD- or
+    /// access-only change pinned the range afresh, charging
+    /// RLIMIT_MEMLOCK twice (ENOMEM near the limit) and taking whatever
+    /// pages were mapped there by then (found by review).
     fn rereg_user(&self, dev: &RroceDev, req: &Rereg) -> Result<Self> {
         let old = &*self.r;
         if req.flags == 0 || req.flags & !bindings::ib_mr_rereg_flags_IB_MR_REREG_SUPPORTED != 0 {
@@ -232,6 +246,18 @@ impl MrOps for MrPart {
         let range = if req.flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0 {
             req.range
         } else {
+            let acc = check_user_access(access)?;
+            let keeps = |old_acc: u32| acc & ACCESS_ODP == 0 && (!pins_writable(acc) || pins_writable(old_acc));
+            if let Some(umem) = old.umem.as_ref().filter(|_| keeps(old.access)) {
+                let r = Region {
+                    page_off: old.page_off,
+                    user_start: old.user_start,
+                    iova: old.iova,
+                    length: old.length,
+                    ..region(pd, acc, Some(umem.clone()), None)
+                };
+                return Ok(MrPart { r: Arc::new(r, GFP_KERNEL_ACCOUNT)? });
+            }
             UserRange { start: old.user_start, length: old.length, iova: old.iova }
         };
         pin_user(dev, pd, range, access)

@@ -121,10 +121,12 @@ fn transfer_errno(e: RingError) -> Error {
 /// What [`push`] did.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pushed {
-    /// The CQ overflowed (now or earlier): the entry is lost, the CQ is in
-    /// the error state (its owner got one `IB_EVENT_CQ_ERR`) and the QP
-    /// must enter the error state.
+    /// The CQ overflowed earlier: the entry is lost, the CQ is in the
+    /// error state and the QP must enter the error state.
     Lost,
+    /// The CQ overflowed now: as [`Pushed::Lost`], and the caller raises
+    /// `IB_EVENT_CQ_ERR` ([`CqHandle::error_event`]) once no lock is held.
+    Overflow,
     /// Stored; the CQ was not armed for it.
     Stored,
     /// Stored and the CQ was armed for it: call [`CqHandle::notify`] once no lock is
@@ -158,10 +160,9 @@ pub(crate) fn push(cq: &CqHandle<CqPriv>, cqe: &Cqe, solicited: bool) -> Pushed 
         }
     };
     if let Err(first) = r {
-        if first {
-            cq.error_event();
-        }
-        return Pushed::Lost;
+        // The caller raises IB_EVENT_CQ_ERR once its locks are dropped
+        // (a consumer's handler may call back into the QP).
+        return if first { Pushed::Overflow } else { Pushed::Lost };
     }
     let want = if solicited || cqe.status != WcStatus::Success {
         bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK

@@ -281,6 +281,9 @@ pub(crate) const NOTIFY_SEND: u8 = 1;
 pub(crate) const NOTIFY_RECV: u8 = 2;
 /// [`Ctx::notify`] bit: the SRQ's limit event is due.
 pub(crate) const NOTIFY_SRQ_LIMIT: u8 = 4;
+/// [`Ctx::notify`]: `NOTIFY_SEND`/`NOTIFY_RECV` shifted by this much: that
+/// CQ overflowed (first lost completion), IB_EVENT_CQ_ERR is due.
+const CQ_ERR_SHIFT: u8 = 3;
 
 impl<'a> Ctx<'a> {
     /// An XRC target's request names the XRC SRQ `srq` (of its domain):
@@ -327,6 +330,10 @@ impl<'a> Ctx<'a> {
         match r {
             cq::Pushed::Notify => self.notify.set(self.notify.get() | bit),
             cq::Pushed::Lost => self.cq_lost.set(true),
+            cq::Pushed::Overflow => {
+                self.cq_lost.set(true);
+                self.notify.set(self.notify.get() | (bit << CQ_ERR_SHIFT));
+            }
             cq::Pushed::Stored => {}
         }
     }
@@ -361,6 +368,19 @@ impl<'a> Ctx<'a> {
         if let Some(cq) = self.recv_cq.filter(|_| n & NOTIFY_RECV != 0) {
             if !send.is_some_and(|s| s.same(cq)) {
                 cq.notify();
+            }
+        }
+        // IB_EVENT_CQ_ERR of an overflowed CQ, here, without the QP lock
+        // (until 2026-12-07 raised under it: a kernel consumer's handler
+        // that called into the QP deadlocked; found by review).
+        let overflowed = |bit: u8| n & (bit << CQ_ERR_SHIFT) != 0;
+        let send_err = self.send_cq.filter(|_| overflowed(NOTIFY_SEND));
+        if let Some(cq) = send_err {
+            cq.error_event();
+        }
+        if let Some(cq) = self.recv_cq.filter(|_| overflowed(NOTIFY_RECV)) {
+            if !send_err.is_some_and(|s| s.same(cq)) {
+                cq.error_event();
             }
         }
         if n & NOTIFY_SRQ_LIMIT != 0 {

@@ -453,6 +453,32 @@ class Hostile:
         self.expect("UD", b, {}, {"rx_dropped": n, "rx_packets": 0})
         self.no_cqe("UD")
 
+    def run_ud_not_ours(self):
+        """Datagrams for a UD QP of DEV1 (a receive posted, the right
+        Q_Key, a good ICRC) that are not addressed to DEV1: to the limited
+        broadcast address and to the all-hosts group 224.0.0.1 (a multicast
+        group with a unicast QPN).  Dropped and counted (rxe's
+        rxe_chk_dgid; until 2026-12-07 both were received)."""
+        qp = self.d1.qp(self.cq1, self.cq1, qp_type=e.IBV_QPT_UD)
+        self.ud_up(qp)
+        mr = self.d1.mr(4096)
+        qp.post_recv(RecvWR(wr_id=0x77, num_sge=1, sg=[SGE(mr.buf, 1024, mr.lkey)]))
+        s = self.w.s4
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+        # The group datagram is not looped back to DEV0's socket; the
+        # broadcast is (ip_mc_output), and dropped there as well.
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+        b = self.snap()
+        for dst in ("255.255.255.255", "224.0.0.1"):
+            roce = bth(UD_SEND_ONLY, qp.qp_num, 9) + deth(UD_QKEY, 0x42) + b"b" * 32
+            s.sendto(roce + struct.pack("<I", Wire.icrc(IP0, dst, roce, False)), (dst, ROCE))
+            self.w.sent += 1
+        self.cls("UD datagrams to the broadcast address and a multicast group with a unicast QPN", 2, 0)
+        self.expect("UD not ours", b, {"rx_dropped": (0, 1), "rx_packets": 0}, {"rx_dropped": 2, "rx_packets": 0})
+        self.no_cqe("UD not ours")
+        qp.close()
+        mr.close()
+
     def run_psn_ahead(self):
         b = self.snap()
         n = 0
@@ -1140,7 +1166,7 @@ def main():
     h.verify_live("pair A before the attacks")
     print(f"# setup and first transfer: {time.monotonic() - t0:.1f} s")
     steps = [("malformed", h.run_malformed), ("icrc", h.run_bad_icrc), ("qpn", h.run_wrong_qpn),
-             ("ud", h.run_ud), ("ahead", h.run_psn_ahead), ("dup", h.run_duplicates),
+             ("ud", h.run_ud), ("udnotours", h.run_ud_not_ours), ("ahead", h.run_psn_ahead), ("dup", h.run_duplicates),
              ("resp", h.run_forged_responses), ("ip", h.run_ip_fields), ("source", h.run_wrong_source), ("raw", h.run_raw_frames),
              ("victims", h.run_victims), ("flush", h.run_flush), ("readflood", h.run_read_flood),
              ("flood", h.run_flood)]

@@ -799,6 +799,16 @@ pub(crate) fn deliver(dev: &RroceDev, rcu: &ReadGuard, parsed: &crate::proto::hd
     let p = q.p();
     let mut ctx = ctx(q, rcu);
     if matches!(p.ty, QpType::Ud | QpType::Gsi) {
+        // A datagram for a QP (not the multicast QPN) must be addressed to
+        // this device (rxe's rxe_chk_dgid; a NIC steers by destination
+        // GID): the UDP socket also hands us broadcasts and, by the
+        // weak-host model, datagrams for another local address that came
+        // in on our netdev.  Until 2026-12-07 those reached UD and GSI QPs
+        // (found by review).
+        let ours = crate::proto::net::ip_addrs(ip).is_some_and(|(_, dst)| dev.p.ndev.has_addr(dst.as_bytes()));
+        if !ours {
+            return false;
+        }
         return deliver_ud(p, &ctx, parsed, ip, payload);
     }
     // The transport of the opcode must be the QP's (IBA 9.6.1.1: else

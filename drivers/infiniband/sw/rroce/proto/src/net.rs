@@ -52,6 +52,14 @@ impl IpAddr {
         }
     }
 
+    /// The address's bytes (4 or 16), in network order.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            IpAddr::V4(a) => a,
+            IpAddr::V6(a) => a,
+        }
+    }
+
     /// Length of the IP header for this family.
     pub const fn hdr_len(&self) -> usize {
         match self {

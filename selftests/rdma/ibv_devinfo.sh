@@ -35,6 +35,10 @@ check_devinfo() {
 	expect_eq "link_layer" "$(field "$out" link_layer)" "Ethernet"
 	expect_eq "active_mtu" "$(field "$out" active_mtu)" "1024 (3)"
 	expect_eq "max_mtu" "$(field "$out" max_mtu)" "4096 (5)"
+	# What the WQE checks take (2^31, the IBA's limit); 1 GiB until 2026-12-07.
+	if [ "$RROCE_TYPE" = rroce ]; then
+		expect_eq "max_msg_sz" "$(field "$out" max_msg_sz)" "0x80000000"
+	fi
 	expect_eq "node_guid" "$(field "$out" node_guid)" "$(cat "$SYS_IB/$dev/node_guid")"
 	idx=$(gid_index "$dev" "$(gid_v4 "$ip")")
 	if [ -z "$idx" ]; then

@@ -41,7 +41,7 @@ t_begin "reload rroce with max_objects=$MAXOBJ: ibv_devinfo shows the caps"
 if drv_reload max_objects=$MAXOBJ; then
 	expect_eq "parameter" "$(cat /sys/module/rroce/parameters/max_objects)" $MAXOBJ
 	info=$(ibv_devinfo -v -d "$DEV0" 2>&1)
-	for k in max_qp max_cq max_mr max_pd max_srq max_ah; do
+	for k in max_qp max_cq max_mr max_mw max_pd max_srq max_ah; do
 		expect_eq "$k" "$(awk -v k="$k:" '$1 == k {print $2; exit}' <<<"$info")" $MAXOBJ
 	done
 else

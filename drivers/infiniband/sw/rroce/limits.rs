@@ -30,7 +30,10 @@ pub(crate) const MAX_MR: u32 = 0x1_0000;
 pub(crate) const MAX_AH: u32 = 0x1_0000;
 /// Outstanding READ/atomic requests per QP, either way (rdma_rxe: 128).
 pub(crate) const MAX_RD_ATOM: u32 = 128;
-pub(crate) const MAX_MSG_SZ: u32 = 1 << 30;
+/// The largest message (`max_msg_sz`): the IBA's 2^31 bytes, what the
+/// WQE checks enforce (`proto::wqe::MAX_MSG_SIZE`; until 2026-12-07 the
+/// port said 1 GiB while 2 GiB messages were taken).
+pub(crate) const MAX_MSG_SZ: u32 = crate::proto::wqe::MAX_MSG_SIZE;
 pub(crate) const GID_TABLE_LEN: u32 = 1024;
 pub(crate) const PAGE_SIZE_CAP: u64 = 0xffff_f000;
 pub(crate) const VENDOR_ID: u32 = 0x00ff_ffff;
@@ -86,6 +89,8 @@ pub(crate) fn device_attrs(guid: u64) -> bindings::ib_device_attr {
             *m = (*m).min(cap);
         }
         a.max_res_rd_atom = (MAX_RD_ATOM as c_int).saturating_mul(a.max_qp);
+        // Windows take their keys from the regions' table.
+        a.max_mw = a.max_mr;
     }
     a.max_pkeys = 1;
     // What the device does that ib_core and consumers ask about: RNR NAKs

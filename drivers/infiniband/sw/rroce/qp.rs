@@ -288,7 +288,7 @@ fn new_rings(dev: &RroceDev, ty: QpType, uctx: Option<UctxRef>, cap: &bindings::
 /// producer side.
 #[inline(never)]
 fn new_dp(dev: &RroceDev, ty: QpType, r: &NewRings) -> Result<(KBox<Dp>, Option<KernelQ>)> {
-    let max_msg = dev.p.attrs.max_mr_size.min(1 << 31) as u32;
+    let max_msg = dev.p.attrs.max_mr_size.min(u64::from(limits::MAX_MSG_SZ)) as u32;
     let mut dp = Dp::new(
         r.sq.layout,
         r.rq.layout,

@@ -177,7 +177,7 @@ impl SrqOps for SrqPriv {
         }
         a.max_wr = layout.entries();
         a.max_sge = max_sge;
-        let lim = RecvLimits { max_sge: max_sge as u16, max_msg_size: dev.p.attrs.max_mr_size.min(1 << 31) as u32 };
+        let lim = RecvLimits { max_sge: max_sge as u16, max_msg_size: dev.p.attrs.max_mr_size.min(u64::from(crate::limits::MAX_MSG_SZ)) as u32 };
         let xrc = init.xrc.map(|x| XrcSrq { xrcd: x.xrcd, pd: init.pd, cq: x.cq });
         Ok((SrqPriv { esz, lim, max_sge, srqn, xrc, inner }, srqn))
     }

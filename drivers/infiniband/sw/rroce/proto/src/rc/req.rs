@@ -497,7 +497,8 @@ impl<S: Store<Slot>> Requester<S> {
             if s.npkts == 0 {
                 continue;
             }
-            let sent_whole = i.wrapping_sub(self.done_upto) < self.cursor.wrapping_sub(self.done_upto);
+            let sent_whole =
+                i.wrapping_sub(self.done_upto) < self.cursor.wrapping_sub(self.done_upto);
             if !sent_whole || s.done.is_some() || s.takes_rd_credit() {
                 return None;
             }
@@ -2376,7 +2377,10 @@ mod tests {
         // WQE 0's last packet again, asking for the ACK; nothing else.
         let ask = drain(&mut r);
         assert_eq!(ask.len(), 1, "{ask:?}");
-        assert!(ask[0].psn == p0[2].psn && ask[0].ack_req && ask[0].retransmit, "{ask:?}");
+        assert!(
+            ask[0].psn == p0[2].psn && ask[0].ack_req && ask[0].retransmit,
+            "{ask:?}"
+        );
         assert_eq!(r.blocked(), Some(Blocked::Error));
         assert!(r.poll_completion().is_none());
         // The ACK timeout: WQE 0 is sent again, not WQE 1.
@@ -2423,7 +2427,10 @@ mod tests {
         r.local_error(1, WcStatus::LocProtErr);
         let again = drain(&mut r);
         assert_eq!(again.len(), 1, "{again:?}");
-        assert!(again[0].psn == pa[1].psn && again[0].ack_req && again[0].retransmit, "{again:?}");
+        assert!(
+            again[0].psn == pa[1].psn && again[0].ack_req && again[0].retransmit,
+            "{again:?}"
+        );
         r.on_response(&ack(pa[1].psn, 1), 0);
         let got: Vec<_> = core::iter::from_fn(|| r.poll_completion())
             .map(|c| (c.wr_id, c.status))

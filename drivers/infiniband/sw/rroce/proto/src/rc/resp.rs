@@ -1387,14 +1387,31 @@ mod placement_tests {
 
     fn request(opcode: u8, len: u32) -> InRequest {
         use super::super::super::hdr::AtomicEth;
-        let atomic = matches!(lookup(opcode).map(|i| i.operation), Some(Operation::FetchAdd));
+        let atomic = matches!(
+            lookup(opcode).map(|i| i.operation),
+            Some(Operation::FetchAdd)
+        );
         InRequest {
             opcode,
             psn: Psn::new(10),
-            payload_len: if atomic || opcode == super::super::super::opcode::RC_RDMA_READ_REQUEST { 0 } else { len },
-            reth: (!atomic).then_some(Reth { va: 0x1000, rkey: 7, len }),
-            atomic: atomic.then_some(AtomicEth { va: 0x1000, rkey: 7, swap_add: 1, compare: 0 }),
-            imm: (opcode == super::super::super::opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE).then_some(super::super::super::hdr::ImmDt { imm: 5 }),
+            payload_len: if atomic || opcode == super::super::super::opcode::RC_RDMA_READ_REQUEST {
+                0
+            } else {
+                len
+            },
+            reth: (!atomic).then_some(Reth {
+                va: 0x1000,
+                rkey: 7,
+                len,
+            }),
+            atomic: atomic.then_some(AtomicEth {
+                va: 0x1000,
+                rkey: 7,
+                swap_add: 1,
+                compare: 0,
+            }),
+            imm: (opcode == super::super::super::opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE)
+                .then_some(super::super::super::hdr::ImmDt { imm: 5 }),
             ..InRequest::default()
         }
     }
@@ -1407,7 +1424,9 @@ mod placement_tests {
     #[test]
     fn qp_access_flags_refuse_as_invalid_request() {
         use super::super::super::hdr::NAK_INVALID_REQUEST;
-        use super::super::super::opcode::{RC_FETCH_ADD, RC_RDMA_READ_REQUEST, RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE};
+        use super::super::super::opcode::{
+            RC_FETCH_ADD, RC_RDMA_READ_REQUEST, RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+        };
         for (op, len) in [
             (RC_RDMA_WRITE_ONLY, 64),
             (RC_RDMA_WRITE_ONLY, 0),
@@ -1418,12 +1437,22 @@ mod placement_tests {
         ] {
             let mut r = responder();
             let a = r.on_request(&request(op, len), &mut NoQpAccess, &mut Rq);
-            assert_eq!(nak_of(&a), (Psn::new(10), NAK_INVALID_REQUEST, 0), "opcode {op:#x} len {len}");
-            assert!(a.qp_error && !a.take_recv && a.outcome == Outcome::InvalidRequest, "{a:?}");
+            assert_eq!(
+                nak_of(&a),
+                (Psn::new(10), NAK_INVALID_REQUEST, 0),
+                "opcode {op:#x} len {len}"
+            );
+            assert!(
+                a.qp_error && !a.take_recv && a.outcome == Outcome::InvalidRequest,
+                "{a:?}"
+            );
             // The same with the flags set is executed.
             let mut r = responder();
             let a = r.on_request(&request(op, len), &mut Mem, &mut Rq);
-            assert!(!a.qp_error || op == RC_FETCH_ADD, "opcode {op:#x} len {len}: {a:?}");
+            assert!(
+                !a.qp_error || op == RC_FETCH_ADD,
+                "opcode {op:#x} len {len}: {a:?}"
+            );
         }
     }
 
@@ -1442,7 +1471,11 @@ mod placement_tests {
                 min_rnr_timer: 1,
             });
             let a = r.on_request(&request(op, 8), &mut Mem, &mut Rq);
-            assert_eq!(nak_of(&a), (Psn::new(10), NAK_INVALID_REQUEST, 0), "opcode {op:#x}");
+            assert_eq!(
+                nak_of(&a),
+                (Psn::new(10), NAK_INVALID_REQUEST, 0),
+                "opcode {op:#x}"
+            );
             assert!(a.qp_error);
         }
         // A WRITE needs no resources.

@@ -1456,6 +1456,15 @@ mod placement_tests {
         }
     }
 
+    fn no_resources() -> Responder<[ResSlot; 4]> {
+        Responder::new(RespConfig {
+            rq_psn: Psn::new(10),
+            pmtu: PathMtu::Mtu1024,
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 1,
+        })
+    }
+
     /// With no responder resources (max_dest_rd_atomic 0), READs and
     /// atomics are invalid requests (IBA 9.4.4; rxe's check_resource);
     /// until 2026-12-07 they were served.
@@ -1464,12 +1473,7 @@ mod placement_tests {
         use super::super::super::hdr::NAK_INVALID_REQUEST;
         use super::super::super::opcode::{RC_FETCH_ADD, RC_RDMA_READ_REQUEST};
         for op in [RC_RDMA_READ_REQUEST, RC_FETCH_ADD] {
-            let mut r = Responder::<[ResSlot; 4]>::new(RespConfig {
-                rq_psn: Psn::new(10),
-                pmtu: PathMtu::Mtu1024,
-                max_dest_rd_atomic: 0,
-                min_rnr_timer: 1,
-            });
+            let mut r = no_resources();
             let a = r.on_request(&request(op, 8), &mut Mem, &mut Rq);
             assert_eq!(
                 nak_of(&a),
@@ -1479,12 +1483,7 @@ mod placement_tests {
             assert!(a.qp_error);
         }
         // A WRITE needs no resources.
-        let mut r = Responder::<[ResSlot; 4]>::new(RespConfig {
-            rq_psn: Psn::new(10),
-            pmtu: PathMtu::Mtu1024,
-            max_dest_rd_atomic: 0,
-            min_rnr_timer: 1,
-        });
+        let mut r = no_resources();
         let a = r.on_request(&request(RC_RDMA_WRITE_ONLY, 64), &mut Mem, &mut Rq);
         assert!(!a.qp_error, "{a:?}");
     }

@@ -358,13 +358,8 @@ void rroce_dst_cache_reset(struct dst_cache *c)
 		dst_cache_reset(c);
 }
 
-/*
- * Route and transmit a complete IP datagram built by the driver (IP and
- * UDP headers included) out of @ndev's namespace, using and filling the
- * route cache @cache (may be NULL).  Consumes @skb.
- */
-int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6,
-		  struct dst_cache *cache)
+static int rroce_tx_send_bh(struct net_device *ndev, struct sk_buff *skb, bool ipv6,
+			    struct dst_cache *cache)
 {
 	struct net *net = dev_net(ndev);
 	int err;
@@ -438,6 +433,24 @@ int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6,
 		err = ip6_local_out(net, NULL, skb);
 	}
 	return net_xmit_eval(err);
+}
+
+/*
+ * Route and transmit a complete IP datagram built by the driver (IP and
+ * UDP headers included) out of @ndev's namespace, using and filling the
+ * route cache @cache (may be NULL).  Consumes @skb.  The per-CPU cache
+ * slot is used with bottom halves disabled, whatever the caller did
+ * (interrupts must be on).
+ */
+int rroce_tx_send(struct net_device *ndev, struct sk_buff *skb, bool ipv6,
+		  struct dst_cache *cache)
+{
+	int err;
+
+	local_bh_disable();
+	err = rroce_tx_send_bh(ndev, skb, ipv6, cache);
+	local_bh_enable();
+	return err;
 }
 
 /* Whether @addr (4 or 16 bytes, network order) is configured on @ndev. */

@@ -18,8 +18,9 @@ use crate::net::skb::SkBuff;
 /// `self.0` comes from `rroce_dst_cache_new` and is freed on drop.
 pub(crate) struct DstCache(NonNull<bindings::dst_cache>);
 
-// SAFETY: the cache is per-CPU and used with bottom halves disabled (in
-// `rroce_tx_send`); it may be freed from any process context.
+// SAFETY: the cache is per-CPU and used with bottom halves disabled
+// (`rroce_tx_send` disables them around its use, whatever its caller did);
+// it may be freed from any process context.
 unsafe impl Send for DstCache {}
 // SAFETY: lookups and fills touch this CPU's slot only, with bottom halves
 // disabled; `reset` is a single timestamp store.
@@ -53,7 +54,8 @@ impl SkBuff {
     /// Routes the datagram (IP and UDP headers included) out of `ndev`'s
     /// namespace, through `cache` if there is one, and transmits it.
     /// Whether it was handed to the IP stack.  Bottom halves may be
-    /// disabled; interrupts must not be.
+    /// disabled (the cache is used with them disabled in any case);
+    /// interrupts must not be.
     pub(crate) fn transmit(self, ndev: &NetDevRef, ipv6: bool, cache: Option<&DstCache>) -> bool {
         let cache = cache.map_or(core::ptr::null_mut(), |c| c.0.as_ptr());
         // SAFETY: a complete datagram in an skb we own, which the call

@@ -318,29 +318,23 @@ def main():
                     [SGE(hmem, MiB, hmr.lkey)])
     check(mmap(MiB, at=hmem, prot=PROT_NONE) == hmem and resident_kb(hmem, MiB) == 0,
           "the memory behind a faulted-in region replaced by an inaccessible mapping: its pages are gone")
-    a0 = counter(a.dev1, "access_naks_sent")
-    p2.post(e.IBV_WR_RDMA_WRITE, SGE(src.buf, 4096, src.lkey), hmr.rkey, hmem)
-    wcs = rclib.poll(p2.cq0, 1, time.monotonic() + TMO)
-    # The responder adds its engine's counts to the device's after it
-    # sent the NAK: the requester may complete first.
-    end = time.monotonic() + 5
-    while (a1 := counter(a.dev1, "access_naks_sent")) == a0 and time.monotonic() < end:
-        time.sleep(0.05)
-    check(len(wcs) == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR and a1 == a0 + 1,
-          "WRITE into a region whose memory became inaccessible: REM_ACCESS_ERR (NAK counted)",
-          f"{[wc_str(w) for w in wcs]}, access_naks_sent {a0} -> {a1}")
+    def naked(pair, opcode, sge, what):
+        a0 = counter(a.dev1, "access_naks_sent")
+        pair.post(opcode, sge, hmr.rkey, hmem)
+        wcs = rclib.poll(pair.cq0, 1, time.monotonic() + TMO)
+        # The responder adds its engine's counts to the device's after it
+        # sent the NAK: the requester may complete first.
+        end = time.monotonic() + 5
+        while (a1 := counter(a.dev1, "access_naks_sent")) == a0 and time.monotonic() < end:
+            time.sleep(0.05)
+        check(len(wcs) == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR and a1 == a0 + 1,
+              f"{what} a region whose memory became inaccessible: REM_ACCESS_ERR (NAK counted)",
+              f"{[wc_str(w) for w in wcs]}, access_naks_sent {a0} -> {a1}")
+
+    naked(p2, e.IBV_WR_RDMA_WRITE, SGE(src.buf, 4096, src.lkey), "WRITE into")
     # A READ of it: a NAK too (until 2026-12-07 its responses were dropped
     # and the requester ran out of retries, RETRY_EXC_ERR).
-    p3 = Pair(d0, d1)
-    a0 = counter(a.dev1, "access_naks_sent")
-    p3.post(e.IBV_WR_RDMA_READ, SGE(dst.buf, 4096, dst.lkey), hmr.rkey, hmem)
-    wcs = rclib.poll(p3.cq0, 1, time.monotonic() + TMO)
-    end = time.monotonic() + 5
-    while (a1 := counter(a.dev1, "access_naks_sent")) == a0 and time.monotonic() < end:
-        time.sleep(0.05)
-    check(len(wcs) == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR and a1 == a0 + 1,
-          "READ of a region whose memory became inaccessible: REM_ACCESS_ERR (NAK counted)",
-          f"{[wc_str(w) for w in wcs]}, access_naks_sent {a0} -> {a1}")
+    naked(Pair(d0, d1), e.IBV_WR_RDMA_READ, SGE(dst.buf, 4096, dst.lkey), "READ of")
     # The first pair is unharmed.
     err = xfer(p, e.IBV_WR_RDMA_WRITE, src, 4096, mr.rkey, mem)
     check(err is None and peek(mem, 4096) == src.read(4096, 0), "the other QP pair still works", err or "")

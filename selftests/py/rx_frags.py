@@ -180,37 +180,27 @@ def shapes(eth_ip_udp, hdrs, rest):
 
 
 def main():
+    def bench_arg(ap):
+        ap.add_argument("--bench", type=int, default=0, metavar="N",
+                        help="instead of the checks: time N 1 KiB WRITEs in each shape (bench/icount/rx_frags.sh)")
+
+    def go(a, tap):
+        global BENCH
+        BENCH = a.bench > 0
+        (bench if a.bench else run)(a, tap, random.Random(4791))
+    on_tap_device(go, bench_arg)
+
+
+def on_tap_device(run, more_args=None):
+    """The main of a script whose peer is itself: parses --dev/--ifname
+    (and what more_args(parser) adds), makes the tap device and the rroce
+    device on it, calls run(args, tap), removes both and exits with the
+    TAP summary."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--dev", default="rroce9")
     ap.add_argument("--ifname", default="rrtap0")
-    ap.add_argument("--bench", type=int, default=0, metavar="N",
-                    help="instead of the checks: time N 1 KiB WRITEs in each shape (bench/icount/rx_frags.sh)")
-    a = ap.parse_args()
-    global BENCH
-    BENCH = a.bench > 0
-    rnd = random.Random(4791)
-    tap = Tap(a.ifname)
-    try:
-        sh("rdma", "link", "add", a.dev, "type", "rroce", "netdev", a.ifname)
-    except subprocess.CalledProcessError as ex:
-        check(False, f"rdma link add {a.dev} on {a.ifname}", ex.stderr.decode().strip())
-        tap.close()
-        finish()
-    try:
-        (bench if a.bench else run)(a, tap, rnd)
-    finally:
-        subprocess.run(["rdma", "link", "delete", a.dev], capture_output=True)
-        tap.close()
-    finish()
-
-
-def on_tap_device(run):
-    """The main of a script whose peer is itself: parses --dev/--ifname,
-    makes the tap device and the rroce device on it, calls run(args, tap),
-    removes both and exits with the TAP summary."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dev", default="rroce9")
-    ap.add_argument("--ifname", default="rrtap0")
+    if more_args:
+        more_args(ap)
     a = ap.parse_args()
     tap = Tap(a.ifname)
     try:

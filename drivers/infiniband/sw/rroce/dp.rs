@@ -338,6 +338,22 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Calls `f` on the send CQ if `bits` has [`NOTIFY_SEND`] and on the
+    /// receive CQ if it has [`NOTIFY_RECV`], once per CQ even if both
+    /// queues share it.  (The QP holds a use count on its CQs, an XRC SRQ
+    /// on its CQ.)
+    fn each_cq(&self, bits: u8, f: impl Fn(&CqHandle<CqPriv>)) {
+        let send = self.send_cq.filter(|_| bits & NOTIFY_SEND != 0);
+        if let Some(cq) = send {
+            f(cq);
+        }
+        if let Some(cq) = self.recv_cq.filter(|_| bits & NOTIFY_RECV != 0) {
+            if !send.is_some_and(|s| s.same(cq)) {
+                f(cq);
+            }
+        }
+    }
+
     /// Runs the completion handlers that became due and delivers the
     /// loopback packets sent.  Call without the QP lock held.
     pub(crate) fn fire(&self) {
@@ -359,30 +375,11 @@ impl<'a> Ctx<'a> {
             self.work.queue();
         }
         let n = self.notify.replace(0);
-        // The QP holds a use count on its CQs (an XRC SRQ on its CQ).
-        let send = self.send_cq.filter(|_| n & NOTIFY_SEND != 0);
-        if let Some(cq) = send {
-            cq.notify();
-        }
-        // One handler call per CQ, even if both queues share it.
-        if let Some(cq) = self.recv_cq.filter(|_| n & NOTIFY_RECV != 0) {
-            if !send.is_some_and(|s| s.same(cq)) {
-                cq.notify();
-            }
-        }
+        self.each_cq(n, |cq| cq.notify());
         // IB_EVENT_CQ_ERR of an overflowed CQ, here, without the QP lock
         // (until 2026-12-07 raised under it: a kernel consumer's handler
         // that called into the QP deadlocked; found by review).
-        let overflowed = |bit: u8| n & (bit << CQ_ERR_SHIFT) != 0;
-        let send_err = self.send_cq.filter(|_| overflowed(NOTIFY_SEND));
-        if let Some(cq) = send_err {
-            cq.error_event();
-        }
-        if let Some(cq) = self.recv_cq.filter(|_| overflowed(NOTIFY_RECV)) {
-            if !send_err.is_some_and(|s| s.same(cq)) {
-                cq.error_event();
-            }
-        }
+        self.each_cq(n >> CQ_ERR_SHIFT, |cq| cq.error_event());
         if n & NOTIFY_SRQ_LIMIT != 0 {
             // No lock is held here.
             if let Some(srq) = self.ib_srq {

@@ -1628,19 +1628,23 @@ impl MemCheck for InvMem {
     }
 }
 
+/// A responder expecting PSN 100, path MTU 256, 4 resources, RNR timer 12.
+fn responder_at_100() -> Responder<[ResSlot; 4]> {
+    Responder::new(RespConfig {
+        rq_psn: Psn::new(100),
+        pmtu: PathMtu::Mtu256,
+        max_dest_rd_atomic: 4,
+        min_rnr_timer: 12,
+    })
+}
+
 /// A READ whose response data cannot be read any more (its region went,
 /// or its on-demand page cannot be faulted in): a NAK remote access error
 /// for the response PSN, and the responder enters the error state.
 #[test]
 fn read_failed_naks() {
     use super::super::hdr::{Syndrome, NAK_REMOTE_ACCESS_ERROR};
-    let cfg = RespConfig {
-        rq_psn: Psn::new(100),
-        pmtu: PathMtu::Mtu256,
-        max_dest_rd_atomic: 4,
-        min_rnr_timer: 12,
-    };
-    let mut r = Responder::<[ResSlot; 4]>::new(cfg);
+    let mut r = responder_at_100();
     let d = r.read_failed(Psn::new(101));
     assert_eq!(d.psn, Psn::new(101));
     assert_eq!(
@@ -1659,13 +1663,7 @@ fn read_failed_naks() {
 fn rnr_timer_follows_modify() {
     use super::super::hdr::Syndrome;
     use super::super::opcode::RC_SEND_ONLY;
-    let cfg = RespConfig {
-        rq_psn: Psn::new(100),
-        pmtu: PathMtu::Mtu256,
-        max_dest_rd_atomic: 4,
-        min_rnr_timer: 12,
-    };
-    let mut r = Responder::<[ResSlot; 4]>::new(cfg);
+    let mut r = responder_at_100();
     let mut mem = InvMem { regions: vec![] };
     let none: VecDeque<RecvBuf> = VecDeque::new();
     let send = InRequest {

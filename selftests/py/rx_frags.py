@@ -191,6 +191,29 @@ def main():
     on_tap_device(go, bench_arg)
 
 
+def where_did_they_go(a):
+    """No frame written reached the device (two loaded clean-clone runs
+    on the debug kernel, not reproduced alone): print where they were
+    seen -- the tap's counters, the namespace's IP and UDP counters and the
+    receive counters of every RDMA device."""
+    st = f"/sys/class/net/{a.ifname}/statistics"
+    tap = {n: open(f"{st}/{n}").read().strip() for n in ("rx_packets", "rx_dropped", "rx_errors", "tx_packets")}
+    print(f"# {a.ifname}: {tap}")
+    with open("/proc/net/snmp") as f:
+        snmp = [line.split() for line in f]
+    for proto in ("Ip:", "Udp:"):
+        rows = [r for r in snmp if r and r[0] == proto]
+        if len(rows) == 2:
+            print(f"# {proto} {dict(zip(rows[0][1:], rows[1][1:]))}")
+    for dev in sorted(os.listdir("/sys/class/infiniband")):
+        c = f"/sys/class/infiniband/{dev}/ports/1/hw_counters"
+        try:
+            vals = {n: open(f"{c}/{n}").read().strip() for n in ("rx_packets", "rx_dropped", "rx_icrc_errors")}
+        except OSError:
+            continue
+        print(f"# {dev}: {vals}")
+
+
 def on_tap_device(run, more_args=None):
     """The main of a script whose peer is itself: parses --dev/--ifname
     (and what more_args(parser) adds), makes the tap device and the rroce
@@ -415,6 +438,8 @@ def run(a, tap, rnd):
     check(ok and mr.read(64, off) == b"\x5A" * 64, "the QP takes the next request after them")
     total = delta(base, counters(a.dev))
     print(f"# counters over the run: {total}")
+    if "rx_packets" not in total:
+        where_did_they_go(a)
     qp.close()
     d.close()
 

@@ -21,6 +21,10 @@
 #     those caches on the debug kernel: it keeps freed objects (the skbs
 #     of the windows in flight) allocated, up to 1/32 of RAM, and with
 #     512-PSN windows a round ended 18 MiB below the baseline without it;
+# A nice 19 task (py/sched_canary.py) runs beside each round; the script
+# prints the longest it waited for a CPU (a diagnostic, not a check: under
+# the load of the round a fair scheduler keeps such a task waiting ~1 s,
+# more on a loaded host; see RCU_BOOST in scripts/kernel/debug.config).
 # $KILL_ROUNDS rounds (3; 2 on the debug kernel), then a fresh transfer
 # must work; on the debug kernel kmemleak must find nothing (run.sh scans
 # after the last script, check_dmesg with RROCE_KMEMLEAK=1).
@@ -38,10 +42,11 @@ test_init $((KILL_ROUNDS + 2))
 rc_xfer_setup
 
 HOG_DIR=/tmp/rroce-hog.$$
-pa= pb=
+pa= pb= pc=
 cleanup() {
 	[ -n "$pa" ] && kill -9 "$pa" 2>/dev/null
 	[ -n "$pb" ] && kill -9 "$pb" 2>/dev/null
+	[ -n "$pc" ] && kill -9 "$pc" 2>/dev/null
 	rm -rf "$HOG_DIR"
 }
 trap cleanup EXIT
@@ -116,6 +121,20 @@ hog() {
 	"${pre[@]}" /usr/bin/python3 "$RROCE_REPO/selftests/py/res_hog.py" "$dev" "$gidx" "$name" "$peer" "$HOG_DIR" \
 		--qps "$HOG_QPS" --mr "${HOG_MR}M" --timeout "$RC_ACK_TIMEOUT" >"$HOG_DIR/$name.out" 2>&1 &
 }
+# canary_start / canary_stop: a nice 19 task (py/sched_canary.py) beside
+# the round; canary_stop prints the longest time it waited for a CPU (ms).
+canary_start() {
+	nice -n 19 /usr/bin/python3 "$RROCE_REPO/selftests/py/sched_canary.py" >"$HOG_DIR/canary.out" 2>&1 &
+	pc=$!
+}
+canary_stop() {
+	local w
+	kill -TERM "$pc" 2>/dev/null
+	wait "$pc" 2>/dev/null
+	pc=
+	w=$(sed -n 's/.*longest_wait_ms=\([0-9]*\).*/\1/p' "$HOG_DIR/canary.out")
+	echo "${w:-none}"
+}
 tx_of() { local v=0; read -r v <"$(hwc_dir "$1")/tx_packets" 2>/dev/null; echo "${v:-0}"; }
 
 if [ -n "$RC_WHY" ]; then
@@ -136,6 +155,7 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 	rs=$SECONDS
 	rm -rf "$HOG_DIR"
 	mkdir -p "$HOG_DIR"
+	canary_start
 	hog A B "" "$DEV0" "$RC_G0"
 	pa=$!
 	hog B A "$NS1" "$DEV1" "$RC_G1"
@@ -147,6 +167,7 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 		kill -9 "$pa" "$pb" 2>/dev/null
 		wait "$pa" "$pb" 2>/dev/null
 		pa= pb=
+		canary_stop >/dev/null
 		t_end
 		continue
 	fi
@@ -190,6 +211,7 @@ for r in $(seq 1 "$KILL_ROUNDS"); do
 	expect_wait "pinned pages back to the baseline ($basepin) or below (+ $PIN_SLACK of vmstat drift)" 20 \
 		pins_le $((basepin + PIN_SLACK)) ||
 		diag "pinned pages now $(pinned_pages)"
+	diag "a nice 19 task beside the round waited at most $(canary_stop) ms for a CPU"
 	free=$(memfree_kb)
 	diag "MemFree $free kB (baseline $basefree kB)"
 	at_least "MemFree (kB) within ${HOG_MR} MiB of the baseline" "$free" $((basefree - HOG_MR * 1024))

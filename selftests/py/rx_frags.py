@@ -194,11 +194,13 @@ def main():
 def where_did_they_go(a):
     """No frame written reached the device (rx_frags twice and xrc_switch
     once in loaded clean-clone runs on the debug kernel, not reproduced
-    alone): print where they were
-    seen -- the tap's counters, the namespace's IP and UDP counters and the
-    receive counters of every RDMA device."""
+    alone): print where they were seen -- the tap's counters, the
+    namespace's IP and UDP counters and every RDMA device's counters."""
     st = f"/sys/class/net/{a.ifname}/statistics"
-    tap = {n: open(f"{st}/{n}").read().strip() for n in ("rx_packets", "rx_dropped", "rx_errors", "tx_packets")}
+    tap = {}
+    for n in ("rx_packets", "rx_dropped", "rx_errors", "tx_packets"):
+        with open(f"{st}/{n}") as f:
+            tap[n] = int(f.read())
     print(f"# {a.ifname}: {tap}")
     with open("/proc/net/snmp") as f:
         snmp = [line.split() for line in f]
@@ -207,12 +209,10 @@ def where_did_they_go(a):
         if len(rows) == 2:
             print(f"# {proto} {dict(zip(rows[0][1:], rows[1][1:]))}")
     for dev in sorted(os.listdir("/sys/class/infiniband")):
-        c = f"/sys/class/infiniband/{dev}/ports/1/hw_counters"
         try:
-            vals = {n: open(f"{c}/{n}").read().strip() for n in ("rx_packets", "rx_dropped", "rx_icrc_errors")}
+            print(f"# {dev}: {counters(dev)}")
         except OSError:
-            continue
-        print(f"# {dev}: {vals}")
+            pass  # not an rroce device
 
 
 def on_tap_device(run, more_args=None):

@@ -5,7 +5,12 @@
 # not hang: rroce cuts the process off (disassociate_ucontext); rxe refuses
 # (module in use).
 . "$(dirname "$0")/../lib.sh"
-test_init 6
+test_init 7
+
+# rescuers: how many threads are the rescuer of rroce's workqueue (named
+# after it): the QPs' work items run on a WQ_MEM_RECLAIM workqueue of the
+# module's own, which has one while the module is loaded.
+rescuers() { cat /proc/[0-9]*/comm 2>/dev/null | grep -cx "kworker/R-$MOD"; }
 
 pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; }
@@ -21,6 +26,7 @@ if [ $rc = 0 ]; then
 	expect_eq "$DEV1 gone" "$(ibdev_exists "$DEV1" && echo present || echo gone)" gone
 	expect_eq "UDP $ROCE_PORT sockets in init_net" "$(udp4791)" "0 0"
 	expect_eq "UDP $ROCE_PORT sockets in $NS1" "$(udp4791 "$NS1")" "0 0"
+	[ "$RROCE_TYPE" = rroce ] && expect_eq "workqueue rescuer threads" "$(rescuers)" 0
 elif [ $rc = 124 ]; then
 	t_fail "rmmod hung (>60 s)"
 else
@@ -38,6 +44,14 @@ before=$(ibdev_count)
 expect_ok "load" drv_load
 expect_eq "device count" "$(ibdev_count)" "$before"
 t_end
+
+t_begin "the QPs' work items have a workqueue with a rescuer thread (WQ_MEM_RECLAIM)"
+if [ "$RROCE_TYPE" != rroce ]; then
+	t_skip "rroce's own workqueue"
+else
+	expect_eq "threads named kworker/R-$MOD" "$(rescuers)" 1
+	t_end
+fi
 
 t_begin "devices can be re-added and are ACTIVE"
 expect_ok "links_add" links_add

@@ -121,7 +121,7 @@ extern "C" {
         w: *mut bindings::work_struct,
         f: unsafe extern "C" fn(*mut bindings::work_struct),
     );
-    pub(crate) fn rroce_work_queue(w: *mut bindings::work_struct);
+    pub(crate) fn rroce_work_queue(wq: *mut bindings::workqueue_struct, w: *mut bindings::work_struct);
     pub(crate) fn rroce_bh_work_init(
         w: *mut bindings::work_struct,
         f: unsafe extern "C" fn(*mut bindings::work_struct),

@@ -723,9 +723,9 @@ void rroce_work_init(struct work_struct *w, void (*fn)(struct work_struct *))
 	INIT_WORK(w, fn);
 }
 
-void rroce_work_queue(struct work_struct *w)
+void rroce_work_queue(struct workqueue_struct *wq, struct work_struct *w)
 {
-	queue_work(system_highpri_wq, w);
+	queue_work(wq, w);
 }
 
 /*

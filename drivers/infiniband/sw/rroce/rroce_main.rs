@@ -62,10 +62,17 @@ struct RroceModule {
     _reg: crate::sync::global::GlobalOwner<device::Registration>,
     // Dropped after the devices: waits for the packets they sent.
     _tx: crate::net::txgauge::DrainOnDrop,
+    // Dropped last: the QPs' work items run on it.
+    _wq: crate::sync::timer::WorkQueue,
 }
 
 impl kernel::Module for RroceModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        Ok(Self { _reg: device::Registration::new(module, verbs::device_ops, recv::rx, recv::rx_local)?, _tx: crate::net::txgauge::DrainOnDrop })
+        let wq = crate::sync::timer::WorkQueue::new()?;
+        Ok(Self {
+            _reg: device::Registration::new(module, verbs::device_ops, recv::rx, recv::rx_local)?,
+            _tx: crate::net::txgauge::DrainOnDrop,
+            _wq: wq,
+        })
     }
 }

@@ -37,7 +37,7 @@ use crate::net::txgauge::TxGauge;
 use crate::ib::PdId;
 use crate::sync::idtable::IdTable;
 use crate::sync::rcu::ReadGuard;
-use crate::sync::timer::{TimerRef, WorkRef};
+use crate::sync::timer::{QueueClaim, TimerRef, WorkRef};
 
 /// The event side of a created QP.
 ///
@@ -162,6 +162,9 @@ pub(crate) struct QpCell<T> {
     /// work item is set up, detached when destruction starts).
     tx: TxGauge,
     p: T,
+    /// Keeps the driver's workqueue, where `work` runs, until the cell is
+    /// dropped (after `work` is disabled).
+    _queue: QueueClaim,
 }
 
 /// `ib_device_ops::size_ib_qp` for a driver whose QPs are `T`.
@@ -335,15 +338,17 @@ pub(crate) unsafe extern "C" fn create_qp<T: QpOps>(
         let pd = PdId::of(q.ib().pd);
         let ib = NonNull::new(qp).ok_or(EINVAL)?;
         let tx = TxGauge::new()?;
+        let queue = QueueClaim::new()?;
         let (p, qpn) = T::create(dev, QpCreate { init, pd, send_cq, recv_cq, srq, udata })?;
         q.ib_mut().qp_num = qpn;
         let table = NonNull::from(T::table(dev));
-        q.init(QpCell { ib, table, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), flush: Opaque::uninit(), tx, p });
+        q.init(QpCell { ib, table, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), flush: Opaque::uninit(), tx, p, _queue: queue });
         // SAFETY: created just above; nothing else can reach it yet.
         let cell = unsafe { Obj::<bindings::ib_qp, QpCell<T>>::part_of(ib) };
         // SAFETY: the timer and work item are embedded in the QP, which
         // does not move; `destroy_qp` shuts the timer down and cancels the
-        // work before the memory goes.
+        // work before the memory goes, and the cell's claim on the
+        // workqueue goes with it.
         unsafe {
             ffi::rroce_timer_setup(cell.timer.get(), timer_fn::<T>);
             ffi::rroce_work_init(cell.work.get(), work_fn::<T>);

@@ -56,9 +56,12 @@ struct Gauge {
 ///
 /// # Invariants
 ///
-/// While `self.0.wake` is not null it points to an initialised work item
-/// that is cancelled and freed only after it was cleared and an RCU grace
-/// period passed (see [`TxGauge::attach`]).
+/// While `self.0.wake` is not null it points to a work item initialised
+/// for the driver's workqueue (`rroce_work_init`) that is cancelled and
+/// freed, and whose owner gives its [`QueueClaim`] back, only after it was
+/// cleared and an RCU grace period passed (see [`TxGauge::attach`]).
+///
+/// [`QueueClaim`]: crate::sync::timer::QueueClaim
 pub(crate) struct TxGauge(Arc<Gauge>);
 
 impl TxGauge {
@@ -73,9 +76,11 @@ impl TxGauge {
     ///
     /// # Safety
     ///
-    /// `w` is initialised and stays so until [`Self::detach`] was called
-    /// and an RCU grace period passed after it; only then may it be
-    /// cancelled and freed.
+    /// `w` is initialised with `rroce_work_init` and stays so until
+    /// [`Self::detach`] was called and an RCU grace period passed after
+    /// it; only then may it be cancelled and freed, and its owner's
+    /// [`QueueClaim`](crate::sync::timer::QueueClaim), held meanwhile,
+    /// given back.
     pub(crate) unsafe fn attach(&self, w: *mut bindings::work_struct) {
         // INVARIANT: per the requirements.
         self.0.wake.store(w, Ordering::Release);
@@ -140,9 +145,10 @@ unsafe extern "C" fn tx_done(skb: *mut bindings::sk_buff) {
         let w = g.wake.load(Ordering::Acquire);
         if !w.is_null() {
             // SAFETY: not detached when loaded, inside a read-side
-            // section: initialised until a grace period after detaching
-            // (type invariant of `TxGauge`).
-            unsafe { ffi::rroce_work_queue(w) };
+            // section: initialised, and its owner's workqueue claim held,
+            // until a grace period after detaching (type invariant of
+            // `TxGauge`).
+            unsafe { crate::sync::timer::queue_work(w) };
         }
     }
     drop(g);

@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use crate::ib::umem::{OdpMem, Umem};
+use crate::ib::umem::{KernelMem, OdpMem, Umem};
 use crate::ib::PdId;
 use crate::proto::mw as mw_rules;
 use crate::sync::idtable::KeyTable;
@@ -62,6 +62,9 @@ pub(crate) struct Region {
     pub(crate) key: AtomicU32,
     /// Fast-registration state (`ib_alloc_mr` MRs only).
     pub(crate) fr: Option<Fr>,
+    /// Kernel DMA and fast-registration MRs: their kernel memory, through
+    /// which the data path reaches its pages.
+    pub(crate) kmem: Option<KernelMem>,
 }
 
 /// The page list and registration of a fast-registration MR, kept in

@@ -36,7 +36,7 @@ use kernel::sync::Arc;
 
 use crate::device::{DevPriv, RroceDev};
 use crate::ib::mr::{MrInit, MrOps, MrRef, Prefetch, Rereg, UserRange};
-use crate::ib::umem::{direct_map_page, ImplicitOdp, OdpMem, OdpMiss, OdpUmem, PageRef, Umem};
+use crate::ib::umem::{ImplicitOdp, KernelMem, OdpMem, OdpMiss, OdpUmem, PageRef, Umem};
 use crate::proto::rc::AtomicOp;
 use crate::ib::PdId;
 use crate::net::skb::TxFill;
@@ -168,6 +168,7 @@ fn region(pd: PdId, access: u32, umem: Option<Arc<Umem>>, fr: Option<Fr>) -> Reg
         binds: AtomicU32::new(0),
         key: AtomicU32::new(0),
         fr,
+        kmem: None,
     }
 }
 
@@ -263,12 +264,18 @@ impl MrOps for MrPart {
         pin_user(dev, pd, range, access)
     }
 
-    fn dma(_dev: &RroceDev, pd: PdId, access: c_int) -> Result<Self> {
-        let r = region(pd, check_access(access)?, None, None);
+    fn dma(_dev: &RroceDev, pd: PdId, access: c_int, mem: KernelMem) -> Result<Self> {
+        let r = Region { kmem: Some(mem), ..region(pd, check_access(access)?, None, None) };
         Ok(MrPart { r: Arc::new(r, GFP_KERNEL_ACCOUNT)? })
     }
 
-    fn fast_reg(_dev: &RroceDev, pd: PdId, mr_type: bindings::ib_mr_type, max_num_sg: u32) -> Result<Self> {
+    fn fast_reg(
+        _dev: &RroceDev,
+        pd: PdId,
+        mr_type: bindings::ib_mr_type,
+        max_num_sg: u32,
+        mem: KernelMem,
+    ) -> Result<Self> {
         if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
             return Err(EINVAL);
         }
@@ -289,7 +296,8 @@ impl MrOps for MrPart {
             npages: AtomicU32::new(0),
             access: AtomicU32::new(0),
         };
-        Ok(MrPart { r: Arc::new(region(pd, 0, None, Some(fr)), GFP_KERNEL_ACCOUNT)? })
+        let r = Region { kmem: Some(mem), ..region(pd, 0, None, Some(fr)) };
+        Ok(MrPart { r: Arc::new(r, GFP_KERNEL_ACCOUNT)? })
     }
 
     fn publish(&self, dev: &RroceDev, replacing: Option<&Self>) -> Result<MrInit> {
@@ -499,7 +507,7 @@ impl Region {
     fn walk(&self, va: u64, len: u32, write: bool, mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool) -> Result<(), MrError> {
         let ps = bindings::PAGE_SIZE as u64;
         if let Some(fr) = self.fr.as_ref() {
-            return Self::walk_fr(fr, va, len, f);
+            return Self::walk_fr(fr, self.kmem.as_ref().ok_or(MrError::Range)?, va, len, f);
         }
         if let Some(odp) = self.odp.as_ref() {
             let ua = self.user_addr(va).ok_or(MrError::Range)?;
@@ -509,7 +517,7 @@ impl Region {
             });
         }
         let Some(umem) = self.umem.as_ref() else {
-            return Self::walk_dma(va, len, f);
+            return Self::walk_dma(self.kmem.as_ref().ok_or(MrError::Range)?, va, len, f);
         };
         let mut off = va.wrapping_sub(self.iova).checked_add(self.page_off).ok_or(MrError::Range)?;
         let mut done = 0u32;
@@ -532,12 +540,17 @@ impl Region {
     /// virtual addresses of the direct map.  Each page is checked with
     /// `virt_addr_valid`, so a wild address (say, a remote peer's guess
     /// through an unsafe global rkey) is refused instead of dereferenced.
-    fn walk_dma(va: u64, len: u32, mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool) -> Result<(), MrError> {
+    fn walk_dma(
+        mem: &KernelMem,
+        va: u64,
+        len: u32,
+        mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool,
+    ) -> Result<(), MrError> {
         let ps = bindings::PAGE_SIZE as u64;
         let mut done = 0u32;
         while done < len {
             let a = va.checked_add(u64::from(done)).ok_or(MrError::Range)?;
-            let page = direct_map_page(a).ok_or(MrError::Range)?;
+            let page = mem.page(a).ok_or(MrError::Range)?;
             let in_page = (a % ps) as u32;
             let n = (len - done).min(ps as u32 - in_page);
             if !f(page, in_page, done as usize, n) {
@@ -552,7 +565,13 @@ impl Region {
     /// page-size aligned kernel virtual addresses (see the module
     /// documentation); each piece is bounded by the MR page and the kernel
     /// page, and checked with `virt_addr_valid`.
-    fn walk_fr(fr: &Fr, va: u64, len: u32, mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool) -> Result<(), MrError> {
+    fn walk_fr(
+        fr: &Fr,
+        mem: &KernelMem,
+        va: u64,
+        len: u32,
+        mut f: impl FnMut(PageRef<'_>, u32, usize, u32) -> bool,
+    ) -> Result<(), MrError> {
         let kps = bindings::PAGE_SIZE as u64;
         let iova = fr.iova.load(Ordering::Relaxed);
         let length = fr.length.load(Ordering::Relaxed);
@@ -567,7 +586,7 @@ impl Region {
             }
             let base = fr.list.get(idx).ok_or(MrError::Range)?.load(Ordering::Relaxed);
             let kva = base.checked_add(off).ok_or(MrError::Range)?;
-            let page = direct_map_page(kva).ok_or(MrError::Range)?;
+            let page = mem.page(kva).ok_or(MrError::Range)?;
             let in_page = kva % kps;
             let n = u64::from(len - done).min(ps - off).min(kps - in_page) as u32;
             if !f(page, in_page as u32, done as usize, n) {

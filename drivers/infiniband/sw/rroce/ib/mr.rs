@@ -26,6 +26,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use crate::ib::device::Device;
+use crate::ib::umem::KernelMem;
 use crate::ib::PdId;
 
 /// What ib_core's `ib_mr` of a newly published region shows.
@@ -78,12 +79,19 @@ pub(crate) trait MrOps: Sized + Send + Sync + 'static {
     /// deregisters `self`), not published.
     fn rereg_user(&self, dev: &Device<Self::Dev>, req: &Rereg) -> Result<Self>;
 
-    /// `get_dma_mr`: a region over the kernel's memory, not published.
-    fn dma(dev: &Device<Self::Dev>, pd: PdId, access: c_int) -> Result<Self>;
+    /// `get_dma_mr`: a region over the kernel's memory (`mem`), not
+    /// published.
+    fn dma(dev: &Device<Self::Dev>, pd: PdId, access: c_int, mem: KernelMem) -> Result<Self>;
 
     /// `alloc_mr`: a fast-registration region for up to `max_num_sg`
-    /// pages, not published.
-    fn fast_reg(dev: &Device<Self::Dev>, pd: PdId, mr_type: bindings::ib_mr_type, max_num_sg: u32) -> Result<Self>;
+    /// pages of kernel memory (`mem`), not published.
+    fn fast_reg(
+        dev: &Device<Self::Dev>,
+        pd: PdId,
+        mr_type: bindings::ib_mr_type,
+        max_num_sg: u32,
+        mem: KernelMem,
+    ) -> Result<Self>;
 
     /// Makes a region reachable by its key — in place of `replacing` for a
     /// re-registration — and says what the `ib_mr` shows.  On failure the
@@ -263,7 +271,10 @@ pub(crate) unsafe extern "C" fn advise_mr<T: MrOps>(
 pub(crate) unsafe extern "C" fn get_dma_mr<T: MrOps>(pd: *mut bindings::ib_pd, access: c_int) -> *mut bindings::ib_mr {
     // SAFETY: as for `reg_user_mr`.
     let dev = unsafe { Device::<T::Dev>::from_ib((*pd).device) };
-    T::dma(dev, PdId::of(pd), access).and_then(|p| commit(dev, p, None)).unwrap_or_else(|e| e.to_ptr())
+    // Only kernel consumers reach this verb (`KernelMem`'s invariant).
+    T::dma(dev, PdId::of(pd), access, KernelMem::new())
+        .and_then(|p| commit(dev, p, None))
+        .unwrap_or_else(|e| e.to_ptr())
 }
 
 /// `ib_device_ops::alloc_mr`.
@@ -278,7 +289,8 @@ pub(crate) unsafe extern "C" fn alloc_mr<T: MrOps>(
 ) -> *mut bindings::ib_mr {
     // SAFETY: as for `reg_user_mr`.
     let dev = unsafe { Device::<T::Dev>::from_ib((*pd).device) };
-    T::fast_reg(dev, PdId::of(pd), mr_type, max_num_sg)
+    // Only kernel consumers reach this verb (`KernelMem`'s invariant).
+    T::fast_reg(dev, PdId::of(pd), mr_type, max_num_sg, KernelMem::new())
         .and_then(|p| commit(dev, p, None))
         .unwrap_or_else(|e| e.to_ptr())
 }

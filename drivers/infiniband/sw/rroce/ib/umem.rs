@@ -6,13 +6,15 @@
 //!
 //! A [`PageRef`] is a page that stays allocated for as long as the
 //! reference: one of an [`Umem`]'s pinned pages, borrowed from it, or a
-//! direct-map page of kernel memory that a kernel consumer registered
-//! (verbs consumers keep registered memory valid until they deregister
-//! it, and the driver stops using a region before deregistration
-//! returns).  Bytes are copied in and out by the kernel's `memcpy` under
-//! `kmap_local_page`: user space may change them at any time, so no Rust
-//! reference to page contents is ever formed but the `AtomicU64` of a
-//! responder's atomic (whose type allows writers beside it).
+//! direct-map page of kernel memory that a kernel consumer registered,
+//! borrowed from the region's [`KernelMem`] (verbs consumers keep
+//! registered memory valid until they deregister it, and the driver stops
+//! using a region before deregistration returns).  Bytes are copied in and
+//! out by the kernel's `memcpy` under `kmap_local_page`: user space may
+//! change them at any time, so no Rust reference to page contents is ever
+//! formed but the `AtomicU64` of a responder's atomic (whose type allows
+//! writers beside it).  Only pages pinned or mapped for writing are
+//! written.
 
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -30,13 +32,22 @@ use crate::sync::lock::{new_spinlock_bh, SpinLockBh};
 
 const PAGE_SIZE: usize = bindings::PAGE_SIZE;
 
-/// A page that stays allocated for `'a`.
+/// A page that stays allocated for `'a`, and that the driver may write
+/// if it was pinned or mapped for writing.
 ///
 /// # Invariants
 ///
-/// `self.0` is a valid `struct page` that is not freed while `'a` lasts.
+/// `page` is a valid `struct page` that is not freed while `'a` lasts.
+/// If `writable`, it may be written: a user page pinned or mapped with
+/// write access (`FOLL_WRITE`: the process's own copy, never a page it
+/// shares read-only, such as the zero page or a file's page cache), or
+/// kernel memory a kernel consumer registered.
 #[derive(Clone, Copy)]
-pub(crate) struct PageRef<'a>(NonNull<bindings::page>, PhantomData<&'a bindings::page>);
+pub(crate) struct PageRef<'a> {
+    page: NonNull<bindings::page>,
+    writable: bool,
+    _p: PhantomData<&'a bindings::page>,
+}
 
 impl PageRef<'_> {
     /// Appends the `len` bytes at offset `off` of the page to `dst`;
@@ -50,21 +61,21 @@ impl PageRef<'_> {
         // initialises and nothing else; the page is valid (type invariant)
         // and the range inside it.
         unsafe {
-            dst.put_with(len as usize, |p| ffi::rroce_page_copy(self.0.as_ptr(), off, p.cast(), len, false))
+            dst.put_with(len as usize, |p| ffi::rroce_page_copy(self.page.as_ptr(), off, p.cast(), len, false))
         }
     }
 
     /// Copies `src` to offset `off` of the page; `false` if that range is
-    /// not inside the page.
+    /// not inside the page, or the page was not pinned for writing.
     pub(crate) fn write(&self, off: u32, src: &[u8]) -> bool {
         let Ok(len) = u32::try_from(src.len()) else { return false };
-        if (off as usize).saturating_add(src.len()) > PAGE_SIZE {
+        if !self.writable || (off as usize).saturating_add(src.len()) > PAGE_SIZE {
             return false;
         }
-        // SAFETY: the page is valid (type invariant) and the range inside
-        // it; the helper only reads `src`'s `len` bytes when copying to the
-        // page.
-        unsafe { ffi::rroce_page_copy(self.0.as_ptr(), off, src.as_ptr().cast_mut().cast(), len, true) };
+        // SAFETY: the page is valid and may be written (type invariant),
+        // the range inside it; the helper only reads `src`'s `len` bytes
+        // when copying to the page.
+        unsafe { ffi::rroce_page_copy(self.page.as_ptr(), off, src.as_ptr().cast_mut().cast(), len, true) };
         true
     }
 
@@ -76,15 +87,16 @@ impl PageRef<'_> {
     /// `__atomic` operations on its memory included).  Sequentially
     /// consistent: the data the responder placed before it is visible
     /// before its result.  Returns the original value; `None` if `off` is
-    /// not a multiple of 8 or the word not inside the page.
+    /// not a multiple of 8, the word not inside the page, or the page was
+    /// not pinned for writing.
     pub(crate) fn atomic(&self, off: u32, op: AtomicOp) -> Option<u64> {
         let off = off as usize;
-        if off % 8 != 0 || off + 8 > PAGE_SIZE {
+        if !self.writable || off % 8 != 0 || off + 8 > PAGE_SIZE {
             return None;
         }
-        // SAFETY: the page is valid (type invariant); it stays mapped until
-        // the `rroce_kunmap_local` below.
-        let va = unsafe { ffi::rroce_kmap_local_page(self.0.as_ptr()) };
+        // SAFETY: the page is valid and may be written (type invariant);
+        // it stays mapped until the `rroce_kunmap_local` below.
+        let va = unsafe { ffi::rroce_kmap_local_page(self.page.as_ptr()) };
         let orig = {
             // SAFETY: `va + off` is inside the mapped page and 8-byte
             // aligned (a mapping is page aligned, `off` a multiple of 8),
@@ -114,17 +126,43 @@ impl PageRef<'_> {
     }
 }
 
-/// The page of `kva` if it is an address of the kernel's direct map
-/// (`virt_addr_valid`), else `None`: the memory of DMA MRs and of
-/// fast-registered page lists, which kernel consumers keep valid while it
-/// is registered.
-pub(crate) fn direct_map_page(kva: u64) -> Option<PageRef<'static>> {
-    // SAFETY: only computes the page of a direct-map address after
-    // checking that it is one; no memory is accessed.
-    let page = unsafe { ffi::rroce_virt_to_page(kva) };
-    // INVARIANT: a page of the direct map; the consumer keeps it allocated
-    // while registered (see the module documentation).
-    NonNull::new(page).map(|p| PageRef(p, PhantomData))
+/// The kernel memory of a region a kernel consumer registered: a DMA MR
+/// (`get_dma_mr`) or a fast-registration MR (`alloc_mr`), whose addresses
+/// are the consumer's DMA addresses, which under virtual DMA
+/// (`ib_uses_virt_dma`) are kernel virtual addresses of the direct map.
+/// Only such a region's holder can turn an address into a [`PageRef`]:
+/// user regions reach pages through their pinned [`Umem`] (or on-demand
+/// mapping) only.
+///
+/// # Invariants
+///
+/// Made only by the `get_dma_mr` and `alloc_mr` entry points of
+/// [`crate::ib::mr`], which only kernel consumers reach (uverbs has
+/// neither command): verbs consumers keep the memory they hand such a
+/// region allocated while it is registered, and the driver stops using a
+/// region before its deregistration returns.
+pub(crate) struct KernelMem(());
+
+impl KernelMem {
+    /// The token of a region being made by a kernel-only entry point.
+    pub(in crate::ib) fn new() -> Self {
+        // INVARIANT: callers are the kernel-only entry points.
+        Self(())
+    }
+
+    /// The page of `kva` if it is an address of the kernel's direct map
+    /// (`virt_addr_valid`), else `None`: a wild address (say, a remote
+    /// peer's guess through an unsafe global rkey) is refused instead of
+    /// dereferenced.
+    pub(crate) fn page(&self, kva: u64) -> Option<PageRef<'_>> {
+        // SAFETY: only computes the page of a direct-map address after
+        // checking that it is one; no memory is accessed.
+        let page = unsafe { ffi::rroce_virt_to_page(kva) };
+        // INVARIANT: a page of the direct map, in memory a kernel consumer
+        // registered, which stays allocated while the region (holding
+        // `self`) is registered (type invariant).
+        NonNull::new(page).map(|page| PageRef { page, writable: true, _p: PhantomData })
+    }
 }
 
 /// Pinned user memory, released on drop.
@@ -132,10 +170,12 @@ pub(crate) fn direct_map_page(kva: u64) -> Option<PageRef<'static>> {
 /// # Invariants
 ///
 /// `umem` came from `ib_umem_get` and is released only by `Drop`; `pages`
-/// are its pages in order, pinned until then.
+/// are its pages in order, pinned until then, and for writing if
+/// `writable` (`ib_umem::writable`).
 pub(crate) struct Umem {
     umem: NonNull<bindings::ib_umem>,
     pages: KVVec<NonNull<bindings::page>>,
+    writable: bool,
 }
 
 // SAFETY: pinned pages and their umem may be used and released from any
@@ -153,7 +193,10 @@ impl Umem {
         let umem = from_err_ptr(unsafe { bindings::ib_umem_get(dev.as_raw(), start as _, len as _, access) })?;
         let umem = NonNull::new(umem).ok_or(ENOMEM)?;
         // From here dropping `u` releases the pages.
-        let mut u = Umem { umem, pages: KVVec::new() };
+        // SAFETY: a umem `ib_umem_get` just returned; `writable` is set
+        // there and never changes.
+        let writable = unsafe { (*umem.as_ptr()).writable() } != 0;
+        let mut u = Umem { umem, pages: KVVec::new(), writable };
         let off = start & (PAGE_SIZE as u64 - 1);
         let n = usize::try_from((off + len).div_ceil(PAGE_SIZE as u64)).map_err(|_| EINVAL)?;
         let mut v: KVVec<*mut bindings::page> = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
@@ -174,8 +217,9 @@ impl Umem {
 
     /// Page `i` of the pinned range.
     pub(crate) fn page(&self, i: usize) -> Option<PageRef<'_>> {
-        // INVARIANT: pinned while `self` lives (type invariant).
-        self.pages.get(i).map(|p| PageRef(*p, PhantomData))
+        // INVARIANT: pinned while `self` lives, for writing if `writable`
+        // (type invariant).
+        self.pages.get(i).map(|p| PageRef { page: *p, writable: self.writable, _p: PhantomData })
     }
 }
 
@@ -433,8 +477,10 @@ impl OdpUmem {
             let in_page = (a % ps) as u32;
             let n = (len - done).min(ps as u32 - in_page);
             // INVARIANT: the page stays while the lock is held (the
-            // invalidation clears the entry under it before the page goes).
-            if !f(PageRef(page, PhantomData), in_page, done as usize, n) {
+            // invalidation clears the entry under it before the page goes),
+            // and was mapped for writing if its entry says so.
+            let page = PageRef { page, writable: e & ODP_WRITABLE != 0, _p: PhantomData };
+            if !f(page, in_page, done as usize, n) {
                 return Err(OdpMiss::Range);
             }
             done += n;

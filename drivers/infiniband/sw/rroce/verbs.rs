@@ -2,8 +2,8 @@
 //! The verbs of an rroce device: the `ib_device_ops` table, the device's
 //! limits and attributes, and the device-wide verbs ([`DeviceOps`]).
 //!
-//! The table names the abstraction layer's generic entry points (`ib::*`)
-//! instantiated with the driver's types.
+//! The layer builds the table from the driver's types ([`Rroce`]), so that
+//! its entry points and object sizes all name the same ones.
 
 #![forbid(unsafe_code)]
 
@@ -17,78 +17,34 @@ use crate::cq;
 use crate::mr;
 use crate::qp;
 use crate::device::{self, DevPriv, RroceDev};
-use crate::ib::device::{self as ibdev, DeviceOps};
+use crate::ib::device::DeviceOps;
+use crate::ib::driver::Driver;
 use crate::ib::udata::UData;
 use crate::limits;
-use crate::ib::ucontext::{self, UcontextOps};
+use crate::ib::ucontext::UcontextOps;
 use crate::proto::abi;
 use crate::proto::link;
 
+/// The driver's types, from which the layer builds the ops table
+/// ([`crate::ib::driver::ops`]).
+pub(crate) struct Rroce;
+
+impl Driver for Rroce {
+    type Dev = DevPriv;
+    type Ucontext = UserAbi;
+    type Cq = cq::CqPriv;
+    type Qp = qp::QpPriv;
+    type Srq = crate::srq::SrqPriv;
+    type Ah = ah::RroceAh;
+    type Mr = mr::MrPart;
+    type Mw = crate::mw::MwPart;
+    type Stats = crate::stats::Stats;
+    const ABI_VERSION: u32 = abi::ABI_VERSION;
+}
+
 /// The ops table; ib_core copies it into each device.
 pub(crate) fn device_ops(module: &'static ThisModule) -> bindings::ib_device_ops {
-    bindings::ib_device_ops {
-        owner: module.as_ptr(),
-        driver_id: bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
-        uverbs_abi_ver: abi::ABI_VERSION,
-        dealloc_driver: Some(ibdev::dealloc_driver::<DevPriv>),
-        query_device: Some(ibdev::query_device::<DevPriv>),
-        query_port: Some(ibdev::query_port::<DevPriv>),
-        get_port_immutable: Some(ibdev::get_port_immutable::<DevPriv>),
-        get_link_layer: Some(ibdev::get_link_layer),
-        query_gid: Some(ibdev::query_gid),
-        query_pkey: Some(ibdev::query_pkey::<DevPriv>),
-        alloc_ucontext: Some(ucontext::alloc_ucontext::<UserAbi>),
-        dealloc_ucontext: Some(ucontext::dealloc_ucontext),
-        query_ucontext: Some(ucontext::query_ucontext),
-        disassociate_ucontext: Some(ucontext::disassociate_ucontext),
-        mmap: Some(ucontext::mmap),
-        mmap_free: Some(ucontext::mmap_free),
-        alloc_pd: Some(ibdev::alloc_pd::<DevPriv>),
-        dealloc_pd: Some(ibdev::dealloc_pd::<DevPriv>),
-        alloc_xrcd: Some(ibdev::alloc_xrcd::<DevPriv>),
-        dealloc_xrcd: Some(ibdev::dealloc_xrcd::<DevPriv>),
-        create_cq: Some(crate::ib::cq::create_cq::<cq::CqPriv>),
-        destroy_cq: Some(crate::ib::cq::destroy_cq::<cq::CqPriv>),
-        req_notify_cq: Some(crate::ib::cq::req_notify_cq::<cq::CqPriv>),
-        resize_cq: Some(crate::ib::cq::resize_cq::<cq::CqPriv>),
-        poll_cq: Some(crate::ib::cq::poll_cq::<cq::CqPriv>),
-        post_send: Some(crate::ib::qp::post_send::<qp::QpPriv>),
-        post_recv: Some(crate::ib::qp::post_recv::<qp::QpPriv>),
-        alloc_hw_port_stats: Some(crate::ib::stats::alloc_hw_port_stats::<crate::stats::Stats>),
-        get_hw_stats: Some(crate::ib::stats::get_hw_stats::<crate::stats::Stats>),
-        size_ib_cq: crate::ib::cq::size::<cq::CqPriv>(),
-        create_ah: Some(crate::ib::ah::create_ah::<ah::RroceAh>),
-        create_user_ah: Some(crate::ib::ah::create_ah::<ah::RroceAh>),
-        destroy_ah: Some(crate::ib::ah::destroy_ah::<ah::RroceAh>),
-        size_ib_ah: crate::ib::ah::size::<ah::RroceAh>(),
-        create_qp: Some(crate::ib::qp::create_qp::<qp::QpPriv>),
-        modify_qp: Some(crate::ib::qp::modify_qp::<qp::QpPriv>),
-        query_qp: Some(crate::ib::qp::query_qp::<qp::QpPriv>),
-        destroy_qp: Some(crate::ib::qp::destroy_qp::<qp::QpPriv>),
-        attach_mcast: Some(crate::ib::qp::attach_mcast::<qp::QpPriv>),
-        detach_mcast: Some(crate::ib::qp::detach_mcast::<qp::QpPriv>),
-        size_ib_qp: crate::ib::qp::size::<qp::QpPriv>(),
-        create_srq: Some(crate::ib::srq::create_srq::<crate::srq::SrqPriv>),
-        modify_srq: Some(crate::ib::srq::modify_srq::<crate::srq::SrqPriv>),
-        query_srq: Some(crate::ib::srq::query_srq::<crate::srq::SrqPriv>),
-        destroy_srq: Some(crate::ib::srq::destroy_srq::<crate::srq::SrqPriv>),
-        post_srq_recv: Some(crate::ib::srq::post_srq_recv::<crate::srq::SrqPriv>),
-        size_ib_srq: crate::ib::srq::size::<crate::srq::SrqPriv>(),
-        reg_user_mr: Some(crate::ib::mr::reg_user_mr::<mr::MrPart>),
-        rereg_user_mr: Some(crate::ib::mr::rereg_user_mr::<mr::MrPart>),
-        get_dma_mr: Some(crate::ib::mr::get_dma_mr::<mr::MrPart>),
-        dereg_mr: Some(crate::ib::mr::dereg_mr::<mr::MrPart>),
-        advise_mr: Some(crate::ib::mr::advise_mr::<mr::MrPart>),
-        alloc_mw: Some(crate::ib::mw::alloc_mw::<crate::mw::MwPart>),
-        dealloc_mw: Some(crate::ib::mw::dealloc_mw::<crate::mw::MwPart>),
-        size_ib_mw: crate::ib::mw::size::<crate::mw::MwPart>(),
-        alloc_mr: Some(crate::ib::mr::alloc_mr::<mr::MrPart>),
-        map_mr_sg: Some(crate::ib::mr::map_mr_sg::<mr::MrPart>),
-        size_ib_pd: ibdev::PD_SIZE,
-        size_ib_xrcd: ibdev::XRCD_SIZE,
-        size_ib_ucontext: ucontext::SIZE,
-        ..Default::default()
-    }
+    crate::ib::driver::ops::<Rroce>(module)
 }
 
 impl crate::ib::qp::HasQps for DevPriv {

@@ -120,7 +120,7 @@ pub(crate) unsafe fn get<'a, T>(ah: *mut bindings::ib_ah) -> Option<&'a T> {
 /// ib_core's contract: `ah` is a zeroed allocation of `size_ib_ah` bytes
 /// whose `device` and `pd` are set, `init` and its `ah_attr` are valid,
 /// `udata` is null or the call's user data.
-pub(crate) unsafe extern "C" fn create_ah<T: AhOps>(
+pub(in crate::ib) unsafe extern "C" fn create_ah<T: AhOps>(
     ah: *mut bindings::ib_ah,
     init: *mut bindings::rdma_ah_init_attr,
     udata: *mut bindings::ib_udata,
@@ -148,7 +148,7 @@ pub(crate) unsafe extern "C" fn create_ah<T: AhOps>(
 ///
 /// ib_core's contract: `ah` was created by [`create_ah::<T>`] and is
 /// destroyed once.
-pub(crate) unsafe extern "C" fn destroy_ah<T: AhOps>(ah: *mut bindings::ib_ah, _flags: u32) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn destroy_ah<T: AhOps>(ah: *mut bindings::ib_ah, _flags: u32) -> c_int {
     // SAFETY: per the contract the AH is created and this is its destroy
     // verb; the device outlives its AHs.
     let (p, dev) = unsafe { (Obj::<_, T>::take(ah), Device::<T::Dev>::from_ib((*ah).device)) };

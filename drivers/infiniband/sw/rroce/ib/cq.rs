@@ -88,7 +88,7 @@ impl<T> Handle<bindings::ib_cq, T> {
 /// ib_core's contract: `cq` is a zeroed allocation of `size_ib_cq` bytes
 /// with `device` set, `attr` is valid, `attrs` null (kernel callers) or the
 /// call's attribute bundle.
-pub(crate) unsafe extern "C" fn create_cq<T: CqOps>(
+pub(in crate::ib) unsafe extern "C" fn create_cq<T: CqOps>(
     cq: *mut bindings::ib_cq,
     attr: *const bindings::ib_cq_init_attr,
     attrs: *mut bindings::uverbs_attr_bundle,
@@ -120,7 +120,7 @@ pub(crate) unsafe extern "C" fn create_cq<T: CqOps>(
 ///
 /// ib_core's contract: `cq` is created, `udata` null (kernel callers) or
 /// the call's.
-pub(crate) unsafe extern "C" fn resize_cq<T: CqOps>(cq: *mut bindings::ib_cq, cqe: c_int, udata: *mut bindings::ib_udata) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn resize_cq<T: CqOps>(cq: *mut bindings::ib_cq, cqe: c_int, udata: *mut bindings::ib_udata) -> c_int {
     from_result(|| {
         // SAFETY: per the contract; only the driver part and `device` are
         // read (producers read other fields concurrently).
@@ -143,7 +143,7 @@ pub(crate) unsafe extern "C" fn resize_cq<T: CqOps>(cq: *mut bindings::ib_cq, cq
 /// # Safety
 ///
 /// ib_core's contract: `cq` is created and no QP uses it any more.
-pub(crate) unsafe extern "C" fn destroy_cq<T: CqOps>(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn destroy_cq<T: CqOps>(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> c_int {
     // SAFETY: the destroy verb of a created CQ; the device outlives it.
     let (p, dev) = unsafe { (Obj::<_, T>::take(cq), Device::<T::Dev>::from_ib((*cq).device)) };
     p.destroy(dev);
@@ -155,7 +155,7 @@ pub(crate) unsafe extern "C" fn destroy_cq<T: CqOps>(cq: *mut bindings::ib_cq, _
 /// # Safety
 ///
 /// ib_core's contract: `cq` is created.
-pub(crate) unsafe extern "C" fn req_notify_cq<T: CqOps>(cq: *mut bindings::ib_cq, flags: bindings::ib_cq_notify_flags) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn req_notify_cq<T: CqOps>(cq: *mut bindings::ib_cq, flags: bindings::ib_cq_notify_flags) -> c_int {
     // SAFETY: per the contract.
     match unsafe { Obj::<_, T>::part(cq) }.map(|c| c.req_notify(flags)) {
         Some(Ok(missed)) => c_int::from(missed),
@@ -169,7 +169,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq<T: CqOps>(cq: *mut bindings::ib_cq
 /// # Safety
 ///
 /// ib_core's contract: `cq` is created, `wc` has room for `num` entries.
-pub(crate) unsafe extern "C" fn poll_cq<T: CqOps>(cq: *mut bindings::ib_cq, num: c_int, wc: *mut bindings::ib_wc) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn poll_cq<T: CqOps>(cq: *mut bindings::ib_cq, num: c_int, wc: *mut bindings::ib_wc) -> c_int {
     let Ok(num) = usize::try_from(num) else { return -(bindings::EINVAL as c_int) };
     // SAFETY: per the contract.
     let Some(c) = (unsafe { Obj::<_, T>::part(cq) }) else { return -(bindings::EINVAL as c_int) };

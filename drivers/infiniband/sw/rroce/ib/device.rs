@@ -140,7 +140,7 @@ pub(crate) const XRCD_SIZE: usize = core::mem::size_of::<bindings::ib_xrcd>();
 ///
 /// ib_core's contract: `ib` is a live device of ours, `attr` writable,
 /// `udata` null or the call's.
-pub(crate) unsafe extern "C" fn query_device<T: DeviceOps>(
+pub(in crate::ib) unsafe extern "C" fn query_device<T: DeviceOps>(
     ib: *mut bindings::ib_device,
     attr: *mut bindings::ib_device_attr,
     udata: *mut bindings::ib_udata,
@@ -165,7 +165,7 @@ pub(crate) unsafe extern "C" fn query_device<T: DeviceOps>(
 /// # Safety
 ///
 /// ib_core's contract: `ib` is a live device of ours, `attr` valid.
-pub(crate) unsafe extern "C" fn query_port<T: DeviceOps>(
+pub(in crate::ib) unsafe extern "C" fn query_port<T: DeviceOps>(
     ib: *mut bindings::ib_device,
     port: u32,
     attr: *mut bindings::ib_port_attr,
@@ -184,7 +184,7 @@ pub(crate) unsafe extern "C" fn query_port<T: DeviceOps>(
 ///
 /// ib_core's contract: `ib` is a device of ours being registered, `imm`
 /// writable.
-pub(crate) unsafe extern "C" fn get_port_immutable<T: DeviceOps>(
+pub(in crate::ib) unsafe extern "C" fn get_port_immutable<T: DeviceOps>(
     ib: *mut bindings::ib_device,
     port: u32,
     imm: *mut bindings::ib_port_immutable,
@@ -202,7 +202,7 @@ pub(crate) unsafe extern "C" fn get_port_immutable<T: DeviceOps>(
 /// # Safety
 ///
 /// ib_core's contract.
-pub(crate) unsafe extern "C" fn get_link_layer(_ib: *mut bindings::ib_device, _port: u32) -> bindings::rdma_link_layer {
+pub(in crate::ib) unsafe extern "C" fn get_link_layer(_ib: *mut bindings::ib_device, _port: u32) -> bindings::rdma_link_layer {
     bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
 }
 
@@ -212,7 +212,7 @@ pub(crate) unsafe extern "C" fn get_link_layer(_ib: *mut bindings::ib_device, _p
 /// # Safety
 ///
 /// ib_core's contract.
-pub(crate) unsafe extern "C" fn query_gid(
+pub(in crate::ib) unsafe extern "C" fn query_gid(
     ib: *mut bindings::ib_device,
     port: u32,
     index: c_int,
@@ -227,7 +227,7 @@ pub(crate) unsafe extern "C" fn query_gid(
 /// # Safety
 ///
 /// ib_core's contract: `ib` is a live device of ours, `pkey` writable.
-pub(crate) unsafe extern "C" fn query_pkey<T: DeviceOps>(
+pub(in crate::ib) unsafe extern "C" fn query_pkey<T: DeviceOps>(
     ib: *mut bindings::ib_device,
     port: u32,
     index: u16,
@@ -248,7 +248,7 @@ pub(crate) unsafe extern "C" fn query_pkey<T: DeviceOps>(
 /// # Safety
 ///
 /// ib_core's contract: `pd` is a core-allocated PD with `device` set.
-pub(crate) unsafe extern "C" fn alloc_pd<T: DeviceOps>(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn alloc_pd<T: DeviceOps>(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> c_int {
     from_result(|| {
         // SAFETY: per the contract the PD's device is a live one of ours.
         let dev = unsafe { Device::<T>::from_ib((*pd).device) };
@@ -262,7 +262,7 @@ pub(crate) unsafe extern "C" fn alloc_pd<T: DeviceOps>(pd: *mut bindings::ib_pd,
 /// # Safety
 ///
 /// ib_core's contract: `pd` was allocated by [`alloc_pd`].
-pub(crate) unsafe extern "C" fn dealloc_pd<T: DeviceOps>(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn dealloc_pd<T: DeviceOps>(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> c_int {
     // SAFETY: per the contract the PD's device is a live one of ours.
     let dev = unsafe { Device::<T>::from_ib((*pd).device) };
     T::dealloc_pd(dev);
@@ -275,7 +275,7 @@ pub(crate) unsafe extern "C" fn dealloc_pd<T: DeviceOps>(pd: *mut bindings::ib_p
 ///
 /// ib_core's contract: `xrcd` is a core-allocated XRC domain with `device`
 /// set.
-pub(crate) unsafe extern "C" fn alloc_xrcd<T: DeviceOps>(
+pub(in crate::ib) unsafe extern "C" fn alloc_xrcd<T: DeviceOps>(
     xrcd: *mut bindings::ib_xrcd,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
@@ -292,7 +292,7 @@ pub(crate) unsafe extern "C" fn alloc_xrcd<T: DeviceOps>(
 /// # Safety
 ///
 /// ib_core's contract: `xrcd` was allocated by [`alloc_xrcd`].
-pub(crate) unsafe extern "C" fn dealloc_xrcd<T: DeviceOps>(
+pub(in crate::ib) unsafe extern "C" fn dealloc_xrcd<T: DeviceOps>(
     xrcd: *mut bindings::ib_xrcd,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
@@ -467,7 +467,7 @@ unsafe fn install_ops<T: DeviceOps>(raw: *mut bindings::ib_device, ops: impl FnO
 ///
 /// ib_core's contract: `ib` is a device allocated by [`NewDevice::new`]
 /// (so with `p` initialised); it is never used again.
-pub(crate) unsafe extern "C" fn dealloc_driver<T: DeviceOps>(ib: *mut bindings::ib_device) {
+pub(in crate::ib) unsafe extern "C" fn dealloc_driver<T: DeviceOps>(ib: *mut bindings::ib_device) {
     let dev = ib.cast::<Device<T>>();
     let id = DevId(ib as usize);
     T::rx_devices().remove(id);

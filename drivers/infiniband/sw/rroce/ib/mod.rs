@@ -11,6 +11,7 @@ use kernel::bindings;
 pub(crate) mod ah;
 pub(crate) mod cq;
 pub(crate) mod device;
+pub(crate) mod driver;
 pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod mw;

@@ -180,7 +180,7 @@ fn commit<T: MrOps>(dev: &Device<T::Dev>, p: T, replacing: Option<&T>) -> Result
 /// # Safety
 ///
 /// ib_core's contract: `pd` is a live PD of one of the driver's devices.
-pub(crate) unsafe extern "C" fn reg_user_mr<T: MrOps>(
+pub(in crate::ib) unsafe extern "C" fn reg_user_mr<T: MrOps>(
     pd: *mut bindings::ib_pd,
     start: u64,
     length: u64,
@@ -202,7 +202,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr<T: MrOps>(
 /// ib_core's contract: `ibmr` is an MR of this driver (held for writing
 /// by ib_core for the call), `pd` null or a live PD of its device.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe extern "C" fn rereg_user_mr<T: MrOps>(
+pub(in crate::ib) unsafe extern "C" fn rereg_user_mr<T: MrOps>(
     ibmr: *mut bindings::ib_mr,
     flags: c_int,
     start: u64,
@@ -237,7 +237,7 @@ pub(crate) unsafe extern "C" fn rereg_user_mr<T: MrOps>(
 ///
 /// ib_core's contract: `pd` is a live PD of one of the driver's devices;
 /// `sg_list` holds `num_sge` SGEs.
-pub(crate) unsafe extern "C" fn advise_mr<T: MrOps>(
+pub(in crate::ib) unsafe extern "C" fn advise_mr<T: MrOps>(
     pd: *mut bindings::ib_pd,
     advice: bindings::ib_uverbs_advise_mr_advice,
     flags: u32,
@@ -268,7 +268,7 @@ pub(crate) unsafe extern "C" fn advise_mr<T: MrOps>(
 /// # Safety
 ///
 /// ib_core's contract: `pd` is a live PD of one of the driver's devices.
-pub(crate) unsafe extern "C" fn get_dma_mr<T: MrOps>(pd: *mut bindings::ib_pd, access: c_int) -> *mut bindings::ib_mr {
+pub(in crate::ib) unsafe extern "C" fn get_dma_mr<T: MrOps>(pd: *mut bindings::ib_pd, access: c_int) -> *mut bindings::ib_mr {
     // SAFETY: as for `reg_user_mr`.
     let dev = unsafe { Device::<T::Dev>::from_ib((*pd).device) };
     // Only kernel consumers reach this verb (`KernelMem`'s invariant).
@@ -282,7 +282,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr<T: MrOps>(pd: *mut bindings::ib_pd, a
 /// # Safety
 ///
 /// ib_core's contract: `pd` is a live PD of one of the driver's devices.
-pub(crate) unsafe extern "C" fn alloc_mr<T: MrOps>(
+pub(in crate::ib) unsafe extern "C" fn alloc_mr<T: MrOps>(
     pd: *mut bindings::ib_pd,
     mr_type: bindings::ib_mr_type,
     max_num_sg: u32,
@@ -316,7 +316,7 @@ unsafe extern "C" fn set_page<T: MrOps>(ibmr: *mut bindings::ib_mr, addr: u64) -
 /// ib_core's contract: `ibmr` is an MR of this driver, `sg` a DMA-mapped
 /// list of `sg_nents` entries, `sg_offset` null or valid; the consumer does
 /// not map the MR concurrently.
-pub(crate) unsafe extern "C" fn map_mr_sg<T: MrOps>(
+pub(in crate::ib) unsafe extern "C" fn map_mr_sg<T: MrOps>(
     ibmr: *mut bindings::ib_mr,
     sg: *mut bindings::scatterlist,
     sg_nents: c_int,
@@ -336,7 +336,7 @@ pub(crate) unsafe extern "C" fn map_mr_sg<T: MrOps>(
 ///
 /// ib_core's contract: `ibmr` is an MR of this driver; when this returns 0
 /// it is gone.
-pub(crate) unsafe extern "C" fn dereg_mr<T: MrOps>(ibmr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn dereg_mr<T: MrOps>(ibmr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> c_int {
     // SAFETY: per the contract; its device outlives it.
     let (p, dev) = unsafe { (MrObj::<T>::part(ibmr), Device::<T::Dev>::from_ib((*ibmr).device)) };
     if let Err(e) = p.dereg(dev) {

@@ -49,7 +49,7 @@ pub(crate) const fn size<T>() -> usize {
 ///
 /// ib_core's contract: `mw` is a zeroed allocation of `size_ib_mw` bytes
 /// with `device`, `pd` and `type` set.
-pub(crate) unsafe extern "C" fn alloc_mw<T: MwOps>(mw: *mut bindings::ib_mw, _udata: *mut bindings::ib_udata) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn alloc_mw<T: MwOps>(mw: *mut bindings::ib_mw, _udata: *mut bindings::ib_udata) -> c_int {
     from_result(|| {
         // SAFETY: per the function's contract.
         let mut w = unsafe { NewObj::<_, T>::from_raw(mw) };
@@ -73,7 +73,7 @@ pub(crate) unsafe extern "C" fn alloc_mw<T: MwOps>(mw: *mut bindings::ib_mw, _ud
 ///
 /// ib_core's contract: `mw` was allocated by [`alloc_mw::<T>`] and is
 /// deallocated once; ib_core frees it when this returns.
-pub(crate) unsafe extern "C" fn dealloc_mw<T: MwOps>(mw: *mut bindings::ib_mw) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn dealloc_mw<T: MwOps>(mw: *mut bindings::ib_mw) -> c_int {
     // SAFETY: per the contract the window is allocated and this is its
     // one destroy verb; the device outlives its windows.
     let (p, dev) = unsafe { (Obj::<_, T>::take(mw), Device::<T::Dev>::from_ib((*mw).device)) };

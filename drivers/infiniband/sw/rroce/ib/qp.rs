@@ -81,8 +81,9 @@ pub(crate) struct QpCreate<'a, T: QpOps> {
 }
 
 /// A driver's device data that names its QP type (implemented where the
-/// driver's object types meet: its ops table), so that the device can hold
-/// the [`QpTable`] without depending on the QP code.
+/// driver's object types meet; [`Driver`](crate::ib::driver::Driver)
+/// requires the table's QP type), so that the device can hold the
+/// [`QpTable`] without depending on the QP code.
 pub(crate) trait HasQps {
     /// The driver's part of a QP.
     type Qp: QpOps;
@@ -91,7 +92,8 @@ pub(crate) trait HasQps {
 /// A driver's queue pairs.
 ///
 /// The associated types are the driver's parts of the objects a QP refers
-/// to; the driver's ops table must use the same types for those objects.
+/// to; [`Driver`](crate::ib::driver::Driver) makes them the ones the ops
+/// table uses for those objects.
 pub(crate) trait QpOps: Sized + Send + Sync + 'static {
     /// The driver's device data.
     type Dev;
@@ -320,7 +322,7 @@ unsafe fn verb_qp<'a, T: QpOps>(qp: *mut bindings::ib_qp) -> Result<QpRef<'a, T>
 /// with `device`, `pd` and `qp_type` set; `init` is valid, its CQs and
 /// SRQ created objects of this device (held for the QP); `udata` null or
 /// the call's.
-pub(crate) unsafe extern "C" fn create_qp<T: QpOps>(
+pub(in crate::ib) unsafe extern "C" fn create_qp<T: QpOps>(
     qp: *mut bindings::ib_qp,
     init: *mut bindings::ib_qp_init_attr,
     udata: *mut bindings::ib_udata,
@@ -430,7 +432,7 @@ unsafe extern "C" fn flush_fn<T: QpOps>(w: *mut bindings::work_struct) {
 /// ib_core's contract: `qp` created by [`create_qp::<T>`], `attr` valid
 /// (with its source GID attribute resolved and referenced if `mask` has
 /// `IB_QP_AV`).
-pub(crate) unsafe extern "C" fn modify_qp<T: QpOps>(
+pub(in crate::ib) unsafe extern "C" fn modify_qp<T: QpOps>(
     qp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,
     mask: c_int,
@@ -456,7 +458,7 @@ pub(crate) unsafe extern "C" fn modify_qp<T: QpOps>(
 ///
 /// ib_core's contract: `qp` created by [`create_qp::<T>`], `attr` and
 /// `init` writable.
-pub(crate) unsafe extern "C" fn query_qp<T: QpOps>(
+pub(in crate::ib) unsafe extern "C" fn query_qp<T: QpOps>(
     qp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,
     _mask: c_int,
@@ -476,7 +478,7 @@ pub(crate) unsafe extern "C" fn query_qp<T: QpOps>(
 ///
 /// ib_core's contract: `qp` was created by [`create_qp::<T>`] and is
 /// destroyed once; ib_core frees it afterwards.
-pub(crate) unsafe extern "C" fn destroy_qp<T: QpOps>(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn destroy_qp<T: QpOps>(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> c_int {
     // SAFETY: per the contract.
     let Ok(q) = (unsafe { verb_qp::<T>(qp) }) else { return EINVAL.to_errno() };
     let (dev, qpn, cell) = (q.dev(), q.qpn(), q.0);
@@ -513,7 +515,7 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: QpOps>(qp: *mut bindings::ib_qp, _
 /// ib_core's contract: `qp` created by [`create_qp::<T>`]; `wr` null or a
 /// valid chain of kernel send requests in their containers, whose AHs and
 /// MRs (of this device) are the driver's `Ah` and `Mr`; `bad_wr` writable.
-pub(crate) unsafe extern "C" fn post_send<T: QpOps>(
+pub(in crate::ib) unsafe extern "C" fn post_send<T: QpOps>(
     qp: *mut bindings::ib_qp,
     wr: *const bindings::ib_send_wr,
     bad_wr: *mut *const bindings::ib_send_wr,
@@ -539,7 +541,7 @@ pub(crate) unsafe extern "C" fn post_send<T: QpOps>(
 ///
 /// ib_core's contract: `qp` created by [`create_qp::<T>`]; `wr` a valid
 /// chain of receive requests; `bad_wr` writable.
-pub(crate) unsafe extern "C" fn post_recv<T: QpOps>(
+pub(in crate::ib) unsafe extern "C" fn post_recv<T: QpOps>(
     qp: *mut bindings::ib_qp,
     wr: *const bindings::ib_recv_wr,
     bad_wr: *mut *const bindings::ib_recv_wr,
@@ -587,7 +589,7 @@ unsafe fn mcast<T: QpOps>(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, 
 /// # Safety
 ///
 /// As for [`mcast`].
-pub(crate) unsafe extern "C" fn attach_mcast<T: QpOps>(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn attach_mcast<T: QpOps>(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
     // SAFETY: forwarded.
     unsafe { mcast::<T>(qp, gid, true) }
 }
@@ -597,7 +599,7 @@ pub(crate) unsafe extern "C" fn attach_mcast<T: QpOps>(qp: *mut bindings::ib_qp,
 /// # Safety
 ///
 /// As for [`mcast`].
-pub(crate) unsafe extern "C" fn detach_mcast<T: QpOps>(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn detach_mcast<T: QpOps>(qp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> c_int {
     // SAFETY: forwarded.
     unsafe { mcast::<T>(qp, gid, false) }
 }

@@ -86,8 +86,9 @@ pub(crate) trait SrqOps: Sized + Send + Sync + 'static {
 }
 
 /// A driver's device data that names its SRQ type (implemented where the
-/// driver's object types meet: its ops table), so that the device can hold
-/// the [`SrqTable`] without depending on the SRQ code.
+/// driver's object types meet; [`Driver`](crate::ib::driver::Driver)
+/// requires the table's SRQ type), so that the device can hold the
+/// [`SrqTable`] without depending on the SRQ code.
 pub(crate) trait HasSrqs {
     /// The driver's part of an SRQ.
     type Srq: SrqOps;
@@ -199,7 +200,7 @@ impl<T> Handle<bindings::ib_srq, T> {
 ///
 /// ib_core's contract: `srq` is a zeroed allocation of `size_ib_srq` bytes
 /// with `device` set, `init` is valid, `udata` null or the call's.
-pub(crate) unsafe extern "C" fn create_srq<T: SrqOps>(
+pub(in crate::ib) unsafe extern "C" fn create_srq<T: SrqOps>(
     srq: *mut bindings::ib_srq,
     init: *mut bindings::ib_srq_init_attr,
     udata: *mut bindings::ib_udata,
@@ -247,7 +248,7 @@ pub(crate) unsafe extern "C" fn create_srq<T: SrqOps>(
 /// # Safety
 ///
 /// ib_core's contract: `srq` is created, `attr` valid.
-pub(crate) unsafe extern "C" fn modify_srq<T: SrqOps>(
+pub(in crate::ib) unsafe extern "C" fn modify_srq<T: SrqOps>(
     srq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_attr,
     mask: bindings::ib_srq_attr_mask,
@@ -274,7 +275,7 @@ pub(crate) unsafe extern "C" fn modify_srq<T: SrqOps>(
 /// # Safety
 ///
 /// ib_core's contract: `srq` is created, `attr` writable.
-pub(crate) unsafe extern "C" fn query_srq<T: SrqOps>(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn query_srq<T: SrqOps>(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> c_int {
     from_result(|| {
         // SAFETY: per the contract.
         let (s, a) = unsafe { (Obj::<_, T>::part(srq).ok_or(EINVAL)?, &mut *attr) };
@@ -288,7 +289,7 @@ pub(crate) unsafe extern "C" fn query_srq<T: SrqOps>(srq: *mut bindings::ib_srq,
 /// # Safety
 ///
 /// ib_core's contract: `srq` is created and no QP uses it any more.
-pub(crate) unsafe extern "C" fn destroy_srq<T: SrqOps>(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn destroy_srq<T: SrqOps>(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> c_int {
     // SAFETY: per the contract `srq` is a created SRQ of one of our
     // devices, which outlives it.
     let (dev, ty, part) = unsafe { (Device::<T::Dev>::from_ib((*srq).device), (*srq).srq_type, Obj::<_, T>::part(srq)) };
@@ -314,7 +315,7 @@ pub(crate) unsafe extern "C" fn destroy_srq<T: SrqOps>(srq: *mut bindings::ib_sr
 ///
 /// ib_core's contract: `srq` is created, `wr` a valid chain, `bad_wr`
 /// writable.
-pub(crate) unsafe extern "C" fn post_srq_recv<T: SrqOps>(
+pub(in crate::ib) unsafe extern "C" fn post_srq_recv<T: SrqOps>(
     srq: *mut bindings::ib_srq,
     wr: *const bindings::ib_recv_wr,
     bad_wr: *mut *const bindings::ib_recv_wr,

@@ -52,7 +52,7 @@ pub(crate) trait HwStats {
 /// # Safety
 ///
 /// ib_core's contract.
-pub(crate) unsafe extern "C" fn alloc_hw_port_stats<T: HwStats>(
+pub(in crate::ib) unsafe extern "C" fn alloc_hw_port_stats<T: HwStats>(
     _ib: *mut bindings::ib_device,
     _port: u32,
 ) -> *mut bindings::rdma_hw_stats {
@@ -67,7 +67,7 @@ pub(crate) unsafe extern "C" fn alloc_hw_port_stats<T: HwStats>(
 ///
 /// ib_core's contract: `ib` is a registered device of ours, `stats` came
 /// from [`alloc_hw_port_stats`].
-pub(crate) unsafe extern "C" fn get_hw_stats<T: HwStats>(
+pub(in crate::ib) unsafe extern "C" fn get_hw_stats<T: HwStats>(
     ib: *mut bindings::ib_device,
     stats: *mut bindings::rdma_hw_stats,
     _port: u32,

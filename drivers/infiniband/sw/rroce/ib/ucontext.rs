@@ -197,7 +197,7 @@ impl Drop for RingMem {
 /// # Safety
 ///
 /// ib_core's contract: `udata` is the call's user data.
-pub(crate) unsafe extern "C" fn alloc_ucontext<T: UcontextOps>(
+pub(in crate::ib) unsafe extern "C" fn alloc_ucontext<T: UcontextOps>(
     _uctx: *mut bindings::ib_ucontext,
     udata: *mut bindings::ib_udata,
 ) -> c_int {
@@ -213,7 +213,7 @@ pub(crate) unsafe extern "C" fn alloc_ucontext<T: UcontextOps>(
 /// # Safety
 ///
 /// ib_core's contract.
-pub(crate) unsafe extern "C" fn dealloc_ucontext(_uctx: *mut bindings::ib_ucontext) {}
+pub(in crate::ib) unsafe extern "C" fn dealloc_ucontext(_uctx: *mut bindings::ib_ucontext) {}
 
 /// `ib_device_ops::query_ucontext` (`UVERBS_METHOD_QUERY_CONTEXT`, which
 /// `ibv_import_device` sends for a context it imports): ib_core answers
@@ -225,7 +225,7 @@ pub(crate) unsafe extern "C" fn dealloc_ucontext(_uctx: *mut bindings::ib_uconte
 /// # Safety
 ///
 /// ib_core's contract.
-pub(crate) unsafe extern "C" fn query_ucontext(
+pub(in crate::ib) unsafe extern "C" fn query_ucontext(
     _uctx: *mut bindings::ib_ucontext,
     _attrs: *mut bindings::uverbs_attr_bundle,
 ) -> c_int {
@@ -246,14 +246,14 @@ pub(crate) unsafe extern "C" fn query_ucontext(
 /// # Safety
 ///
 /// `ib_device_ops::disassociate_ucontext` contract.
-pub(crate) unsafe extern "C" fn disassociate_ucontext(_uctx: *mut bindings::ib_ucontext) {}
+pub(in crate::ib) unsafe extern "C" fn disassociate_ucontext(_uctx: *mut bindings::ib_ucontext) {}
 
 /// `ib_device_ops::mmap`: maps a ring the context offered.
 ///
 /// # Safety
 ///
 /// ib_core's contract: valid context and VMA.
-pub(crate) unsafe extern "C" fn mmap(uctx: *mut bindings::ib_ucontext, vma: *mut bindings::vm_area_struct) -> c_int {
+pub(in crate::ib) unsafe extern "C" fn mmap(uctx: *mut bindings::ib_ucontext, vma: *mut bindings::vm_area_struct) -> c_int {
     // SAFETY: valid context and VMA per the contract.
     let entry = unsafe { bindings::rdma_user_mmap_entry_get(uctx, vma) };
     if entry.is_null() {
@@ -276,7 +276,7 @@ pub(crate) unsafe extern "C" fn mmap(uctx: *mut bindings::ib_ucontext, vma: *mut
 /// # Safety
 ///
 /// ib_core's contract: `entry` is one of ours, unused from now on.
-pub(crate) unsafe extern "C" fn mmap_free(entry: *mut bindings::rdma_user_mmap_entry) {
+pub(in crate::ib) unsafe extern "C" fn mmap_free(entry: *mut bindings::rdma_user_mmap_entry) {
     // SAFETY: the entry was inserted by `RingMem::new` from a `KBox`;
     // this is the last reference, so the ring memory goes with it.
     drop(unsafe { KBox::from_raw(entry.cast::<MmapEntry>()) });

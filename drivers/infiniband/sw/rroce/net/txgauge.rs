@@ -160,14 +160,7 @@ unsafe extern "C" fn tx_done(skb: *mut bindings::sk_buff) {
 /// (the destructors that just counted down return from inside a read-side
 /// section).  Module unload, after every device is gone.
 pub(crate) fn drain() {
-    let mut waited = 0u32;
-    while CHARGED.load(Ordering::Acquire) != 0 {
-        crate::sync::msleep(10);
-        waited += 1;
-        if waited % 1000 == 0 {
-            pr_warn!("waiting for {} transmitted packets to be freed\n", CHARGED.load(Ordering::Relaxed));
-        }
-    }
+    crate::sync::wait_for_zero(&CHARGED, "transmitted packets to be freed");
     crate::sync::rcu::synchronize();
 }
 

@@ -100,14 +100,7 @@ impl Drop for WorkQueue {
         OPEN.store(false, Ordering::SeqCst);
         // Every work item's owner gives its claim back once the item is
         // disabled: at module unload they are all gone already.
-        let mut waited = 0u32;
-        while CLAIMS.load(Ordering::SeqCst) != 0 {
-            crate::sync::msleep(10);
-            waited += 1;
-            if waited % 1000 == 0 {
-                pr_warn!("waiting for {} work items to be disabled\n", CLAIMS.load(Ordering::SeqCst));
-            }
-        }
+        crate::sync::wait_for_zero(&CLAIMS, "work items to be disabled");
         let wq = QUEUE.swap(core::ptr::null_mut(), Ordering::SeqCst);
         if !wq.is_null() {
             // INVARIANT: closed and unclaimed: nothing can queue on it.

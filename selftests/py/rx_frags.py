@@ -72,10 +72,24 @@ class Tap:
         ifr = struct.pack("16sH", ifname.encode(), IFF_TAP | IFF_NO_PI | IFF_NAPI | IFF_NAPI_FRAGS)
         fcntl.ioctl(self.fd, TUNSETIFF, ifr)
         self.ifname = ifname
+        # udev gives a new tap a "persistent" MAC address of its own
+        # (systemd's MACAddressPolicy=persistent) when it handles the
+        # device's uevent: on a loaded machine that came after the address
+        # set below and replaced it, so the frames written here, sent to
+        # the old address, were dropped as another host's before IP
+        # (rx_frags and xrc_switch on the debug kernel, three times).  Let
+        # udev finish with the device first, then check the address.
+        subprocess.run(["udevadm", "settle", "-t", "30"], capture_output=True)
         sh("ip", "link", "set", ifname, "address", "02:00:00:00:79:01", "up")
         sh("ip", "addr", "add", f"{ME}/24", "dev", ifname)
         sh("ip", "neigh", "replace", PEER, "lladdr", "02:00:00:00:79:02", "dev", ifname, "nud", "permanent")
         self.mac = bytes.fromhex("020000007901")
+        check(self.address() == self.mac, f"{ifname} keeps the address set", self.address().hex(":"))
+
+    def address(self):
+        """The tap's MAC address now."""
+        with open(f"/sys/class/net/{self.ifname}/address") as f:
+            return bytes.fromhex(f.read().strip().replace(":", ""))
 
     def frame(self, roce_no_icrc, bad_icrc=False, udp_extra=0):
         """Ethernet + IPv4 + UDP + roce + ICRC, from PEER to ME."""
@@ -202,6 +216,9 @@ def where_did_they_go(a):
         with open(f"{st}/{n}") as f:
             tap[n] = int(f.read())
     print(f"# {a.ifname}: {tap}")
+    link = subprocess.run(["ip", "-s", "-s", "link", "show", "dev", a.ifname], capture_output=True, text=True)
+    for line in link.stdout.splitlines():
+        print(f"# {line.strip()}")
     with open("/proc/net/snmp") as f:
         snmp = [line.split() for line in f]
     for proto in ("Ip:", "Udp:"):

@@ -7,7 +7,8 @@
 # 256 packets of its own in the stack (net/txgauge.rs) and goes on when they
 # drained, so the queue never overflows: no packet may fail to send
 # (tx_errors) on either device, and the sender of the data (DEV0 for SEND
-# and WRITE, DEV1's responder for READ) must have waited (tx_waits).
+# and WRITE) must have waited (tx_waits; READ's paced responder need not
+# have, on a slow host).
 # Without the back-pressure the first burst overflowed the queue and every
 # lost packet cost a go-back-N.  Nothing is lost, so the requester may
 # resend at most a quarter of the packets the data needs (ACK timeouts of
@@ -27,8 +28,15 @@ paced() {
 		[ "${XD0[retransmits]}" -le $((need / 4)) ] ||
 			t_fail "$DEV0 retransmits delta: ${XD0[retransmits]}, more than a quarter of $need"
 	fi
+	# The requester's window (512 PSNs, sent in bursts of 128 whatever the
+	# host's speed) always runs ahead of the link, so SEND and WRITE must
+	# have waited.  READ's responder is paced (32 responses per receive
+	# batch, 128 per run of its work item): on a slow, loaded host it once
+	# sent only 4,800 packets/s (CI, 2026-12-07), never 256 ahead of the
+	# link's 8 per ms, and rightly never waited; for READ the check that
+	# matters is the one above (no packet failed to send).
 	if [ "$1" = read ]; then
-		at_least "$DEV1 tx_waits delta" "${XD1[tx_waits]}" 1
+		diag "$DEV1 tx_waits delta: ${XD1[tx_waits]:-0} (READ: not required)"
 	else
 		at_least "$DEV0 tx_waits delta" "${XD0[tx_waits]}" 1
 	fi

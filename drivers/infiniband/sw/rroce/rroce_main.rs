@@ -63,12 +63,12 @@ struct RroceModule {
     // Dropped after the devices: waits for the packets they sent.
     _tx: crate::net::txgauge::DrainOnDrop,
     // Dropped last: the QPs' work items run on it.
-    _wq: crate::sync::timer::WorkQueue,
+    _wq: crate::sync::global::GlobalOwner<crate::sync::timer::WorkQueue>,
 }
 
 impl kernel::Module for RroceModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        let wq = crate::sync::timer::WorkQueue::new()?;
+        let wq = crate::sync::timer::WorkQueue::publish()?;
         Ok(Self {
             _reg: device::Registration::new(module, verbs::device_ops, recv::rx, recv::rx_local)?,
             _tx: crate::net::txgauge::DrainOnDrop,

@@ -37,7 +37,7 @@ use crate::net::txgauge::TxGauge;
 use crate::ib::PdId;
 use crate::sync::idtable::IdTable;
 use crate::sync::rcu::ReadGuard;
-use crate::sync::timer::{QueueClaim, TimerRef, WorkRef};
+use crate::sync::timer::{QueueClaim, TimerRef, WorkQueue, WorkRef};
 
 /// The event side of a created QP.
 ///
@@ -166,7 +166,7 @@ pub(crate) struct QpCell<T> {
     p: T,
     /// Keeps the driver's workqueue, where `work` runs, until the cell is
     /// dropped (after `work` is disabled).
-    _queue: QueueClaim,
+    queue: QueueClaim,
 }
 
 /// `ib_device_ops::size_ib_qp` for a driver whose QPs are `T`.
@@ -219,7 +219,7 @@ impl<'a, T: QpOps> QpRef<'a, T> {
     /// The QP's work item.
     pub(crate) fn work(&self) -> WorkRef<'a> {
         // SAFETY: set up and not cancelled for `'a` (type invariant).
-        unsafe { WorkRef::new(&self.0.work, false) }
+        unsafe { WorkRef::new(&self.0.work, Some(&*self.0.queue)) }
     }
 
     /// The QP's softirq work item: queued from the receive path, it runs
@@ -227,7 +227,7 @@ impl<'a, T: QpOps> QpRef<'a, T> {
     pub(crate) fn flush(&self) -> WorkRef<'a> {
         // SAFETY: set up (`rroce_bh_work_init`) and not cancelled for `'a`
         // (type invariant).
-        unsafe { WorkRef::new(&self.0.flush, true) }
+        unsafe { WorkRef::new(&self.0.flush, None) }
     }
 
     /// The QP's transmit back-pressure: its work item runs when a stopped
@@ -340,11 +340,11 @@ pub(in crate::ib) unsafe extern "C" fn create_qp<T: QpOps>(
         let pd = PdId::of(q.ib().pd);
         let ib = NonNull::new(qp).ok_or(EINVAL)?;
         let tx = TxGauge::new()?;
-        let queue = QueueClaim::new()?;
+        let queue = WorkQueue::claim()?;
         let (p, qpn) = T::create(dev, QpCreate { init, pd, send_cq, recv_cq, srq, udata })?;
         q.ib_mut().qp_num = qpn;
         let table = NonNull::from(T::table(dev));
-        q.init(QpCell { ib, table, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), flush: Opaque::uninit(), tx, p, _queue: queue });
+        q.init(QpCell { ib, table, live: AtomicBool::new(false), timer: Opaque::uninit(), work: Opaque::uninit(), flush: Opaque::uninit(), tx, p, queue });
         // SAFETY: created just above; nothing else can reach it yet.
         let cell = unsafe { Obj::<bindings::ib_qp, QpCell<T>>::part_of(ib) };
         // SAFETY: the timer and work item are embedded in the QP, which

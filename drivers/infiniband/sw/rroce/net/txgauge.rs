@@ -57,11 +57,8 @@ struct Gauge {
 /// # Invariants
 ///
 /// While `self.0.wake` is not null it points to a work item initialised
-/// for the driver's workqueue (`rroce_work_init`) that is cancelled and
-/// freed, and whose owner gives its [`QueueClaim`] back, only after it was
+/// with `rroce_work_init` that is cancelled and freed only after it was
 /// cleared and an RCU grace period passed (see [`TxGauge::attach`]).
-///
-/// [`QueueClaim`]: crate::sync::timer::QueueClaim
 pub(crate) struct TxGauge(Arc<Gauge>);
 
 impl TxGauge {
@@ -78,9 +75,7 @@ impl TxGauge {
     ///
     /// `w` is initialised with `rroce_work_init` and stays so until
     /// [`Self::detach`] was called and an RCU grace period passed after
-    /// it; only then may it be cancelled and freed, and its owner's
-    /// [`QueueClaim`](crate::sync::timer::QueueClaim), held meanwhile,
-    /// given back.
+    /// it; only then may it be cancelled and freed.
     pub(crate) unsafe fn attach(&self, w: *mut bindings::work_struct) {
         // INVARIANT: per the requirements.
         self.0.wake.store(w, Ordering::Release);
@@ -145,9 +140,8 @@ unsafe extern "C" fn tx_done(skb: *mut bindings::sk_buff) {
         let w = g.wake.load(Ordering::Acquire);
         if !w.is_null() {
             // SAFETY: not detached when loaded, inside a read-side
-            // section: initialised, and its owner's workqueue claim held,
-            // until a grace period after detaching (type invariant of
-            // `TxGauge`).
+            // section: initialised until a grace period after detaching
+            // (type invariant of `TxGauge`).
             unsafe { crate::sync::timer::queue_work(w) };
         }
     }
@@ -160,7 +154,14 @@ unsafe extern "C" fn tx_done(skb: *mut bindings::sk_buff) {
 /// (the destructors that just counted down return from inside a read-side
 /// section).  Module unload, after every device is gone.
 pub(crate) fn drain() {
-    crate::sync::wait_for_zero(&CHARGED, "transmitted packets to be freed");
+    let mut waited = 0u32;
+    while CHARGED.load(Ordering::Acquire) != 0 {
+        crate::sync::msleep(10);
+        waited += 1;
+        if waited % 1000 == 0 {
+            pr_warn!("waiting for {} transmitted packets to be freed\n", CHARGED.load(Ordering::Relaxed));
+        }
+    }
     crate::sync::rcu::synchronize();
 }
 

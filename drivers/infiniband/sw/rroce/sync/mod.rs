@@ -35,21 +35,6 @@ pub(crate) fn msleep(ms: u32) {
     unsafe { kernel::bindings::msleep(ms) };
 }
 
-/// Sleeps until `count` is zero (`SeqCst` loads), every 10 ms, warning
-/// every 10 s with the count and `what` ("transmitted packets to be
-/// freed").  Process context: module unload.
-pub(crate) fn wait_for_zero(count: &core::sync::atomic::AtomicUsize, what: &str) {
-    use core::sync::atomic::Ordering;
-    let mut waited = 0u32;
-    while count.load(Ordering::SeqCst) != 0 {
-        msleep(10);
-        waited += 1;
-        if waited % 1000 == 0 {
-            kernel::pr_warn!("waiting for {} {}\n", count.load(Ordering::SeqCst), what);
-        }
-    }
-}
-
 /// Warns (with the debug options that check it) if the caller may not
 /// sleep (`might_sleep`).
 pub(crate) fn might_sleep() {

@@ -8,12 +8,13 @@
 //! before it is published; [`TimerRef`] and [`WorkRef`] are what the data
 //! path holds while the QP is live.
 
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use crate::ffi;
+use crate::sync::global::{Global, GlobalOwner, GlobalRef, Teardown};
 
 /// Monotonic time in nanoseconds (`ktime_get_ns`).
 pub(crate) fn ktime_ns() -> u64 {
@@ -57,103 +58,85 @@ impl<'a> TimerRef<'a> {
 /// completes, so the QPs' work items need a queue that always has a
 /// thread (the rule of `Documentation/core-api/workqueue.rst`).
 ///
+/// It is published in a [`Global`]: each work item's owner holds a
+/// [`QueueClaim`] (a borrow of it) from before the item is initialised
+/// until after it is disabled, and the module's [`GlobalOwner`] destroys
+/// it once every claim is given back.
+///
 /// # Invariants
 ///
-/// `QUEUE` is null or a workqueue allocated by [`WorkQueue::new`]; it is
-/// destroyed only when `OPEN` is false and `CLAIMS` is zero, and `OPEN`
-/// is never set again once cleared.  While `CLAIMS` counts a
-/// [`QueueClaim`], `QUEUE` is not null.
-static QUEUE: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
-/// Whether [`QueueClaim::new`] may take a claim.
-static OPEN: AtomicBool = AtomicBool::new(false);
-/// [`QueueClaim`]s alive, and claims being attempted.
-static CLAIMS: AtomicUsize = AtomicUsize::new(0);
+/// `self.0` was allocated by `alloc_workqueue` and is destroyed by `Drop`.
+pub(crate) struct WorkQueue(NonNull<bindings::workqueue_struct>);
 
-/// The owner of the driver's workqueue (the module holds it, dropped after
-/// every device): allocates it, and destroys it once no work item can be
-/// queued on it any more.
-pub(crate) struct WorkQueue(());
+// SAFETY: the workqueue API may be called from any thread and context.
+unsafe impl Send for WorkQueue {}
+// SAFETY: as above; `&self` only queues.
+unsafe impl Sync for WorkQueue {}
+
+static QUEUE: Global<WorkQueue> = Global::new();
+
+/// A claim on the driver's workqueue: it is not destroyed while one exists.
+pub(crate) type QueueClaim = GlobalRef<'static, WorkQueue>;
 
 impl WorkQueue {
-    /// Allocates the workqueue; `EBUSY` if it exists already.
-    pub(crate) fn new() -> Result<Self> {
+    /// Allocates and publishes the workqueue (`EBUSY` if one is
+    /// published); dropping the owner destroys it once no claim is left.
+    pub(crate) fn publish() -> Result<GlobalOwner<Self>> {
         let flags = bindings::wq_flags_WQ_HIGHPRI | bindings::wq_flags_WQ_MEM_RECLAIM;
         // SAFETY: a format without conversions and valid flags; process
         // context (module load).
         let wq = unsafe { bindings::alloc_workqueue(kernel::c_str!("rroce").as_char_ptr(), flags, 0) };
-        if wq.is_null() {
-            return Err(ENOMEM);
-        }
-        if QUEUE.compare_exchange(core::ptr::null_mut(), wq, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-            // SAFETY: allocated just above and never published.
-            unsafe { bindings::destroy_workqueue(wq) };
-            return Err(EBUSY);
-        }
-        // INVARIANT: `QUEUE` is set before claims may be taken.
-        OPEN.store(true, Ordering::SeqCst);
-        Ok(Self(()))
+        // INVARIANT: allocated just above; dropping `Self` destroys it.
+        let wq = Self(NonNull::new(wq).ok_or(ENOMEM)?);
+        QUEUE.publish(KBox::pin(wq, GFP_KERNEL)?)
     }
+
+    /// A claim, for the owner of a work item that is about to be
+    /// initialised; `ENODEV` if the workqueue is gone or going.
+    pub(crate) fn claim() -> Result<QueueClaim> {
+        QUEUE.get().ok_or(ENODEV)
+    }
+
+    /// Queues `w` (a no-op if it is queued already or disabled).  Any
+    /// context.
+    ///
+    /// # Safety
+    ///
+    /// `w` was initialised with `rroce_work_init` and is not freed during
+    /// the call.
+    unsafe fn queue(&self, w: *mut bindings::work_struct) {
+        // SAFETY: the workqueue is live (type invariant); `w` per the
+        // requirements.
+        unsafe { ffi::rroce_work_queue(self.0.as_ptr(), w) };
+    }
+}
+
+impl Teardown for WorkQueue {
+    fn teardown(&self) {}
 }
 
 impl Drop for WorkQueue {
     fn drop(&mut self) {
-        OPEN.store(false, Ordering::SeqCst);
-        // Every work item's owner gives its claim back once the item is
-        // disabled: at module unload they are all gone already.
-        crate::sync::wait_for_zero(&CLAIMS, "work items to be disabled");
-        let wq = QUEUE.swap(core::ptr::null_mut(), Ordering::SeqCst);
-        if !wq.is_null() {
-            // INVARIANT: closed and unclaimed: nothing can queue on it.
-            // SAFETY: allocated by `new`; destroyed once (swapped out).
-            unsafe { bindings::destroy_workqueue(wq) };
-        }
+        // SAFETY: allocated by `publish` (type invariant); no claim is
+        // left (the `Global` drops its value only then), so nothing can
+        // queue on it any more.
+        unsafe { bindings::destroy_workqueue(self.0.as_ptr()) };
     }
 }
 
-/// A claim on the driver's workqueue, held by the owner of a work item
-/// that runs there from before the item is initialised until after it is
-/// disabled: the workqueue is not destroyed while a claim exists.
-///
-/// # Invariants
-///
-/// Counted in `CLAIMS`, taken while `OPEN` was set.
-pub(crate) struct QueueClaim(());
-
-impl QueueClaim {
-    /// A claim; `ENODEV` once the workqueue is being destroyed (or before
-    /// it exists).
-    pub(crate) fn new() -> Result<Self> {
-        // Counted before looking: the owner clears `OPEN` first and then
-        // waits for the count, so a claim that saw it set is waited for.
-        CLAIMS.fetch_add(1, Ordering::SeqCst);
-        if !OPEN.load(Ordering::SeqCst) {
-            CLAIMS.fetch_sub(1, Ordering::SeqCst);
-            return Err(ENODEV);
-        }
-        // INVARIANT: counted, and `OPEN` was set.
-        Ok(Self(()))
-    }
-}
-
-impl Drop for QueueClaim {
-    fn drop(&mut self) {
-        CLAIMS.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Queues process-context work item `w` on the driver's workqueue (a
-/// no-op if it is queued already or disabled).  Any context.
+/// Queues process-context work item `w` on the driver's workqueue, for a
+/// caller that has no claim at hand (the transmit destructor; a no-op once
+/// the workqueue is going, when no work item is left).  Any context.
 ///
 /// # Safety
 ///
 /// `w` was initialised with `rroce_work_init` and is not freed during the
-/// call, and its owner holds a [`QueueClaim`].
+/// call.
 pub(crate) unsafe fn queue_work(w: *mut bindings::work_struct) {
-    // Not null: a claim is held (invariant of `QUEUE`).
-    let wq = QUEUE.load(Ordering::Acquire);
-    // SAFETY: `wq` is live while the caller's claim lasts; `w` per the
-    // requirements.
-    unsafe { ffi::rroce_work_queue(wq, w) };
+    if let Some(q) = QUEUE.get() {
+        // SAFETY: per the requirements.
+        unsafe { q.queue(w) };
+    }
 }
 
 /// An initialised work item: one that runs in process context (the
@@ -163,37 +146,35 @@ pub(crate) unsafe fn queue_work(w: *mut bindings::work_struct) {
 ///
 /// # Invariants
 ///
-/// `self.w` was initialised with `rroce_bh_work_init` if `self.bh`, with
-/// `rroce_work_init` if not (and then its owner holds a [`QueueClaim`]
-/// for `'a`), and is cancelled (and its owner freed) only after `'a`
-/// ends.
+/// `self.w` was initialised with `rroce_bh_work_init` if `self.q` is
+/// `None`, with `rroce_work_init` for `self.q` if not, and is cancelled
+/// (and its owner freed) only after `'a` ends.
 #[derive(Clone, Copy)]
 pub(crate) struct WorkRef<'a> {
     w: &'a Opaque<bindings::work_struct>,
-    bh: bool,
+    /// The workqueue of a process-context item; `None`: `system_bh_wq`.
+    q: Option<&'a WorkQueue>,
 }
 
 impl<'a> WorkRef<'a> {
     /// # Safety
     ///
-    /// `w` was initialised with `rroce_bh_work_init` if `bh`, with
-    /// `rroce_work_init` if not (and its owner holds a [`QueueClaim`] for
-    /// `'a`), and is cancelled only after `'a`.
-    pub(crate) unsafe fn new(w: &'a Opaque<bindings::work_struct>, bh: bool) -> Self {
+    /// `w` was initialised with `rroce_bh_work_init` if `q` is `None`,
+    /// with `rroce_work_init` if not, and is cancelled only after `'a`.
+    pub(crate) unsafe fn new(w: &'a Opaque<bindings::work_struct>, q: Option<&'a WorkQueue>) -> Self {
         // INVARIANT: per the requirements.
-        Self { w, bh }
+        Self { w, q }
     }
 
     /// Queues the work item on its workqueue (a no-op if it is queued
     /// already).  Any context.
     pub(crate) fn queue(&self) {
         // SAFETY: initialised and not cancelled (type invariant), for
-        // the workqueue of its kind, whose claim its owner holds.
+        // the workqueue of its kind.
         unsafe {
-            if self.bh {
-                ffi::rroce_bh_work_queue(self.w.get())
-            } else {
-                queue_work(self.w.get())
+            match self.q {
+                Some(q) => q.queue(self.w.get()),
+                None => ffi::rroce_bh_work_queue(self.w.get()),
             }
         };
     }

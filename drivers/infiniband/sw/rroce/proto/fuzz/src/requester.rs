@@ -260,6 +260,35 @@ impl H {
         self.req.restart_from(d.psn);
     }
 
+    /// A packet the network stack refused (`refused`): the requester
+    /// pauses and produces it again; if it takes it as lost instead (the
+    /// error state, UC's limit), it counts as sent.
+    fn refused_packet(&mut self) {
+        let Some(d) = self.req.next_packet(self.now) else {
+            return;
+        };
+        let ends = lookup(d.opcode).is_some_and(|i| i.position.is_end());
+        let was_error = self.req.is_error();
+        let ok = self.req.refused(&d, self.now);
+        if was_error {
+            assert!(!ok);
+        }
+        if ok && self.req.is_error() {
+            // An ACK timeout's worth of refusals of this PSN used up the
+            // last retry (RETRY_EXC_ERR).
+            return;
+        }
+        if ok {
+            assert_eq!(self.req.blocked(), Some(Blocked::Refused));
+            assert!(self.req.next_packet(self.now).is_none());
+            assert!(self.req.next_deadline().is_some());
+            return;
+        }
+        if let Some(p) = self.posted_mut(d.wqe) {
+            p.sent_last |= ends;
+        }
+    }
+
     fn send(&mut self, max: u32) {
         for _ in 0..max {
             let Some(d) = self.req.next_packet(self.now) else {
@@ -665,6 +694,7 @@ pub fn run(data: &[u8]) {
                     }
                 }
                 2 => h.unsent_packet(),
+                3 => h.refused_packet(),
                 _ => {}
             },
         }

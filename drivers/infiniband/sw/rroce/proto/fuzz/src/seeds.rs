@@ -305,7 +305,12 @@ fn responder_seeds(out: &mut Vec<Seed>) {
 }
 
 fn requester_seeds(out: &mut Vec<Seed>) {
-    for (k, pmtu) in [PathMtu::Mtu256, PathMtu::Mtu1024].into_iter().enumerate() {
+    for (k, pmtu) in [PathMtu::Mtu256, PathMtu::Mtu1024, PathMtu::Mtu1024]
+        .into_iter()
+        .enumerate()
+    {
+        // The third: the network stack refuses packets now and then.
+        let refusing = k == 2;
         let mut w = Writer::default();
         // pmtu, sq_psn mode 1 (MAX-8), max_rd_atomic, timeout, retry,
         // rnr_retry, max_unacked default, ack_every default, echo config,
@@ -342,6 +347,12 @@ fn requester_seeds(out: &mut Vec<Seed>) {
                 .u64(0)
                 .u64(1);
         }
+        if refusing {
+            // A refused packet, its pause's end, a few sent, again.
+            for _ in 0..8 {
+                w.u8(15).u8(3).u8(10).u8(0).u8(2).u8(3);
+            }
+        }
         w.u8(2).u8(63); // send everything
         for i in 0..40u8 {
             // deliver requests (mostly in order, one loss), then responses
@@ -360,7 +371,12 @@ fn requester_seeds(out: &mut Vec<Seed>) {
             w.u8(5).u8(7);
         }
         w.u8(11);
-        out.push(("requester", format!("echo-{k}"), w.buf));
+        let name = if refusing {
+            "echo-refused".into()
+        } else {
+            format!("echo-{k}")
+        };
+        out.push(("requester", name, w.buf));
     }
 }
 

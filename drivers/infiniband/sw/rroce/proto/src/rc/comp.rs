@@ -435,7 +435,7 @@ impl<S: Store<Slot>> Requester<S> {
 
     /// The WQE holding PSN `p` completes with `status`; the QP enters the
     /// error state (earlier unfinished WQEs and all later ones flush).
-    fn fatal_at(&mut self, p: Psn, status: WcStatus) -> RespVerdict {
+    pub(super) fn fatal_at(&mut self, p: Psn, status: WcStatus) -> RespVerdict {
         let mut i = self.done_upto;
         while i != self.hi {
             let hit = self
@@ -483,16 +483,22 @@ impl<S: Store<Slot>> Requester<S> {
         self.error = true;
         self.deadline = None;
         self.rnr_until = None;
+        self.hold_until = None;
     }
 
     /// The earliest time (ns) at which [`Requester::on_timer`] has work.
     pub fn next_deadline(&self) -> Option<u64> {
-        // During an RNR wait only its end counts.
-        self.rnr_until.or(self.deadline)
+        // During an RNR wait only its end counts; a pause after a refused
+        // packet ends on its own.
+        let t = self.rnr_until.or(self.deadline);
+        match (t, self.hold_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// The QP timer fired at `now` (ns): end an RNR wait, or on an ACK
-    /// timeout go back to the oldest unacknowledged PSN (or give up with
+    /// The QP timer fired at `now` (ns): end an RNR wait or the pause
+    /// after a refused packet, or on an ACK timeout go back to the oldest unacknowledged PSN (or give up with
     /// `RETRY_EXC_ERR`).  Returns `true` if the glue should call
     /// `next_packet`/`poll_completion`.
     pub fn on_timer(&mut self, now: u64) -> bool {
@@ -500,6 +506,10 @@ impl<S: Store<Slot>> Requester<S> {
             return false;
         }
         let mut changed = false;
+        if self.hold_until.is_some_and(|t| now >= t) {
+            self.hold_until = None;
+            changed = true;
+        }
         if self.rnr_until.is_some_and(|t| now >= t) {
             // The wait's end resends (and `next_packet` arms the ACK timer
             // again): no ACK timeout is due now.

@@ -54,7 +54,7 @@ mod sim;
 
 pub use comp::{IgnoreReason, RespVerdict, SendCompletion};
 pub use replyq::{Pending, Pushed, ReplyQueue};
-pub use req::{PostError, ReqConfig, ReqCounters, Requester, Slot};
+pub use req::{Backoff, PostError, ReqConfig, ReqCounters, Requester, Slot};
 pub use resp::{
     Access, AccessError, Action, AtomicOp, MemCheck, Outcome, Place, ReadResponder, RecvCompletion,
     RecvSource, Reply, ResSlot, RespConfig, RespCounters, Responder,

@@ -76,6 +76,82 @@ pub const WINDOW_GROWTH: u32 = 8;
 /// outstanding (one READ may still span up to 2^23 PSNs by itself).
 pub const MAX_SPAN: u32 = 1 << 22;
 
+/// The shortest pause after the network stack refused a packet
+/// ([`Backoff`]).
+pub const REFUSAL_HOLD_NS: u64 = 50_000;
+
+/// The longest pause after a refusal (8 ms).  A device that refuses for
+/// longer than the ACK timeout costs a retry as a lost packet would (the
+/// refused packets do not restart the ACK timer).
+pub const REFUSAL_HOLD_MAX_NS: u64 = 8_000_000;
+
+/// The pauses of a sender whose packets the network stack refuses (a
+/// full device queue or backlog): the requester's ([`Requester::refused`])
+/// and the glue's READ response streams.  The pause doubles when the
+/// packet sent again at its end is refused again (too short: the queue
+/// had not drained), and halves when a later packet is refused after it
+/// went (long enough), so that on a queue that keeps refusing it settles
+/// near the queue's drain time instead of starting from the shortest
+/// pause each time, which would build and lose a packet for each try.
+/// After twice the longest pause without a refusal it starts again from
+/// the shortest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backoff {
+    /// The PSN last refused.
+    psn: Option<Psn>,
+    /// The pause is `REFUSAL_HOLD_NS << (level - 1)`.
+    level: u32,
+    /// Refusals of `psn` in a row.
+    same: u32,
+    /// When the last refusal was (ns).
+    last: u64,
+}
+
+impl Backoff {
+    /// Packet `psn` was refused at `now` (ns): the pause before sending
+    /// it again (ns).
+    pub fn refused(&mut self, psn: Psn, now: u64) -> u64 {
+        let again = self.psn == Some(psn);
+        let stale = self.psn.is_none() || now.saturating_sub(self.last) > 2 * REFUSAL_HOLD_MAX_NS;
+        self.level = if stale {
+            1
+        } else if again {
+            self.level.saturating_add(1).min(17)
+        } else {
+            self.level.saturating_sub(1).max(1)
+        };
+        self.same = if again && !stale {
+            self.same.saturating_add(1)
+        } else {
+            1
+        };
+        self.psn = Some(psn);
+        self.last = now;
+        self.hold()
+    }
+
+    /// The current pause (ns).
+    pub fn hold(&self) -> u64 {
+        REFUSAL_HOLD_NS
+            .checked_shl(self.level.saturating_sub(1))
+            .map_or(REFUSAL_HOLD_MAX_NS, |h| h.min(REFUSAL_HOLD_MAX_NS))
+    }
+
+    /// Refusals of the last refused PSN in a row (0 before any).
+    pub fn same(&self) -> u32 {
+        self.same
+    }
+
+    /// Forget the refusals (the PSN is given up, or the sender reset).
+    pub fn reset(&mut self) {
+        *self = Backoff::default();
+    }
+}
+
+/// Unreliable mode: refusals of one packet after which it is given up as
+/// lost (UC has no ACK timer to bound them): ~12.8 ms of pauses.
+pub const UC_MAX_REFUSALS: u32 = 8;
+
 /// Static parameters of the requester.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReqConfig {
@@ -194,6 +270,8 @@ pub struct ReqCounters {
     pub completions: u64,
     /// Times the window was halved at a go-back-N.
     pub window_cuts: u64,
+    /// Packets the network stack refused ([`Requester::refused`]).
+    pub refusals: u64,
 }
 
 /// One posted WQE (opaque; the requester's [`Store`]).
@@ -308,6 +386,15 @@ pub struct Requester<S: Store<Slot>> {
     pub(super) deadline: Option<u64>,
     /// End of an RNR wait (ns).
     pub(super) rnr_until: Option<u64>,
+    /// End of the pause after a refused packet (ns).
+    pub(super) hold_until: Option<u64>,
+    /// The pauses after refused packets, and when the refusals of the
+    /// PSN refused last began or last cost a retry (ns).
+    pub(super) backoff: Backoff,
+    pub(super) refused_since: u64,
+    /// `deadline` before the last packet produced restarted it (a refused
+    /// packet did not go out, so it must not delay the ACK timeout).
+    pub(super) deadline_before: Option<u64>,
     pub(super) retry: RetryState,
     /// `una` at the last NAK/implied-NAK retry, until progress.
     pub(super) retry_psn: Option<Psn>,
@@ -358,6 +445,10 @@ impl<S: Store<Slot>> Requester<S> {
             window_acc: 0,
             deadline: None,
             rnr_until: None,
+            hold_until: None,
+            backoff: Backoff::default(),
+            refused_since: 0,
+            deadline_before: None,
             retry: RetryState::new(cfg.retry_cnt, cfg.rnr_retry),
             retry_psn: None,
             error: false,
@@ -768,6 +859,9 @@ impl<S: Store<Slot>> Requester<S> {
         if self.rnr_until.is_some() {
             return Some(Blocked::RnrWait);
         }
+        if self.hold_until.is_some() {
+            return Some(Blocked::Refused);
+        }
         if self.cursor == self.tail {
             return Some(Blocked::Empty);
         }
@@ -998,6 +1092,7 @@ impl<S: Store<Slot>> Requester<S> {
         // still completes long messages instead of rewinding to the first
         // unacknowledged packet again and again; losses in the middle of a
         // burst are reported sooner by the responder's sequence NAK.
+        self.deadline_before = self.deadline;
         self.deadline = self.timeout_ns().map(|t| now.saturating_add(t));
         self.counters.packets = self.counters.packets.wrapping_add(1);
         if d.retransmit {
@@ -1052,6 +1147,79 @@ impl<S: Store<Slot>> Requester<S> {
         self.una = d.psn;
         self.hi_psn = d.psn;
         self.counters.packets = self.counters.packets.wrapping_sub(1);
+        true
+    }
+
+    /// The glue could not transmit packet `d`, the last one
+    /// [`Requester::next_packet`] produced, at time `now` (ns): the network
+    /// stack refused it (a full device queue or backlog, no memory).  The
+    /// requester goes back to it and sends nothing for a pause
+    /// ([`Blocked::Refused`]; [`Requester::next_deadline`] is its end; its
+    /// length: [`Backoff`]).  Treated as lost instead, the packet
+    /// would cost a sequence NAK's round trip or, at the end of a burst, an
+    /// ACK timeout, and the rest of the burst would be built only to be
+    /// refused too.
+    ///
+    /// Reliable mode: a packet that had never been sent is taken back
+    /// whole (it was not sent: no retransmission when it goes, not part of
+    /// [`Requester::all_sent`]); the refused packet does not restart the
+    /// ACK timer; and each ACK timeout's worth of refusals of one PSN
+    /// costs a retry, as a lost packet's ACK timeout does, so a device
+    /// that never takes the packet ends in `RETRY_EXC_ERR`.  Unreliable
+    /// mode: the packet is taken back ([`Requester::unsend`]) up to
+    /// [`UC_MAX_REFUSALS`] times in a row, then it is lost.
+    ///
+    /// `false`, changing nothing but the count, if the packet is to be
+    /// treated as lost: not the last one produced, the QP in the error
+    /// state, or UC's limit reached.
+    pub fn refused(&mut self, d: &PacketDesc, now: u64) -> bool {
+        self.counters.refusals = self.counters.refusals.wrapping_add(1);
+        if self.error {
+            return false;
+        }
+        let mut b = self.backoff;
+        let hold = b.refused(d.psn, now);
+        if self.cfg.unreliable {
+            if b.same() > UC_MAX_REFUSALS || !self.unsend(d) {
+                self.backoff.reset();
+                return false;
+            }
+        } else {
+            if d.psn.distance_from(self.una) >= self.psn.distance_from(self.una) {
+                return false;
+            }
+            if b.same() == 1 {
+                self.refused_since = now;
+            } else if self
+                .timeout_ns()
+                .is_some_and(|t| now.saturating_sub(self.refused_since) >= t)
+            {
+                self.refused_since = now;
+                self.counters.timeouts = self.counters.timeouts.wrapping_add(1);
+                if !self.retry.on_timeout() {
+                    self.counters.retry_exceeded = self.counters.retry_exceeded.wrapping_add(1);
+                    self.backoff.reset();
+                    self.fatal_at(d.psn, WcStatus::RetryExcErr);
+                    return true;
+                }
+            }
+            if !d.retransmit {
+                // Its PSNs were new: back to before `next_packet` made it.
+                self.hi_psn = d.psn;
+                let first = self.slot(d.wqe).is_some_and(|s| s.first_psn == d.psn);
+                if first && self.hi == d.wqe.wrapping_add(1) {
+                    self.hi = d.wqe;
+                }
+            }
+            self.seek(d.psn);
+            self.deadline = if self.una == self.hi_psn {
+                None
+            } else {
+                self.deadline_before.or(self.deadline)
+            };
+        }
+        self.backoff = b;
+        self.hold_until = Some(now.saturating_add(hold));
         true
     }
 
@@ -1198,6 +1366,9 @@ pub enum Blocked {
     Error,
     /// Waiting for the RNR timer.
     RnrWait,
+    /// Pausing after the network stack refused a packet
+    /// ([`Requester::refused`]).
+    Refused,
     /// Every posted WQE has been sent.
     Empty,
     /// `max_unacked` PSNs are in flight.
@@ -2546,6 +2717,128 @@ mod tests {
     /// requester waits out the RNR timer (655 ms for timer code 0) without
     /// spending `retry_cnt` on ACK timeouts (4 ms each here, 3 retries),
     /// then resends both.  It used to fail with RETRY_EXC_ERR after ~17 ms.
+    #[test]
+    fn backoff_settles_and_forgets() {
+        let mut b = Backoff::default();
+        let p = Psn::new(5);
+        assert_eq!(b.refused(p, 0), REFUSAL_HOLD_NS);
+        assert_eq!(b.refused(p, 100), 2 * REFUSAL_HOLD_NS);
+        assert_eq!(b.refused(p, 200), 4 * REFUSAL_HOLD_NS);
+        assert_eq!(b.same(), 3);
+        // The next PSN refused: the last pause was long enough, half.
+        assert_eq!(b.refused(p.next(), 300), 2 * REFUSAL_HOLD_NS);
+        assert_eq!(b.same(), 1);
+        for i in 0..40 {
+            b.refused(p.next(), 400 + i);
+        }
+        assert_eq!(b.hold(), REFUSAL_HOLD_MAX_NS);
+        assert_eq!(b.same(), 41);
+        // Long after the last refusal: the shortest again.
+        let later = 440 + 2 * REFUSAL_HOLD_MAX_NS + 1;
+        assert_eq!(b.refused(p.next(), later), REFUSAL_HOLD_NS);
+        assert_eq!(b.same(), 1);
+        b.reset();
+        assert_eq!(b, Backoff::default());
+    }
+
+    /// A refused packet is produced again after a pause that doubles
+    /// while the same PSN is refused, is not a retransmission when it had
+    /// never gone out, and does not restart the ACK timer: a device that
+    /// refuses every packet costs a retry per ACK timeout and ends in
+    /// RETRY_EXC_ERR, as a lost packet would.
+    #[test]
+    fn refused_packet_pauses_and_keeps_the_ack_timer() {
+        let mut r: Requester<[Slot; 4]> = Requester::new(cfg(PathMtu::Mtu1024));
+        r.post(wqe_id(SendOpcode::Send, 1), 100).unwrap();
+        r.post(wqe_id(SendOpcode::RdmaRead, 2), 4000).unwrap();
+        let to = ack_timeout_ns(10).unwrap();
+        // The SEND goes out at 0, the READ request is refused at 10.
+        let d0 = r.next_packet(0).unwrap();
+        assert!(!d0.retransmit);
+        let d1 = r.next_packet(10).unwrap();
+        assert_eq!(d1.psn, d0.psn.next());
+        assert!(r.refused(&d1, 10));
+        assert_eq!(r.blocked(), Some(Blocked::Refused));
+        assert!(r.next_packet(11).is_none());
+        assert_eq!(r.next_deadline(), Some(10 + REFUSAL_HOLD_NS));
+        // Refused again at the pause's end: twice as long.
+        r.on_timer(10 + REFUSAL_HOLD_NS);
+        let d1b = r.next_packet(10 + REFUSAL_HOLD_NS).unwrap();
+        assert_eq!(
+            (d1b.psn, d1b.opcode, d1b.retransmit),
+            (d1.psn, d1.opcode, false)
+        );
+        assert!(r.refused(&d1b, 10 + REFUSAL_HOLD_NS));
+        let t = 10 + 3 * REFUSAL_HOLD_NS;
+        assert_eq!(r.next_deadline(), Some(t));
+        r.on_timer(t);
+        // Sent this time: a first transmission, no retransmission counted;
+        // its PSNs are the READ's three.
+        let d1c = r.next_packet(t).unwrap();
+        assert_eq!((d1c.psn, d1c.retransmit), (d1.psn, false));
+        assert_eq!(r.counters().retransmitted, 0);
+        assert_eq!(r.counters().refusals, 2);
+        assert_eq!(r.next_psn(), d1.psn.add(4));
+        assert!(r.next_packet(t).is_none());
+
+        // Every packet refused: each ACK timeout of refusals costs a retry,
+        // and the retries run out.
+        let mut r: Requester<[Slot; 4]> = Requester::new(cfg(PathMtu::Mtu1024));
+        r.post(wqe_id(SendOpcode::Send, 1), 100).unwrap();
+        let mut now = 0;
+        let mut timeouts_at = Vec::new();
+        while !r.is_error() && now < 100 * to {
+            if let Some(d) = r.next_packet(now) {
+                assert!(!d.retransmit);
+                let before = r.counters().timeouts;
+                assert!(r.refused(&d, now));
+                if r.counters().timeouts != before {
+                    timeouts_at.push(now);
+                }
+            }
+            if let Some(t) = r.next_deadline() {
+                now = t;
+                r.on_timer(now);
+            }
+        }
+        assert!(r.is_error());
+        // retry_cnt 3: three retries, then the error, each after an ACK
+        // timeout (and at most one pause) of refusals.
+        assert_eq!(timeouts_at.len(), 4, "{timeouts_at:?}");
+        let mut last = 0;
+        for &t in &timeouts_at {
+            assert!(
+                t - last >= to && t - last <= to + REFUSAL_HOLD_MAX_NS,
+                "{timeouts_at:?}"
+            );
+            last = t;
+        }
+        assert_eq!(
+            r.poll_completion().map(|c| c.status),
+            Some(WcStatus::RetryExcErr)
+        );
+        assert_eq!(r.counters().retransmitted, 0);
+        // UC: taken back up to UC_MAX_REFUSALS times, then lost.
+        let mut c = cfg(PathMtu::Mtu1024);
+        c.unreliable = true;
+        let mut r: Requester<[Slot; 4]> = Requester::new(c);
+        r.post(wqe_id(SendOpcode::Send, 1), 100).unwrap();
+        let mut now = 0;
+        for i in 0..UC_MAX_REFUSALS {
+            let d = r.next_packet(now).unwrap();
+            assert!(r.refused(&d, now), "refusal {i}");
+            assert!(r.poll_completion().is_none(), "completed though refused");
+            now = r.next_deadline().unwrap();
+            r.on_timer(now);
+        }
+        let d = r.next_packet(now).unwrap();
+        assert!(!r.refused(&d, now));
+        assert_eq!(
+            r.poll_completion().map(|c| c.status),
+            Some(WcStatus::Success)
+        );
+    }
+
     #[test]
     fn rnr_wait_does_not_spend_retry_cnt() {
         use super::super::super::hdr::{Aeth, Syndrome, NAK_PSN_SEQ_ERROR};

@@ -129,6 +129,50 @@ impl Link {
     }
 }
 
+/// A's device queue: `depth` packets, one leaves every `svc_ns`, and a
+/// packet that finds it full is refused (the network stack's
+/// `NET_XMIT_DROP` from a full qdisc or backlog).
+#[derive(Clone, Copy, Debug)]
+struct TxQueue {
+    depth: u64,
+    svc_ns: u64,
+    /// Packets in the queue at time `at`.
+    len: u64,
+    at: u64,
+    refused: u64,
+}
+
+impl TxQueue {
+    fn new(depth: u64, svc_ns: u64) -> TxQueue {
+        TxQueue {
+            depth,
+            svc_ns,
+            len: 0,
+            at: 0,
+            refused: 0,
+        }
+    }
+
+    /// A packet offered at `now`: `Some(wait)` until it leaves the
+    /// queue, or `None` if refused.
+    fn offer(&mut self, now: u64) -> Option<u64> {
+        let gone = now.saturating_sub(self.at) / self.svc_ns;
+        if gone >= self.len {
+            self.len = 0;
+            self.at = now;
+        } else {
+            self.len -= gone;
+            self.at += gone * self.svc_ns;
+        }
+        if self.len >= self.depth {
+            self.refused += 1;
+            return None;
+        }
+        self.len += 1;
+        Some(self.len * self.svc_ns)
+    }
+}
+
 /// Scatter/gather over byte-addressed fake memory (address = index).
 fn sg_ranges(sges: &[(usize, usize)], offset: usize, len: usize) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
@@ -324,6 +368,10 @@ struct World {
     backpressure: u64,
     /// Most responses the queue held.
     replyq_peak: usize,
+    /// A's device queue (`Setup::txq`).
+    txq: Option<TxQueue>,
+    /// `Setup::tell_refusals`.
+    tell_refusals: bool,
 }
 
 /// A [`Store`] of any length for the simulator's response queue.
@@ -357,6 +405,13 @@ struct Setup {
     /// B's responses go through a response queue of this capacity, paced
     /// at [`REPLY_BUDGET`] packets per [`REPLY_TICK_NS`] (0: sent at once).
     reply_queue: usize,
+    /// A's packets go through a device queue of `(depth, ns per packet)`
+    /// that refuses packets when full.
+    txq: Option<(u64, u64)>,
+    /// A refused packet is reported with [`Requester::refused`] (as the
+    /// kernel glue does); otherwise it is lost, as the glue treated it
+    /// before 2026-12-08.
+    tell_refusals: bool,
 }
 
 impl Setup {
@@ -373,6 +428,8 @@ impl Setup {
             sq_psn: 0xFF_FF00, // wraps early
             uc: false,
             reply_queue: 0,
+            txq: None,
+            tell_refusals: true,
         }
     }
 }
@@ -424,6 +481,8 @@ impl World {
                 .then(|| ReplyQueue::new(VecStore(vec![None; s.reply_queue]))),
             backpressure: 0,
             replyq_peak: 0,
+            txq: s.txq.map(|(depth, ns)| TxQueue::new(depth, ns)),
+            tell_refusals: s.tell_refusals,
         }
     }
 
@@ -553,10 +612,20 @@ impl World {
                 (Some((o, l)), _) => gather(&self.a_mem, &a.sges, o as usize, l as usize),
                 (None, _) => Vec::new(),
             };
+            let wait = match self.txq.as_mut().map(|q| q.offer(self.now)) {
+                None => 0,
+                Some(Some(wait)) => wait,
+                Some(None) => {
+                    if self.tell_refusals && self.req.refused(&d, self.now) {
+                        break;
+                    }
+                    continue; // lost
+                }
+            };
             let mut buf = vec![0u8; 128];
             let n = build_headers(&mut buf, &d.bth(QPN_B, 0xFFFF), &d.ext()).unwrap();
             let pkt = finish_packet(buf, n, &payload, d.pad);
-            self.ab.send(self.now, pkt);
+            self.ab.send(self.now + wait, pkt);
         }
     }
 
@@ -1018,6 +1087,48 @@ fn perfect_link_one_mib() {
     assert_eq!(w.req.counters().retransmitted, 0);
 }
 
+/// A device queue that refuses packets when full (a veth peer's backlog,
+/// a qdisc's limit): the requester pauses and sends the refused packet
+/// again, so a perfect link needs no retransmission, no NAK and no ACK
+/// timeout, and every message arrives whole.
+#[test]
+fn refusing_device_queue() {
+    for (i, pmtu) in [PathMtu::Mtu256, PathMtu::Mtu1024, PathMtu::Mtu4096]
+        .into_iter()
+        .enumerate()
+    {
+        let mut s = Setup::new(pmtu, LinkCfg::PERFECT, 700 + i as u64);
+        s.txq = Some((16, 2_000));
+        let w = workload_in(s, 15, 60, true);
+        report("refusing queue", &w);
+        let c = w.req.counters();
+        assert!(c.refusals > 0, "the queue refused nothing");
+        assert_eq!(c.refusals, w.txq.unwrap().refused);
+        let recovery = (
+            c.retransmitted,
+            c.timeouts,
+            c.seq_nak_retries,
+            c.implied_nak_retries,
+        );
+        assert_eq!(recovery, (0, 0, 0, 0));
+    }
+}
+
+/// The same queue with its refusals treated as losses (the kernel glue
+/// until 2026-12-08): the rest of each burst was refused too, and
+/// go-back-N had to recover them all.
+#[test]
+fn refusing_device_queue_as_losses() {
+    let mut s = Setup::new(PathMtu::Mtu1024, LinkCfg::PERFECT, 701);
+    s.txq = Some((16, 2_000));
+    s.tell_refusals = false;
+    let w = workload_in(s, 15, 60, true);
+    report("refusals lost", &w);
+    let c = w.req.counters();
+    assert!(c.retransmitted > 0);
+    assert!(c.timeouts + c.seq_nak_retries > 0);
+}
+
 #[test]
 fn lossy_2_percent() {
     for (i, pmtu) in [PathMtu::Mtu256, PathMtu::Mtu1024, PathMtu::Mtu4096]
@@ -1472,8 +1583,15 @@ fn fuzz_never_panics() {
 /// byte checked); receive WQEs are consumed in order with none completed
 /// in error; messages sent after the loss stops all get through.
 fn uc_run(link: LinkCfg, seed: u64, n: usize) -> (usize, usize, u64) {
-    let pmtu = PathMtu::Mtu256;
-    let mut s = Setup::new(pmtu, link, seed);
+    let w = uc_run_in(Setup::new(PathMtu::Mtu256, link, seed), n);
+    let (got, want, drops) = w.0;
+    (got, want, drops)
+}
+
+/// [`uc_run`] with the setup `s` (`s.uc` is set here); also returns the
+/// world.
+fn uc_run_in(mut s: Setup, n: usize) -> ((usize, usize, u64), World) {
+    let seed = s.seed;
     s.uc = true;
     let mut rng = Rng(seed ^ 0xC0FFEE);
     let tail = 8; // messages sent over a perfect link at the end
@@ -1519,6 +1637,9 @@ fn uc_run(link: LinkCfg, seed: u64, n: usize) -> (usize, usize, u64) {
     w.run(60_000_000_000);
     // Then a perfect link: everything sent now arrives.
     w.ab.cfg = LinkCfg::PERFECT;
+    if let Some(q) = w.txq.as_mut() {
+        q.depth = u64::MAX;
+    }
     for i in n..n + tail {
         queue(&mut w, i);
     }
@@ -1578,17 +1699,31 @@ fn uc_run(link: LinkCfg, seed: u64, n: usize) -> (usize, usize, u64) {
         .count();
     let uc = w.uc.as_ref().unwrap();
     assert!(!uc.is_error());
-    (
-        delivered.len(),
-        with_imm,
-        uc.counters().get(Outcome::SeqDrop),
-    )
+    let drops = uc.counters().get(Outcome::SeqDrop);
+    ((delivered.len(), with_imm, drops), w)
 }
 
 #[test]
 fn uc_perfect_link_delivers_everything() {
     let (got, want, drops) = uc_run(LinkCfg::PERFECT, 1, 200);
     assert_eq!((got, drops), (want, 0));
+}
+
+/// UC through a device queue that refuses packets: the refused packet is
+/// taken back and sent again after a pause, so nothing is lost; treated as
+/// lost, the messages it belonged to were.
+#[test]
+fn uc_refusing_device_queue_loses_nothing() {
+    let mut s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 77);
+    s.txq = Some((8, 3_000));
+    let ((got, want, drops), w) = uc_run_in(s, 200);
+    assert!(w.txq.unwrap().refused > 0, "the queue refused nothing");
+    assert_eq!((got, drops), (want, 0));
+    let mut s = Setup::new(PathMtu::Mtu256, LinkCfg::PERFECT, 77);
+    s.txq = Some((8, 3_000));
+    s.tell_refusals = false;
+    let ((got, want, _), _) = uc_run_in(s, 200);
+    assert!(got < want, "refusals treated as losses lost nothing");
 }
 
 #[test]

@@ -44,7 +44,7 @@ use crate::proto::wqe::{
     WcStatus,
     RECV_HDR_BYTES, SEND_SIGNALED,
 };
-use crate::proto::rc::{Outcome, RecvCompletion, ReqCounters, RespCounters};
+use crate::proto::rc::{Backoff, Outcome, RecvCompletion, ReqCounters, RespCounters};
 use crate::ib::shm::{PrivVec, SharedBuf};
 use crate::net::route::DstCache;
 use crate::net::skb::{SkBuff, TxFill};
@@ -432,6 +432,11 @@ pub(crate) struct Dp {
     /// `PENDING_MAX` long: keeps `Dp` small (it is built on the stack of
     /// `create_qp`, which may run deep in `ib_register_device`).
     replyq: Option<ReplyQueue<KStore<Option<Pending>>>>,
+    /// The network stack refused a READ response: `replyq` sends no READ
+    /// response until then (ns; [`Dp::send_pending`]); the pauses'
+    /// lengths.
+    reply_hold: Option<u64>,
+    reply_backoff: Backoff,
     /// Engine counters already added to the device's.
     seen_req: ReqCounters,
     seen_resp: RespCounters,
@@ -552,6 +557,8 @@ impl Dp {
             seen_resp: RespCounters::default(),
             polling: false,
             resume: false,
+            reply_hold: None,
+            reply_backoff: Backoff::default(),
             ud,
             uc,
             xrc_tgt: ty == QpType::XrcTgt,
@@ -1268,7 +1275,22 @@ impl Dp {
                 // (A resumed stall's last try is for this first packet only.)
                 self.odp_hard = false;
                 match sent_one {
-                    Ok(()) => {}
+                    Ok(true) => {}
+                    Ok(false) => {
+                        // The network stack did not take it (a full
+                        // queue or backlog, no memory for the skb, no
+                        // route; counted as `tx_errors`): the requester
+                        // pauses and sends this packet again, instead of
+                        // building the rest of the burst only to see it
+                        // refused too and recovering it all by go-back-N
+                        // (a sequence NAK's round trip, or an ACK timeout
+                        // when refused packets end the burst).  A packet
+                        // it gives up on (UC's limit) is lost, as on the
+                        // wire.
+                        if self.req.as_mut().is_some_and(|r| r.refused(&d, now)) {
+                            break;
+                        }
+                    }
                     Err(TxError::NotPresent) => {
                         // RC goes back to the packet when the page is in
                         // (`restart_from`); UC takes it back now: it must
@@ -1294,7 +1316,15 @@ impl Dp {
         if self.req.as_ref().is_some_and(|r| r.is_error()) && *st != QpState::Err {
             self.enter_error(ctx, st);
         }
-        if let Some(dl) = self.req.as_ref().and_then(|r| r.next_deadline()) {
+        self.arm_timer(ctx, now);
+    }
+
+    /// Arms the QP's timer for the requester's next deadline or the end
+    /// of the responder's pause after a refused READ response, whichever
+    /// comes first (one timer: arming it replaces the expiry).
+    fn arm_timer(&self, ctx: &Ctx<'_>, now: u64) {
+        let req = self.req.as_ref().and_then(|r| r.next_deadline());
+        if let Some(dl) = [req, self.reply_hold].into_iter().flatten().min() {
             ctx.timer.arm(dl.saturating_sub(now));
         }
     }
@@ -1330,7 +1360,9 @@ impl Dp {
         }
     }
 
-    fn send_request(&self, ctx: &Ctx<'_>, path: &Path, d: &PacketDesc) -> Result<(), TxError> {
+    /// Builds and transmits request packet `d`: whether the network stack
+    /// took it.
+    fn send_request(&self, ctx: &Ctx<'_>, path: &Path, d: &PacketDesc) -> Result<bool, TxError> {
         let entry = self.wqe_entry(d.wqe);
         let view = wqe::decode_send(entry, &self.send_lim).map_err(|_| TxError::Status(WcStatus::LocQpOpErr))?;
         let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
@@ -1345,10 +1377,7 @@ impl Dp {
             local = copy_source(ctx, &view, off, buf, self.odp_hard);
             local.is_ok()
         });
-        // A packet that could not be sent is lost like on the wire: the
-        // retransmission timer recovers.
-        let _ = sent;
-        local
+        local.map(|()| sent)
     }
 
     /// Whether a packet whose IP header is `ip` comes from this connected
@@ -1854,11 +1883,14 @@ impl Dp {
         if let Some(q) = self.replyq.as_mut() {
             q.clear();
         }
+        self.reply_hold = None;
+        self.reply_backoff.reset();
     }
 
     /// Sends up to `budget` queued responses; returns whether more wait
     /// to be sent now (not when the QP waits for its packets in flight to
-    /// drain: then their destructors queue the work item).
+    /// drain: then their destructors queue the work item; nor during the
+    /// pause after a refused READ response: then the timer does).
     ///
     /// A READ response whose data cannot be read any more ends the READ
     /// with a NAK (remote access error) and the QP enters ERR.
@@ -1876,9 +1908,17 @@ impl Dp {
         };
         // A resumed stall's last try is for the first READ response packet.
         let mut hard = core::mem::take(&mut self.odp_hard);
+        let now = now();
+        // After a refused READ response, READ responses wait for the
+        // pause's end (the timer's work item comes back then).
+        let mut held = self.reply_hold.is_some_and(|t| now < t);
+        if !held {
+            self.reply_hold = None;
+        }
         let Some(q) = self.replyq.as_mut() else { return false };
         let mut missing = false;
         let mut blocked = false;
+        let mut refused = None;
         let mut failed = None;
         while budget > 0 && !missing && !blocked && failed.is_none() {
             let Some(front) = q.front_mut() else { break };
@@ -1891,6 +1931,8 @@ impl Dp {
                     q.pop();
                     let _ = send_reply(ctx, &path, &d, true);
                 }
+                // (ACKs and atomic responses before it still go.)
+                Pending::Read(_) if held => break,
                 Pending::Read(stream) => {
                     while budget > 0 {
                         if !ctx.may_send() {
@@ -1905,6 +1947,17 @@ impl Dp {
                         hard = false;
                         match r {
                             Replied::Sent => {}
+                            Replied::Refused => {
+                                // The stack is full: this packet again
+                                // after a pause, instead of losing it and
+                                // the rest of the budget's responses (the
+                                // requester would recover them by an
+                                // implied NAK or its ACK timeout).
+                                *stream = before;
+                                refused = Some(d.psn);
+                                held = true;
+                                break;
+                            }
                             Replied::Missing => {
                                 // Its page is missing: this packet again
                                 // once it is in.
@@ -1937,12 +1990,17 @@ impl Dp {
             self.stall_on(ctx, Stalled::Reply);
             return false;
         }
+        if let Some(psn) = refused {
+            self.reply_hold = Some(now.saturating_add(self.reply_backoff.refused(psn, now)));
+            self.arm_timer(ctx, now);
+            return false;
+        }
         let more = self.replyq.as_ref().is_some_and(|q| !q.is_empty());
         if self.err_pending && !more {
             self.enter_error(ctx, st);
             return false;
         }
-        !blocked && more
+        !blocked && !held && more
     }
 
     /// The softirq work item, after a receive batch: send the responses
@@ -1981,14 +2039,14 @@ impl Dp {
 
 }
 
-/// Sends one response packet (a failure is counted by `send_pkt`; the
-/// requester retries).
-/// `false` (nothing sent) if a page of the on-demand paging region it
+/// Sends one response packet (a refusal is counted by `send_pkt`; what
+/// the caller does about it is [`Replied::Refused`]).  Nothing is sent
+/// ([`Replied::Missing`]) if a page of the on-demand paging region it
 /// reads from is missing and not `hard` (noted for the section).
 fn send_reply(ctx: &Ctx<'_>, path: &Path, d: &RespDesc, hard: bool) -> Replied {
     let bth = d.bth(path.dest_qpn, DEFAULT_PKEY);
     let mut r = Replied::Sent;
-    let _ = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
+    let sent = send_pkt(ctx, path, &bth, &d.ext(), d.payload_len(), |buf| match d.payload {
         None => true,
         Some(src) => match remote_read(ctx, src.rkey, src.va, buf) {
             Ok(()) => true,
@@ -1998,14 +2056,18 @@ fn send_reply(ctx: &Ctx<'_>, path: &Path, d: &RespDesc, hard: bool) -> Replied {
             }
         },
     });
-    r
+    if !sent && r == Replied::Sent { Replied::Refused } else { r }
 }
 
 /// What [`send_reply`] did.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Replied {
-    /// Handed to the network (or lost there, like on the wire).
+    /// Handed to the network stack.
     Sent,
+    /// Built, but the network stack did not take it (a full queue or
+    /// backlog, no memory, no route): lost unless the caller sends it
+    /// again.
+    Refused,
     /// A READ response whose on-demand page is missing: the stream stalls.
     Missing,
     /// A READ response whose data cannot be read (its region went away,

@@ -44,7 +44,7 @@ use crate::proto::wqe::{
     WcStatus,
     RECV_HDR_BYTES, SEND_SIGNALED,
 };
-use crate::proto::rc::{Backoff, Outcome, RecvCompletion, ReqCounters, RespCounters};
+use crate::proto::rc::{Backoff, Outcome, ReadResponder, RecvCompletion, ReqCounters, RespCounters};
 use crate::ib::shm::{PrivVec, SharedBuf};
 use crate::net::route::DstCache;
 use crate::net::skb::{SkBuff, TxFill};
@@ -1934,42 +1934,15 @@ impl Dp {
                 // (ACKs and atomic responses before it still go.)
                 Pending::Read(_) if held => break,
                 Pending::Read(stream) => {
-                    while budget > 0 {
-                        if !ctx.may_send() {
-                            // The work item goes on once they drained.
-                            blocked = true;
-                            break;
+                    match send_stream(ctx, &path, stream, &mut budget, &mut hard) {
+                        None => {}
+                        Some(StreamStop::Blocked) => blocked = true,
+                        Some(StreamStop::Refused(psn)) => {
+                            refused = Some(psn);
+                            held = true;
                         }
-                        let before = *stream;
-                        let Some(d) = stream.next() else { break };
-                        budget -= 1;
-                        let r = send_reply(ctx, &path, &d, hard);
-                        hard = false;
-                        match r {
-                            Replied::Sent => {}
-                            Replied::Refused => {
-                                // The stack is full: this packet again
-                                // after a pause, instead of losing it and
-                                // the rest of the budget's responses (the
-                                // requester would recover them by an
-                                // implied NAK or its ACK timeout).
-                                *stream = before;
-                                refused = Some(d.psn);
-                                held = true;
-                                break;
-                            }
-                            Replied::Missing => {
-                                // Its page is missing: this packet again
-                                // once it is in.
-                                *stream = before;
-                                missing = true;
-                                break;
-                            }
-                            Replied::Failed => {
-                                failed = Some(d.psn);
-                                break;
-                            }
-                        }
+                        Some(StreamStop::Missing) => missing = true,
+                        Some(StreamStop::Failed(psn)) => failed = Some(psn),
                     }
                     if stream.remaining() == 0 {
                         q.pop();
@@ -2057,6 +2030,46 @@ fn send_reply(ctx: &Ctx<'_>, path: &Path, d: &RespDesc, hard: bool) -> Replied {
         },
     });
     if !sent && r == Replied::Sent { Replied::Refused } else { r }
+}
+
+/// Why [`send_stream`] stopped before its budget or the stream's end.
+enum StreamStop {
+    /// The QP's packets in flight must drain first (the work item goes on
+    /// then).
+    Blocked,
+    /// The network stack refused the response at this PSN: sent again
+    /// after a pause, instead of losing it and the rest of the budget's
+    /// responses (the requester would recover them by an implied NAK or
+    /// its ACK timeout).
+    Refused(crate::proto::psn::Psn),
+    /// Its page is missing: this packet again once it is in.
+    Missing,
+    /// Its data cannot be read: the READ fails.
+    Failed(crate::proto::psn::Psn),
+}
+
+/// Sends READ responses from `stream` while `budget` lasts (`hard`: see
+/// [`send_reply`], for the first one only); a packet not sent is left in
+/// the stream.
+fn send_stream(ctx: &Ctx<'_>, path: &Path, stream: &mut ReadResponder, budget: &mut u32, hard: &mut bool) -> Option<StreamStop> {
+    while *budget > 0 {
+        if !ctx.may_send() {
+            return Some(StreamStop::Blocked);
+        }
+        let before = *stream;
+        let d = stream.next()?;
+        *budget -= 1;
+        let r = send_reply(ctx, path, &d, core::mem::take(hard));
+        match r {
+            Replied::Sent => {}
+            Replied::Refused | Replied::Missing => {
+                *stream = before;
+                return Some(if r == Replied::Refused { StreamStop::Refused(d.psn) } else { StreamStop::Missing });
+            }
+            Replied::Failed => return Some(StreamStop::Failed(d.psn)),
+        }
+    }
+    None
 }
 
 /// What [`send_reply`] did.

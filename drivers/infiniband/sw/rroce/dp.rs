@@ -1908,10 +1908,10 @@ impl Dp {
         };
         // A resumed stall's last try is for the first READ response packet.
         let mut hard = core::mem::take(&mut self.odp_hard);
-        let now = now();
         // After a refused READ response, READ responses wait for the
-        // pause's end (the timer's work item comes back then).
-        let mut held = self.reply_hold.is_some_and(|t| now < t);
+        // pause's end (the timer's work item comes back then).  (The clock
+        // is read only then: this runs after every receive batch.)
+        let mut held = self.reply_hold.is_some_and(|t| now() < t);
         if !held {
             self.reply_hold = None;
         }
@@ -1964,6 +1964,7 @@ impl Dp {
             return false;
         }
         if let Some(psn) = refused {
+            let now = now();
             self.reply_hold = Some(now.saturating_add(self.reply_backoff.refused(psn, now)));
             self.arm_timer(ctx, now);
             return false;

@@ -1911,16 +1911,13 @@ impl Dp {
         // After a refused READ response, READ responses wait for the
         // pause's end (the timer's work item comes back then).  (The clock
         // is read only then: this runs after every receive batch.)
-        let mut held = self.reply_hold.is_some_and(|t| now() < t);
+        let held = self.reply_hold.is_some_and(|t| now() < t);
         if !held {
             self.reply_hold = None;
         }
         let Some(q) = self.replyq.as_mut() else { return false };
-        let mut missing = false;
-        let mut blocked = false;
-        let mut refused = None;
-        let mut failed = None;
-        while budget > 0 && !missing && !blocked && failed.is_none() {
+        let mut stop = None;
+        while budget > 0 && stop.is_none() {
             let Some(front) = q.front_mut() else { break };
             match front {
                 // ACKs and atomic responses go out regardless of the
@@ -1934,47 +1931,41 @@ impl Dp {
                 // (ACKs and atomic responses before it still go.)
                 Pending::Read(_) if held => break,
                 Pending::Read(stream) => {
-                    match send_stream(ctx, &path, stream, &mut budget, &mut hard) {
-                        None => {}
-                        Some(StreamStop::Blocked) => blocked = true,
-                        Some(StreamStop::Refused(psn)) => {
-                            refused = Some(psn);
-                            held = true;
-                        }
-                        Some(StreamStop::Missing) => missing = true,
-                        Some(StreamStop::Failed(psn)) => failed = Some(psn),
-                    }
+                    stop = send_stream(ctx, &path, stream, &mut budget, &mut hard);
                     if stream.remaining() == 0 {
                         q.pop();
                     }
                 }
             }
         }
-        if let Some(psn) = failed {
-            if let Some(nak) = self.resp.as_mut().map(|r| r.read_failed(psn)) {
-                let _ = send_reply(ctx, &path, &nak, true);
+        match stop {
+            Some(StreamStop::Failed(psn)) => {
+                if let Some(nak) = self.resp.as_mut().map(|r| r.read_failed(psn)) {
+                    let _ = send_reply(ctx, &path, &nak, true);
+                }
+                self.sync_counters(ctx);
+                ctx.raise(EV_ACCESS_ERR);
+                self.enter_error(ctx, st);
+                return false;
             }
-            self.sync_counters(ctx);
-            ctx.raise(EV_ACCESS_ERR);
-            self.enter_error(ctx, st);
-            return false;
-        }
-        if missing {
-            self.stall_on(ctx, Stalled::Reply);
-            return false;
-        }
-        if let Some(psn) = refused {
-            let now = now();
-            self.reply_hold = Some(now.saturating_add(self.reply_backoff.refused(psn, now)));
-            self.arm_timer(ctx, now);
-            return false;
+            Some(StreamStop::Missing) => {
+                self.stall_on(ctx, Stalled::Reply);
+                return false;
+            }
+            Some(StreamStop::Refused(psn)) => {
+                let now = now();
+                self.reply_hold = Some(now.saturating_add(self.reply_backoff.refused(psn, now)));
+                self.arm_timer(ctx, now);
+                return false;
+            }
+            Some(StreamStop::Blocked) | None => {}
         }
         let more = self.replyq.as_ref().is_some_and(|q| !q.is_empty());
         if self.err_pending && !more {
             self.enter_error(ctx, st);
             return false;
         }
-        !blocked && !held && more
+        stop.is_none() && !held && more
     }
 
     /// The softirq work item, after a receive batch: send the responses
